@@ -1,0 +1,83 @@
+"""The `moe-tui` command line: a thin dispatcher over `moe_tui.commands.*`.
+
+Each subcommand lives in its own module with `add_parser(subparsers)` and `run(args) -> int`.
+Modules are imported only for the subcommand being run (their heavy imports live inside `run`),
+so `moe-tui --help` stays fast and never imports textual, pandas or httpx.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help). Order is the order shown in --help.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "tui": ("moe_tui.commands.tui", "open the control room on your profiles (the default)"),
+    "demo": ("moe_tui.commands.demo", "open the control room on the bundled simulated profiles"),
+    "profiles": ("moe_tui.commands.profiles", "check and show server profiles"),
+    "server": ("moe_tui.commands.server", "start, stop and inspect profile servers headless"),
+    "gpus": ("moe_tui.commands.gpus", "print one NVML sample of every GPU"),
+    "bench": ("moe_tui.commands.bench", "run one benchmark (bench_serving-compatible flags)"),
+    "import": ("moe_tui.commands.importer", "import a sglang.bench_serving JSONL file as runs"),
+    "queue": ("moe_tui.commands.queue", "add, list and edit the persistent run queue"),
+    "run": ("moe_tui.commands.run", "work the queue headless (or detached with --detach)"),
+    "compare": ("moe_tui.commands.compare", "print the comparison grid of two profiles"),
+    "export": ("moe_tui.commands.export", "export a comparison as Markdown and CSV with provenance"),
+    "sim": ("moe_tui.commands.sim", "run the SGLang emulator (simulated server)"),
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="moe-tui",
+        description="A terminal control room for comparing SGLang MoE runner backends.",
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        if only is not None and name != only:
+            sub.add_parser(name, help=help_text, add_help=False)
+            continue
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            sub.add_parser(name, help=help_text + " (not built yet)")
+            continue
+        module.add_parser(sub, name, help_text)
+    return parser
+
+
+def _version() -> str:
+    from moe_tui import __version__
+
+    return f"moe-tui {__version__}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Only the chosen subcommand's module is imported; --help imports the light command modules.
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    if chosen not in COMMANDS:
+        chosen = None
+    if not argv:
+        argv = ["tui"]
+        chosen = "tui"
+    parser = build_parser(only=chosen)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    runner = getattr(args, "run", None)
+    if runner is None:
+        parser.error(f"subcommand {args.command!r} is not available in this build")
+    try:
+        return int(runner(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,392 @@
+"""ServerProfile: how to launch one SGLang server (or its emulator) for one MoE backend.
+
+Profiles are TOML files in `server_profiles/`. Loading validates every key and value and names
+the file, the key and the reason; unknown keys get a "did you mean". A profile builds an argv list
+(never a shell string) for `python -m sglang.launch_server` or for the emulator `python -m
+moe_tui.sim`. `profile_diff` lists every launch setting that differs between two profiles, for
+the comparison grid. Pure data apart from reading the files it is pointed at.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import ipaddress
+import json
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+ENGINES = ("sglang", "sim")
+
+# Flags SGLang 0.5.23 accepts for --moe-runner-backend (see shared/reference/SGLANG.md).
+MOE_RUNNER_BACKENDS = (
+    "auto", "deep_gemm", "triton", "triton_kernel", "flashinfer_trtllm", "experimental_sgl_trtllm",
+    "flashinfer_trtllm_routed", "flashinfer_cutlass", "flashinfer_mxfp4", "flashinfer_cutedsl",
+    "flashinfer_megamoe", "cutlass", "aiter", "marlin", "humming", "experimental_sgl_marlin",
+    "lora_cutedsl", "lora_triton", "lora_marlin", "hpc_ops", "megamoe", "intel_xpu",
+)
+
+# Flags the profile sets through its own keys; giving them again in extra_args is ambiguous.
+_OWNED_FLAGS = {
+    "--model-path", "--served-model-name", "--tp-size", "--tp", "--ep-size", "--ep",
+    "--moe-runner-backend", "--quantization", "--host", "--port",
+}
+
+SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
+REDACTED = "***redacted***"
+
+
+class ProfileError(ValueError):
+    """A profile is invalid. The message names the file, the key and the reason."""
+
+    def __init__(self, where: str, key: str | None, message: str):
+        self.where = where
+        self.key = key
+        location = f"{where}: key '{key}'" if key else where
+        super().__init__(f"{location}: {message}")
+
+
+@dataclass(frozen=True)
+class ServerProfile:
+    name: str
+    engine: str
+    model_path: str
+    moe_runner_backend: str
+    served_model_name: str = ""
+    tp_size: int = 1
+    ep_size: int = 1
+    quantization: str = ""
+    gpus: tuple[int, ...] = ()
+    host: str = "127.0.0.1"
+    port: int = 30000
+    startup_timeout_s: float = 1800.0
+    extra_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    python: str = ""
+    description: str = ""
+    sim: Mapping[str, Any] = field(default_factory=dict)
+    source: str = ""  # file it was loaded from; not a launch setting
+
+    # -- argv / environment ------------------------------------------------------------------
+    def argv(self, python: str | None = None) -> list[str]:
+        """The exact argv to launch this profile's server. Never a shell string."""
+        exe = python or self.python or sys.executable
+        module = "sglang.launch_server" if self.engine == "sglang" else "moe_tui.sim"
+        args = [exe, "-m", module, "--model-path", self.model_path]
+        if self.served_model_name:
+            args += ["--served-model-name", self.served_model_name]
+        args += ["--tp-size", str(self.tp_size), "--ep-size", str(self.ep_size)]
+        args += ["--moe-runner-backend", self.moe_runner_backend]
+        if self.quantization:
+            args += ["--quantization", self.quantization]
+        args += ["--host", self.host, "--port", str(self.port)]
+        args += list(self.extra_args)
+        if self.engine == "sim":
+            args += sim_flags(self.sim)
+        return args
+
+    def launch_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Environment for the child: base + profile env + CUDA_VISIBLE_DEVICES from `gpus`."""
+        env = dict(base or {})
+        env.update({k: str(v) for k, v in self.env.items()})
+        if self.gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in self.gpus)
+        return env
+
+    def redacted_env(self) -> dict[str, str]:
+        return redact_env(self.launch_env())
+
+    @property
+    def base_url(self) -> str:
+        host = self.host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+    @property
+    def binds_beyond_loopback(self) -> bool:
+        try:
+            return not ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return self.host != "localhost"
+
+    def launch_settings(self) -> dict[str, Any]:
+        """Everything that shapes the server, as plain JSON-safe data (the profile snapshot)."""
+        data = dataclasses.asdict(self)
+        data.pop("source")
+        data["gpus"] = list(self.gpus)
+        data["extra_args"] = list(self.extra_args)
+        data["env"] = redact_env(dict(self.env))
+        data["sim"] = dict(self.sim)
+        return data
+
+    def snapshot(self) -> dict[str, Any]:
+        snap = self.launch_settings()
+        snap["source"] = self.source
+        return snap
+
+    def snapshot_json(self) -> str:
+        return json.dumps(self.snapshot(), sort_keys=True)
+
+
+# ---------------------------------------------------------------------------------------------
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "name": (str,), "engine": (str,), "model_path": (str,), "moe_runner_backend": (str,),
+    "served_model_name": (str,), "tp_size": (int,), "ep_size": (int,), "quantization": (str,),
+    "gpus": (list,), "host": (str,), "port": (int,), "startup_timeout_s": (int, float),
+    "extra_args": (list,), "env": (dict,), "python": (str,), "description": (str,), "sim": (dict,),
+}
+_REQUIRED = ("name", "engine", "model_path", "moe_runner_backend")
+
+
+def profile_from_dict(data: Mapping[str, Any], where: str = "<profile>") -> ServerProfile:
+    known = list(_FIELD_TYPES)
+    for key in data:
+        if key not in _FIELD_TYPES:
+            hint = difflib.get_close_matches(key, known, n=1)
+            extra = f"; did you mean '{hint[0]}'?" if hint else f"; known keys: {', '.join(known)}"
+            raise ProfileError(where, key, f"unknown key{extra}")
+    for key in _REQUIRED:
+        if key not in data:
+            raise ProfileError(where, key, "is required")
+    for key, value in data.items():
+        types = _FIELD_TYPES[key]
+        if isinstance(value, bool) or not isinstance(value, types):
+            want = " or ".join("table" if t is dict else "array" if t is list else t.__name__ for t in types)
+            raise ProfileError(where, key, f"expected {want}, got {type(value).__name__} {value!r}")
+
+    def need(ok: bool, key: str, message: str) -> None:
+        if not ok:
+            raise ProfileError(where, key, message)
+
+    need(bool(data["name"].strip()), "name", "must not be empty")
+    need(all(c.isalnum() or c in "-_." for c in data["name"]), "name",
+         f"{data['name']!r} may hold only letters, digits, '-', '_' and '.'")
+    need(data["engine"] in ENGINES, "engine", f"must be one of {', '.join(ENGINES)}, got {data['engine']!r}")
+    need(bool(data["model_path"].strip()), "model_path", "must not be empty")
+    backend = data["moe_runner_backend"]
+    if backend not in MOE_RUNNER_BACKENDS:
+        hint = difflib.get_close_matches(backend, MOE_RUNNER_BACKENDS, n=1)
+        extra = f"; did you mean '{hint[0]}'?" if hint else ""
+        raise ProfileError(where, "moe_runner_backend",
+                           f"{backend!r} is not an SGLang 0.5.23 MoE runner backend{extra}")
+    for key in ("tp_size", "ep_size"):
+        if key in data:
+            need(1 <= data[key] <= 1024, key, f"must be in [1, 1024], got {data[key]}")
+    port = data.get("port", 30000)
+    need(1024 <= port <= 65535, "port",
+         f"must be in [1024, 65535] (ports below 1024 need root), got {port}")
+    timeout = data.get("startup_timeout_s", 1800.0)
+    need(0 < timeout <= 86400, "startup_timeout_s", f"must be in (0, 86400] seconds, got {timeout}")
+    gpus = data.get("gpus", [])
+    for g in gpus:
+        need(isinstance(g, int) and not isinstance(g, bool) and 0 <= g < 1024, "gpus",
+             f"GPU indices must be integers >= 0, got {g!r}")
+    need(len(set(gpus)) == len(gpus), "gpus", f"lists a GPU twice: {gpus}")
+    tp = data.get("tp_size", 1)
+    if gpus:
+        need(len(gpus) >= tp, "gpus", f"lists {len(gpus)} GPU(s) but tp_size is {tp}")
+    host = data.get("host", "127.0.0.1")
+    if host != "localhost":
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise ProfileError(where, "host", f"{host!r} is not an IP address or 'localhost'") from None
+    extra_args = data.get("extra_args", [])
+    for arg in extra_args:
+        need(isinstance(arg, str), "extra_args", f"entries must be strings, got {arg!r}")
+        flag = arg.split("=", 1)[0]
+        need(flag not in _OWNED_FLAGS, "extra_args",
+             f"{flag} is set by the profile's own key; remove it from extra_args")
+    env = data.get("env", {})
+    for k, v in env.items():
+        need(isinstance(v, (str, int, float)) and not isinstance(v, bool), "env",
+             f"value of {k} must be a string or number, got {v!r}")
+    sim = data.get("sim", {})
+    if sim and data["engine"] != "sim":
+        raise ProfileError(where, "sim", "is only valid with engine = \"sim\"")
+    for k, v in sim.items():
+        need(isinstance(v, (str, int, float, bool)), "sim", f"value of {k} must be a scalar, got {v!r}")
+
+    return ServerProfile(
+        name=data["name"],
+        engine=data["engine"],
+        model_path=data["model_path"],
+        moe_runner_backend=backend,
+        served_model_name=data.get("served_model_name", ""),
+        tp_size=tp,
+        ep_size=data.get("ep_size", 1),
+        quantization=data.get("quantization", ""),
+        gpus=tuple(gpus),
+        host=host,
+        port=port,
+        startup_timeout_s=float(timeout),
+        extra_args=tuple(extra_args),
+        env={k: str(v) for k, v in env.items()},
+        python=data.get("python", ""),
+        description=data.get("description", ""),
+        sim=dict(sim),
+        source=where,
+    )
+
+
+def load_profile(path: str | Path) -> ServerProfile:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProfileError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ProfileError(str(path), None, "is not UTF-8 text") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(str(path), None, f"malformed TOML: {exc}") from None
+    return profile_from_dict(data, str(path))
+
+
+@dataclass
+class ProfileSet:
+    """Profiles loaded from a folder, with every problem found (not just the first)."""
+
+    profiles: list[ServerProfile]
+    problems: list[str]
+
+    def by_name(self, name: str) -> ServerProfile:
+        for profile in self.profiles:
+            if profile.name == name:
+                return profile
+        known = [p.name for p in self.profiles]
+        hint = difflib.get_close_matches(name, known, n=1)
+        extra = f"; did you mean '{hint[0]}'?" if hint else f"; known: {', '.join(known) or 'none'}"
+        raise KeyError(f"no profile named '{name}'{extra}")
+
+
+def load_profiles(directory: str | Path) -> ProfileSet:
+    directory = Path(directory)
+    profiles: list[ServerProfile] = []
+    problems: list[str] = []
+    if not directory.is_dir():
+        return ProfileSet([], [f"{directory}: not a folder of profiles"])
+    for path in sorted(directory.glob("*.toml")):
+        try:
+            profiles.append(load_profile(path))
+        except ProfileError as exc:
+            problems.append(str(exc))
+    seen: dict[str, ServerProfile] = {}
+    ports: dict[tuple[str, int], ServerProfile] = {}
+    for profile in profiles:
+        if profile.name in seen:
+            problems.append(f"{profile.source}: key 'name': '{profile.name}' is also used by {seen[profile.name].source}")
+        seen[profile.name] = profile
+        other = ports.get((profile.host, profile.port))
+        if other is not None:
+            # Two profiles on one port can never run together; the controller starts one at a
+            # time, so this is only a note, not an error.
+            pass
+        ports[(profile.host, profile.port)] = profile
+    return ProfileSet(profiles, problems)
+
+
+# -- diff ----------------------------------------------------------------------------------------
+_IDENTITY_KEYS = ("name", "description", "port", "host", "python")
+
+
+@dataclass(frozen=True)
+class SettingDiff:
+    key: str
+    baseline: Any
+    candidate: Any
+    kind: str  # "backend" (what is being compared), "launch" (could change speed), "identity"
+
+    def describe(self) -> str:
+        return f"{self.key}: {json.dumps(self.baseline)} vs {json.dumps(self.candidate)}"
+
+
+def profile_diff(baseline: ServerProfile, candidate: ServerProfile) -> list[SettingDiff]:
+    """Every launch setting that differs. Extra args and env are compared flag by flag."""
+    a, b = baseline.launch_settings(), candidate.launch_settings()
+    out: list[SettingDiff] = []
+    for key in a:
+        if key in ("extra_args", "env", "sim"):
+            continue
+        if a[key] != b[key]:
+            kind = "backend" if key == "moe_runner_backend" else "identity" if key in _IDENTITY_KEYS else "launch"
+            out.append(SettingDiff(key, a[key], b[key], kind))
+    fa, fb = _flag_map(baseline.extra_args), _flag_map(candidate.extra_args)
+    for flag in sorted(set(fa) | set(fb)):
+        if fa.get(flag) != fb.get(flag):
+            out.append(SettingDiff(f"extra_args {flag}", fa.get(flag), fb.get(flag), "launch"))
+    for group, da, db in (("env", a["env"], b["env"]), ("sim", a["sim"], b["sim"])):
+        for key in sorted(set(da) | set(db)):
+            if da.get(key) != db.get(key):
+                out.append(SettingDiff(f"{group} {key}", da.get(key), db.get(key), "launch"))
+    return out
+
+
+def _flag_map(args: tuple[str, ...]) -> dict[str, Any]:
+    """`--flag value`, `--flag=value` and bare `--flag` as {flag: value or True}."""
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg.startswith("--"):
+            if "=" in arg:
+                flag, value = arg.split("=", 1)
+                out[flag] = value
+            elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+                out[arg] = args[i + 1]
+                i += 1
+            else:
+                out[arg] = True
+        else:
+            out.setdefault("(positional)", []).append(arg)
+        i += 1
+    return out
+
+
+def sim_flags(sim: Mapping[str, Any]) -> list[str]:
+    """Emulator options from a profile's [sim] table as `--sim-*` flags."""
+    args: list[str] = []
+    for key, value in sim.items():
+        flag = "--sim-" + key.replace("_", "-")
+        if isinstance(value, bool):
+            if value:
+                args.append(flag)
+        else:
+            args += [flag, str(value)]
+    return args
+
+
+def is_secret_name(name: str) -> bool:
+    upper = name.upper()
+    return any(marker in upper for marker in SECRET_MARKERS)
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: (REDACTED if is_secret_name(k) else v) for k, v in env.items()}
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """Hide values of flags whose names look like secrets (e.g. --api-key)."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        if arg.startswith("--") and is_secret_name(arg.split("=", 1)[0]):
+            if "=" in arg:
+                out.append(arg.split("=", 1)[0] + "=" + REDACTED)
+            else:
+                out.append(arg)
+                hide_next = True
+            continue
+        out.append(arg)
+    return out

@@ -1,0 +1,418 @@
+"""Run SGLang's own benchmark client (`sglang.bench_serving`) for a BenchmarkSpec, and read its JSONL.
+
+Where the client comes from (`locate_client`):
+- `MOE_TUI_SGLANG_PYTHON=/path/to/python`: that interpreter, as a full SGLang install
+  (`python -m sglang.bench_serving`), or as a light client env if it has no torch.
+- a full SGLang install in this interpreter (sglang and torch importable, e.g. on the GPU box):
+  `python -m sglang.bench_serving`, the same client the server ships with.
+- the repo's `.venv-sglang-client/` (built by `make sglang-client`): sglang's wheel without its
+  server dependencies, run through `tools/sglang_client/run_bench_serving.py`, which executes the
+  unmodified `sglang.benchmark.serving` without importing torch.
+
+`bench_serving_args` maps a spec to 0.5.23's flags; `run_bench_serving` runs it (argv list, own
+process group, killed on timeout) and returns the one JSONL record it appended, normalized by
+`normalize_record`. `parse_bench_serving_jsonl` reads a file of records (e.g. for
+`moe-tui import FILE`) and `spec_fields_from_record` recovers the spec fields a record carries.
+No textual, no torch, no third-party imports.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+CLIENT_NAME = "sglang.bench_serving"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CLIENT_ENV_DIR = REPO_ROOT / ".venv-sglang-client"
+LAUNCHER = REPO_ROOT / "tools" / "sglang_client" / "run_bench_serving.py"
+PYTHON_OVERRIDE_ENV = "MOE_TUI_SGLANG_PYTHON"
+
+# spec.api -> bench_serving --backend. "generate" is SGLang's native /generate stream, which counts
+# output tokens from meta_info.completion_tokens; "completions" is /v1/completions.
+API_TO_BACKEND = {"generate": "sglang", "completions": "sglang-oai"}
+BACKEND_TO_API = {"sglang": "generate", "sglang-native": "generate", "sglang-oai": "completions"}
+
+# The fields of a bench_serving JSONL record that a normalized result always has (None when an
+# older client did not write one). Names are bench_serving's own.
+_LATENCY_FIELDS = tuple(
+    f"{stat}_{metric}_ms"
+    for metric in ("e2e_latency", "ttft", "tpot", "itl")
+    for stat in ("mean", "median", "std", "p90", "p95", "p99")
+)
+RESULT_FIELDS = (
+    "backend",
+    "dataset_name",
+    "request_rate",
+    "max_concurrency",
+    "random_input_len",
+    "random_output_len",
+    "random_range_ratio",
+    "duration",
+    "completed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "total_output_tokens_retokenized",
+    "request_throughput",
+    "input_throughput",
+    "output_throughput",
+    "total_throughput",
+    *_LATENCY_FIELDS,
+    "concurrency",
+    "max_output_tokens_per_s",
+    "max_concurrent_requests",
+)
+# Kept as they are when present.
+PASSTHROUGH_FIELDS = (
+    "tag",
+    "server_info",
+    "accept_length",
+    "sharegpt_output_len",
+    "total_input_text_tokens",
+    "total_input_vision_tokens",
+    "cache_report",
+)
+# Per-request lists written with --output-details.
+DETAIL_FIELDS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
+
+_STRING_FIELDS = {"backend", "dataset_name"}
+_INT_FIELDS = {
+    "max_concurrency",
+    "random_input_len",
+    "random_output_len",
+    "completed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "total_output_tokens_retokenized",
+    "max_concurrent_requests",
+}
+_REQUIRED_FIELDS = ("backend", "dataset_name", "duration", "completed", "output_throughput")
+
+# BenchmarkSpec fields a bench_serving record does not carry: an importer must supply them or
+# mark them unknown. (seed, warmup and flush appear only on the command line; ignore_eos and
+# temperature only in the request bodies.)
+SPEC_FIELDS_NOT_IN_RECORD = ("client_version", "seed", "warmup_requests", "ignore_eos", "temperature", "flush_cache")
+
+
+class BenchServingError(RuntimeError):
+    """The client could not be found or run, or its output could not be read."""
+
+
+class ClientNotFound(BenchServingError):
+    pass
+
+
+class RecordError(BenchServingError):
+    """A JSONL record is unreadable; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class SglangClient:
+    """How to start sglang.bench_serving: `argv_prefix + flags`."""
+
+    kind: str  # "repo-env" (light env + launcher) or "installed" (a full SGLang install)
+    python: Path
+    version: str
+
+    @property
+    def argv_prefix(self) -> list[str]:
+        if self.kind == "repo-env":
+            return [str(self.python), str(LAUNCHER)]
+        return [str(self.python), "-m", CLIENT_NAME]
+
+
+# -- locating the client ----------------------------------------------------------------------
+_PROBE = (
+    "import importlib.util as u, importlib.metadata as m, json; "
+    "has = lambda n: u.find_spec(n) is not None; "
+    "print(json.dumps({'sglang': m.version('sglang') if has('sglang') else None, 'torch': has('torch')}))"
+)
+
+
+def _probe(python: Path) -> dict | None:
+    """Which sglang (and whether torch) an interpreter has, without importing either (fast)."""
+    try:
+        out = subprocess.run(
+            [str(python), "-c", _PROBE], capture_output=True, text=True, timeout=30, check=True
+        ).stdout
+        return json.loads(out.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def _client_for(python: Path) -> SglangClient | None:
+    info = _probe(python)
+    if not info or not info.get("sglang"):
+        return None
+    kind = "installed" if info.get("torch") else "repo-env"
+    return SglangClient(kind=kind, python=python, version=info["sglang"])
+
+
+def locate_client(env_dir: Path = CLIENT_ENV_DIR) -> SglangClient | None:
+    """The client to use, or None. Order: $MOE_TUI_SGLANG_PYTHON, a full install here, the repo env."""
+    override = os.environ.get(PYTHON_OVERRIDE_ENV)
+    if override:
+        client = _client_for(Path(override))
+        if client is None:
+            raise ClientNotFound(f"${PYTHON_OVERRIDE_ENV}={override}: no sglang installed for that python")
+        return client
+    here = _client_for(Path(sys.executable))
+    if here is not None and here.kind == "installed":
+        return here
+    env_python = env_dir / "bin" / "python"
+    if env_python.exists():
+        client = _client_for(env_python)
+        if client is not None:
+            return SglangClient(kind="repo-env", python=env_python, version=client.version)
+    return None
+
+
+def require_client(env_dir: Path = CLIENT_ENV_DIR) -> SglangClient:
+    client = locate_client(env_dir)
+    if client is None:
+        raise ClientNotFound(
+            f"sglang.bench_serving not found: no SGLang install in {sys.executable} and no client env "
+            f"at {env_dir} (build it with `make sglang-client`)"
+        )
+    return client
+
+
+# -- spec -> flags ------------------------------------------------------------------------------
+def _spec_value(spec: Any, name: str) -> Any:
+    if isinstance(spec, Mapping):
+        if name not in spec:
+            raise BenchServingError(f"benchmark spec has no field '{name}'")
+        return spec[name]
+    return getattr(spec, name)
+
+
+def _number(value: float) -> str:
+    """Flags as bench_serving's argparse reads them (`inf` for an unbounded request rate)."""
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    return repr(float(value)) if isinstance(value, float) else str(value)
+
+
+def bench_serving_args(
+    spec: Any,
+    *,
+    base_url: str,
+    output_file: str | os.PathLike,
+    tokenizer: str | os.PathLike | None = None,
+    output_details: bool = False,
+    disable_tqdm: bool = True,
+    tag: str | None = None,
+) -> list[str]:
+    """bench_serving (0.5.23) flags for a BenchmarkSpec (or a mapping with its field names)."""
+    api = _spec_value(spec, "api")
+    if api not in API_TO_BACKEND:
+        raise BenchServingError(f"benchmark spec field 'api': {api!r} has no bench_serving backend")
+    dataset = _spec_value(spec, "dataset")
+    if dataset != "random-ids":
+        # "random" samples ShareGPT text from the hub; only random-ids is offline and reproducible.
+        raise BenchServingError(f"benchmark spec field 'dataset': {dataset!r} is not supported (random-ids only)")
+    argv = [
+        "--backend", API_TO_BACKEND[api],
+        "--base-url", base_url,
+        "--dataset-name", dataset,
+        "--random-input-len", str(_spec_value(spec, "input_len")),
+        "--random-output-len", str(_spec_value(spec, "output_len")),
+        "--random-range-ratio", _number(float(_spec_value(spec, "range_ratio"))),
+        "--num-prompts", str(_spec_value(spec, "num_prompts")),
+        "--max-concurrency", str(_spec_value(spec, "max_concurrency")),
+        "--request-rate", _number(float(_spec_value(spec, "request_rate"))),
+        "--seed", str(_spec_value(spec, "seed")),
+        "--warmup-requests", str(_spec_value(spec, "warmup_requests")),
+        "--temperature", _number(float(_spec_value(spec, "temperature"))),
+        "--output-file", str(output_file),
+    ]
+    if not _spec_value(spec, "ignore_eos"):
+        argv.append("--disable-ignore-eos")
+    if _spec_value(spec, "flush_cache"):
+        argv.append("--flush-cache")
+    if tokenizer is not None:
+        argv += ["--tokenizer", str(tokenizer)]
+    if output_details:
+        argv.append("--output-details")
+    if disable_tqdm:
+        argv.append("--disable-tqdm")
+    if tag is not None:
+        argv += ["--tag", tag]
+    return argv
+
+
+def client_env(base: Mapping[str, str] | None = None, client: SglangClient | None = None) -> dict[str, str]:
+    """Environment for the client process: offline tokenizer loading, unbuffered output."""
+    env = dict(os.environ if base is None else base)
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
+    if client is not None and client.kind == "repo-env":
+        # The light env must not see the project's packages (or a PYTHONPATH meant for them).
+        env.pop("PYTHONPATH", None)
+        env.pop("PYTHONHOME", None)
+    return env
+
+
+# -- running ------------------------------------------------------------------------------------
+def _count_lines(path: Path) -> int:
+    try:
+        with path.open("rb") as f:
+            return sum(1 for line in f if line.strip())
+    except FileNotFoundError:
+        return 0
+
+
+def _tail(path: Path, n: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+def run_bench_serving(
+    spec: Any,
+    *,
+    base_url: str,
+    output_file: str | os.PathLike,
+    log_file: str | os.PathLike,
+    tokenizer: str | os.PathLike | None = None,
+    client: SglangClient | None = None,
+    output_details: bool = False,
+    timeout_s: float | None = None,
+) -> dict[str, Any]:
+    """Run bench_serving for `spec` against `base_url`; return its new JSONL record, normalized.
+
+    stdout and stderr go to `log_file`. The process runs in its own session and its whole group is
+    killed on timeout or interruption. Raises BenchServingError (with the log tail) on failure.
+    """
+    client = client or require_client()
+    output_path = Path(output_file)
+    log_path = Path(log_file)
+    before = _count_lines(output_path)
+    argv = client.argv_prefix + bench_serving_args(
+        spec, base_url=base_url, output_file=output_path, tokenizer=tokenizer, output_details=output_details
+    )
+    started = time.monotonic()
+    with log_path.open("ab") as log:
+        log.write(("$ " + " ".join(argv) + "\n").encode())
+        log.flush()
+        proc = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=client_env(client=client), start_new_session=True,
+        )
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except BaseException:
+            _kill_group(proc)
+            raise
+    if rc != 0:
+        raise BenchServingError(
+            f"bench_serving exited {rc} after {time.monotonic() - started:.1f} s; log {log_path}:\n{_tail(log_path)}"
+        )
+    records = parse_bench_serving_jsonl(output_path)
+    if len(records) != before + 1:
+        raise BenchServingError(
+            f"{output_path}: expected bench_serving to append one record, found {len(records) - before} "
+            f"(a run with no successful request writes none); log {log_path}:\n{_tail(log_path)}"
+        )
+    return records[-1]
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+# -- reading records ----------------------------------------------------------------------------
+def _parse_constant(name: str) -> float:
+    # bench_serving writes json.dumps(float('inf')) as the bare token Infinity; accept it.
+    return {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}[name]
+
+
+def parse_bench_serving_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every record in a bench_serving JSONL file, normalized. Blank lines are skipped."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecordError(f"{path}: cannot read: {exc}") from None
+    records = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line, parse_constant=_parse_constant)
+        except json.JSONDecodeError as exc:
+            raise RecordError(f"{path}:{lineno}: not a JSON record ({exc.msg} at column {exc.colno})") from None
+        records.append(normalize_record(raw, where=f"{path}:{lineno}"))
+    return records
+
+
+def normalize_record(raw: Any, where: str = "record") -> dict[str, Any]:
+    """A bench_serving result with every RESULT_FIELDS key (None if absent) and checked types."""
+    if not isinstance(raw, dict):
+        raise RecordError(f"{where}: expected a JSON object, got {type(raw).__name__}")
+    missing = [f for f in _REQUIRED_FIELDS if raw.get(f) is None]
+    if missing:
+        raise RecordError(f"{where}: not a bench_serving result (missing {', '.join(missing)})")
+    out: dict[str, Any] = {}
+    for field in RESULT_FIELDS:
+        out[field] = _checked(field, raw.get(field), where)
+    for field in PASSTHROUGH_FIELDS + DETAIL_FIELDS:
+        if field in raw:
+            out[field] = raw[field]
+    return out
+
+
+def _checked(field: str, value: Any, where: str) -> Any:
+    if value is None:
+        return None
+    if field in _STRING_FIELDS:
+        if isinstance(value, str):
+            return value
+    elif field == "request_rate" and value == "trace":
+        return value  # mooncake trace replay
+    elif isinstance(value, bool):
+        pass
+    elif field in _INT_FIELDS:
+        if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+            return int(value)
+    elif isinstance(value, (int, float)):
+        return float(value)
+    raise RecordError(f"{where}: field '{field}' has an unexpected value {value!r}")
+
+
+def spec_fields_from_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The BenchmarkSpec fields a bench_serving record determines (see SPEC_FIELDS_NOT_IN_RECORD).
+
+    num_prompts is exact only with --output-details (one entry per request); otherwise it is
+    `completed`, which is short by the number of failed requests.
+    """
+    backend = record.get("backend")
+    if backend not in BACKEND_TO_API:
+        raise RecordError(f"backend {backend!r}: not an SGLang backend this tool compares ({', '.join(BACKEND_TO_API)})")
+    fields: dict[str, Any] = {
+        "client": CLIENT_NAME,
+        "api": BACKEND_TO_API[backend],
+        "dataset": record.get("dataset_name"),
+        "input_len": record.get("random_input_len"),
+        "output_len": record.get("random_output_len"),
+        "range_ratio": record.get("random_range_ratio"),
+        "request_rate": record.get("request_rate"),
+    }
+    if record.get("max_concurrency") is not None:
+        fields["max_concurrency"] = record["max_concurrency"]
+    if isinstance(record.get("errors"), list):
+        fields["num_prompts"] = len(record["errors"])
+    elif record.get("completed") is not None:
+        fields["num_prompts"] = record["completed"]
+    return {k: v for k, v in fields.items() if v is not None}

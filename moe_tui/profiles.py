@@ -49,6 +49,13 @@ class ProfileError(ValueError):
         super().__init__(f"{location}: {message}")
 
 
+class UnknownProfileError(KeyError):
+    """No profile of that name; the message suggests the closest one."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 @dataclass(frozen=True)
 class ServerProfile:
     name: str
@@ -262,9 +269,9 @@ class ProfileSet:
             if profile.name == name:
                 return profile
         known = [p.name for p in self.profiles]
-        hint = difflib.get_close_matches(name, known, n=1)
+        hint = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
         extra = f"; did you mean '{hint[0]}'?" if hint else f"; known: {', '.join(known) or 'none'}"
-        raise KeyError(f"no profile named '{name}'{extra}")
+        raise UnknownProfileError(f"no profile named '{name}'{extra}")
 
 
 def load_profiles(directory: str | Path) -> ProfileSet:

@@ -208,7 +208,7 @@ class Store:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
-                raise StoreError(f"cannot write store file {self.path}: {exc}") from None
+                raise StoreError(f"cannot write store file {self.path}, nothing changed: {exc}") from None
             try:
                 yield _Tx(self._conn)
                 self._conn.execute("COMMIT")

@@ -1,0 +1,53 @@
+"""Import hygiene and CLI speed: the core never imports Textual; `--help` stays light."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+CORE = ["moe_tui.spec", "moe_tui.profiles", "moe_tui.store", "moe_tui.metrics", "moe_tui.compare",
+        "moe_tui.servers", "moe_tui.bench", "moe_tui.telemetry", "moe_tui.queue", "moe_tui.controller",
+        "moe_tui.events", "moe_tui.paths"]
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys, json; print(json.dumps(sorted(sys.modules)))"],
+                         capture_output=True, text=True, check=True)
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_core_modules_do_not_import_textual():
+    code = "import importlib\n" + "\n".join(f"importlib.import_module({m!r})" for m in CORE)
+    modules = _modules_after(code)
+    assert "textual" not in modules
+    assert not any(m.startswith("textual.") for m in modules)
+
+
+def test_foundation_modules_do_not_import_textual():
+    modules = _modules_after("import moe_tui.spec, moe_tui.profiles, moe_tui.store")
+    assert "textual" not in modules
+
+
+def test_help_does_not_import_heavy_packages():
+    code = ("import sys\nfrom moe_tui import cli\n"
+            "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n")
+    modules = _modules_after(code)
+    for heavy in ("textual", "pandas", "httpx", "numpy", "aiohttp"):
+        assert heavy not in modules, heavy
+
+
+def test_every_subcommand_has_help():
+    from moe_tui.cli import COMMANDS
+
+    for name in COMMANDS:
+        proc = subprocess.run([sys.executable, "-m", "moe_tui", name, "--help"], capture_output=True, text=True)
+        assert proc.returncode == 0, (name, proc.stderr)
+        assert "usage: moe-tui" in proc.stdout, name
+
+
+def test_top_level_help_lists_subcommands():
+    proc = subprocess.run([sys.executable, "-m", "moe_tui", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0
+    for name in ("demo", "bench", "queue", "run", "compare", "export", "sim", "profiles"):
+        assert name in proc.stdout

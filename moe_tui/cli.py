@@ -77,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(runner(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `moe-tui ... | head` closed the pipe: not an error
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,44 @@
+"""`moe-tui profiles check`: every problem listed, non-zero exit, file and key named."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def moe_tui(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "moe_tui", *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+
+
+def test_shipped_folders_pass():
+    for folder in ("server_profiles", "server_profiles/demo"):
+        proc = moe_tui("profiles", "check", folder, "--no-sglang")
+        assert proc.returncode == 0, proc.stderr
+        assert "0 problem(s)" in proc.stdout
+
+
+def test_bad_folder_lists_every_problem_and_fails(tmp_path):
+    good = (REPO / "server_profiles" / "demo" / "sim-flashinfer-cutlass.toml").read_text()
+    (tmp_path / "ok.toml").write_text(good)
+    (tmp_path / "port.toml").write_text(good.replace("port = 31000", "port = 443").replace(
+        'name = "sim-flashinfer-cutlass"', 'name = "x1"'))
+    (tmp_path / "typo.toml").write_text(good.replace("tp_size", "tp_sz").replace(
+        'name = "sim-flashinfer-cutlass"', 'name = "x2"'))
+    (tmp_path / "broken.toml").write_text("name = [\n")
+    proc = moe_tui("profiles", "check", str(tmp_path))
+    assert proc.returncode == 1
+    err = proc.stderr
+    assert f"{tmp_path / 'port.toml'}: key 'port'" in err
+    assert f"{tmp_path / 'typo.toml'}: key 'tp_sz': unknown key; did you mean 'tp_size'?" in err
+    assert f"{tmp_path / 'broken.toml'}: malformed TOML" in err
+    assert "3 problem(s)" in proc.stdout
+
+
+def test_show_unknown_profile_suggests_a_name():
+    proc = moe_tui("profiles", "show", "sim-flashinfer-cutlas", "--dir", "server_profiles/demo")
+    assert proc.returncode == 1
+    assert "did you mean 'sim-flashinfer-cutlass'" in proc.stderr

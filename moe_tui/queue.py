@@ -1,0 +1,538 @@
+"""RunQueue: the persistent run queue (SQLite `queue_items` + `campaigns`), campaigns and ordering.
+
+An item is one benchmark to run: (profile name, BenchmarkSpec, repeat index), plus whether a
+warmup pass precedes it. A *campaign* adds many items in one step: profiles x concurrencies x
+repeats from one base spec; each concurrency sets `spec.max_concurrency`, and `num_prompts` may
+scale with it (`prompts_per_concurrency`, never below the base spec's `num_prompts`). The rule is
+recorded in the campaign's definition so a result can always be traced to how it was asked for.
+
+Item states and what may happen to them:
+
+    pending ──claim──► running ──► done | failed | skipped | cancelled
+       │                  └── (process died) ──► interrupted   (on recovery, see below)
+       ├─ skip ──► skipped      "pass over it for now"; retry brings it back
+       └─ cancel ► cancelled    "withdrawn"; retry brings it back too
+    failed | interrupted | skipped | cancelled ──retry──► pending (keeps its place)
+
+`done` is final (retrying a done item is an error: re-measure with a new item). A running item is
+changed only by its controller (`finish`); asking the queue to skip/cancel/delete it is an error
+that names the controller op to use instead. Items that were never attempted because their
+profile's server failed to start are marked `skipped` with the reason (see `skip_profile`).
+
+Crash safety: every mutation is one `BEGIN IMMEDIATE` transaction, validated inside it, so an
+invalid operation (unknown id, retry of a done item, move past the end) raises `QueueError` and
+changes nothing. After a crash, `recover_interrupted()` turns items left `running` into
+`interrupted` (offered for retry); it must be called only by the process holding the runner lock
+(the controller does), never by a reader such as the TUI, or it would interrupt a live run.
+
+Ordering policies (`ORDER_POLICIES`), for a campaign of profiles P, concurrencies C, repeats R:
+  grouped      for p: for r: for c   each profile's items together: one server start per profile
+  interleaved  for r: for p: for c   A-sweep, B-sweep, A-sweep, ...: drift and warm-up effects fall
+                                     on both profiles alike, at P x R server starts
+  alternating  for r: for c: for p   A,B,A,B item by item: the strongest drift cancelling, at one
+                                     server start per item
+`server_starts()` counts what a sequence costs; `CampaignPlan.start_costs()` shows every policy's
+cost before the user picks. The pause flag lives in `queue_settings` (created here if missing).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from moe_tui.spec import BenchmarkSpec, SpecError
+from moe_tui.store import Store
+
+ITEM_STATES = ("pending", "running", "done", "failed", "skipped", "cancelled", "interrupted")
+RETRYABLE_STATES = frozenset({"failed", "interrupted", "skipped", "cancelled"})
+FINISHED_STATES = frozenset({"done", "failed", "skipped", "cancelled", "interrupted"})
+ORDER_POLICIES = ("grouped", "interleaved", "alternating")
+MOVE_DIRECTIONS = ("up", "down", "top", "bottom")
+
+# Warmup pass size: enough requests to fill the concurrency once, and at least a few.
+WARMUP_MIN_PROMPTS = 8
+# The warmup pass draws different prompts than the timed run, so the server's prefix cache cannot
+# hand the timed run free prefills; this offset is added to the seed (mod 2^63).
+WARMUP_SEED_OFFSET = 1_000_003
+
+_SETTINGS_DDL = "CREATE TABLE IF NOT EXISTS queue_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+
+
+class QueueError(ValueError):
+    """An invalid queue operation; nothing was changed. The message names the item and the reason."""
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    id: int
+    position: float
+    campaign_id: int | None
+    profile_name: str
+    spec: BenchmarkSpec
+    fingerprint: str
+    repeat_index: int
+    warmup: bool
+    state: str
+    attempts: int
+    run_id: int | None
+    error: str
+    created_at: float
+    updated_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe (the spec in canonical form)."""
+        return {
+            "id": self.id, "position": self.position, "campaign_id": self.campaign_id,
+            "profile_name": self.profile_name, "spec": self.spec.canonical_dict(),
+            "fingerprint": self.fingerprint, "repeat_index": self.repeat_index,
+            "warmup": self.warmup, "state": self.state, "attempts": self.attempts,
+            "run_id": self.run_id, "error": self.error, "created_at": self.created_at,
+            "updated_at": self.updated_at, "concurrency": self.spec.max_concurrency,
+            "num_prompts": self.spec.num_prompts,
+        }
+
+    def describe(self) -> str:
+        return (f"#{self.id} {self.profile_name} conc={self.spec.max_concurrency} "
+                f"n={self.spec.num_prompts} rep={self.repeat_index} [{self.state}]")
+
+
+@dataclass(frozen=True)
+class PlannedItem:
+    profile_name: str
+    spec: BenchmarkSpec
+    repeat_index: int
+    warmup: bool
+
+
+@dataclass(frozen=True)
+class CampaignPlan:
+    """profiles x concurrencies x repeats from one base spec. Validates on construction."""
+
+    profiles: tuple[str, ...]
+    concurrencies: tuple[int, ...]
+    repeats: int = 1
+    base_spec: BenchmarkSpec = field(default_factory=BenchmarkSpec)
+    policy: str = "grouped"
+    prompts_per_concurrency: int | None = None
+    warmup_pass: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "profiles", tuple(self.profiles))
+        object.__setattr__(self, "concurrencies", tuple(int(c) for c in self.concurrencies))
+        if not self.profiles:
+            raise QueueError("campaign: at least one profile is needed")
+        if len(set(self.profiles)) != len(self.profiles):
+            raise QueueError(f"campaign: a profile is listed twice: {', '.join(self.profiles)}")
+        if not self.concurrencies:
+            raise QueueError("campaign: at least one concurrency is needed")
+        if len(set(self.concurrencies)) != len(self.concurrencies):
+            raise QueueError(f"campaign: a concurrency is listed twice: {list(self.concurrencies)}")
+        if not 1 <= self.repeats <= 1000:
+            raise QueueError(f"campaign: repeats must be in [1, 1000], got {self.repeats}")
+        if self.policy not in ORDER_POLICIES:
+            raise QueueError(f"campaign: order policy must be one of {', '.join(ORDER_POLICIES)}, "
+                             f"got {self.policy!r}")
+        if self.prompts_per_concurrency is not None and self.prompts_per_concurrency < 1:
+            raise QueueError("campaign: prompts_per_concurrency must be >= 1, "
+                             f"got {self.prompts_per_concurrency}")
+        for c in self.concurrencies:
+            self.spec_for(c)  # raises SpecError naming the field for an out-of-range concurrency
+
+    def num_prompts_for(self, concurrency: int) -> int:
+        """The campaign's prompt-count rule: the base count, or ppc x concurrency if that is more."""
+        if self.prompts_per_concurrency is None:
+            return self.base_spec.num_prompts
+        return max(self.base_spec.num_prompts, self.prompts_per_concurrency * concurrency)
+
+    def spec_for(self, concurrency: int) -> BenchmarkSpec:
+        try:
+            return self.base_spec.replace(max_concurrency=concurrency,
+                                          num_prompts=self.num_prompts_for(concurrency))
+        except SpecError as exc:
+            raise QueueError(f"campaign: concurrency {concurrency}: {exc}") from None
+
+    def items(self, policy: str | None = None) -> list[PlannedItem]:
+        policy = policy or self.policy
+        specs = {c: self.spec_for(c) for c in self.concurrencies}
+        order = order_keys(self.profiles, self.concurrencies, self.repeats, policy)
+        return [PlannedItem(p, specs[c], r, self.warmup_pass) for p, c, r in order]
+
+    def start_costs(self, running: str | None = None) -> dict[str, int]:
+        """Server starts each policy needs for this campaign (given the server already up)."""
+        return {
+            policy: server_starts([p for p, _, _ in order_keys(self.profiles, self.concurrencies,
+                                                                self.repeats, policy)], running)
+            for policy in ORDER_POLICIES
+        }
+
+    def definition(self) -> dict[str, Any]:
+        """What is stored with the campaign: enough to rebuild every item and to explain it."""
+        return {
+            "profiles": list(self.profiles),
+            "concurrencies": list(self.concurrencies),
+            "repeats": self.repeats,
+            "policy": self.policy,
+            "base_spec": self.base_spec.canonical_dict(),
+            "num_prompts_rule": {
+                "prompts_per_concurrency": self.prompts_per_concurrency,
+                "min_prompts": self.base_spec.num_prompts,
+                "rule": ("num_prompts = max(min_prompts, prompts_per_concurrency * concurrency)"
+                         if self.prompts_per_concurrency is not None else "num_prompts = min_prompts"),
+            },
+            "warmup_pass": self.warmup_pass,
+            "warmup_rule": (f"same spec, num_prompts = max(concurrency, {WARMUP_MIN_PROMPTS}), "
+                            f"seed + {WARMUP_SEED_OFFSET}; results discarded"),
+            "server_starts": self.start_costs(),
+        }
+
+    def default_name(self) -> str:
+        conc = ",".join(str(c) for c in self.concurrencies)
+        return f"{' vs '.join(self.profiles)} @ conc {conc} x{self.repeats} ({self.policy})"
+
+
+def order_keys(profiles: Sequence[str], concurrencies: Sequence[int], repeats: int,
+               policy: str) -> list[tuple[str, int, int]]:
+    """(profile, concurrency, repeat) triples in the order `policy` runs them."""
+    if policy == "grouped":
+        return [(p, c, r) for p in profiles for r in range(repeats) for c in concurrencies]
+    if policy == "interleaved":
+        return [(p, c, r) for r in range(repeats) for p in profiles for c in concurrencies]
+    if policy == "alternating":
+        return [(p, c, r) for r in range(repeats) for c in concurrencies for p in profiles]
+    raise QueueError(f"order policy must be one of {', '.join(ORDER_POLICIES)}, got {policy!r}")
+
+
+def server_starts(profile_sequence: Iterable[str], running: str | None = None) -> int:
+    """How many server starts running items in this order costs (a start whenever the profile
+    changes; none for the first item if `running` is already its server)."""
+    starts, current = 0, running
+    for profile in profile_sequence:
+        if profile != current:
+            starts += 1
+            current = profile
+    return starts
+
+
+def warmup_spec(spec: BenchmarkSpec) -> BenchmarkSpec:
+    """The warmup pass before a timed run: same shapes (concurrency, lengths, API), fewer prompts,
+    other prompts (seed offset, so the prefix cache cannot help the timed run)."""
+    return spec.replace(
+        num_prompts=max(spec.max_concurrency, WARMUP_MIN_PROMPTS),
+        seed=(spec.seed + WARMUP_SEED_OFFSET) % 2**63,
+    )
+
+
+ChangeListener = Callable[[str], None]
+
+
+class RunQueue:
+    """The queue in the store. Thread-safe through the store's lock; one transaction per call."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self._listeners: list[ChangeListener] = []
+        with store.transaction() as tx:
+            tx.execute(_SETTINGS_DDL)
+
+    # -- change notification ------------------------------------------------------------------
+    def subscribe(self, listener: ChangeListener) -> Callable[[], None]:
+        """`listener(reason)` after each committed mutation; returns the unsubscribe function."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _changed(self, reason: str) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(reason)
+            except Exception:
+                pass  # a broken consumer must not undo a committed change or hide it from others
+
+    # -- reading ------------------------------------------------------------------------------
+    def items(self, states: Iterable[str] | None = None, campaign_id: int | None = None) -> list[QueueItem]:
+        sql, params = "SELECT * FROM queue_items", []
+        where = []
+        if states is not None:
+            states = list(states)
+            _check_states(states)
+            where.append(f"state IN ({','.join('?' * len(states))})")
+            params += states
+        if campaign_id is not None:
+            where.append("campaign_id = ?")
+            params.append(campaign_id)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY position, id"
+        return [_item(r) for r in self.store.query(sql, params)]
+
+    def item(self, item_id: int) -> QueueItem:
+        rows = self.store.query("SELECT * FROM queue_items WHERE id = ?", (int(item_id),))
+        if not rows:
+            raise QueueError(f"queue item {item_id}: no such item")
+        return _item(rows[0])
+
+    def next_pending(self) -> QueueItem | None:
+        rows = self.store.query(
+            "SELECT * FROM queue_items WHERE state = 'pending' ORDER BY position, id LIMIT 1")
+        return _item(rows[0]) if rows else None
+
+    def running(self) -> list[QueueItem]:
+        return self.items(["running"])
+
+    def counts(self) -> dict[str, int]:
+        counts = {s: 0 for s in ITEM_STATES}
+        for row in self.store.query("SELECT state, COUNT(*) FROM queue_items GROUP BY state"):
+            counts[row[0]] = row[1]
+        return counts
+
+    @property
+    def paused(self) -> bool:
+        rows = self.store.query("SELECT value FROM queue_settings WHERE key = 'paused'")
+        return bool(rows) and rows[0][0] == "1"
+
+    def summary(self) -> dict[str, Any]:
+        nxt = self.next_pending()
+        counts = self.counts()
+        return {
+            "paused": self.paused,
+            "counts": counts,
+            "total": sum(counts.values()),
+            "next_item_id": nxt.id if nxt else None,
+            "pending_profiles": [i.profile_name for i in self.items(["pending"])],
+        }
+
+    def campaign(self, campaign_id: int) -> dict[str, Any]:
+        rows = self.store.query("SELECT * FROM campaigns WHERE id = ?", (campaign_id,))
+        if not rows:
+            raise QueueError(f"campaign {campaign_id}: no such campaign")
+        row = rows[0]
+        return {"id": row["id"], "name": row["name"], "policy": row["policy"],
+                "created_at": row["created_at"], "definition": json.loads(row["definition_json"])}
+
+    def campaigns(self) -> list[dict[str, Any]]:
+        return [self.campaign(r[0]) for r in self.store.query("SELECT id FROM campaigns ORDER BY id")]
+
+    # -- adding -------------------------------------------------------------------------------
+    def add_campaign(self, plan: CampaignPlan, name: str | None = None) -> tuple[int, list[QueueItem]]:
+        """All of the plan's items, appended in the plan's order, with the campaign row: one
+        transaction. Returns (campaign id, items)."""
+        planned = plan.items()
+        now = time.time()
+        with self.store.transaction() as tx:
+            cur = tx.execute(
+                "INSERT INTO campaigns (created_at, name, policy, definition_json) VALUES (?,?,?,?)",
+                (now, name or plan.default_name(), plan.policy, json.dumps(plan.definition(), sort_keys=True)),
+            )
+            campaign_id = int(cur.lastrowid)
+            ids = self._insert(tx, planned, campaign_id, now)
+        self._changed("campaign added")
+        return campaign_id, [self.item(i) for i in ids]
+
+    def add_item(self, profile_name: str, spec: BenchmarkSpec, *, repeat_index: int = 0,
+                 warmup: bool = True) -> QueueItem:
+        if not profile_name:
+            raise QueueError("queue item: profile name must not be empty")
+        with self.store.transaction() as tx:
+            (item_id,) = self._insert(tx, [PlannedItem(profile_name, spec, repeat_index, warmup)], None, time.time())
+        self._changed("item added")
+        return self.item(item_id)
+
+    @staticmethod
+    def _insert(tx: Any, planned: Sequence[PlannedItem], campaign_id: int | None, now: float) -> list[int]:
+        top = tx.execute("SELECT COALESCE(MAX(position), 0) FROM queue_items").fetchone()[0]
+        ids = []
+        for offset, p in enumerate(planned, start=1):
+            cur = tx.execute(
+                "INSERT INTO queue_items (position, campaign_id, profile_name, spec_json, fingerprint,"
+                " repeat_index, warmup, state, attempts, created_at, updated_at)"
+                " VALUES (?,?,?,?,?,?,?, 'pending', 0, ?, ?)",
+                (float(int(top) + offset), campaign_id, p.profile_name, p.spec.canonical_json(),
+                 p.spec.fingerprint, p.repeat_index, int(p.warmup), now, now),
+            )
+            ids.append(int(cur.lastrowid))
+        return ids
+
+    # -- editing ------------------------------------------------------------------------------
+    def move(self, item_id: int, direction: str) -> QueueItem:
+        """Reorder a pending item among the pending items: up, down, top, bottom. Moving the first
+        up (or the last down) is an error. Positions are renumbered 1..n in the same transaction."""
+        if direction not in MOVE_DIRECTIONS:
+            raise QueueError(f"queue item {item_id}: direction must be one of "
+                             f"{', '.join(MOVE_DIRECTIONS)}, got {direction!r}")
+        with self.store.transaction() as tx:
+            row = _get(tx, item_id)
+            if row["state"] != "pending":
+                raise QueueError(f"queue item {item_id} is {row['state']}: only pending items can be moved")
+            order = [r[0] for r in tx.execute("SELECT id FROM queue_items ORDER BY position, id")]
+            pending = [r[0] for r in tx.execute(
+                "SELECT id FROM queue_items WHERE state = 'pending' ORDER BY position, id")]
+            k = pending.index(item_id)
+            if direction in ("up", "top") and k == 0:
+                raise QueueError(f"queue item {item_id} is already first of the pending items")
+            if direction in ("down", "bottom") and k == len(pending) - 1:
+                raise QueueError(f"queue item {item_id} is already last of the pending items")
+            target = {"up": pending[k - 1] if k > 0 else None, "down": pending[k + 1] if k + 1 < len(pending) else None,
+                      "top": pending[0], "bottom": pending[-1]}[direction]
+            order.remove(item_id)
+            at = order.index(target)
+            order.insert(at if direction in ("up", "top") else at + 1, item_id)
+            now = time.time()
+            tx.executemany("UPDATE queue_items SET position = ? WHERE id = ?",
+                           [(float(n), i) for n, i in enumerate(order, start=1)])
+            tx.execute("UPDATE queue_items SET updated_at = ? WHERE id = ?", (now, item_id))
+        self._changed(f"item {item_id} moved {direction}")
+        return self.item(item_id)
+
+    def skip(self, item_id: int, reason: str = "skipped by user") -> QueueItem:
+        return self._set_state(item_id, "skipped", {"pending"}, reason, "skip")
+
+    def cancel(self, item_id: int, reason: str = "cancelled by user") -> QueueItem:
+        return self._set_state(item_id, "cancelled", {"pending"}, reason, "cancel")
+
+    def retry(self, item_id: int) -> QueueItem:
+        """failed / interrupted / skipped / cancelled -> pending, in its old place."""
+        return self._set_state(item_id, "pending", RETRYABLE_STATES, "", "retry")
+
+    def _set_state(self, item_id: int, state: str, allowed: set[str] | frozenset[str], error: str,
+                   verb: str) -> QueueItem:
+        with self.store.transaction() as tx:
+            row = _get(tx, item_id)
+            if row["state"] not in allowed:
+                raise QueueError(_refusal(item_id, row["state"], verb, allowed))
+            tx.execute("UPDATE queue_items SET state = ?, error = ?, updated_at = ? WHERE id = ?",
+                       (state, error, time.time(), item_id))
+        self._changed(f"item {item_id} {verb}")
+        return self.item(item_id)
+
+    def delete(self, item_id: int) -> None:
+        """Remove an item that is not running. Its runs (if any) stay in the store."""
+        with self.store.transaction() as tx:
+            row = _get(tx, item_id)
+            if row["state"] == "running":
+                raise QueueError(_refusal(item_id, "running", "delete", set()))
+            tx.execute("DELETE FROM queue_items WHERE id = ?", (item_id,))
+        self._changed(f"item {item_id} deleted")
+
+    def clear(self, finished_only: bool = False) -> int:
+        """Remove every item that is not running (or only finished ones). Returns how many."""
+        states = sorted(FINISHED_STATES) if finished_only else sorted(set(ITEM_STATES) - {"running"})
+        with self.store.transaction() as tx:
+            cur = tx.execute(f"DELETE FROM queue_items WHERE state IN ({','.join('?' * len(states))})", states)
+            n = cur.rowcount
+        self._changed("queue cleared")
+        return n
+
+    def pause(self) -> None:
+        self._set_setting("paused", "1")
+        self._changed("paused")
+
+    def resume(self) -> None:
+        self._set_setting("paused", "0")
+        self._changed("resumed")
+
+    def _set_setting(self, key: str, value: str) -> None:
+        with self.store.transaction() as tx:
+            tx.execute("INSERT INTO queue_settings (key, value) VALUES (?, ?) "
+                       "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
+
+    # -- the controller's side (only the process holding the runner lock calls these) --------
+    def claim_next(self) -> QueueItem | None:
+        """Atomically take the first pending item: pending -> running, attempts + 1."""
+        with self.store.transaction() as tx:
+            row = tx.execute(
+                "SELECT id FROM queue_items WHERE state = 'pending' ORDER BY position, id LIMIT 1").fetchone()
+            if row is None:
+                return None
+            tx.execute("UPDATE queue_items SET state = 'running', attempts = attempts + 1, error = '',"
+                       " updated_at = ? WHERE id = ?", (time.time(), row[0]))
+        self._changed(f"item {row[0]} running")
+        return self.item(row[0])
+
+    def attach_run(self, item_id: int, run_id: int) -> None:
+        with self.store.transaction() as tx:
+            tx.execute("UPDATE queue_items SET run_id = ?, updated_at = ? WHERE id = ?",
+                       (run_id, time.time(), item_id))
+
+    def finish(self, item_id: int, state: str, *, run_id: int | None = None, error: str = "") -> QueueItem:
+        """running -> done / failed / skipped / cancelled / interrupted (the controller's verdict)."""
+        if state not in FINISHED_STATES:
+            raise QueueError(f"queue item {item_id}: cannot finish as {state!r}")
+        with self.store.transaction() as tx:
+            row = _get(tx, item_id)
+            if row["state"] != "running":
+                raise QueueError(f"queue item {item_id} is {row['state']}, not running: cannot finish it")
+            tx.execute("UPDATE queue_items SET state = ?, error = ?, run_id = COALESCE(?, run_id),"
+                       " updated_at = ? WHERE id = ?", (state, error, run_id, time.time(), item_id))
+        self._changed(f"item {item_id} {state}")
+        return self.item(item_id)
+
+    def skip_profile(self, profile_name: str, reason: str) -> list[int]:
+        """Pending items of a profile whose server just failed to start become `skipped` with the
+        reason (so the queue does not retry a broken server over and over); `retry` revives them."""
+        with self.store.transaction() as tx:
+            ids = [r[0] for r in tx.execute(
+                "SELECT id FROM queue_items WHERE state = 'pending' AND profile_name = ?", (profile_name,))]
+            tx.execute("UPDATE queue_items SET state = 'skipped', error = ?, updated_at = ?"
+                       " WHERE state = 'pending' AND profile_name = ?", (reason, time.time(), profile_name))
+        if ids:
+            self._changed(f"{len(ids)} item(s) of {profile_name} skipped")
+        return ids
+
+    def recover_interrupted(self, reason: str = "interrupted: the runner stopped while it ran") -> list[int]:
+        """After a crash or a kill: items left `running` become `interrupted`. Lock holder only."""
+        with self.store.transaction() as tx:
+            ids = [r[0] for r in tx.execute("SELECT id FROM queue_items WHERE state = 'running'")]
+            tx.execute("UPDATE queue_items SET state = 'interrupted', error = ?, updated_at = ?"
+                       " WHERE state = 'running'", (reason, time.time()))
+        if ids:
+            self._changed(f"{len(ids)} item(s) interrupted")
+        return ids
+
+    def retry_interrupted(self) -> list[int]:
+        """Every interrupted item back to pending (what `moe-tui run` does on start by default)."""
+        with self.store.transaction() as tx:
+            ids = [r[0] for r in tx.execute("SELECT id FROM queue_items WHERE state = 'interrupted'")]
+            tx.execute("UPDATE queue_items SET state = 'pending', error = '', updated_at = ?"
+                       " WHERE state = 'interrupted'", (time.time(),))
+        if ids:
+            self._changed(f"{len(ids)} interrupted item(s) requeued")
+        return ids
+
+
+# ---------------------------------------------------------------------------------------------
+def _get(tx: Any, item_id: Any) -> Any:
+    try:
+        key = int(item_id)
+    except (TypeError, ValueError):
+        raise QueueError(f"queue item {item_id!r}: an item id is a whole number") from None
+    row = tx.execute("SELECT * FROM queue_items WHERE id = ?", (key,)).fetchone()
+    if row is None:
+        raise QueueError(f"queue item {item_id}: no such item")
+    return row
+
+
+def _refusal(item_id: int, state: str, verb: str, allowed: Iterable[str]) -> str:
+    if state == "running":
+        hint = {"skip": "skip_current", "cancel": "skip_current", "delete": "skip_current, then delete"}.get(verb, "")
+        extra = f" (ask the runner: {hint})" if hint else ""
+        return f"queue item {item_id} is running: only its controller can change it{extra}"
+    if verb == "retry" and state == "done":
+        return f"queue item {item_id} is done: a done item is not retried (add a new item to measure again)"
+    return f"queue item {item_id} is {state}: cannot {verb} it (only {', '.join(sorted(allowed))} items)"
+
+
+def _check_states(states: Iterable[str]) -> None:
+    for s in states:
+        if s not in ITEM_STATES:
+            raise QueueError(f"unknown queue item state {s!r}; states: {', '.join(ITEM_STATES)}")
+
+
+def _item(row: Any) -> QueueItem:
+    return QueueItem(
+        id=row["id"], position=row["position"], campaign_id=row["campaign_id"],
+        profile_name=row["profile_name"], spec=BenchmarkSpec.from_json(row["spec_json"], f"queue item {row['id']}"),
+        fingerprint=row["fingerprint"], repeat_index=row["repeat_index"], warmup=bool(row["warmup"]),
+        state=row["state"], attempts=row["attempts"], run_id=row["run_id"], error=row["error"],
+        created_at=row["created_at"], updated_at=row["updated_at"],
+    )

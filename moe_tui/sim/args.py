@@ -1,0 +1,173 @@
+"""The emulator's command line: SGLang 0.5.23 launch flags (one table) plus its own `--sim-*` flags.
+
+`SGLANG_FLAGS` is the single list of `python -m sglang.launch_server` flags our profiles use; other
+modules (e.g. `moe_tui.profiles`) reuse it through `sglang_flag_names()` / `build_sglang_parser()`
+to check a profile before a model load is paid. Parsing behaves like SGLang's argparse parser:
+unknown flags exit 2 with `error: unrecognized arguments: ...`, and because abbreviations are
+allowed, `--cuda-graph-max-bs` is rejected as ambiguous (it prefixes `-decode` and `-prefill`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import Any
+
+# `--moe-runner-backend` choices of sglang 0.5.23 (shared/reference/SGLANG.md).
+MOE_RUNNER_BACKEND_CHOICES: tuple[str, ...] = (
+    "auto", "deep_gemm", "triton", "triton_kernel", "flashinfer_trtllm",
+    "experimental_sgl_trtllm", "flashinfer_trtllm_routed", "flashinfer_cutlass", "flashinfer_mxfp4",
+    "flashinfer_cutedsl", "flashinfer_megamoe", "cutlass", "aiter", "marlin", "humming",
+    "experimental_sgl_marlin", "lora_cutedsl", "lora_triton", "lora_marlin", "hpc_ops", "megamoe",
+    "intel_xpu",
+)
+
+SGLANG_VERSION_EMULATED = "0.5.23"
+DEFAULT_MODEL_PATH = "GLM-5-NVFP4"
+DEFAULT_MAX_RUNNING_REQUESTS = 1024
+DEFAULT_CHUNKED_PREFILL_SIZE = 8192
+DEFAULT_CONTEXT_LENGTH = 131072
+
+
+@dataclass(frozen=True)
+class FlagSpec:
+    """One launch flag: its spellings (first is canonical) and argparse keyword arguments."""
+
+    names: tuple[str, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def dest(self) -> str:
+        return self.kwargs.get("dest") or self.names[0].lstrip("-").replace("-", "_")
+
+
+def _flag(*names: str, **kwargs: Any) -> FlagSpec:
+    return FlagSpec(tuple(names), kwargs)
+
+
+# The sglang launch flags the emulator understands. Defaults of None mean "SGLang decides";
+# the emulator resolves them in `resolve_server_args`.
+SGLANG_FLAGS: tuple[FlagSpec, ...] = (
+    _flag("--model-path", "--model", type=str, default=DEFAULT_MODEL_PATH,
+          help="model weights path (recorded; the emulator loads nothing)"),
+    _flag("--served-model-name", type=str, default=None,
+          help="name in /v1/models; the emulator appends ' (simulated)'"),
+    _flag("--tensor-parallel-size", "--tp-size", type=int, default=1, dest="tp_size"),
+    _flag("--expert-parallel-size", "--ep-size", "--ep", type=int, default=1, dest="ep_size"),
+    _flag("--moe-runner-backend", type=str, default="auto", choices=MOE_RUNNER_BACKEND_CHOICES),
+    _flag("--quantization", type=str, default=None),
+    _flag("--host", type=str, default="127.0.0.1"),
+    _flag("--port", type=int, default=30000),
+    _flag("--enable-metrics", action="store_true"),
+    _flag("--trust-remote-code", action="store_true"),
+    _flag("--mem-fraction-static", type=float, default=None),
+    _flag("--max-running-requests", type=int, default=None),
+    _flag("--stream-interval", type=int, default=1),
+    _flag("--chunked-prefill-size", type=int, default=None),
+    _flag("--cuda-graph-max-bs-decode", type=int, default=None),
+    _flag("--cuda-graph-max-bs-prefill", type=int, default=None),
+    _flag("--disable-shared-experts-fusion", action="store_true"),
+    _flag("--attention-backend", type=str, default=None),
+    _flag("--kv-cache-dtype", type=str, default="auto"),
+    _flag("--log-level", type=str, default="info"),
+    _flag("--random-seed", type=int, default=None),
+    _flag("--context-length", type=int, default=None),
+    _flag("--disable-cuda-graph", action="store_true"),
+    _flag("--dist-init-addr", type=str, default=None),
+    _flag("--nnodes", type=int, default=1),
+    _flag("--node-rank", type=int, default=0),
+)
+
+# The emulator's own flags. Startup phase lengths are wall seconds (not divided by the time scale).
+SIM_FLAGS: tuple[FlagSpec, ...] = (
+    _flag("--sim-load-seconds", type=float, default=1.0, help="length of the weight-load phase"),
+    _flag("--sim-graph-seconds", type=float, default=0.5, help="length of the CUDA-graph phase"),
+    _flag("--sim-warmup-seconds", type=float, default=0.3, help="length of the warmup phase"),
+    _flag("--sim-time-scale", type=float, default=1.0,
+          help="run the performance model S times faster (modelled durations divided by S)"),
+    _flag("--sim-zero-delay", action="store_true",
+          help="no modelled delay at all: steps run as fast as the process can (throughput bench)"),
+    _flag("--sim-noise-pct", type=float, default=0.0,
+          help="multiplicative gaussian noise on each step time, std dev in percent"),
+    _flag("--sim-seed", type=int, default=0, help="seed for noise and error-rate draws"),
+    _flag("--sim-drift-pct-per-min", type=float, default=0.0,
+          help="slow step-time drift in percent per minute since ready (+ slower, - faster)"),
+    _flag("--sim-backends-file", type=str, default=None,
+          help="performance model TOML replacing the bundled backends.toml"),
+    _flag("--sim-crash-after-requests", type=int, default=None, metavar="N",
+          help="exit abruptly (non-zero) once the N-th request has started streaming"),
+    _flag("--sim-startup-hang", action="store_true", help="never finish loading (never healthy)"),
+    _flag("--sim-slow-start", type=float, default=0.0, metavar="SECONDS",
+          help="extra seconds of weight loading"),
+    _flag("--sim-fallback-backend", type=str, default=None, choices=MOE_RUNNER_BACKEND_CHOICES,
+          metavar="BACKEND", help="silently run BACKEND instead of --moe-runner-backend"),
+    _flag("--sim-jit-stall-ms", type=float, default=0.0, metavar="MS",
+          help="first step at each new power-of-two batch bucket takes MS extra (modelled ms)"),
+    _flag("--sim-error-rate", type=float, default=0.0, metavar="F",
+          help="answer HTTP 500 to a seeded fraction F of generation requests"),
+    _flag("--sim-cut-stream-after-tokens", type=int, default=None, metavar="N",
+          help="close each stream abruptly (no [DONE]) after N tokens"),
+    _flag("--sim-hang-after-tokens", type=int, default=None, metavar="N",
+          help="stop sending on each stream after N tokens, keeping the connection open"),
+)
+
+
+class SGLangArgumentParser(argparse.ArgumentParser):
+    """argparse with SGLang's failure mode (usage + `error: ...`, exit 2), nothing more."""
+
+
+def _add(parser: argparse.ArgumentParser, specs: tuple[FlagSpec, ...]) -> None:
+    for spec in specs:
+        kwargs = dict(spec.kwargs)
+        kwargs.setdefault("dest", spec.dest)
+        parser.add_argument(*spec.names, **kwargs)
+
+
+def build_sglang_parser(prog: str = "launch_server.py") -> argparse.ArgumentParser:
+    """A parser of only the SGLang launch flags above (for checking profiles)."""
+    parser = SGLangArgumentParser(prog=prog)
+    _add(parser, SGLANG_FLAGS)
+    return parser
+
+
+def build_parser(prog: str = "python -m moe_tui.sim") -> argparse.ArgumentParser:
+    """The emulator's full parser: SGLang launch flags plus `--sim-*` flags."""
+    parser = SGLangArgumentParser(
+        prog=prog,
+        description="SGLang emulator (SIMULATED): accepts sglang.launch_server flags.",
+    )
+    group = parser.add_argument_group("sglang launch flags")
+    _add(group, SGLANG_FLAGS)
+    sim = parser.add_argument_group("emulator flags")
+    _add(sim, SIM_FLAGS)
+    return parser
+
+
+def sglang_flag_names() -> frozenset[str]:
+    """Every spelling of every SGLang flag the emulator (and our profiles) may pass."""
+    return frozenset(name for spec in SGLANG_FLAGS for name in spec.names)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Parse and validate; exits 2 with an argparse error for bad flags or values."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    checks = [
+        (args.tp_size >= 1, "--tp-size must be >= 1"),
+        (args.ep_size >= 1, "--ep-size must be >= 1"),
+        (0 < args.port < 65536, "--port must be in 1..65535"),
+        (args.stream_interval >= 1, "--stream-interval must be >= 1"),
+        (args.max_running_requests is None or args.max_running_requests >= 1,
+         "--max-running-requests must be >= 1"),
+        (args.sim_time_scale > 0, "--sim-time-scale must be > 0"),
+        (0.0 <= args.sim_error_rate <= 1.0, "--sim-error-rate must be in [0, 1]"),
+        (args.sim_noise_pct >= 0, "--sim-noise-pct must be >= 0"),
+        (min(args.sim_load_seconds, args.sim_graph_seconds, args.sim_warmup_seconds,
+             args.sim_slow_start) >= 0, "--sim-*-seconds and --sim-slow-start must be >= 0"),
+        (args.sim_crash_after_requests is None or args.sim_crash_after_requests >= 1,
+         "--sim-crash-after-requests must be >= 1"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            parser.error(message)
+    return args

@@ -1,0 +1,12 @@
+"""The benchmark engine: moe-tui's native load generator and the glue to SGLang's own client.
+
+- `workload`: prompts, lengths and arrivals of a BenchmarkSpec (sglang's random-ids, seeded).
+- `client`: one streamed /generate or /v1/completions request, timed like bench_serving.
+- `live`: live figures and the client's self-checks (event-loop lag, CPU, achieved rate).
+- `engine`: `run_benchmark` (in this process) and `BenchResult`.
+- `process`: `run_benchmark_subprocess` (the load generator in its own process; for UIs).
+- `report`: bench_serving's printed summary block and JSONL record.
+- `sglang_adapter`: run and read sglang.bench_serving itself.
+
+Nothing here imports textual. Import the submodules directly; this package file stays light.
+"""

@@ -1,0 +1,138 @@
+"""Live figures of a running benchmark and the client's watch on itself.
+
+`LiveStats` keeps cheap running state (a sliding window of token arrivals, recent TTFT/ITL samples)
+so a progress snapshot every ~250 ms costs a few microseconds per chunk and one small percentile
+per snapshot. `LoopLagProbe` measures how late the event loop wakes a sleeper: when the loop is
+busy parsing streams, every timestamp the client takes is late by about that much.
+
+Client-bound thresholds (documented here, applied in `selfcheck_flags`):
+- loop lag p99 > 10 ms: timestamps are off by more than a typical decode step;
+- client CPU > 85 % of one core over the timed phase: one Python thread is nearly saturated;
+- dispatch lag p99 > 10 ms (finite request rate only): arrivals were released late;
+- achieved rate < 90 % of the requested rate while the concurrency cap was never full.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+WINDOW_S = 5.0
+RECENT_SAMPLES = 2000
+
+LAG_P99_LIMIT_MS = 10.0
+CPU_LIMIT = 0.85
+DISPATCH_LAG_P99_LIMIT_MS = 10.0
+RATE_SHORTFALL = 0.9
+
+
+class LiveStats:
+    def __init__(self, total: int, phase: str = "timed"):
+        self.total = total
+        self.phase = phase
+        self.started = time.perf_counter()
+        self.completed = 0
+        self.errors = 0
+        self.in_flight = 0
+        self._arrivals: deque[tuple[float, int]] = deque()
+        self._ttft: deque[float] = deque(maxlen=RECENT_SAMPLES)
+        self._itl: deque[float] = deque(maxlen=RECENT_SAMPLES)
+
+    def reset(self, total: int, phase: str) -> None:
+        self.__init__(total, phase)
+
+    def on_tokens(self, now: float, tokens: int) -> None:
+        self._arrivals.append((now, tokens))
+
+    def on_done(self, ok: bool, ttft: float | None, itl: list[float]) -> None:
+        self.in_flight -= 1
+        if ok:
+            self.completed += 1
+            if ttft is not None:
+                self._ttft.append(ttft)
+            self._itl.extend(itl[-200:])
+        else:
+            self.errors += 1
+
+    def snapshot(self, loop_lag_ms: float | None = None) -> dict[str, Any]:
+        now = time.perf_counter()
+        while self._arrivals and self._arrivals[0][0] < now - WINDOW_S:
+            self._arrivals.popleft()
+        elapsed = now - self.started
+        window = min(WINDOW_S, elapsed) if elapsed > 0 else 0.0
+        tokens = sum(n for _, n in self._arrivals)
+
+        def pct(values: deque[float], q: float) -> float | None:
+            return float(np.percentile(np.fromiter(values, float), q)) * 1000 if values else None
+
+        return {
+            "completed": self.completed, "total": self.total, "errors": self.errors,
+            "elapsed_s": elapsed, "output_tok_s": tokens / window if window > 0 else 0.0,
+            "ttft_p50_ms": pct(self._ttft, 50), "ttft_p99_ms": pct(self._ttft, 99),
+            "itl_p50_ms": pct(self._itl, 50), "itl_p99_ms": pct(self._itl, 99),
+            "in_flight": self.in_flight, "client_lag_ms": loop_lag_ms, "phase": self.phase,
+        }
+
+
+class LoopLagProbe:
+    """Sleeps `interval` repeatedly and records how late each wake-up was (seconds)."""
+
+    def __init__(self, interval: float = 0.05):
+        self.interval = interval
+        self.lags: list[float] = []
+        self._task: asyncio.Task | None = None
+
+    async def _run(self) -> None:
+        while True:
+            due = time.perf_counter() + self.interval
+            await asyncio.sleep(self.interval)
+            self.lags.append(max(0.0, time.perf_counter() - due))
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    def recent_ms(self) -> float | None:
+        return self.lags[-1] * 1000 if self.lags else None
+
+    def mark(self) -> int:
+        return len(self.lags)
+
+    def summary(self, since: int = 0) -> dict[str, float | None]:
+        lags = self.lags[since:]
+        if not lags:
+            return {"loop_lag_p50_ms": None, "loop_lag_p99_ms": None, "loop_lag_max_ms": None, "loop_lag_samples": 0}
+        arr = np.asarray(lags) * 1000
+        return {"loop_lag_p50_ms": float(np.percentile(arr, 50)), "loop_lag_p99_ms": float(np.percentile(arr, 99)),
+                "loop_lag_max_ms": float(arr.max()), "loop_lag_samples": len(lags)}
+
+
+def selfcheck_flags(check: dict[str, Any]) -> list[str]:
+    """Reasons the client may have been the limit; empty when it kept up."""
+    reasons = []
+    lag = check.get("loop_lag_p99_ms")
+    if lag is not None and lag > LAG_P99_LIMIT_MS:
+        reasons.append(f"event-loop lag p99 {lag:.1f} ms > {LAG_P99_LIMIT_MS:g} ms")
+    cpu = check.get("client_cpu_fraction")
+    if cpu is not None and cpu > CPU_LIMIT:
+        reasons.append(f"client CPU {cpu * 100:.0f}% of one core > {CPU_LIMIT * 100:.0f}%")
+    dlag = check.get("dispatch_lag_p99_ms")
+    if dlag is not None and dlag > DISPATCH_LAG_P99_LIMIT_MS:
+        reasons.append(f"dispatch lag p99 {dlag:.1f} ms > {DISPATCH_LAG_P99_LIMIT_MS:g} ms")
+    req, got = check.get("requested_rate"), check.get("achieved_rate")
+    if (req is not None and got is not None and got < RATE_SHORTFALL * req
+            and (check.get("peak_in_flight") or 0) < (check.get("max_concurrency") or 0)):
+        reasons.append(f"achieved {got:.2f} req/s < {RATE_SHORTFALL:.0%} of requested {req:.2f} req/s "
+                       "with the concurrency cap never reached")
+    return reasons

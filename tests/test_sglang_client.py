@@ -199,3 +199,72 @@ def test_emitted_flags_exist_in_the_installed_client(sglang_client):
     missing = [f for f in flags if f"{f} " not in help_text and f"{f}\n" not in help_text]
     assert not missing, f"flags unknown to sglang.bench_serving {sglang_client.version}: {missing}"
     assert "sglang-oai" in help_text and "random-ids" in help_text
+
+
+# -- a real run against the emulator ------------------------------------------------------------
+# Fixed-length workload, closed loop: 4 waves of 8 requests, 64 output tokens each. At time scale
+# 10 a decode step of batch 8 is ~22 ms, so the timed phase is ~6 s; the client's own start
+# (imports, tokenizer, warmup) adds ~5 s.
+AGREEMENT_BACKEND = "flashinfer_cutlass"
+AGREEMENT_TIME_SCALE = 10.0
+AGREEMENT_SPEC = dict(client=CLIENT_NAME, client_version="0.5.23", api="generate", input_len=128,
+                      output_len=64, range_ratio=1.0, num_prompts=32, max_concurrency=8,
+                      request_rate=math.inf, seed=42, warmup_requests=1)
+
+
+@pytest.mark.sglang_client
+def test_sglang_client_agrees_with_emulator_model(sglang_client, tmp_path):
+    from moe_tui.bench.sglang_adapter import run_bench_serving
+    from moe_tui.sim.launch import start_sim
+    from moe_tui.sim.model import predict_steady_state
+
+    spec = BenchmarkSpec(**AGREEMENT_SPEC)
+    sim = start_sim(["--moe-runner-backend", AGREEMENT_BACKEND,
+                     "--sim-time-scale", str(AGREEMENT_TIME_SCALE)], log_path=tmp_path / "sim.log")
+    try:
+        record = run_bench_serving(
+            spec, base_url=sim.base_url, output_file=tmp_path / "out.jsonl",
+            log_file=tmp_path / "client.log", tokenizer=SIM_TOKENIZER, client=sglang_client,
+            output_details=True, timeout_s=120,
+        )
+    finally:
+        sim.stop()
+
+    # Every request succeeded and produced exactly the fixed output length.
+    assert record["completed"] == spec.num_prompts, record["errors"]
+    assert all(not e for e in record["errors"]), record["errors"]
+    assert record["output_lens"] == [spec.output_len] * spec.num_prompts
+    assert record["total_output_tokens"] == spec.num_prompts * spec.output_len
+    # The record carries the server's resolved backend and rebuilds the spec it ran.
+    assert record["server_info"]["moe_runner_backend"] == AGREEMENT_BACKEND
+    rebuilt = BenchmarkSpec.from_dict({**spec_fields_from_record(record), "client_version": "0.5.23"})
+    assert rebuilt.diff(spec) == []
+
+    predicted = predict_steady_state(
+        AGREEMENT_BACKEND, spec.max_concurrency, spec.input_len, spec.output_len,
+        time_scale=AGREEMENT_TIME_SCALE, num_prompts=spec.num_prompts,
+    )
+    assert record["output_throughput"] == pytest.approx(predicted.output_throughput, rel=0.05), (
+        f"SGLang's client measured {record['output_throughput']:.1f} tok/s, model predicts "
+        f"{predicted.output_throughput:.1f}")
+    assert record["mean_tpot_ms"] == pytest.approx(predicted.mean_tpot_ms, rel=0.05), (
+        f"SGLang's client measured TPOT {record['mean_tpot_ms']:.2f} ms, model predicts "
+        f"{predicted.mean_tpot_ms:.2f}")
+
+
+@pytest.mark.sglang_client
+def test_failed_client_run_reports_exit_and_log_tail(sglang_client, tmp_path):
+    from moe_tui.bench.sglang_adapter import run_bench_serving
+    from moe_tui.sim.launch import start_sim
+
+    spec = BenchmarkSpec(**{**AGREEMENT_SPEC, "num_prompts": 2, "output_len": 4})
+    # Every generation answers HTTP 500: bench_serving's warmup fails and it exits non-zero.
+    sim = start_sim(["--sim-error-rate", "1.0", "--sim-time-scale", "50"])
+    try:
+        with pytest.raises(BenchServingError, match=r"(?s)bench_serving exited [1-9].*Warmup failed"):
+            run_bench_serving(spec, base_url=sim.base_url, output_file=tmp_path / "out.jsonl",
+                              log_file=tmp_path / "client.log", tokenizer=SIM_TOKENIZER,
+                              client=sglang_client, timeout_s=120)
+    finally:
+        sim.stop()
+    assert not (tmp_path / "out.jsonl").exists()

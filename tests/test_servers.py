@@ -1,0 +1,464 @@
+"""Server lifecycle against the real SGLang emulator (`python -m moe_tui.sim`) on loopback.
+
+Every test starts real processes and checks the whole process table afterwards (psutil, by the
+`MOE_TUI_SERVER_ID` marker each server carries), not just the handle's PID. Pure parsers
+(Prometheus text, /server_info) and the GPU checks (with an injected GPU view) are unit tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from moe_tui import servers
+from moe_tui.events import Notice, ServerLogLine, ServerMetrics, ServerStateChanged
+from moe_tui.profiles import REDACTED, ServerProfile
+from moe_tui.servers import (
+    FAILED, READY, STARTING, STOPPED, GpuConflictError, GpuView, ForeignGpuProcessError,
+    ManagedServer, PortInUseError, ServerFailed, ServerInfoError, ServerManager, SERVER_ID_ENV,
+    check_gpus, parse_prometheus_text, parse_server_info, metrics_event,
+)
+from moe_tui.store import Store
+
+REPO = Path(__file__).resolve().parent.parent
+FAST_SIM = {"load_seconds": 0.2, "graph_seconds": 0.1, "warmup_seconds": 0.1, "time_scale": 50}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def sim_profile(name: str = "sim-test", *, backend: str = "flashinfer_cutlass", gpus=(),
+                timeout: float = 20.0, env=None, **sim) -> ServerProfile:
+    return ServerProfile(
+        name=name, engine="sim", model_path="GLM-5-NVFP4", moe_runner_backend=backend,
+        gpus=tuple(gpus), port=free_port(), startup_timeout_s=timeout,
+        extra_args=("--enable-metrics",), env=dict(env or {}), sim={**FAST_SIM, **sim},
+    )
+
+
+def marked_processes(markers) -> list[psutil.Process]:
+    """Every live process on the machine carrying one of these server markers."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(SERVER_ID_ENV) in markers and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("MOE_TUI_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def store(home):
+    s = Store(home / "store.sqlite3")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def tracked():
+    """Servers made by a test; whatever happens, nothing of theirs survives the test."""
+    made: list[ManagedServer] = []
+    yield made
+    markers = {s.server_id for s in made if s.server_id}
+    for server in made:
+        server.stop_sync("test teardown")
+    for proc in marked_processes(markers):
+        proc.kill()
+
+
+def make(tracked, profile, store=None, **kw) -> ManagedServer:
+    kw.setdefault("ready_poll_s", 0.1)
+    kw.setdefault("gpu_probe", servers.no_gpu_view)
+    server = ManagedServer(profile, store=store, **kw)
+    tracked.append(server)
+    return server
+
+
+# -- lifecycle -------------------------------------------------------------------------------
+async def test_start_to_ready_records_everything_and_stops_clean(store, tracked):
+    profile = sim_profile(env={"HF_TOKEN": "sekrit", "NCCL_DEBUG": "WARN"})
+    server = make(tracked, profile, store, metrics_interval_s=0.1)
+    events = []
+    server.subscribe(events.append)
+    await server.start()
+    assert server.state == STARTING
+    await server.wait_ready(timeout=15)
+
+    assert server.state == READY and server.phase == "ready"
+    assert server.resolved_backend == "flashinfer_cutlass" and not server.backend_mismatch
+    phases = [e.phase for e in events if isinstance(e, ServerStateChanged) and e.state == STARTING]
+    assert phases[0] == "launching"
+    for expected in ("loading weights", "capturing graphs", "warmup"):
+        assert expected in phases, phases
+    assert phases.index("loading weights") < phases.index("capturing graphs") < phases.index("warmup")
+    assert any(isinstance(e, ServerLogLine) and "Load weight end" in e.line for e in events)
+    assert any("Load weight begin" in line for line in server.log_lines)
+
+    # the child got the real secret; the store only the redacted one, plus the marker
+    child_env = psutil.Process(server.pid).environ()
+    assert child_env["HF_TOKEN"] == "sekrit" and child_env[SERVER_ID_ENV] == server.server_id
+    row = store.server_start(server.start_id)
+    assert row["state"] == READY and row["pid"] == server.pid and row["ready_at"] is not None
+    assert row["env"]["HF_TOKEN"] == REDACTED and row["env"][SERVER_ID_ENV] == server.server_id
+    assert str(profile.port) in row["argv"] and row["profile"]["name"] == profile.name
+    assert row["resolved_backend"] == "flashinfer_cutlass" and row["backend_mismatch"] is False
+    assert row["sglang_version"] and row["server_info"]["port"] == profile.port
+    assert row["model_info"]["model_path"] == "GLM-5-NVFP4"
+    assert "fired up" in Path(row["log_path"]).read_text()
+
+    for _ in range(50):
+        if any(isinstance(e, ServerMetrics) for e in events):
+            break
+        await asyncio.sleep(0.05)
+    metrics = [e for e in events if isinstance(e, ServerMetrics)]
+    assert metrics and metrics[-1].running_requests == 0 and metrics[-1].gen_throughput is not None
+
+    pid, marker = server.pid, server.server_id
+    report = await server.stop()
+    assert report.clean and server.state == STOPPED
+    assert await server.stop() is report  # idempotent
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert not group_alive(pid) and not marked_processes({marker})
+    assert store.server_start(server.start_id)["state"] == STOPPED
+    states = [e.state for e in events if isinstance(e, ServerStateChanged)]
+    assert states[-2:] == ["stopping", "stopped"]
+
+
+async def test_v1_models_answering_is_not_readiness(tracked):
+    # Warmup long enough to see the port answer while the server still warms up.
+    server = make(tracked, sim_profile(warmup_seconds=1.5))
+    await server.start()
+    async with httpx.AsyncClient(base_url=server.base_url, trust_env=False) as client:
+        for _ in range(100):
+            try:
+                if (await client.get("/v1/models")).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.05)
+        else:
+            pytest.fail("/v1/models never answered")
+        assert (await client.get("/health_generate")).status_code == 503
+        assert server.state == STARTING
+    await server.wait_ready(timeout=15)
+    assert server.state == READY
+    await server.stop()
+
+
+async def test_startup_hang_hits_timeout_and_group_is_gone(store, tracked):
+    server = make(tracked, sim_profile(startup_hang=True, timeout=1.5), store)
+    events = []
+    server.subscribe(events.append)
+    await server.start()
+    pid, marker = server.pid, server.server_id
+    began = time.monotonic()
+    with pytest.raises(ServerFailed) as info:
+        await server.wait_ready(timeout=15)
+    assert time.monotonic() - began < 8
+    assert server.state == FAILED and "startup_timeout_s=1.5" in server.reason
+    assert info.value.event is not None and info.value.event.phase == "loading weights"
+    assert any("Load weight begin" in line for line in info.value.event.log_tail)
+    await server.stop()  # waits for the failure path's cleanup; idempotent
+    assert not group_alive(pid) and not marked_processes({marker})
+    assert store.server_start(server.start_id)["state"] == FAILED
+
+
+async def test_crash_mid_run_is_detected_with_log_tail(store, tracked):
+    server = make(tracked, sim_profile(crash_after_requests=1), store)
+    failed = asyncio.Event()
+    server.subscribe(lambda e: failed.set() if isinstance(e, ServerStateChanged) and e.state == FAILED else None)
+    await server.start()
+    await server.wait_ready(timeout=15)
+    async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, timeout=10) as client:
+        with pytest.raises(httpx.HTTPError):
+            async with client.stream("POST", "/generate", json={
+                "text": "hello", "sampling_params": {"max_new_tokens": 2000, "ignore_eos": True},
+                "stream": True,
+            }) as resp:
+                async for _ in resp.aiter_lines():
+                    pass
+    await asyncio.wait_for(failed.wait(), 5)
+    event = server.failure
+    assert event.exit_code == 1 and event.exit_signal is None
+    assert "exited while ready (exit code 1)" in event.reason
+    assert any("illegal memory access" in line for line in event.log_tail)
+    assert 0 < len(event.log_tail) <= 50
+    row = store.server_start(server.start_id)
+    assert row["state"] == FAILED and row["exit_code"] == 1 and "illegal memory access" in row["log_tail"]
+    await server.stop()
+    assert not marked_processes({server.server_id})
+
+
+async def test_port_in_use_names_port_and_holder(tracked):
+    profile = sim_profile()
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", profile.port))
+        holder.listen()
+        server = make(tracked, profile)
+        with pytest.raises(PortInUseError) as info:
+            await server.start()
+    message = str(info.value)
+    assert f"port {profile.port}" in message and f"pid {os.getpid()}" in message
+    assert "python" in message.lower()
+    assert info.value.holder_pid == os.getpid() and server.pid is None and server.state == STOPPED
+
+
+async def test_silent_fallback_is_flagged_from_server_info(store, tracked):
+    server = make(tracked, sim_profile(fallback_backend="flashinfer_cutedsl"), store)
+    events = []
+    server.subscribe(events.append)
+    await server.start()
+    await server.wait_ready(timeout=15)
+    assert server.backend_mismatch and server.resolved_backend == "flashinfer_cutedsl"
+    ready = [e for e in events if isinstance(e, ServerStateChanged) and e.state == READY][0]
+    assert ready.backend_mismatch and "BACKEND MISMATCH" in ready.reason
+    assert any(isinstance(e, Notice) and e.level == "warning" and "fell back" in e.message for e in events)
+    row = store.server_start(server.start_id)
+    assert row["backend_mismatch"] is True and row["resolved_backend"] == "flashinfer_cutedsl"
+    await server.stop()
+
+
+async def test_overlapping_gpus_refused_naming_both_profiles(tracked):
+    manager = ServerManager(gpu_probe=servers.no_gpu_view, ready_poll_s=0.1)
+    a = await manager.start(sim_profile("sim-a", gpus=(0, 1)))
+    tracked.append(a)
+    with pytest.raises(GpuConflictError) as info:
+        await manager.start(sim_profile("sim-b", gpus=(1, 2)))
+    tracked.append(manager.get("sim-b"))
+    message = str(info.value)
+    assert "'sim-a'" in message and "'sim-b'" in message and "GPU(s) 1" in message
+    assert manager.get("sim-b").pid is None
+    await manager.stop_all()
+    assert a.state == STOPPED
+
+
+@pytest.mark.slow
+async def test_twenty_start_stop_cycles_leave_nothing_behind(tracked):
+    profile = sim_profile(load_seconds=0.05, graph_seconds=0.02, warmup_seconds=0.02)
+    server = make(tracked, profile, grace_s=2.0)
+    markers, pids = set(), []
+    for _ in range(20):
+        await server.start()
+        await server.wait_ready(timeout=15)
+        markers.add(server.server_id)
+        pids.append(server.pid)
+        report = await server.stop()
+        assert report.clean, report.describe()
+    assert len(markers) == 20
+    assert not marked_processes(markers)
+    assert not [p for p in pids if group_alive(p)]
+
+
+CONTROLLER = textwrap.dedent("""
+    import asyncio, json, sys
+    from moe_tui import servers
+    from moe_tui.profiles import profile_from_dict
+
+    async def main():
+        servers.install_exit_handlers()
+        profile = profile_from_dict(json.loads(sys.argv[1]))
+        server = servers.ManagedServer(profile, gpu_probe=servers.no_gpu_view, ready_poll_s=0.1,
+                                       keep_running=sys.argv[2] == "keep")
+        await server.start()
+        await server.wait_ready(30)
+        print(json.dumps({"pid": server.pid, "marker": server.server_id}), flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+""")
+
+
+def run_controller(tmp_path, profile: ServerProfile, mode: str, sig: int) -> dict:
+    data = {k: v for k, v in profile.launch_settings().items() if k not in ("env",)}
+    data["gpus"], data["extra_args"] = list(profile.gpus), list(profile.extra_args)
+    script = tmp_path / "controller.py"
+    script.write_text(CONTROLLER)
+    proc = subprocess.Popen([sys.executable, str(script), json.dumps(data), mode], stdout=subprocess.PIPE,
+                            text=True, start_new_session=True, cwd=REPO)
+    try:
+        line = proc.stdout.readline()
+        assert line, "controller did not report a ready server"
+        info = json.loads(line)
+        assert psutil.pid_exists(info["pid"])
+        proc.send_signal(sig)
+        rc = proc.wait(timeout=20)
+        info["rc"] = rc
+        return info
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_killing_the_controller_leaves_no_server(tmp_path, home, sig):
+    info = run_controller(tmp_path, sim_profile(), "stop", sig)
+    try:
+        assert info["rc"] == -sig  # the handler chained to the default action
+        assert not group_alive(info["pid"])
+        assert not marked_processes({info["marker"]})
+    finally:
+        for proc in marked_processes({info["marker"]}):
+            proc.kill()
+
+
+def test_kept_server_survives_controller_and_stops_from_record(tmp_path, home):
+    info = run_controller(tmp_path, sim_profile(), "keep", signal.SIGTERM)
+    try:
+        assert marked_processes({info["marker"]}), "a kept server must survive its controller"
+        record = {"pid": info["pid"], "env": {SERVER_ID_ENV: info["marker"]}, "profile": {"engine": "sim"}}
+        assert servers.recorded_server_alive(record)
+        report = servers.stop_recorded_server(record, gpu_probe=servers.no_gpu_view)
+        assert report.clean and info["pid"] in report.signalled
+        assert not marked_processes({info["marker"]}) and not servers.recorded_server_alive(record)
+    finally:
+        for proc in marked_processes({info["marker"]}):
+            proc.kill()
+
+
+def test_cli_start_keep_status_logs_stop(tmp_path, home):
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    port = free_port()
+    (profiles / "cli.toml").write_text(textwrap.dedent(f"""
+        name = "sim-cli"
+        engine = "sim"
+        model_path = "GLM-5-NVFP4"
+        moe_runner_backend = "flashinfer_cutlass"
+        port = {port}
+        startup_timeout_s = 20
+        [sim]
+        load_seconds = 0.1
+        graph_seconds = 0.05
+        warmup_seconds = 0.05
+        fallback_backend = "flashinfer_cutedsl"
+    """))
+    env = {**os.environ, "MOE_TUI_HOME": str(home)}
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "moe_tui", "server", *args], capture_output=True,
+                              text=True, env=env, cwd=REPO, timeout=60)
+
+    markers = set()
+    try:
+        started = cli("start", "sim-cli", "--profiles", str(profiles), "--keep")
+        assert started.returncode == 0, started.stderr
+        assert "flashinfer_cutedsl" in started.stdout and "MISMATCH" in started.stdout
+        with Store.open_default() as s:
+            markers = {r["env"][SERVER_ID_ENV] for r in s.server_starts("sim-cli")}
+        status = cli("status")
+        assert status.returncode == 0 and "sim-cli" in status.stdout and "ready" in status.stdout
+        logs = cli("logs", "sim-cli", "-n", "5")
+        assert logs.returncode == 0 and "fired up" in logs.stdout
+        stopped = cli("stop", "sim-cli")
+        assert stopped.returncode == 0, stopped.stderr
+        assert not marked_processes(markers)
+        assert "stopped" in cli("status").stdout
+        again = cli("stop", "sim-cli")
+        assert again.returncode == 0  # idempotent
+    finally:
+        for proc in marked_processes(markers):
+            proc.kill()
+
+
+# -- pure parts ----------------------------------------------------------------------------------
+def test_parse_prometheus_text_labels_comments_and_odd_lines():
+    text = textwrap.dedent("""\
+        # HELP sglang:num_running_reqs The number of running requests.
+        # TYPE sglang:num_running_reqs gauge
+        sglang:num_running_reqs{model_name="m",tp_rank="0"} 3
+        sglang:num_running_reqs{model_name="m",tp_rank="1"} 4
+        sglang:num_queue_reqs 7.0 1700000000000
+        sglang:token_usage{model_name="a \\"quoted\\" name"} 0.25
+        sglang:token_usage{model_name="b"} 0.75
+        sglang:gen_throughput{model_name="m"} 1234.5
+        sglang:cache_hit_rate{model_name="m"} NaN
+        this line is garbage
+        sglang:time_to_first_token_seconds_bucket{le="+Inf"} +Inf
+    """)
+    samples = parse_prometheus_text(text)
+    names = [s.name for s in samples]
+    assert names.count("sglang:num_running_reqs") == 2 and "this" not in names
+    quoted = [s for s in samples if s.name == "sglang:token_usage"][0]
+    assert quoted.labels["model_name"] == 'a "quoted" name'
+    bucket = [s for s in samples if s.name.endswith("_bucket")][0]
+    assert bucket.labels["le"] == "+Inf" and bucket.value == float("inf")
+    event = metrics_event("p", samples, healthy=True)
+    assert event.running_requests == 7 and event.queued_requests == 7.0
+    assert event.token_usage == pytest.approx(0.5) and event.gen_throughput == 1234.5
+
+
+@pytest.mark.parametrize("payload, words", [
+    ("<html>Bad Gateway</html>", "not JSON"),
+    ("[1, 2]", "JSON list"),
+    ('{"version": "0.5.23"}', "no moe_runner_backend"),
+    ('{"moe_runner_backend": null}', "no moe_runner_backend"),
+])
+def test_parse_server_info_garbage_gives_clear_error(payload, words):
+    with pytest.raises(ServerInfoError, match=words):
+        parse_server_info(payload)
+
+
+def test_parse_server_info_reads_flat_and_nested():
+    flat = parse_server_info('{"moe_runner_backend": "flashinfer_cutlass", "version": "0.5.23", "tp_size": 8}')
+    assert (flat.resolved_backend, flat.version, flat.args["tp_size"]) == ("flashinfer_cutlass", "0.5.23", 8)
+    nested = parse_server_info({"server_args": {"moe_runner_backend": "triton"}, "version": "x"})
+    assert nested.resolved_backend == "triton"
+
+
+def _sglang_profile(gpus) -> ServerProfile:
+    return ServerProfile(name="real", engine="sglang", model_path="/m", moe_runner_backend="flashinfer_cutlass",
+                         gpus=tuple(gpus), tp_size=len(gpus))
+
+
+def test_gpu_index_beyond_machine_is_named():
+    with pytest.raises(GpuConflictError, match=r"GPU index 8, 9.*reports 8 GPU"):
+        check_gpus(_sglang_profile(range(2, 10)), [], GpuView(count=8), force=False)
+
+
+def test_foreign_gpu_process_refused_unless_forced():
+    view = GpuView(count=8, processes={3: ((4242, "python3"),), 5: ()})
+    with pytest.raises(ForeignGpuProcessError, match=r"GPU 3: pid 4242 \(python3\)"):
+        check_gpus(_sglang_profile(range(8)), [], view, force=False)
+    warnings = check_gpus(_sglang_profile(range(8)), [], view, force=True)
+    assert len(warnings) == 1 and "4242" in warnings[0] and "forced" in warnings[0]
+    assert check_gpus(_sglang_profile([0, 1]), [], view, force=False) == []
+    assert check_gpus(_sglang_profile(range(8)), [], None, force=False) == []  # no NVML: nothing to check
+
+
+def test_servers_module_does_not_import_textual():
+    code = "import sys, moe_tui.servers, moe_tui.commands.server; assert 'textual' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)

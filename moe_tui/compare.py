@@ -399,6 +399,10 @@ def _concurrency(run: _Run) -> int | None:
     return int(value)
 
 
+# Run flags that are not a reason to distrust one cell: "simulated" is the export's banner, and a
+# run's own status flags are re-derived from its status.
+_NOT_SUSPECT_FLAGS = {"simulated", "complete"}
+
 # -- suspect flags ----------------------------------------------------------------------------------
 def run_suspect_flags(run: Any) -> list[tuple[str, str]]:
     """(flag code, words) for one run, from its flags and its stored telemetry/selfcheck/summary."""
@@ -408,7 +412,10 @@ def run_suspect_flags(run: Any) -> list[tuple[str, str]]:
     def add(code: str, text: str) -> None:
         found.setdefault(code, f"run {r.id}: {text}")
 
-    for code in r.flags:
+    for raw in r.flags:
+        code = raw.replace("-", "_")  # the bench engine spells it "client-bound"
+        if code in _NOT_SUSPECT_FLAGS:
+            continue
         add(code, code.replace("_", " "))
     failed = r.summary.get("failed")
     if isinstance(failed, (int, float)) and failed > 0:
@@ -417,12 +424,11 @@ def run_suspect_flags(run: Any) -> list[tuple[str, str]]:
     if r.status in ("incomplete", "failed"):
         add(FLAG_INCOMPLETE, f"{r.status}{': ' + r.error if r.error else ''}")
     # Backend fallback: the server resolved a different MoE backend than the profile asked for.
-    asked = r.profile.get("moe_runner_backend")
-    resolved = r.provenance.get("resolved_backend")
-    info = r.provenance.get("server_info")
-    if resolved is None and isinstance(info, Mapping):
-        resolved = info.get("moe_runner_backend")
-    if r.provenance.get("backend_mismatch") or (asked and resolved and asked != resolved):
+    prov = r.provenance
+    asked = r.profile.get("moe_runner_backend") or _dig(prov, ("server", "requested_backend"))
+    resolved = next((v for v in (_dig(prov, p) for p in dict(PROVENANCE_FIELDS)["resolved_backend"]) if v), None)
+    mismatch = prov.get("backend_mismatch") or _dig(prov, ("server", "backend_mismatch"))
+    if mismatch or (asked and resolved and asked != resolved):
         found[FLAG_BACKEND_MISMATCH] = (
             f"run {r.id}: server resolved MoE backend {resolved!s} but the profile asks {asked!s}"
             if asked and resolved else f"run {r.id}: MoE backend mismatch (silent fallback)"
@@ -487,45 +493,78 @@ def snapshot_diff(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> 
 
 
 # -- provenance -----------------------------------------------------------------------------------
-PROVENANCE_ORDER = (
-    "engine", "simulated", "sglang_version", "resolved_backend", "gpu_names", "gpu_count",
-    "driver_version", "cuda_version", "cuda_driver_version", "hostname", "moe_tui_version",
-    "client_version", "python_version",
+# (shown key, where to look in a run's provenance dict, first hit wins). The nested paths are
+# moe_tui.provenance.build_provenance's layout; the flat ones cover runs imported from elsewhere.
+PROVENANCE_FIELDS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
+    ("engine", (("server", "engine"), ("engine",))),
+    ("simulated", (("simulated",), ("server", "resolved_args", "simulated"), ("server_info", "simulated"))),
+    ("sglang_version", (("server", "sglang_version"), ("sglang_version",), ("server", "resolved_args", "version"),
+                        ("server_info", "version"))),
+    ("resolved_backend", (("server", "resolved_backend"), ("resolved_backend",),
+                          ("server", "resolved_args", "moe_runner_backend"), ("server_info", "moe_runner_backend"))),
+    ("gpu_names", (("gpu", "gpu_names"), ("gpu_names",))),
+    ("driver_version", (("gpu", "driver_version"), ("driver_version",))),
+    ("cuda_version", (("gpu", "cuda_driver_version"), ("cuda_driver_version",), ("cuda_version",))),
+    ("hostname", (("host", "hostname"), ("hostname",))),
+    ("platform", (("host", "platform"), ("platform",))),
+    ("python_version", (("host", "python_version"), ("python_version",))),
+    ("moe_tui_version", (("host", "moe_tui_version"), ("moe_tui_version",))),
+    ("client", (("client", "name"),)),
+    ("client_version", (("client", "version"),)),
 )
-# Per-run values that always differ and say nothing about the environment.
-_VOLATILE_MARKERS = ("time", "_at", "pid", "run_id", "server_start", "log", "argv", "env",
-                     "started", "finished", "duration", "uptime", "port", "command", "queue")
+PROVENANCE_ORDER = tuple(k for k, _ in PROVENANCE_FIELDS)
+# Flat keys that are per-run by nature (times, pids, paths) or shown elsewhere (spec, profile).
+_VOLATILE_MARKERS = ("time", "_at", "pid", "run_id", "server_start", "log", "argv", "env", "started",
+                     "finished", "duration", "uptime", "port", "command", "queue", "url", "path", "executable")
+_NOT_PROVENANCE = {"spec", "fingerprint", "spec_summary", "profile", "provenance_schema", "warmup_pass",
+                   "server_info", "server", "client", "host", "gpu", "cuda_driver_version", "requested_backend",
+                   "backend_mismatch"}
 NOT_RECORDED = "(not recorded)"
+
+
+def _dig(data: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(data, Mapping):
+            return None
+        data = data.get(key)
+    return data
 
 
 def _provenance_values(run: _Run) -> dict[str, str]:
     out: dict[str, str] = {}
     prov = run.provenance
+    for key, paths in PROVENANCE_FIELDS:
+        for path in paths:
+            value = _dig(prov, path)
+            if value is not None and value != {} and value != "":
+                out[key] = _render_value(value)
+                break
     for key, value in prov.items():
-        if isinstance(value, Mapping) or any(m in key for m in _VOLATILE_MARKERS):
+        if key in out or key in _NOT_PROVENANCE or isinstance(value, Mapping) or value is None:
+            continue
+        if any(m in key for m in _VOLATILE_MARKERS):
             continue
         out[key] = _render_value(value)
-    info = prov.get("server_info")
-    if isinstance(info, Mapping):
-        for src, dst in (("version", "sglang_version"), ("moe_runner_backend", "resolved_backend")):
-            if info.get(src) is not None and dst not in out:
-                out[dst] = _render_value(info[src])
-        if info.get("simulated") and "simulated" not in out:
-            out["simulated"] = "true"
+    # Telemetry stored with the run fills what provenance lacks (imported or older runs).
     tel = run.telemetry
-    for key in ("driver_version", "cuda_driver_version"):
-        if tel.get(key) and key not in out:
-            out[key] = _render_value(tel[key])
-    names = [g.get("name") for _, g in sorted((tel.get("gpus") or {}).items(), key=lambda kv: int(kv[0])
-                                               if str(kv[0]).isdigit() else 0) if g.get("name")]
-    if names and "gpu_names" not in out:
-        out["gpu_names"] = _render_value(names)
-    if run.profile.get("engine") and "engine" not in out:
+    for key, src in (("driver_version", "driver_version"), ("cuda_version", "cuda_driver_version")):
+        if tel.get(src) and key not in out:
+            out[key] = _render_value(tel[src])
+    if "gpu_names" not in out and isinstance(tel.get("gpus"), Mapping):
+        names = {k: g.get("name") for k, g in tel["gpus"].items() if isinstance(g, Mapping)}
+        if any(names.values()):
+            out["gpu_names"] = _render_value(names)
+    if "engine" not in out and run.profile.get("engine"):
         out["engine"] = str(run.profile["engine"])
     return out
 
 
 def _render_value(value: Any) -> str:
+    if isinstance(value, Mapping) and all(str(k).isdigit() for k in value):
+        # {gpu index: name}: in index order, so "8 x NVIDIA RTX PRO 6000" when they agree.
+        value = [value[k] for k in sorted(value, key=lambda k: int(k))]
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value) and len(set(value)) == 1:
         return f"{len(value)} x {value[0]}"
     if isinstance(value, str):
@@ -544,10 +583,11 @@ def _side_provenance(runs: Sequence[_Run]) -> dict[str, str]:
 
 
 def _is_simulated(run: _Run) -> bool:
-    info = run.provenance.get("server_info")
+    prov = run.provenance
     return bool(
-        run.profile.get("engine") == "sim" or run.provenance.get("engine") == "sim"
-        or run.provenance.get("simulated") or (isinstance(info, Mapping) and info.get("simulated"))
+        run.profile.get("engine") == "sim" or prov.get("engine") == "sim" or _dig(prov, ("server", "engine")) == "sim"
+        or prov.get("simulated") or _dig(prov, ("server_info", "simulated"))
+        or _dig(prov, ("server", "resolved_args", "simulated")) or "simulated" in run.flags
     )
 
 

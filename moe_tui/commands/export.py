@@ -1,0 +1,54 @@
+"""`moe-tui export BASELINE CANDIDATE`: write the comparison as Markdown, CSV and a plot.
+
+Files: <baseline>-vs-<candidate>.md (spec, profile diff, provenance, grid with verdicts and flags,
+control check, SIMULATED banner where it applies), .csv (one row per concurrency x metric) and
+-throughput.png/.svg (output throughput vs concurrency, linked from the Markdown), in `--dir`
+(default: the data dir's exports/). Each file is written atomically; their paths are printed.
+Exit 0 on success, 2 when a profile has no runs, 1 when the store or the folder fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help=help_text, description=help_text)
+    p.add_argument("baseline", metavar="BASELINE", help="profile name of the baseline column")
+    p.add_argument("candidate", metavar="CANDIDATE", help="profile name of the candidate column")
+    p.add_argument("--dir", metavar="DIR", default=None, help="folder for the files (default: data dir exports/)")
+    p.add_argument("--fingerprint", metavar="FP", default=None,
+                   help="only the concurrencies with runs of this spec fingerprint (6+ leading characters)")
+    p.set_defaults(run=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    import datetime
+
+    from moe_tui import __version__
+    from moe_tui.compare import CompareError, build_grid
+    from moe_tui.export import export_comparison
+    from moe_tui.paths import exports_dir
+    from moe_tui.store import Store, StoreError
+
+    try:
+        with Store.open_default() as store:
+            grid = build_grid(store, args.baseline, args.candidate, fingerprint=args.fingerprint)
+    except CompareError as exc:
+        print(f"moe-tui export: {exc}", file=sys.stderr)
+        return 2
+    except StoreError as exc:
+        print(f"moe-tui export: {exc}", file=sys.stderr)
+        return 1
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        paths = export_comparison(grid, args.dir or exports_dir(), generated_at=now, version=__version__)
+    except OSError as exc:
+        print(f"moe-tui export: cannot write into {args.dir or exports_dir()}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    for path in paths.all():
+        print(path)
+    return 0

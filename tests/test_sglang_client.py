@@ -83,6 +83,19 @@ def test_unsupported_spec_values_are_refused_by_name():
         bench_serving_args(without_seed, base_url="http://h:1", output_file="o")
 
 
+def test_spec_naming_another_client_or_version_is_refused(tmp_path):
+    from moe_tui.bench.sglang_adapter import SglangClient, run_bench_serving
+
+    client = SglangClient(kind="repo-env", python=Path("/nonexistent/python"), version="0.5.23")
+    common = dict(base_url="http://127.0.0.1:9", output_file=tmp_path / "o.jsonl",
+                  log_file=tmp_path / "c.log", client=client)
+    with pytest.raises(BenchServingError, match="'client': 'moe-tui'"):
+        run_bench_serving(BenchmarkSpec(client="moe-tui"), **common)
+    with pytest.raises(BenchServingError, match="'client_version'.*'0.5.22'.*sglang 0.5.23"):
+        run_bench_serving(BenchmarkSpec(client=CLIENT_NAME, client_version="0.5.22"), **common)
+    assert not (tmp_path / "c.log").exists()
+
+
 def test_client_env_is_offline():
     env = client_env({"PATH": "/bin", "HF_HUB_OFFLINE": "0"})
     assert env["HF_HUB_OFFLINE"] == "1" and env["TRANSFORMERS_OFFLINE"] == "1"

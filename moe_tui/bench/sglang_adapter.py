@@ -292,6 +292,7 @@ def run_bench_serving(
     killed on timeout or interruption. Raises BenchServingError (with the log tail) on failure.
     """
     client = client or require_client()
+    check_spec_matches_client(spec, client)
     output_path = Path(output_file)
     log_path = Path(log_file)
     before = _count_lines(output_path)
@@ -322,6 +323,19 @@ def run_bench_serving(
             f"(a run with no successful request writes none); log {log_path}:\n{_tail(log_path)}"
         )
     return records[-1]
+
+
+def check_spec_matches_client(spec: Any, client: SglangClient) -> None:
+    """A spec names the client that measures it; running it with another would mislabel results."""
+    name = _spec_value(spec, "client")
+    if name != CLIENT_NAME:
+        raise BenchServingError(f"benchmark spec field 'client': {name!r} is not {CLIENT_NAME!r}")
+    version = _spec_value(spec, "client_version")
+    if version and version != client.version:
+        raise BenchServingError(
+            f"benchmark spec field 'client_version': spec says {version!r}, "
+            f"but the client at {client.python} is sglang {client.version}"
+        )
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -601,7 +601,9 @@ def format_number(x: float | None) -> str:
         return f"{x:.1f}"
     if ax >= 1:
         return f"{x:.2f}"
-    return f"{x:.3g}"
+    if ax == 0:
+        return "0"
+    return f"{x:#.3g}"
 
 
 def _signed(x: float, text: str) -> str:

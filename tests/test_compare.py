@@ -1,0 +1,261 @@
+"""The comparison grid: fingerprint gating, statistics, verdicts, flags, control check, diffs."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from compare_data import control_fail_runs, golden_runs, make_run, provenance, snapshot, summary
+from moe_tui.compare import (
+    BETTER, DIFFERENT_SPEC, FLAG_BACKEND_MISMATCH, FLAG_CLIENT_BOUND, FLAG_CLOCK_DROP, FLAG_ENVIRONMENT_DIFFERS,
+    FLAG_FOREIGN_GPU_PROCESS, FLAG_INCOMPLETE, FLAG_REQUEST_ERRORS, FLAG_THROTTLED, NO_DATA, NOISE_UNKNOWN,
+    WITHIN_NOISE, WORSE, CompareError, build_grid, build_grid_from_runs, repeats_to_settle, welch_delta,
+)
+
+SNAP_A = snapshot("a", "flashinfer_cutlass")
+SNAP_B = snapshot("b", "flashinfer_cutedsl", port=30001)
+
+
+def runs(name, conc, values, start, snap=None, **kw):
+    return [make_run(start + i, name, concurrency=conc, summary=summary(v), profile=snap or SNAP_A, **kw)
+            for i, v in enumerate(values)]
+
+
+def test_welch_ci_matches_scipy_ttest():
+    a, b = [100.0, 103.0, 98.0, 101.0, 99.5], [110.0, 104.0, 113.0, 108.0]
+    d = welch_delta(a, b)
+    res = stats.ttest_ind(b, a, equal_var=False)
+    ci = res.confidence_interval(0.95)
+    assert d.delta == pytest.approx(np.mean(b) - np.mean(a))
+    assert d.ci_low == pytest.approx(ci.low) and d.ci_high == pytest.approx(ci.high)
+    assert d.df == pytest.approx(res.df)
+    assert d.delta_pct == pytest.approx((np.mean(b) - np.mean(a)) / np.mean(a) * 100)
+
+
+def test_single_repeat_gives_delta_but_no_verdict():
+    g = build_grid_from_runs(runs("a", 64, [200.0], 1), runs("b", 64, [230.0], 10, SNAP_B))
+    c = g.cell(64, "output_throughput")
+    assert c.comparable and c.verdict == NOISE_UNKNOWN
+    assert c.delta == pytest.approx(30.0) and c.delta_pct == pytest.approx(15.0)
+    assert c.ci_low is None and c.repeats_needed is None and c.ci_text == ""
+    assert "+15.0%" in c.delta_text and c.verdict_text == "n=1, noise unknown"
+
+
+def test_verdict_follows_metric_direction():
+    a = [make_run(i, "a", concurrency=8, summary=summary(100 + i % 2, mean_ttft_ms=200.0 + i % 2), profile=SNAP_A)
+         for i in range(4)]
+    b = [make_run(10 + i, "b", concurrency=8, summary=summary(150 + i % 2, mean_ttft_ms=150.0 + i % 2), profile=SNAP_B)
+         for i in range(4)]
+    g = build_grid_from_runs(a, b)
+    assert g.cell(8, "output_throughput").verdict == BETTER  # higher throughput
+    assert g.cell(8, "mean_ttft_ms").verdict == BETTER  # lower latency
+    g2 = build_grid_from_runs(b, a)
+    assert g2.cell(8, "output_throughput").verdict == WORSE
+    assert g2.cell(8, "mean_ttft_ms").verdict == WORSE
+
+
+def test_within_noise_says_how_many_repeats_would_settle_it():
+    g = build_grid_from_runs(runs("a", 4, [100, 104, 97, 101], 1), runs("b", 4, [102, 99, 105, 101], 10, SNAP_B))
+    c = g.cell(4, "output_throughput")
+    assert c.verdict == WITHIN_NOISE
+    assert c.repeats_needed is not None and c.repeats_needed > 4
+    assert f"~{c.repeats_needed} repeats/side" in c.verdict_text
+
+
+def test_repeats_to_settle_is_a_t_corrected_power_estimate():
+    # Normal approximation: 2 * (1.96 + 0.84)^2 = 15.7; t quantiles push it to 17.
+    assert repeats_to_settle(1.0, 1.0, 1.0) == 17
+    assert repeats_to_settle(1.0, 1.0, 2.0) < repeats_to_settle(1.0, 1.0, 1.0)
+    assert repeats_to_settle(1.0, 1.0, 0.0) is None
+    assert repeats_to_settle(1.0, 1.0, 0.001) is None  # beyond the 1000 cap
+    # The estimate delivers roughly its promised power: simulate at the estimated n.
+    rng = np.random.default_rng(3)
+    n = repeats_to_settle(1.0, 1.0, 1.0)
+    hits = sum(welch_delta(rng.normal(0, 1, n), rng.normal(1, 1, n)).ci_low > 0 for _ in range(400))
+    assert 0.72 <= hits / 400 <= 0.92
+
+
+def test_incomplete_and_failed_runs_are_flagged_never_averaged():
+    a = runs("a", 16, [100.0, 102.0], 1)
+    a.append(make_run(3, "a", concurrency=16, summary=summary(5.0, failed=90), status="incomplete", profile=SNAP_A))
+    a.append(make_run(4, "a", concurrency=16, summary=summary(1.0), status="failed", profile=SNAP_A))
+    g = build_grid_from_runs(a, runs("b", 16, [101.0, 103.0], 10, SNAP_B))
+    c = g.cell(16, "output_throughput")
+    assert c.baseline.n == 2 and c.baseline.mean == pytest.approx(101.0)
+    assert FLAG_INCOMPLETE in c.baseline_flags and FLAG_REQUEST_ERRORS not in c.baseline_flags
+    p = g.point("baseline", 16)
+    assert p.excluded_run_ids == (3, 4) and p.run_ids == (1, 2)
+    assert any("run 3 incomplete" in n and "run 4 failed" in n for n in p.flag_notes)
+
+
+def test_only_incomplete_runs_refuse_with_the_reason():
+    a = [make_run(1, "a", concurrency=16, summary=summary(5.0), status="incomplete", profile=SNAP_A)]
+    g = build_grid_from_runs(a, runs("b", 16, [101.0], 10, SNAP_B), baseline_name="A", candidate_name="B")
+    c = g.cell(16, "output_throughput")
+    assert c.verdict == NO_DATA and c.delta is None
+    assert "no complete run" in c.refusal and "A" in c.refusal and c.baseline.text == "no complete run"
+
+
+def test_no_run_on_one_side_names_it():
+    g = build_grid_from_runs(runs("a", 256, [700.0], 1), [], baseline_name="A", candidate_name="Bee")
+    c = g.cell(256, "output_throughput")
+    assert c.verdict == NO_DATA and c.refusal == "no run: Bee at concurrency 256"
+    assert c.candidate.text == "no run" and c.delta is None
+
+
+def test_different_spec_refuses_and_names_fields_with_both_values():
+    a = runs("a", 64, [218.0, 219.0], 1)
+    b = [make_run(10 + i, "b", concurrency=64, summary=summary(v), profile=SNAP_B,
+                  spec_changes={"output_len": 512, "range_ratio": 0.0}) for i, v in enumerate([249.0, 250.0])]
+    c = build_grid_from_runs(a, b).cell(64, "output_throughput")
+    assert not c.comparable and c.verdict == DIFFERENT_SPEC
+    assert c.delta is None and c.delta_pct is None and c.ci_low is None and c.delta_text == ""
+    assert [d.field for d in c.spec_diffs] == ["output_len", "range_ratio"]
+    assert "output_len: 1024 vs 512" in c.refusal and "range_ratio: 1.0 vs 0.0" in c.refusal
+
+
+def test_fingerprint_choice_prefers_the_shared_spec_then_says_others_exist():
+    a = runs("a", 64, [218.0, 219.0], 1)
+    a += [make_run(50, "a", concurrency=64, summary=summary(999.0), profile=SNAP_A, spec_changes={"seed": 7})]
+    b = runs("b", 64, [249.0, 250.0], 10, SNAP_B)
+    g = build_grid_from_runs(a, b)
+    c = g.cell(64, "output_throughput")
+    assert c.comparable and c.baseline.mean == pytest.approx(218.5)
+    note = " ".join(g.point("baseline", 64).notes)
+    assert "other specs exist" in note and "shared with the other side" in note
+
+
+def test_fingerprint_choice_without_shared_spec_takes_the_most_recent():
+    a = [make_run(1, "a", concurrency=64, summary=summary(100.0), profile=SNAP_A, spec_changes={"seed": 1}),
+         make_run(2, "a", concurrency=64, summary=summary(200.0), profile=SNAP_A, spec_changes={"seed": 2})]
+    b = [make_run(3, "b", concurrency=64, summary=summary(300.0), profile=SNAP_B, spec_changes={"seed": 3})]
+    g = build_grid_from_runs(a, b)
+    c = g.cell(64, "output_throughput")
+    assert c.baseline.mean == 200.0 and "seed: 2 vs 3" in c.refusal
+    assert "the most recent" in g.point("baseline", 64).notes[0]
+
+
+def test_forced_fingerprint_limits_rows_and_choice():
+    a = runs("a", 2, [19.0], 1) + runs("a", 64, [218.0], 5)
+    b = runs("b", 2, [19.1], 10, SNAP_B) + runs("b", 64, [250.0], 15, SNAP_B)
+    fp = a[1].fingerprint
+    g = build_grid_from_runs(a, b, fingerprint=fp[:10])
+    assert g.concurrencies == (64,)
+    with pytest.raises(CompareError, match="at least 6"):
+        build_grid_from_runs(a, b, fingerprint="abc")
+    with pytest.raises(CompareError, match="neither"):
+        build_grid_from_runs(a, b, fingerprint="ffffffffff")
+
+
+def test_suspect_flags_from_every_source():
+    tel = {"available": True, "overall": {"suspect_clock_events": ["hw_slowdown"], "sm_clock_drop_pct": 22.0},
+           "gpus": {}, "foreign_processes": [{"gpu": 3, "pid": 999, "name": "python"}]}
+    b = [make_run(10, "b", concurrency=32, summary=summary(300.0, failed=3), profile=SNAP_B, telemetry=tel,
+                  selfcheck={"client_bound": True}, flags=("simulated",),
+                  prov=provenance(resolved_backend="triton"))]
+    g = build_grid_from_runs(runs("a", 32, [250.0], 1), b)
+    c = g.cell(32, "output_throughput")
+    assert set(c.candidate_flags) == {FLAG_BACKEND_MISMATCH, FLAG_CLIENT_BOUND, FLAG_REQUEST_ERRORS,
+                                      FLAG_THROTTLED, FLAG_CLOCK_DROP, FLAG_FOREIGN_GPU_PROCESS}
+    assert c.baseline_flags == () and c.flags_text.startswith("C: ")
+    notes = " ".join(g.point("candidate", 32).flag_notes)
+    assert "triton" in notes and "3 of 100 requests failed" in notes and "pid 999" in notes
+    assert g.simulated  # the "simulated" run flag is the banner, not a cell flag
+
+
+def test_bench_engine_flag_spelling_is_normalised():
+    b = [make_run(10, "b", concurrency=32, summary=summary(300.0), profile=SNAP_B, flags=("client-bound",))]
+    c = build_grid_from_runs(runs("a", 32, [250.0], 1), b).cell(32, "output_throughput")
+    assert c.candidate_flags == (FLAG_CLIENT_BOUND,)
+
+
+def test_control_check_flags_environment_differs():
+    a, b = control_fail_runs()
+    g = build_grid_from_runs(a, b)
+    assert g.control.failed and g.control.concurrency == 2
+    assert FLAG_ENVIRONMENT_DIFFERS in g.flags and g.warnings[0].startswith("ENVIRONMENT DIFFERS")
+
+
+def test_control_check_n1_uses_five_percent():
+    g = build_grid_from_runs(runs("a", 2, [19.0], 1), runs("b", 2, [20.2], 10, SNAP_B))  # +6.3%
+    assert g.control.failed
+    g = build_grid_from_runs(runs("a", 2, [19.0], 1), runs("b", 2, [19.6], 10, SNAP_B))  # +3.2%
+    assert g.control.status == "agrees"
+
+
+def test_control_check_falls_back_to_concurrency_1_and_reports_absence():
+    g = build_grid_from_runs(runs("a", 1, [10.0, 10.1], 1), runs("b", 1, [10.05, 10.0], 10, SNAP_B))
+    assert g.control.status == "agrees" and g.control.concurrency == 1
+    g = build_grid_from_runs(runs("a", 64, [10.0], 1), runs("b", 64, [10.0], 10, SNAP_B))
+    assert g.control.status == "unavailable" and "add concurrency 2" in g.control.text
+
+
+def test_profile_diff_and_provenance_warnings():
+    a, b = golden_runs()
+    g = build_grid_from_runs(a, b)
+    assert [d.key for d in g.backend_diff] == ["moe_runner_backend"]
+    assert [d.key for d in g.launch_diff] == ["extra_args --cuda-graph-max-bs"]
+    assert {d.key for d in g.identity_diff} == {"name", "port"}
+    assert any("launch setting(s) besides the MoE backend differ" in w for w in g.warnings)
+    rows = {r.key: r for r in g.provenance}
+    assert rows["driver_version"].differs and rows["driver_version"].candidate == "580.82.07"
+    assert rows["gpu_names"].baseline == "8 x NVIDIA RTX PRO 6000 Blackwell" and not rows["gpu_names"].differs
+    assert rows["resolved_backend"].candidate.startswith("mixed: ")
+    assert any(w.startswith("provenance differs: driver_version") for w in g.warnings)
+    assert not g.simulated
+
+
+def test_grid_serves_the_ui_without_computation():
+    a, b = golden_runs()
+    g = build_grid_from_runs(a, b, baseline_name="glm5-cutlass", candidate_name="glm5-cutedsl")
+    assert g.concurrencies == (1, 2, 10, 64, 256, 1024)
+    assert len(g.cells) == 6 * 6
+    assert g.baseline_series.concurrencies == g.concurrencies
+    assert g.candidate_series.mean[g.concurrencies.index(256)] is None
+    assert g.baseline_series.std[0] is None and g.baseline_series.n[1] == 5
+    for c in g.cells:
+        assert c.baseline.text and c.candidate.text and c.verdict_text
+        assert (c.delta is not None) == c.comparable
+    frame = g.to_frame()
+    assert list(frame["concurrency"].unique()) == list(g.concurrencies) and len(frame) == 36
+
+
+def test_build_grid_from_store_and_unknown_profile(tmp_path):
+    from moe_tui.store import Store
+
+    with Store(tmp_path / "s.sqlite3") as store:
+        for r in golden_runs()[0][:3]:
+            store.import_run(profile_name=r.profile_name, spec_json=__import__("json").dumps(r.spec),
+                             fingerprint=r.fingerprint, client=r.client, summary=r.summary, provenance=r.provenance,
+                             profile=r.profile)
+        g = build_grid(store, "glm5-cutlass", "glm5-cutlass")
+        assert g.cell(2, "output_throughput").verdict == WITHIN_NOISE
+        with pytest.raises(CompareError) as err:
+            build_grid(store, "glm5-cutlas", "nope")
+        msg = str(err.value)
+        assert "'glm5-cutlas' (did you mean 'glm5-cutlass'?)" in msg and "'nope'" in msg
+        assert "profiles with runs: glm5-cutlass" in msg
+
+
+def test_bad_run_input_is_named():
+    with pytest.raises(CompareError, match="baseline-x run"):
+        build_grid_from_runs([{"id": 1}], [], baseline_name="baseline-x")
+
+
+def test_core_modules_do_not_import_textual():
+    code = "import sys, moe_tui.compare, moe_tui.export; assert 'textual' not in sys.modules; " \
+           "assert 'matplotlib' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_nan_metric_is_not_averaged():
+    a = runs("a", 4, [100.0, 101.0], 1)
+    b = runs("b", 4, [100.0], 10, SNAP_B) + [make_run(12, "b", concurrency=4, summary=summary(float("nan")), profile=SNAP_B)]
+    c = build_grid_from_runs(a, b).cell(4, "output_throughput")
+    assert c.candidate.n == 1 and not math.isnan(c.candidate.mean)
+    assert "some runs lack this metric" in c.verdict_text

@@ -541,8 +541,9 @@ class SimServer:
 
     @staticmethod
     def _prompt_len_from_ids(ids: Any, where: str) -> int:
-        if not isinstance(ids, list) or not all(
-                isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+        # type() is exact (rejects bool); min() after it keeps this cheap for long prompts.
+        if (not isinstance(ids, list) or not all(type(i) is int for i in ids)
+                or (ids and min(ids) < 0)):
             raise BadRequest(f"{where} must be a list of non-negative integer token ids "
                              "(batched requests are not emulated)")
         return len(ids)

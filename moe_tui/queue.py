@@ -117,6 +117,7 @@ class CampaignPlan:
     policy: str = "grouped"
     prompts_per_concurrency: int | None = None
     warmup_pass: bool = True
+    profiles_dir: str | None = None  # where the runner finds these profiles (recorded, not compared)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "profiles", tuple(self.profiles))
@@ -182,6 +183,7 @@ class CampaignPlan:
                          if self.prompts_per_concurrency is not None else "num_prompts = min_prompts"),
             },
             "warmup_pass": self.warmup_pass,
+            "profiles_dir": self.profiles_dir,
             "warmup_rule": (f"same spec, num_prompts = max(concurrency, {WARMUP_MIN_PROMPTS}), "
                             f"seed + {WARMUP_SEED_OFFSET}; results discarded"),
             "server_starts": self.start_costs(),

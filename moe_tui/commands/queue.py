@@ -1,0 +1,236 @@
+"""`moe-tui queue ...`: add a campaign, list and edit the persistent run queue.
+
+    moe-tui queue add --profiles A,B --concurrency 1,2,10,64 --repeats 3 [--order grouped|interleaved|alternating]
+                      [--input-len N --output-len N --range-ratio F --num-prompts N
+                       --prompts-per-concurrency N --request-rate R --seed N --warmup-requests N
+                       --api generate|completions --no-warmup-pass] [--profiles-dir DIR] [--dry-run]
+    moe-tui queue list [--json] [--state STATE]
+    moe-tui queue pause | resume
+    moe-tui queue retry ID | cancel ID | skip ID | delete ID
+    moe-tui queue move ID up|down|top|bottom
+    moe-tui queue clear [--finished]
+
+`add` prints the items and what each ordering policy costs in server starts. Edits go through the
+running runner's control socket when there is one (so a running item can be skipped and attached
+TUIs see the change at once); otherwise they are written to the store directly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help=help_text, description=help_text)
+    actions = p.add_subparsers(dest="queue_action", metavar="ACTION")
+
+    add = actions.add_parser("add", help="add a campaign: profiles x concurrencies x repeats")
+    add.add_argument("--profiles", required=True, help="comma-separated profile names")
+    add.add_argument("--concurrency", required=True, help="comma-separated max concurrencies, e.g. 1,2,10,64")
+    add.add_argument("--repeats", type=int, default=1, help="runs of each (profile, concurrency) (default 1)")
+    add.add_argument("--order", default="grouped", choices=("grouped", "interleaved", "alternating"),
+                     help="grouped: one server start per profile; interleaved: A,B sweeps alternate "
+                          "across repeats (cancels drift); alternating: A,B item by item")
+    add.add_argument("--profiles-dir", default="server_profiles", help="folder of profile TOML files")
+    add.add_argument("--name", default=None, help="campaign name (default: built from the arguments)")
+    add.add_argument("--input-len", type=int)
+    add.add_argument("--output-len", type=int)
+    add.add_argument("--range-ratio", type=float)
+    add.add_argument("--num-prompts", type=int, help="prompts per run (the minimum with --prompts-per-concurrency)")
+    add.add_argument("--prompts-per-concurrency", type=int, default=None,
+                     help="num_prompts = max(--num-prompts, N x concurrency)")
+    add.add_argument("--request-rate", type=str, help="requests/s or inf (default inf)")
+    add.add_argument("--seed", type=int)
+    add.add_argument("--warmup-requests", type=int)
+    add.add_argument("--api", choices=("generate", "completions"))
+    add.add_argument("--no-warmup-pass", action="store_true",
+                     help="no warmup pass at each item's concurrency before its timed run")
+    add.add_argument("--dry-run", action="store_true", help="print the plan, add nothing")
+
+    ls = actions.add_parser("list", help="list the queue")
+    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--state", action="append", default=None, help="only items in this state (repeatable)")
+
+    actions.add_parser("pause", help="pause the queue (takes effect between items)")
+    actions.add_parser("resume", help="resume the queue")
+    for verb, text in (("retry", "put a failed/interrupted/skipped/cancelled item back to pending"),
+                       ("cancel", "withdraw an item (a running one is stopped)"),
+                       ("skip", "pass over an item for now (a running one is stopped)"),
+                       ("delete", "remove an item that is not running")):
+        a = actions.add_parser(verb, help=text)
+        a.add_argument("id", type=int)
+    mv = actions.add_parser("move", help="reorder a pending item")
+    mv.add_argument("id", type=int)
+    mv.add_argument("direction", choices=("up", "down", "top", "bottom"))
+    cl = actions.add_parser("clear", help="remove every item that is not running")
+    cl.add_argument("--finished", action="store_true", help="only done/failed/skipped/cancelled/interrupted items")
+    p.set_defaults(run=run, _parser=p)
+    return p
+
+
+def _csv(text: str, kind: type, what: str) -> list[Any]:
+    parts = [x.strip() for x in text.split(",") if x.strip()]
+    try:
+        return [kind(x) for x in parts]
+    except ValueError:
+        raise SystemExit(f"moe-tui queue add: {what} expects comma-separated {kind.__name__}s, got {text!r}")
+
+
+def _spec_dict(args: argparse.Namespace) -> dict[str, Any]:
+    fields = {"input_len": args.input_len, "output_len": args.output_len, "range_ratio": args.range_ratio,
+              "num_prompts": args.num_prompts, "request_rate": args.request_rate, "seed": args.seed,
+              "warmup_requests": args.warmup_requests, "api": args.api}
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def run(args: argparse.Namespace) -> int:
+    action = args.queue_action
+    if action is None:
+        args._parser.print_help()
+        return 2
+    from moe_tui.queue import QueueError
+    from moe_tui.spec import SpecError
+    from moe_tui.store import Store, StoreError
+
+    try:
+        with Store.open_default() as store:
+            if action == "add":
+                return _add(args, store)
+            if action == "list":
+                return _list(args, store)
+            return _edit(args, store)
+    except (QueueError, SpecError, StoreError) as exc:
+        print(f"moe-tui queue {action}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _add(args: argparse.Namespace, store: Any) -> int:
+    from pathlib import Path
+
+    from moe_tui.profiles import load_profiles
+    from moe_tui.queue import CampaignPlan, RunQueue
+    from moe_tui.spec import BenchmarkSpec
+
+    profiles_dir = Path(args.profiles_dir).resolve()
+    loaded = load_profiles(profiles_dir)
+    names = _csv(args.profiles, str, "--profiles")
+    for name in names:
+        try:
+            loaded.by_name(name)
+        except KeyError as exc:
+            print(f"moe-tui queue add: {exc.args[0]} in {profiles_dir}", file=sys.stderr)
+            for problem in loaded.problems:
+                print(f"  {problem}", file=sys.stderr)
+            return 1
+    plan = CampaignPlan(
+        profiles=tuple(names), concurrencies=tuple(_csv(args.concurrency, int, "--concurrency")),
+        repeats=args.repeats, base_spec=BenchmarkSpec.from_dict(_spec_dict(args), "moe-tui queue add flags"),
+        policy=args.order, prompts_per_concurrency=args.prompts_per_concurrency,
+        warmup_pass=not args.no_warmup_pass, profiles_dir=str(profiles_dir),
+    )
+    planned = plan.items()
+    print(f"campaign: {plan.default_name()}")
+    print(f"base spec: {plan.base_spec.describe()}")
+    rule = plan.definition()["num_prompts_rule"]["rule"]
+    print(f"prompts: {rule}; warmup pass: {'yes' if plan.warmup_pass else 'no'}")
+    costs = plan.start_costs()
+    print("server starts: " + ", ".join(f"{k} {v}{' (chosen)' if k == plan.policy else ''}"
+                                        for k, v in costs.items()))
+    if args.dry_run:
+        for n, p in enumerate(planned, start=1):
+            print(f"  {n:>4}  {p.profile_name:<28} conc={p.spec.max_concurrency:<5} "
+                  f"n={p.spec.num_prompts:<6} rep={p.repeat_index}")
+        print(f"{len(planned)} item(s) planned; nothing added (--dry-run)")
+        return 0
+    campaign_id, items = RunQueue(store).add_campaign(plan, args.name)
+    for item in items:
+        print(f"  #{item.id:<5} {item.profile_name:<28} conc={item.spec.max_concurrency:<5} "
+              f"n={item.spec.num_prompts:<6} rep={item.repeat_index}  spec {item.spec.short_fingerprint}")
+    print(f"added campaign {campaign_id}: {len(items)} item(s)")
+    return 0
+
+
+def _list(args: argparse.Namespace, store: Any) -> int:
+    from moe_tui.queue import RunQueue
+
+    queue = RunQueue(store)
+    items = queue.items(args.state)
+    if args.json:
+        print(json.dumps({"summary": queue.summary(), "items": [i.to_dict() for i in items]}, sort_keys=True))
+        return 0
+    summary = queue.summary()
+    counts = ", ".join(f"{k} {v}" for k, v in summary["counts"].items() if v)
+    print(f"queue {'PAUSED' if summary['paused'] else 'active'}: {counts or 'empty'}")
+    if items:
+        print(f"{'id':>5}  {'state':<11} {'profile':<28} {'conc':>5} {'n':>6} {'rep':>3} {'try':>3} {'run':>5}  note")
+    for i in items:
+        note = (i.error.splitlines()[0] if i.error else "")[:70]
+        print(f"{i.id:>5}  {i.state:<11} {i.profile_name:<28} {i.spec.max_concurrency:>5} {i.spec.num_prompts:>6} "
+              f"{i.repeat_index:>3} {i.attempts:>3} {i.run_id if i.run_id is not None else '-':>5}  {note}")
+    return 0
+
+
+def _edit(args: argparse.Namespace, store: Any) -> int:
+    from moe_tui import paths
+    from moe_tui.queue import RunQueue
+    from moe_tui.runner import RunnerOpError, RunnerUnavailable, call_runner_sync, runner_is_running
+
+    action = args.queue_action
+    op, op_args = {
+        "pause": ("pause", {}), "resume": ("resume", {}),
+        "retry": ("retry_item", {"item_id": getattr(args, "id", None)}),
+        "cancel": ("cancel_item", {"item_id": getattr(args, "id", None)}),
+        "skip": ("skip_item", {"item_id": getattr(args, "id", None)}),
+        "delete": ("delete_item", {"item_id": getattr(args, "id", None)}),
+        "move": ("move_item", {"item_id": getattr(args, "id", None), "direction": getattr(args, "direction", None)}),
+        "clear": ("clear_queue", {"finished_only": bool(getattr(args, "finished", False))}),
+    }[action]
+    if runner_is_running(paths.data_dir()):
+        try:
+            result = call_runner_sync(op, **op_args)
+            print(_describe(action, result))
+            return 0
+        except RunnerOpError as exc:
+            print(f"moe-tui queue {action}: {exc}", file=sys.stderr)
+            return 1
+        except RunnerUnavailable:
+            pass  # the runner is starting or stopping: the store is still the truth
+    queue = RunQueue(store)
+    if action == "pause":
+        queue.pause()
+        result: Any = {"paused": True}
+    elif action == "resume":
+        queue.resume()
+        result = {"paused": False}
+    elif action == "retry":
+        result = queue.retry(args.id).to_dict()
+    elif action == "cancel":
+        result = queue.cancel(args.id).to_dict()
+    elif action == "skip":
+        result = queue.skip(args.id).to_dict()
+    elif action == "delete":
+        queue.delete(args.id)
+        result = {"deleted": args.id}
+    elif action == "move":
+        result = queue.move(args.id, args.direction).to_dict()
+    else:
+        result = queue.clear(finished_only=args.finished)
+    print(_describe(action, result))
+    return 0
+
+
+def _describe(action: str, result: Any) -> str:
+    if action in ("pause", "resume"):
+        return "queue paused (takes effect between items)" if action == "pause" else "queue resumed"
+    if action == "clear":
+        return f"removed {result} item(s)"
+    if action == "delete":
+        return f"deleted item #{result['deleted']}"
+    if isinstance(result, dict) and "id" in result:
+        return f"item #{result['id']}: {result['state']}" + (f" (position {result['position']:g})" if action == "move" else "")
+    if isinstance(result, dict) and "item_id" in result:
+        return f"item #{result['item_id']}: {result['state']} (the running benchmark is being stopped)"
+    return json.dumps(result)

@@ -1,0 +1,194 @@
+"""`moe-tui run`: work the queue headless, or as a detached background runner.
+
+    moe-tui run [--profiles-dir DIR] [--until-empty | --stay] [--no-retry-interrupted]
+    moe-tui run --detach [--stay | --until-empty] [--profiles-dir DIR]   start a background runner
+    moe-tui run --status                                                print the runner's snapshot
+    moe-tui run --stop                                                  stop the background runner
+
+In the foreground it prints one line per server state change, run start and result (output tok/s
+and flags), notices, and benchmark progress every few seconds; it exits 0 when the queue is
+drained (`--until-empty`, the default in the foreground). Ctrl-C or SIGTERM stops the running
+benchmark, marks its item interrupted, stops the servers and exits. Items interrupted by an
+earlier stop are requeued at start unless `--no-retry-interrupted`. `--detach` starts the same
+runner in a new session (log in the data dir's logs/), staying up for new items unless
+`--until-empty`; attach with the TUI or `moe-tui run --status`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+PROGRESS_EVERY_S = 2.0
+
+
+def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help=help_text, description=help_text)
+    p.add_argument("--profiles-dir", default="server_profiles", help="folder of profile TOML files")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--until-empty", action="store_true", default=None,
+                      help="exit when no pending item is left (default in the foreground)")
+    mode.add_argument("--stay", action="store_true",
+                      help="keep running and wait for new items (default with --detach)")
+    p.add_argument("--detach", action="store_true", help="run in the background (new session, log file)")
+    p.add_argument("--no-retry-interrupted", action="store_true",
+                   help="leave items interrupted by an earlier stop as they are")
+    p.add_argument("--status", action="store_true", help="print the running runner's state and exit")
+    p.add_argument("--stop", action="store_true", help="stop the running runner (its servers too) and exit")
+    p.set_defaults(run=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from moe_tui import paths
+
+    data_dir = paths.data_dir()
+    if args.status:
+        return _status(data_dir)
+    if args.stop:
+        return _stop(data_dir)
+    profiles_dir = Path(args.profiles_dir).resolve()
+    if args.detach:
+        return _detach(args, data_dir, profiles_dir)
+    until_empty = not args.stay
+    return _foreground(data_dir, profiles_dir, until_empty, not args.no_retry_interrupted)
+
+
+def _foreground(data_dir: Any, profiles_dir: Any, until_empty: bool, retry_interrupted: bool) -> int:
+    import asyncio
+
+    from moe_tui.controller import Controller
+    from moe_tui.runner import RunnerBusy, serve
+    from moe_tui.servers import install_exit_handlers
+    from moe_tui.store import Store, StoreError
+
+    install_exit_handlers(signals=())  # atexit only: serve() handles the signals itself
+    printer = ProgressPrinter()
+    try:
+        store = Store.open_default()
+    except StoreError as exc:
+        print(f"moe-tui run: {exc}", file=sys.stderr)
+        return 1
+    try:
+        controller = Controller(store, profiles_dir, data_dir=data_dir)
+        printer.line(f"runner pid {__import__('os').getpid()} on {data_dir}; profiles from {profiles_dir}; "
+                     f"{'until the queue is empty' if until_empty else 'waiting for new items'}")
+        try:
+            asyncio.run(serve(controller, data_dir, until_empty=until_empty,
+                              retry_interrupted=retry_interrupted, on_event=printer))
+        except RunnerBusy as exc:
+            print(f"moe-tui run: {exc}", file=sys.stderr)
+            return 1
+        s = controller.snapshot()
+        session = s["session"]
+        counts = s["queue"]["counts"]
+        printer.line("finished: " + ", ".join(f"{k} {v}" for k, v in session.items() if v)
+                     + f"; queue now: pending {counts['pending']}, failed {counts['failed']}, "
+                       f"interrupted {counts['interrupted']}" + (" (paused)" if s["queue"]["paused"] else ""))
+        return 0
+    finally:
+        store.close()
+
+
+def _detach(args: argparse.Namespace, data_dir: Any, profiles_dir: Any) -> int:
+    from moe_tui import paths
+    from moe_tui.runner import RunnerBusy, lock_holder_pid, runner_is_running, spawn_detached
+
+    if runner_is_running(data_dir):
+        print(f"moe-tui run: {RunnerBusy(data_dir, lock_holder_pid(data_dir))}", file=sys.stderr)
+        return 1
+    argv = [sys.executable, "-m", "moe_tui", "run", "--profiles-dir", str(profiles_dir),
+            "--until-empty" if args.until_empty else "--stay"]
+    if args.no_retry_interrupted:
+        argv.append("--no-retry-interrupted")
+    log_path = paths.logs_dir() / f"runner-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    try:
+        pid = spawn_detached(argv, data_dir, log_path)
+    except RuntimeError as exc:
+        print(f"moe-tui run --detach: {exc}", file=sys.stderr)
+        return 1
+    print(f"runner started: pid {pid}, log {log_path}")
+    print("attach with the TUI, watch with `moe-tui run --status`, stop with `moe-tui run --stop`")
+    return 0
+
+
+def _status(data_dir: Any) -> int:
+    from moe_tui.runner import RunnerOpError, RunnerUnavailable, call_runner_sync
+
+    try:
+        snap = call_runner_sync("snapshot", data_dir)
+    except (RunnerUnavailable, RunnerOpError) as exc:
+        print(f"moe-tui run --status: no runner: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(snap, indent=2, sort_keys=True, default=str))
+    return 0
+
+
+def _stop(data_dir: Any, wait_s: float = 60.0) -> int:
+    from moe_tui.runner import RunnerOpError, RunnerUnavailable, call_runner_sync, runner_is_running
+
+    pid = runner_is_running(data_dir)
+    if not pid:
+        print("moe-tui run --stop: no runner is running")
+        return 0
+    try:
+        call_runner_sync("shutdown", data_dir, reason="moe-tui run --stop")
+    except (RunnerUnavailable, RunnerOpError):
+        import os
+        import signal
+
+        if pid > 0:
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if not runner_is_running(data_dir):
+            print(f"runner {pid} stopped")
+            return 0
+        time.sleep(0.2)
+    print(f"moe-tui run --stop: runner {pid} still running after {wait_s:g} s", file=sys.stderr)
+    return 1
+
+
+class ProgressPrinter:
+    """Turns controller events into the headless progress lines."""
+
+    def __init__(self, out: Any = None):
+        self.out = out or sys.stdout
+        self._last_progress = 0.0
+
+    def line(self, text: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')} {text}", file=self.out, flush=True)
+
+    def __call__(self, event: Any) -> None:
+        kind = type(event).__name__
+        if kind == "ServerStateChanged":
+            extra = f" backend={event.resolved_backend}" if event.resolved_backend else ""
+            extra += " BACKEND MISMATCH" if event.backend_mismatch else ""
+            self.line(f"server {event.profile}: {event.state}{extra} - {event.reason}")
+            if event.state == "failed" and event.log_tail:
+                for tail_line in event.log_tail[-8:]:
+                    self.line(f"  | {tail_line}")
+        elif kind == "ControllerStatus":
+            self.line(f"[{event.activity}] {event.detail}".rstrip())
+        elif kind == "RunStarted":
+            self.line(f"run {event.run_id} started: item #{event.queue_item_id} {event.profile} "
+                      f"spec {event.fingerprint[:12]} ({event.spec_summary})")
+        elif kind == "RunFinished":
+            tok = "n/a" if event.output_throughput is None else f"{event.output_throughput:.1f}"
+            flags = ", ".join(event.flags) or "none"
+            err = f" error: {event.error.splitlines()[0][:120]}" if event.error else ""
+            self.line(f"run {event.run_id} {event.status}: {event.profile} output {tok} tok/s; "
+                      f"flags: {flags}{err}")
+        elif kind == "Notice":
+            self.line(f"{event.level}: {event.message}")
+        elif kind == "BenchProgress":
+            now = time.monotonic()
+            if now - self._last_progress >= PROGRESS_EVERY_S:
+                self._last_progress = now
+                self.line(f"  {event.phase}: {event.completed}/{event.total} done, {event.errors} errors, "
+                          f"{event.output_tok_s:.0f} tok/s, {event.elapsed_s:.1f} s")

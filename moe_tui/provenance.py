@@ -1,0 +1,179 @@
+"""Provenance of one run: everything needed to say afterwards how a number was measured.
+
+`build_provenance` gathers, as one JSON-safe dict stored with the run (`runs.provenance_json`):
+spec and fingerprint, the profile snapshot and the server's resolved args (`/server_info`), the
+resolved MoE backend and whether it matched the profile, the SGLang version (or the emulator's),
+GPU names, driver and CUDA versions, clocks and throttle summary from telemetry, host name,
+moe-tui version, the benchmark client used (moe-tui's own or sglang.bench_serving, with versions),
+Python version, start/end times, and `simulated` (true for the emulator, whose numbers must never
+pass for a GPU's). The controller builds it at run start (so an interrupted run still says what
+it was) and completes it at the end with times and telemetry.
+
+`run_flags` turns a benchmark outcome and a telemetry summary into the run's flags
+(`RUN_FLAGS`), each of which a reader must see before trusting the number.
+
+Pure functions over plain data, apart from reading the host name and interpreter version.
+"""
+
+from __future__ import annotations
+
+import platform
+import socket
+import sys
+from typing import Any, Iterable, Mapping
+
+# Flags a run can carry. The comparison grid shows them; a delta over a flagged cell says so.
+RUN_FLAGS = {
+    "backend_mismatch": "the server resolved another MoE backend than the profile asked for",
+    "backend_unverified": "the resolved MoE backend could not be read from /server_info",
+    "client_bound": "the benchmark client could not keep up; the number measures the client",
+    "request_errors": "some requests failed",
+    "incomplete": "the run did not finish every request (aborted, timed out or cut short)",
+    "throttled": "a GPU reported a throttling clock event during the run",
+    "clock_drop": "a GPU's SM clock dropped under load during the run",
+    "foreign_gpu_process": "a process other than the server used the GPUs during the run",
+    "simulated": "measured against the SGLang emulator, not a GPU",
+    "no_warmup_pass": "no warmup pass at this concurrency before the timed run",
+}
+
+
+def moe_tui_version() -> str:
+    try:
+        from moe_tui import __version__
+
+        return str(__version__)
+    except Exception:  # a broken install must not lose the run
+        return "unknown"
+
+
+def host_facts() -> dict[str, Any]:
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python_version": platform.python_version(),
+        "python_executable": sys.executable,
+        "moe_tui_version": moe_tui_version(),
+    }
+
+
+def client_facts(spec: Mapping[str, Any], bench_client: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Which client measured: moe-tui's own loader (with its version) or sglang.bench_serving."""
+    name = spec.get("client", "moe-tui")
+    facts = dict(bench_client or {})
+    facts.setdefault("name", name)
+    if not facts.get("version"):
+        facts["version"] = spec.get("client_version") or (moe_tui_version() if name == "moe-tui" else "unknown")
+    return facts
+
+
+def telemetry_facts(telemetry: Mapping[str, Any] | None) -> dict[str, Any]:
+    """GPU names, driver, CUDA, clocks and throttle summary from `telemetry.summarize_run`'s dict."""
+    if not telemetry:
+        return {"available": False, "reason": "no telemetry recorded"}
+    gpus = telemetry.get("gpus") or {}
+    overall = telemetry.get("overall") or {}
+    return {
+        "available": bool(telemetry.get("available")),
+        "reason": telemetry.get("reason"),
+        "driver_version": telemetry.get("driver_version"),
+        "cuda_driver_version": telemetry.get("cuda_driver_version"),
+        "gpu_names": {idx: g.get("name") for idx, g in gpus.items()},
+        "gpu_uuids": {idx: g.get("uuid") for idx, g in gpus.items()},
+        "sm_clock_min_mhz": overall.get("sm_clock_min_mhz"),
+        "sm_clock_max_seen_mhz": overall.get("sm_clock_max_seen_mhz"),
+        "sm_clock_drop_pct": overall.get("sm_clock_drop_pct"),
+        "clock_events_seen": overall.get("clock_events_seen") or [],
+        "suspect_clock_events": overall.get("suspect_clock_events") or [],
+        "foreign_processes": telemetry.get("foreign_processes"),
+    }
+
+
+def build_provenance(
+    *,
+    spec: Any,
+    profile: Mapping[str, Any],
+    server: Mapping[str, Any] | None,
+    queue_item: Mapping[str, Any] | None = None,
+    bench_client: Mapping[str, Any] | None = None,
+    warmup: Mapping[str, Any] | None = None,
+    started_at: float | None = None,
+    finished_at: float | None = None,
+    telemetry: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The whole provenance dict. `spec` is a BenchmarkSpec; `server` is `ManagedServer.describe()`
+    plus `server_info` (the resolved args); `profile` is `ServerProfile.snapshot()`."""
+    server = dict(server or {})
+    server_info = server.get("server_info") or {}
+    engine = profile.get("engine", "sglang")
+    simulated = engine == "sim" or bool(server_info.get("simulated"))
+    spec_dict = spec.canonical_dict()
+    return {
+        "provenance_schema": 1,
+        "simulated": simulated,
+        "spec": spec_dict,
+        "fingerprint": spec.fingerprint,
+        "spec_summary": spec.describe(),
+        "profile": dict(profile),
+        "server": {
+            "start_id": server.get("start_id"),
+            "pid": server.get("pid"),
+            "base_url": server.get("base_url"),
+            "log_path": server.get("log_path"),
+            "requested_backend": profile.get("moe_runner_backend"),
+            "resolved_backend": server.get("resolved_backend"),
+            "backend_mismatch": bool(server.get("backend_mismatch")),
+            "server_info_error": server.get("server_info_error"),
+            "resolved_args": server_info,
+            "sglang_version": server.get("sglang_version") or server_info.get("version"),
+            "engine": engine,
+        },
+        "client": client_facts(spec_dict, bench_client),
+        "host": host_facts(),
+        "gpu": telemetry_facts(telemetry),
+        "queue_item": dict(queue_item) if queue_item else None,
+        "warmup_pass": dict(warmup) if warmup else None,
+        "started_at": started_at,
+        "finished_at": finished_at,
+    }
+
+
+def run_flags(
+    *,
+    backend_mismatch: bool = False,
+    backend_unverified: bool = False,
+    simulated: bool = False,
+    bench_flags: Iterable[str] = (),
+    completed: int | None = None,
+    expected: int | None = None,
+    errors: int | None = None,
+    status: str = "complete",
+    telemetry: Mapping[str, Any] | None = None,
+    warmup_pass: bool = True,
+) -> list[str]:
+    """Every flag the run earns, sorted. `bench_flags` are the benchmark's own (client_bound,
+    request_errors, incomplete, ...); the rest are derived here so no source is forgotten."""
+    flags = {f for f in bench_flags if f}
+    if backend_mismatch:
+        flags.add("backend_mismatch")
+    if backend_unverified:
+        flags.add("backend_unverified")
+    if simulated:
+        flags.add("simulated")
+    if errors:
+        flags.add("request_errors")
+    if status != "complete" or (expected is not None and completed is not None and completed < expected):
+        flags.add("incomplete")
+    if not warmup_pass:
+        flags.add("no_warmup_pass")
+    if telemetry:
+        overall = telemetry.get("overall") or {}
+        if overall.get("suspect_clock_events"):
+            flags.add("throttled")
+        from moe_tui.telemetry import CLOCK_DROP_SUSPECT_PCT
+
+        drop = overall.get("sm_clock_drop_pct")
+        if drop is not None and drop >= CLOCK_DROP_SUSPECT_PCT:
+            flags.add("clock_drop")
+        if telemetry.get("foreign_processes"):
+            flags.add("foreign_gpu_process")
+    return sorted(flags)

@@ -1,0 +1,192 @@
+"""The one seam between the control room and the core: `ControlAdapter`.
+
+The TUI either hosts a controller in its own process or attaches to a detached runner over its
+Unix socket. Both look the same to every screen: an adapter that
+
+- streams core events (`moe_tui.events`) to one callback, from any thread;
+- forwards commands (start/stop a server, pause/resume/skip, queue edits, add a campaign);
+- reads what the core recorded (queue rows, runs, the comparison grid, exports) from the store.
+
+Every method may block (a socket round trip, a SQLite read): the App only ever calls them from
+thread workers. The view rows below are the UI's own small, frozen shapes, so a change in a core
+class touches the adapter and nothing else. No Textual here.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from moe_tui.events import Event
+
+
+@dataclass(frozen=True)
+class ServerRow:
+    """One profile's server as the dashboard shows it."""
+
+    profile: str
+    engine: str  # "sglang" or "sim"
+    backend: str  # the backend the profile asks for
+    port: int
+    gpus: tuple[int, ...] = ()
+    state: str = "stopped"
+    phase: str = ""
+    pid: int | None = None
+    resolved_backend: str | None = None
+    backend_mismatch: bool = False
+    ready_since: float | None = None  # wall clock; uptime counts from here
+
+    @property
+    def simulated(self) -> bool:
+        return self.engine == "sim"
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    """One queue item."""
+
+    id: int
+    position: float
+    profile: str
+    concurrency: int
+    repeat_index: int
+    fingerprint: str
+    state: str  # pending, running, done, failed, skipped, cancelled, interrupted
+    attempts: int = 0
+    run_id: int | None = None
+    error: str = ""
+    campaign: str = ""
+
+    @property
+    def short_fingerprint(self) -> str:
+        return self.fingerprint[:12]
+
+
+@dataclass(frozen=True)
+class ControlSnapshot:
+    """Everything the UI needs to paint itself before the first event arrives."""
+
+    servers: tuple[ServerRow, ...] = ()
+    queue: tuple[QueueRow, ...] = ()
+    activity: str = "idle"
+    detail: str = ""
+    paused: bool = False
+    current_item: int | None = None
+
+
+@dataclass(frozen=True)
+class CampaignRequest:
+    """What the add-campaign form collects; the core expands it into queue items."""
+
+    name: str
+    profiles: tuple[str, ...]
+    concurrencies: tuple[int, ...]
+    repeats: int
+    spec: dict[str, Any]  # BenchmarkSpec fields except max_concurrency
+    policy: str
+
+
+@dataclass(frozen=True)
+class RunView:
+    """One recorded run, for the run detail screen."""
+
+    id: int
+    profile: str
+    status: str
+    fingerprint: str
+    spec: dict[str, Any]
+    provenance: dict[str, Any]
+    summary: dict[str, Any]
+    flags: tuple[str, ...]
+    error: str = ""
+    simulated: bool = False
+    latencies_ms: dict[str, tuple[float, ...]] = field(default_factory=dict)  # ttft, latency, itl
+
+
+class ControlAdapter(abc.ABC):
+    """What the App needs from the core. Implementations: `InProcessAdapter`, `RunnerAdapter`."""
+
+    #: shown in the header: "in-process" or "attached to runner <socket>"
+    mode: str = "in-process"
+    #: the controller may live on after the TUI exits (a detached runner)
+    can_detach: bool = False
+
+    # -- events ------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
+        """Call `callback(event)` for every core event, from any thread; returns unsubscribe."""
+
+    # -- reads -------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def snapshot(self) -> ControlSnapshot: ...
+
+    @abc.abstractmethod
+    def queue_rows(self) -> tuple[QueueRow, ...]: ...
+
+    @abc.abstractmethod
+    def profile_names(self) -> list[str]: ...
+
+    @abc.abstractmethod
+    def policies(self) -> dict[str, str]:
+        """Ordering policy name -> one-line description."""
+
+    @abc.abstractmethod
+    def restart_counts(self, request: CampaignRequest) -> dict[str, int]:
+        """Server starts `request` would cost under each ordering policy (raises ValueError on bad input)."""
+
+    @abc.abstractmethod
+    def compared_profiles(self) -> list[str]:
+        """Profiles with recorded runs (the comparison pickers' choices)."""
+
+    @abc.abstractmethod
+    def comparison(self, baseline: str, candidate: str) -> Any:
+        """The core's comparison grid model (`moe_tui.compare`)."""
+
+    @abc.abstractmethod
+    def run_view(self, run_id: int) -> RunView | None: ...
+
+    @abc.abstractmethod
+    def log_lines(self, profile: str, limit: int = 2000) -> list[str]: ...
+
+    # -- commands ----------------------------------------------------------------------------
+    @abc.abstractmethod
+    def start_server(self, profile: str) -> None: ...
+
+    @abc.abstractmethod
+    def stop_server(self, profile: str) -> None: ...
+
+    @abc.abstractmethod
+    def pause(self) -> None: ...
+
+    @abc.abstractmethod
+    def resume(self) -> None: ...
+
+    @abc.abstractmethod
+    def skip(self) -> None: ...
+
+    @abc.abstractmethod
+    def retry(self, item_id: int) -> None: ...
+
+    @abc.abstractmethod
+    def cancel(self, item_id: int) -> None: ...
+
+    @abc.abstractmethod
+    def delete(self, item_id: int) -> None: ...
+
+    @abc.abstractmethod
+    def move(self, item_id: int, direction: str) -> None:
+        """Move a pending item "up" or "down" among the pending items."""
+
+    @abc.abstractmethod
+    def add_campaign(self, request: CampaignRequest) -> int:
+        """Validate and enqueue; raises ValueError naming the bad field, storing nothing."""
+
+    @abc.abstractmethod
+    def export(self, baseline: str, candidate: str, fmt: str) -> Path:
+        """Write the comparison as `fmt` ("markdown" or "csv"); returns the file written."""
+
+    @abc.abstractmethod
+    def shutdown(self, stop_servers: bool) -> None:
+        """The TUI is leaving: stop the servers, or leave them to a detached runner."""

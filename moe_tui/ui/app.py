@@ -1,0 +1,313 @@
+"""MoeTuiApp: wiring only. Core events and GPU samples in, screens out, commands to the adapter.
+
+- Core events arrive through `ControlAdapter.subscribe` on any thread and are posted as messages;
+  GPU samples come from a thread worker (NVML is blocking C). Both fold into `LiveState`, and the
+  visible screens are told which topics changed, at most every `FLUSH_INTERVAL_S`.
+- Every adapter call runs in a thread worker (`call_core`); results come back through a callback
+  on the App's thread and every failure becomes one error toast naming the action (one place:
+  `on_worker_state_changed`).
+- Keys: each Binding has an id and a tooltip; `[keys]` in the config file remaps them by id.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from moe_tui.events import Notice, RunFinished
+from moe_tui.telemetry import TelemetrySnapshot
+from moe_tui.ui.adapter import CampaignRequest, ControlAdapter, ControlSnapshot
+from moe_tui.ui.live import LiveState
+from moe_tui.ui.messages import CoreEventArrived, TelemetryArrived
+from moe_tui.ui.palette import ControlRoomCommands
+from moe_tui.ui.screens.compare import CompareScreen
+from moe_tui.ui.screens.confirm import ConfirmScreen
+from moe_tui.ui.screens.dashboard import DashboardScreen
+from moe_tui.ui.screens.help import HelpScreen
+from moe_tui.ui.screens.log_viewer import LogScreen
+from moe_tui.ui.screens.queue import QueueScreen
+from moe_tui.ui.screens.quit import QuitScreen
+from moe_tui.ui.screens.run_detail import RunDetailScreen
+
+# Repaints are coalesced: a burst of log lines or progress events costs one repaint per interval.
+FLUSH_INTERVAL_S = 0.1
+GPU_SAMPLE_INTERVAL_S = 1.0
+# From this width on, the servers and live benchmark panels sit side by side instead of stacking.
+WIDE_WIDTH = 170
+
+
+SCREENS = Binding.Group("Dash/Queue/Compare", compact=True)
+
+
+class MoeTuiApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "moe-tui"
+    COMMANDS = App.COMMANDS | {ControlRoomCommands}
+    MODES = {"dashboard": DashboardScreen, "queue": QueueScreen, "compare": CompareScreen}
+    DEFAULT_MODE = "dashboard"
+    BINDINGS = [
+        Binding("1", "show_mode('dashboard')", "Dashboard", id="screen.dashboard", group=SCREENS,
+                tooltip="GPUs, servers, the live benchmark and the queue"),
+        Binding("2", "show_mode('queue')", "Queue", id="screen.queue", group=SCREENS,
+                tooltip="The run queue: add a campaign, reorder, retry, cancel"),
+        Binding("3", "show_mode('compare')", "Compare", id="screen.compare", group=SCREENS,
+                tooltip="Baseline vs candidate grid with deltas and verdicts"),
+        Binding("p", "pause", "Pause", id="queue.pause",
+                tooltip="Pause the queue after the current item"),
+        Binding("r", "resume", "Resume", id="queue.resume", tooltip="Resume the queue"),
+        Binding("n", "skip", "Skip", id="queue.skip",
+                tooltip="Stop the running item and move on (marks it skipped)"),
+        Binding("question_mark", "help", "Keys", id="app.help", key_display="?",
+                tooltip="Show the keys of this screen"),
+        Binding("q", "quit", "Quit", id="app.quit",
+                tooltip="Quit (asks whether to stop running servers)"),
+    ]
+
+    def __init__(
+        self,
+        adapter: ControlAdapter,
+        *,
+        keymap: dict[str, str] | None = None,
+        sample_gpus: bool = True,
+        sampler_factory: Callable[[], Any] | None = None,
+        clock: Callable[[], float] = time.time,
+        subtitle: str = "",
+        startup_notes: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__()
+        self.adapter = adapter
+        self.live = LiveState()
+        self.clock = clock
+        self.compare_pair: tuple[str, str] | None = None
+        self._keymap = dict(keymap or {})
+        self._sample_gpus = sample_gpus
+        self._sampler_factory = sampler_factory
+        self._startup_notes = startup_notes
+        self._dirty: set[str] = set()
+        self._flush_pending = False
+        self._last_flush = 0.0
+        self._on_done: dict[Worker, Callable[[Any], None]] = {}
+        self._unsubscribe: Callable[[], None] | None = None
+        self.sub_title = subtitle or adapter.mode
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def on_mount(self) -> None:
+        if self._keymap:
+            self.set_keymap(self._keymap)
+        self._unsubscribe = self.adapter.subscribe(self._post_core_event)
+        self.call_core("read the controller state", self.adapter.snapshot, done=self._loaded)
+        if self._sample_gpus:
+            self.sample_gpus()
+        self.set_interval(1.0, self._tick)
+        for note in self._startup_notes:
+            self.notify(note, severity="warning", timeout=10)
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.width >= WIDE_WIDTH, "-wide")
+
+    def on_unmount(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+
+    def _post_core_event(self, event: Any) -> None:
+        # Called on whichever thread the core emits from; post_message is thread-safe.
+        self.post_message(CoreEventArrived(event))
+
+    def _loaded(self, snapshot: ControlSnapshot) -> None:
+        self.live.load(snapshot)
+        self.mark_dirty("servers", "queue", "status", "bench")
+
+    def _tick(self) -> None:
+        self.mark_dirty("tick")
+
+    @work(thread=True, exclusive=True, group="nvml", exit_on_error=False)
+    def sample_gpus(self) -> None:
+        """Sample NVML once a second; one poll never overlaps the next (same thread, sequential)."""
+        if self._sampler_factory is not None:
+            sampler = self._sampler_factory()
+        else:
+            from moe_tui.telemetry import NvmlSampler
+
+            sampler = NvmlSampler()
+        worker = get_current_worker()
+        next_at = time.monotonic()
+        while not worker.is_cancelled:
+            snapshot = sampler.sample()
+            self.post_message(TelemetryArrived(snapshot))
+            if not snapshot.available:
+                return  # no driver: it will not appear while we run; one clean message is enough
+            next_at += GPU_SAMPLE_INTERVAL_S
+            time.sleep(max(0.0, next_at - time.monotonic()))
+
+    # -- messages up ---------------------------------------------------------------------------
+    def on_telemetry_arrived(self, message: TelemetryArrived) -> None:
+        self.live.add_telemetry(message.snapshot)
+        self.mark_dirty("gpus")
+
+    def on_core_event_arrived(self, message: CoreEventArrived) -> None:
+        event = message.event
+        topic = self.live.apply(event)
+        if topic == "queue":
+            self.refresh_queue()
+        elif topic == "notice" and isinstance(event, Notice):
+            severity = {"error": "error", "warning": "warning"}.get(event.level, "information")
+            self.notify(event.message, severity=severity)  # type: ignore[arg-type]
+        elif isinstance(event, RunFinished):
+            self.refresh_queue()
+        self.mark_dirty(topic)
+
+    def refresh_queue(self) -> None:
+        self.call_core("read the queue", self.adapter.queue_rows, done=self._queue_loaded, group="queue-read")
+
+    def _queue_loaded(self, rows: tuple) -> None:
+        self.live.set_queue(tuple(rows))
+        self.mark_dirty("queue")
+
+    # -- attributes down -----------------------------------------------------------------------
+    def mark_dirty(self, *topics: str) -> None:
+        self._dirty.update(topics)
+        if self._flush_pending:
+            return
+        self._flush_pending = True
+        wait = self._last_flush + FLUSH_INTERVAL_S - time.monotonic()
+        if wait > 0:
+            self.set_timer(wait, self._flush)
+        else:
+            self.call_later(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        self._last_flush = time.monotonic()
+        topics, self._dirty = self._dirty, set()
+        if not topics:
+            return
+        with self.batch_update():
+            for screen in self.screen_stack:
+                update = getattr(screen, "live_update", None)
+                if update is not None and screen.is_mounted:
+                    update(topics)
+        if topics & {"status", "servers", "queue"}:
+            self.refresh_bindings()
+
+    def gpu_owners(self) -> dict[int, str]:
+        return {s.row.pid: name for name, s in self.live.servers.items() if s.row.pid}
+
+    # -- one place for blocking calls and their errors -----------------------------------------
+    def call_core(self, what: str, fn: Callable[..., Any], *args: Any,
+                  done: Callable[[Any], None] | None = None, group: str = "core") -> Worker:
+        worker = self.run_worker(lambda: fn(*args), name=what, group=group, thread=True,
+                                 exit_on_error=False, exclusive=group != "core")
+        if done is not None:
+            self._on_done[worker] = done
+        return worker
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if event.state == WorkerState.SUCCESS:
+            done = self._on_done.pop(worker, None)
+            if done is not None:
+                done(worker.result)
+        elif event.state == WorkerState.ERROR:
+            self._on_done.pop(worker, None)
+            self.notify(f"{worker.name}: {worker.error}", title="Failed", severity="error", timeout=8)
+        elif event.state == WorkerState.CANCELLED:
+            self._on_done.pop(worker, None)
+
+    # -- verbs (bindings, screens and the command palette all end here) ------------------------
+    def start_server(self, profile: str) -> None:
+        self.call_core(f"start server {profile}", self.adapter.start_server, profile)
+
+    def stop_server(self, profile: str) -> None:
+        self.call_core(f"stop server {profile}", self.adapter.stop_server, profile)
+
+    def confirm_stop_server(self, profile: str) -> None:
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.stop_server(profile)
+
+        self.push_screen(ConfirmScreen(f"Stop the server of {profile}?",
+                                       "A benchmark running on it will fail.", confirm="Stop"), answer)
+
+    def queue_command(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
+        self.call_core(what, fn, *args, done=lambda _: self.refresh_queue())
+
+    def add_campaign(self, request: CampaignRequest, done: Callable[[Any], None] | None = None) -> None:
+        def added(count: Any) -> None:
+            self.notify(f"added campaign {request.name!r}: {count} item(s)")
+            self.refresh_queue()
+            if done is not None:
+                done(count)
+
+        self.call_core("add campaign", self.adapter.add_campaign, request, done=added)
+
+    def export(self, fmt: str) -> None:
+        if self.compare_pair is None:
+            self.notify("export: pick a baseline and a candidate on the Compare screen (3) first",
+                        severity="error")
+            return
+        baseline, candidate = self.compare_pair
+
+        def written(path: Path) -> None:
+            self.notify(f"{fmt} written to {path}", title="Exported", timeout=12)
+
+        self.call_core(f"export {fmt}", self.adapter.export, baseline, candidate, fmt, done=written)
+
+    def open_log(self, profile: str) -> None:
+        self.push_screen(LogScreen(profile))
+
+    def open_run(self, run_id: int) -> None:
+        self.push_screen(RunDetailScreen(run_id))
+
+    # -- actions -------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Pause and resume are two sides of one switch: only the one that applies is shown.
+        if action == "pause":
+            return not self.live.paused
+        if action == "resume":
+            return self.live.paused
+        if action == "skip":
+            return True if self.live.current_item is not None or self.live.bench.run is not None else None
+        if action == "show_mode":
+            return None if parameters and parameters[0] == self.current_mode else True
+        return True
+
+    def action_show_mode(self, mode: str) -> None:
+        # A log or run detail pushed over a mode stays where it was; the mode's base screen shows.
+        self.switch_mode(mode)
+
+    def action_pause(self) -> None:
+        self.queue_command("pause the queue", self.adapter.pause)
+
+    def action_resume(self) -> None:
+        self.queue_command("resume the queue", self.adapter.resume)
+
+    def action_skip(self) -> None:
+        self.queue_command("skip the running item", self.adapter.skip)
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            self.pop_screen()
+            return
+        self.push_screen(HelpScreen(self.screen))
+
+    async def action_quit(self) -> None:
+        running = self.live.running_servers()
+        if not running:
+            self._leave(stop_servers=False)
+            return
+
+        def answer(choice: str | None) -> None:
+            if choice in ("stop", "leave"):
+                self._leave(stop_servers=choice == "stop")
+
+        self.push_screen(QuitScreen(running, can_detach=self.adapter.can_detach), answer)
+
+    def _leave(self, stop_servers: bool) -> None:
+        what = "stop servers and quit" if stop_servers else "quit"
+        self.call_core(what, self.adapter.shutdown, stop_servers, done=lambda _: self.exit())

@@ -1,0 +1,187 @@
+"""The control room's picture of "now": core events and GPU snapshots folded into view state.
+
+`LiveState` keeps, per profile, the latest server state, /metrics scrape and a log ring; the
+current run and its progress with a short throughput history for the sparkline; the controller's
+activity; and a bounded per-GPU history for the GPU sparklines. It derives nothing the core
+decides (verdicts, flags, fingerprints): it only remembers what it was told, most recent first.
+Pure Python, no Textual, so it is cheap to test and to feed from a benchmark script.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from dataclasses import dataclass, field, replace
+from typing import Deque
+
+from moe_tui.events import (
+    BenchProgress,
+    ControllerStatus,
+    Event,
+    Notice,
+    QueueChanged,
+    RunFinished,
+    RunStarted,
+    ServerLogLine,
+    ServerMetrics,
+    ServerStateChanged,
+)
+from moe_tui.telemetry import TelemetrySnapshot
+from moe_tui.ui.adapter import ControlSnapshot, QueueRow, ServerRow
+
+# 3 minutes of 1 Hz GPU samples; 2 minutes of 4 Hz benchmark progress.
+GPU_HISTORY = 180
+BENCH_HISTORY = 480
+LOG_RING = 500
+
+
+@dataclass
+class ServerLive:
+    row: ServerRow
+    healthy: bool | None = None
+    running_requests: float | None = None
+    queued_requests: float | None = None
+    token_usage: float | None = None
+    reason: str = ""
+    log: Deque[str] = field(default_factory=lambda: collections.deque(maxlen=LOG_RING))
+
+
+@dataclass
+class BenchLive:
+    run: RunStarted | None = None
+    progress: BenchProgress | None = None
+    tok_s: Deque[float] = field(default_factory=lambda: collections.deque(maxlen=BENCH_HISTORY))
+    last_finished: RunFinished | None = None
+
+
+class LiveState:
+    """Mutable, single-threaded (the App's thread) view state. `apply` returns the topics touched."""
+
+    def __init__(self) -> None:
+        self.servers: dict[str, ServerLive] = {}
+        self.bench = BenchLive()
+        self.queue: tuple[QueueRow, ...] = ()
+        self.activity = "idle"
+        self.detail = ""
+        self.paused = False
+        self.current_item: int | None = None
+        self.telemetry: TelemetrySnapshot | None = None
+        self.gpu_util: dict[int, Deque[float]] = {}
+        self.gpu_mem: dict[int, Deque[float]] = {}
+        self.notices: Deque[Notice] = collections.deque(maxlen=50)
+
+    # -- snapshots -----------------------------------------------------------------------------
+    def load(self, snapshot: ControlSnapshot) -> None:
+        for row in snapshot.servers:
+            live = self.servers.get(row.profile)
+            if live is None:
+                self.servers[row.profile] = ServerLive(row)
+            else:
+                live.row = row
+        self.queue = snapshot.queue
+        self.activity = snapshot.activity
+        self.detail = snapshot.detail
+        self.paused = snapshot.paused
+        self.current_item = snapshot.current_item
+
+    def set_queue(self, rows: tuple[QueueRow, ...]) -> None:
+        self.queue = rows
+
+    def add_telemetry(self, snapshot: TelemetrySnapshot) -> None:
+        self.telemetry = snapshot
+        for gpu in snapshot.gpus:
+            util = self.gpu_util.setdefault(gpu.index, collections.deque(maxlen=GPU_HISTORY))
+            mem = self.gpu_mem.setdefault(gpu.index, collections.deque(maxlen=GPU_HISTORY))
+            util.append(gpu.util_gpu_pct or 0.0)
+            mem.append(gpu.mem_used_pct or 0.0)
+
+    # -- events --------------------------------------------------------------------------------
+    def apply(self, event: Event) -> str:
+        """Fold one event in; returns its topic: servers, logs, bench, queue, status, notice."""
+        if isinstance(event, ServerStateChanged):
+            live = self._server(event.profile)
+            ready_since = live.row.ready_since
+            if event.state == "ready" and live.row.state != "ready":
+                ready_since = event.time
+            elif event.state != "ready":
+                ready_since = None
+            live.row = replace(
+                live.row,
+                state=event.state,
+                phase=event.phase,
+                pid=event.pid,
+                port=event.port or live.row.port,
+                resolved_backend=event.resolved_backend or (live.row.resolved_backend if event.state == "ready" else None),
+                backend_mismatch=event.backend_mismatch,
+                ready_since=ready_since,
+            )
+            live.reason = event.reason
+            if event.state != "ready":
+                live.healthy = None
+                live.running_requests = live.queued_requests = live.token_usage = None
+            for line in event.log_tail:
+                if not live.log or live.log[-1] != line:
+                    live.log.append(line)
+            return "servers"
+        if isinstance(event, ServerLogLine):
+            self._server(event.profile).log.append(event.line)
+            return "logs"
+        if isinstance(event, ServerMetrics):
+            live = self._server(event.profile)
+            live.healthy = event.healthy
+            live.running_requests = event.running_requests
+            live.queued_requests = event.queued_requests
+            live.token_usage = event.token_usage
+            return "servers"
+        if isinstance(event, RunStarted):
+            self.bench = BenchLive(run=event, last_finished=self.bench.last_finished)
+            return "bench"
+        if isinstance(event, BenchProgress):
+            self.bench.progress = event
+            if event.phase == "timed":
+                self.bench.tok_s.append(event.output_tok_s)
+            return "bench"
+        if isinstance(event, RunFinished):
+            self.bench.last_finished = event
+            return "bench"
+        if isinstance(event, ControllerStatus):
+            self.activity = event.activity
+            self.detail = event.detail
+            self.paused = event.activity == "paused"
+            self.current_item = event.queue_item_id
+            return "status"
+        if isinstance(event, QueueChanged):
+            return "queue"
+        if isinstance(event, Notice):
+            self.notices.append(event)
+            return "notice"
+        return "other"
+
+    def _server(self, profile: str) -> ServerLive:
+        live = self.servers.get(profile)
+        if live is None:
+            live = self.servers[profile] = ServerLive(ServerRow(profile, engine="", backend="", port=0))
+        return live
+
+    # -- questions the screens ask -----------------------------------------------------------
+    def running_servers(self) -> list[str]:
+        return [name for name, s in self.servers.items() if s.row.state in ("starting", "ready", "stopping")]
+
+    def uptime_s(self, profile: str, now: float | None = None) -> float | None:
+        live = self.servers.get(profile)
+        if live is None or live.row.ready_since is None:
+            return None
+        return max(0.0, (now if now is not None else time.time()) - live.row.ready_since)
+
+    def queue_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = collections.Counter(row.state for row in self.queue)
+        return dict(counts)
+
+    def current_row(self) -> QueueRow | None:
+        if self.current_item is None:
+            return None
+        return next((r for r in self.queue if r.id == self.current_item), None)
+
+    def is_simulated(self, profile: str | None) -> bool:
+        live = self.servers.get(profile or "")
+        return bool(live and live.row.simulated)

@@ -1,0 +1,58 @@
+"""ControlRoomCommands: the command palette's context verbs.
+
+"server: start <profile>" for stopped servers, "server: stop <profile>" for running ones,
+"queue: pause" or "queue: resume" (whichever applies), "queue: skip" while something runs,
+"export: markdown"/"export: csv", and the screens. Each verb ends in the same App method the
+matching key binding calls, so the palette can never do something a key cannot.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Callable, Iterator, cast
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+if TYPE_CHECKING:
+    from moe_tui.ui.app import MoeTuiApp
+
+
+def palette_verbs(app: "MoeTuiApp") -> list[tuple[str, Callable[[], object], str]]:
+    """(text, callback, help) for what makes sense right now."""
+    live = app.live
+    verbs: list[tuple[str, Callable[[], object], str]] = []
+    for name, server in live.servers.items():
+        state = server.row.state
+        if state in ("stopped", "failed"):
+            verbs.append((f"server: start {name}", partial(app.start_server, name),
+                          f"launch {name} on port {server.row.port}"))
+        if state in ("starting", "ready"):
+            verbs.append((f"server: stop {name}", partial(app.confirm_stop_server, name),
+                          "SIGTERM, grace, then SIGKILL the process group"))
+    if live.paused:
+        verbs.append(("queue: resume", app.action_resume, "start the next pending item"))
+    else:
+        verbs.append(("queue: pause", app.action_pause, "finish the running item, then wait"))
+    if live.current_item is not None or live.bench.run is not None:
+        verbs.append(("queue: skip", app.action_skip, "stop the running item and move on"))
+    verbs.append(("export: markdown", partial(app.export, "markdown"), "the comparison with provenance"))
+    verbs.append(("export: csv", partial(app.export, "csv"), "the comparison grid as CSV"))
+    for mode, label in (("dashboard", "dashboard"), ("queue", "queue"), ("compare", "comparison")):
+        verbs.append((f"screen: {label}", partial(app.switch_mode, mode), f"open the {label} screen"))
+    return verbs
+
+
+class ControlRoomCommands(Provider):
+    def _verbs(self) -> Iterator[tuple[str, Callable[[], object], str]]:
+        yield from palette_verbs(cast("MoeTuiApp", self.app))
+
+    async def discover(self) -> Hits:
+        for text, callback, help_text in self._verbs():
+            yield DiscoveryHit(text, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for text, callback, help_text in self._verbs():
+            score = matcher.match(text)
+            if score > 0:
+                yield Hit(score, matcher.highlight(text), callback, text=text, help=help_text)

@@ -1,0 +1,124 @@
+"""Small text renderers shared by the widgets: bars, sparklines, sizes, durations, state badges.
+
+Formatting only (numbers in, Rich `Text` out); no figure is computed here that the core would
+also compute. Rich, not Textual, so the functions are trivially testable.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+from rich.text import Text
+
+SPARK_CHARS = "▁▂▃▄▅▆▇█"
+NA = "n/a"
+
+STATE_STYLES = {
+    "ready": "bold green",
+    "starting": "yellow",
+    "stopping": "yellow",
+    "stopped": "dim",
+    "failed": "bold red",
+    "pending": "",
+    "running": "bold cyan",
+    "done": "green",
+    "skipped": "dim",
+    "cancelled": "dim",
+    "interrupted": "yellow",
+    "complete": "green",
+    "incomplete": "yellow",
+}
+
+
+def sparkline(values: Sequence[float], width: int, *, lo: float | None = 0.0, hi: float | None = None) -> str:
+    """The last `width` values as block characters, scaled to [lo, hi] (defaults: 0..max)."""
+    if width <= 0:
+        return ""
+    tail = list(values)[-width:]
+    if not tail:
+        return " " * width
+    low = min(tail) if lo is None else lo
+    high = max(tail) if hi is None else hi
+    span = high - low
+    out = []
+    for v in tail:
+        if span <= 0 or not math.isfinite(v):
+            out.append(SPARK_CHARS[0])
+            continue
+        k = int((min(max(v, low), high) - low) / span * (len(SPARK_CHARS) - 1) + 0.5)
+        out.append(SPARK_CHARS[k])
+    return "".join(out).rjust(width)
+
+
+def bar(pct: float | None, width: int, *, warn: float = 80.0, crit: float = 95.0) -> Text:
+    """A horizontal percent bar with its number, e.g. `█████░░░  63%`."""
+    if pct is None:
+        return Text(f"{'·' * width} {NA:>4}", style="dim")
+    pct = min(max(pct, 0.0), 100.0)
+    filled = int(round(pct / 100.0 * width))
+    style = "red" if pct >= crit else "yellow" if pct >= warn else "green"
+    text = Text()
+    text.append("█" * filled, style=style)
+    text.append("░" * (width - filled), style="dim")
+    text.append(f" {pct:3.0f}%")
+    return text
+
+
+def gib(n_bytes: int | None) -> str:
+    return NA if n_bytes is None else f"{n_bytes / 2**30:.1f}"
+
+
+def num(value: float | None, fmt: str = "{:.1f}", unit: str = "") -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return NA
+    return fmt.format(value) + unit
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def state_text(state: str, detail: str = "") -> Text:
+    text = Text(state, style=STATE_STYLES.get(state, ""))
+    if detail:
+        text.append(f" {detail}", style="dim")
+    return text
+
+
+def badge(label: str, style: str) -> Text:
+    return Text(f" {label} ", style=style)
+
+
+def join(parts: Iterable[Text | str], sep: str = "  ") -> Text:
+    out = Text()
+    first = True
+    for part in parts:
+        if not part:
+            continue
+        if not first:
+            out.append(sep)
+        out.append(part if isinstance(part, Text) else Text(part))
+        first = False
+    return out
+
+
+def downsample(values: Sequence[float], buckets: int) -> list[float]:
+    """Mean of `buckets` equal slices (oldest first), so a narrow sparkline spans minutes."""
+    vals = list(values)
+    if buckets <= 0 or len(vals) <= buckets:
+        return vals
+    out = []
+    for k in range(buckets):
+        lo = k * len(vals) // buckets
+        hi = max(lo + 1, (k + 1) * len(vals) // buckets)
+        chunk = vals[lo:hi]
+        out.append(sum(chunk) / len(chunk))
+    return out

@@ -1,0 +1,188 @@
+"""AddCampaignScreen: the form for a campaign (profiles x concurrencies x repeats from one spec).
+
+It shows the server starts each ordering policy would cost before the user picks one. Input is
+checked field by field; a bad value gets an error toast naming the field and nothing is stored
+(the core validates the spec again and refuses the whole campaign on any error).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Select, SelectionList
+
+from moe_tui.ui.adapter import CampaignRequest
+
+if TYPE_CHECKING:
+    from moe_tui.ui.app import MoeTuiApp
+
+# (spec field, label, default) for the fields a campaign usually varies.
+SPEC_FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("input_len", "Input tokens", "1024"),
+    ("output_len", "Output tokens", "1024"),
+    ("num_prompts", "Prompts (min)", "100"),
+    ("range_ratio", "Range ratio", "1.0"),
+    ("request_rate", "Request rate (inf)", "inf"),
+    ("seed", "Seed", "42"),
+)
+INT_FIELDS = {"input_len", "output_len", "num_prompts", "seed"}
+
+
+class FormError(ValueError):
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"add campaign: field '{field}': {message}")
+
+
+def parse_int_list(field: str, text: str) -> tuple[int, ...]:
+    parts = [p.strip() for p in text.replace(" ", ",").split(",") if p.strip()]
+    if not parts:
+        raise FormError(field, "give at least one value, e.g. 1,2,10,64")
+    out = []
+    for part in parts:
+        try:
+            value = int(part)
+        except ValueError:
+            raise FormError(field, f"{part!r} is not a whole number") from None
+        if value < 1:
+            raise FormError(field, f"{value} must be at least 1")
+        out.append(value)
+    return tuple(out)
+
+
+def parse_form(name: str, profiles: list[str], concurrencies: str, repeats: str,
+               spec_values: dict[str, str], policy: Any) -> CampaignRequest:
+    if not profiles:
+        raise FormError("profiles", "select at least one profile")
+    conc = parse_int_list("concurrencies", concurrencies)
+    try:
+        reps = int(repeats.strip())
+    except ValueError:
+        raise FormError("repeats", f"{repeats!r} is not a whole number") from None
+    if reps < 1:
+        raise FormError("repeats", f"{reps} must be at least 1")
+    spec: dict[str, Any] = {}
+    for field, _, _ in SPEC_FIELDS:
+        text = spec_values.get(field, "").strip()
+        if not text:
+            continue
+        try:
+            spec[field] = int(text) if field in INT_FIELDS else float(text)
+        except ValueError:
+            kind = "a whole number" if field in INT_FIELDS else "a number"
+            raise FormError(field, f"{text!r} is not {kind}") from None
+    if not isinstance(policy, str):
+        raise FormError("policy", "pick an ordering policy")
+    return CampaignRequest(name=name.strip(), profiles=tuple(profiles), concurrencies=conc,
+                           repeats=reps, spec=spec, policy=policy)
+
+
+class AddCampaignScreen(ModalScreen[CampaignRequest | None]):
+    BINDINGS = [
+        Binding("ctrl+s", "submit", "Add", id="campaign.submit", tooltip="Validate and add to the queue"),
+        Binding("escape", "close", "Cancel", id="campaign.cancel", tooltip="Close without adding"),
+    ]
+
+    def __init__(self, defaults: CampaignRequest | None = None) -> None:
+        super().__init__()
+        self.defaults = defaults
+
+    @property
+    def control(self) -> "MoeTuiApp":
+        return cast("MoeTuiApp", self.app)
+
+    def compose(self) -> ComposeResult:
+        d = self.defaults
+        names = list(self.control.live.servers)
+        chosen = set(d.profiles) if d else set(names)
+        with VerticalScroll(id="campaign-dialog", classes="dialog"):
+            yield Label("Add a campaign", classes="dialog-title")
+            yield Label("Profiles")
+            yield SelectionList[str](*[(n, n, n in chosen) for n in names], id="campaign-profiles")
+            with Grid(id="campaign-grid"):
+                yield Label("Name")
+                yield Input(d.name if d else "", placeholder="(default: profiles @ concurrencies)", id="campaign-name")
+                yield Label("Concurrencies")
+                yield Input(",".join(map(str, d.concurrencies)) if d else "1,2,10,64", id="campaign-concurrencies")
+                yield Label("Repeats")
+                yield Input(str(d.repeats) if d else "2", id="campaign-repeats")
+                for field, label, default in SPEC_FIELDS:
+                    value = str(d.spec.get(field, default)) if d else default
+                    yield Label(label)
+                    yield Input(value, id=f"spec-{field}")
+                yield Label("Ordering")
+                yield Select([], id="campaign-policy", allow_blank=True, prompt="ordering policy")
+            yield Label("", id="campaign-costs", classes="dialog-detail")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Add (ctrl+s)", variant="primary", id="campaign-add")
+                yield Button("Cancel (esc)", id="campaign-cancel")
+
+    def on_mount(self) -> None:
+        self.control.call_core("read ordering policies", self.control.adapter.policies, done=self._policies)
+
+    def _policies(self, policies: dict[str, str]) -> None:
+        select = self.query_one("#campaign-policy", Select)
+        select.set_options([(f"{name}: {text}", name) for name, text in policies.items()])
+        wanted = self.defaults.policy if self.defaults else next(iter(policies), None)
+        if wanted in policies:
+            select.value = wanted
+        self._update_costs()
+
+    def _request(self) -> CampaignRequest:
+        return parse_form(
+            self.query_one("#campaign-name", Input).value,
+            list(self.query_one("#campaign-profiles", SelectionList).selected),
+            self.query_one("#campaign-concurrencies", Input).value,
+            self.query_one("#campaign-repeats", Input).value,
+            {f: self.query_one(f"#spec-{f}", Input).value for f, _, _ in SPEC_FIELDS},
+            self.query_one("#campaign-policy", Select).value,
+        )
+
+    def _update_costs(self) -> None:
+        try:
+            request = self._request()
+        except FormError as exc:
+            self.query_one("#campaign-costs", Label).update(Text(str(exc), style="yellow"))
+            return
+        self.control.call_core("count server starts", self.control.adapter.restart_counts, request,
+                               done=lambda costs: self._show_costs(request, costs), group="campaign-costs")
+
+    def _show_costs(self, request: CampaignRequest, costs: dict[str, int]) -> None:
+        n_items = len(request.profiles) * len(request.concurrencies) * request.repeats
+        text = Text(f"{n_items} items. Server starts: ")
+        for k, (policy, count) in enumerate(costs.items()):
+            if k:
+                text.append(" · ")
+            text.append(f"{policy} {count}", style="bold" if policy == request.policy else "dim")
+        self.query_one("#campaign-costs", Label).update(text)
+
+    def on_input_changed(self) -> None:
+        self._update_costs()
+
+    def on_select_changed(self) -> None:
+        self._update_costs()
+
+    def on_selection_list_selected_changed(self) -> None:
+        self._update_costs()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "campaign-add":
+            self.action_submit()
+        else:
+            self.action_close()
+
+    def action_submit(self) -> None:
+        try:
+            request = self._request()
+        except FormError as exc:
+            self.notify(str(exc), title="Not added", severity="error")
+            return
+        self.control.add_campaign(request, done=lambda _: self.dismiss(request))
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,179 @@
+"""CompareScreen: pick baseline and candidate; the profile diff, warnings, the grid and a chart.
+
+The grid comes from the core (`compare.build_grid` via the adapter) in a thread worker and is
+re-read when a run finishes. Export (e markdown, E csv) writes the pair on screen.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Select, Static
+
+from moe_tui.ui import render
+from moe_tui.ui.widgets.compare_grid import CompareGrid, cell_detail
+from moe_tui.ui.widgets.throughput_chart import ThroughputChart
+
+if TYPE_CHECKING:
+    from moe_tui.ui.app import MoeTuiApp
+
+
+def diff_text(grid: Any) -> Text:
+    """The profile diff and whole-comparison warnings above the grid (strings from the core)."""
+    text = Text()
+    if grid.simulated:
+        text.append_text(render.badge("SIMULATED", "bold white on magenta"))
+        text.append(" ")
+    for d in grid.backend_diff:
+        text.append("compared: ", style="bold")
+        text.append(d.describe())
+    if grid.launch_diff:
+        text.append("\n")
+        text.append("launch settings differ (suspect): ", style="bold yellow")
+        text.append("; ".join(d.describe() for d in grid.launch_diff), style="yellow")
+    differing = [p for p in grid.provenance if p.differs]
+    if differing:
+        text.append("\n")
+        text.append("provenance differs: ", style="bold yellow")
+        text.append("; ".join(f"{p.key}: {p.baseline} vs {p.candidate}" for p in differing), style="yellow")
+    text.append("\n")
+    text.append("control check: ", style="bold")
+    text.append(grid.control.text, style="bold red" if grid.control.failed else "dim")
+    for warning in grid.warnings:
+        text.append("\n⚠ ", style="yellow")
+        text.append(warning, style="yellow")
+    return text
+
+
+class CompareScreen(Screen):
+    BINDINGS = [
+        Binding("e", "export('markdown')", "Markdown", id="export.markdown",
+                tooltip="Write the comparison as Markdown with spec and provenance"),
+        Binding("E", "export('csv')", "CSV", id="export.csv", key_display="E",
+                tooltip="Write the comparison grid as CSV"),
+        Binding("w", "swap", "Swap", id="compare.swap", tooltip="Swap baseline and candidate"),
+        Binding("g", "reload", "Reload", id="compare.reload", tooltip="Re-read the runs and rebuild the grid"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.grid: Any | None = None
+        self._choices: list[str] = []
+
+    @property
+    def control(self) -> "MoeTuiApp":
+        return cast("MoeTuiApp", self.app)
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False, icon="◆")
+        with Vertical(id="compare-body"):
+            with Horizontal(id="compare-pickers"):
+                yield Static("Baseline", classes="picker-label")
+                yield Select([], id="compare-baseline", prompt="baseline profile")
+                yield Static("Candidate", classes="picker-label")
+                yield Select([], id="compare-candidate", prompt="candidate profile")
+            yield Static("pick two profiles with recorded runs", id="compare-diff", classes="panel")
+            yield CompareGrid(id="compare-grid", classes="panel")
+            yield Static("", id="compare-cell")
+            yield ThroughputChart(id="compare-chart", classes="panel")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(CompareGrid).border_title = "Baseline vs candidate"
+        self.load_choices()
+
+    def on_screen_resume(self) -> None:
+        self.load_choices()
+
+    def live_update(self, topics: set[str]) -> None:
+        if "bench" in topics and self.control.live.bench.last_finished is not None:
+            finished = self.control.live.bench.last_finished
+            if getattr(self, "_seen_finish", None) != finished.run_id:
+                self._seen_finish = finished.run_id
+                self.load_choices()
+
+    def load_choices(self) -> None:
+        self.control.call_core("list profiles with runs", self.control.adapter.compared_profiles,
+                               done=self._set_choices, group="compare-choices")
+
+    def _set_choices(self, names: list[str]) -> None:
+        base = self.query_one("#compare-baseline", Select)
+        cand = self.query_one("#compare-candidate", Select)
+        if names != self._choices:
+            self._choices = list(names)
+            keep = (base.value, cand.value)
+            with self.prevent(Select.Changed):
+                base.set_options([(n, n) for n in names])
+                cand.set_options([(n, n) for n in names])
+                pair = self.control.compare_pair
+                if pair is None and len(names) >= 2:
+                    pair = (names[0], names[1])
+                if pair is None and keep[0] in names and keep[1] in names:
+                    pair = (str(keep[0]), str(keep[1]))
+                if pair is not None and pair[0] in names and pair[1] in names:
+                    base.value, cand.value = pair
+        self.reload()
+
+    def _pair(self) -> tuple[str, str] | None:
+        base = self.query_one("#compare-baseline", Select).value
+        cand = self.query_one("#compare-candidate", Select).value
+        if isinstance(base, str) and isinstance(cand, str):
+            return base, cand
+        return None
+
+    def reload(self) -> None:
+        pair = self._pair()
+        self.control.compare_pair = pair
+        self.refresh_bindings()
+        if pair is None:
+            return
+        if pair[0] == pair[1]:
+            self.notify("compare: baseline and candidate are the same profile", severity="warning")
+        self.control.call_core(f"compare {pair[0]} vs {pair[1]}", self.control.adapter.comparison, *pair,
+                               done=self.show_grid, group="compare-build")
+
+    def show_grid(self, grid: Any) -> None:
+        self.grid = grid
+        self.query_one("#compare-diff", Static).update(diff_text(grid))
+        table = self.query_one(CompareGrid)
+        table.show(grid)
+        counts = {k: v for k, v in grid.verdict_counts().items() if v}
+        table.border_subtitle = " · ".join(f"{v} {k}" for k, v in counts.items())
+        self.query_one(ThroughputChart).show(grid)
+        self._show_cell()
+
+    def _show_cell(self) -> None:
+        cell = self.query_one(CompareGrid).highlighted_cell
+        self.query_one("#compare-cell", Static).update(cell_detail(cell) if cell is not None else "")
+
+    def on_data_table_row_highlighted(self) -> None:
+        self._show_cell()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        self.reload()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("export", "swap"):
+            return True if self._pair() else None
+        return True
+
+    def action_export(self, fmt: str) -> None:
+        self.control.export(fmt)
+
+    def action_swap(self) -> None:
+        pair = self._pair()
+        if pair is None:
+            return
+        base = self.query_one("#compare-baseline", Select)
+        cand = self.query_one("#compare-candidate", Select)
+        with self.prevent(Select.Changed):
+            base.value, cand.value = pair[1], pair[0]
+        self.reload()
+
+    def action_reload(self) -> None:
+        self.load_choices()

@@ -1,0 +1,109 @@
+"""DashboardScreen (the default): GPUs, servers, the live benchmark and the queue at a glance."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Header
+
+from moe_tui.ui.widgets.bench_panel import BenchPanel
+from moe_tui.ui.widgets.gpu_panel import GpuPanel
+from moe_tui.ui.widgets.queue_summary import QueueSummary
+from moe_tui.ui.widgets.server_panel import ServerPanel
+
+if TYPE_CHECKING:
+    from moe_tui.ui.app import MoeTuiApp
+
+
+class DashboardScreen(Screen):
+    BINDINGS = [
+        Binding("s", "start_server", "Start", id="server.start",
+                tooltip="Start the highlighted profile's server"),
+        Binding("x", "stop_server", "Stop", id="server.stop",
+                tooltip="Stop the highlighted profile's server (asks first)"),
+        Binding("l", "open_log", "Log", id="server.log",
+                tooltip="Open the highlighted server's log viewer"),
+        Binding("o", "open_run", "Run", id="run.open",
+                tooltip="Open the detail of the current or last run"),
+    ]
+
+    @property
+    def control(self) -> "MoeTuiApp":
+        return cast("MoeTuiApp", self.app)
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False, icon="◆")
+        with VerticalScroll(id="dashboard-body"):
+            yield GpuPanel(id="gpu-panel", classes="panel")
+            with Horizontal(id="dashboard-lower"):
+                yield ServerPanel(id="server-panel", classes="panel")
+                yield BenchPanel(id="bench-panel", classes="panel")
+            yield QueueSummary(id="queue-summary", classes="panel")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.live_update({"servers", "logs", "bench", "queue", "status", "gpus"})
+
+    def on_screen_resume(self) -> None:
+        self.live_update({"servers", "logs", "bench", "queue", "status", "gpus"})
+
+    def live_update(self, topics: set[str]) -> None:
+        app = self.control
+        live = app.live
+        if "gpus" in topics:
+            self.query_one(GpuPanel).show(live.telemetry, live.gpu_util, live.gpu_mem, app.gpu_owners())
+        if topics & {"servers", "logs", "tick"}:
+            self.query_one(ServerPanel).show(live, now=app.clock())
+        if topics & {"bench", "servers"}:
+            self.query_one(BenchPanel).show(live)
+        if topics & {"queue", "status"}:
+            self.query_one(QueueSummary).show(live)
+        if topics & {"servers", "status", "queue"}:
+            self.refresh_bindings()
+
+    # -- actions -------------------------------------------------------------------------------
+    def _profile(self) -> str | None:
+        return self.query_one(ServerPanel).highlighted_profile
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        live = self.control.live
+        profile = self._profile()
+        state = live.servers[profile].row.state if profile in live.servers else None
+        if action == "start_server":
+            return True if state in ("stopped", "failed") else None
+        if action == "stop_server":
+            return True if state in ("starting", "ready") else None
+        if action == "open_log":
+            return True if profile else None
+        if action == "open_run":
+            bench = live.bench
+            return True if bench.run or bench.last_finished else None
+        return True
+
+    def action_start_server(self) -> None:
+        profile = self._profile()
+        if profile:
+            self.control.start_server(profile)
+
+    def action_stop_server(self) -> None:
+        profile = self._profile()
+        if profile:
+            self.control.confirm_stop_server(profile)
+
+    def action_open_log(self) -> None:
+        profile = self._profile()
+        if profile:
+            self.control.open_log(profile)
+
+    def action_open_run(self) -> None:
+        bench = self.control.live.bench
+        run_id = bench.run.run_id if bench.run else bench.last_finished.run_id if bench.last_finished else None
+        if run_id is not None:
+            self.control.open_run(run_id)
+
+    def on_data_table_row_highlighted(self) -> None:
+        self.refresh_bindings()

@@ -1,0 +1,146 @@
+"""LogScreen: one server's log, following new lines live; search narrows it to matching lines.
+
+The first page comes from the adapter (the log file or ring), then new lines arrive as
+`ServerLogLine` events through the App's live state. Follow mode (f) keeps the view pinned to the
+end; with it off the view stays where you scrolled while lines keep arriving.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Input, RichLog, Static
+
+if TYPE_CHECKING:
+    from moe_tui.ui.app import MoeTuiApp
+
+MAX_LINES = 5000
+
+
+class LogScreen(Screen):
+    BINDINGS = [
+        Binding("f", "toggle_follow", "Follow", id="log.follow", tooltip="Keep the view at the newest line"),
+        Binding("slash", "search", "Search", id="log.search", key_display="/",
+                tooltip="Show only lines containing a text (empty shows all)"),
+        Binding("escape", "close", "Back", id="log.close", tooltip="Back to the previous screen"),
+    ]
+
+    def __init__(self, profile: str) -> None:
+        super().__init__()
+        self.profile = profile
+        self.follow = True
+        self.term = ""
+        self._lines: list[str] = []
+        self._seen = 0  # how many lines of the live ring were already shown
+
+    @property
+    def control(self) -> "MoeTuiApp":
+        return cast("MoeTuiApp", self.app)
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False, icon="◆")
+        with Horizontal(id="log-bar"):
+            yield Static("", id="log-status")
+            yield Input(placeholder="search (enter to apply, esc to leave)", id="log-search")
+        yield RichLog(id="log-view", max_lines=MAX_LINES, wrap=False, highlight=False, markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#log-search", Input).display = False
+        self._status()
+        self.control.call_core(f"read the log of {self.profile}", self.control.adapter.log_lines, self.profile,
+                               done=self._initial)
+
+    def _initial(self, lines: list[str]) -> None:
+        self._lines = list(lines)[-MAX_LINES:]
+        live = self.control.live.servers.get(self.profile)
+        self._seen = len(live.log) if live else 0
+        if not self._lines and live:
+            self._lines = list(live.log)
+        self._render_all()
+
+    def live_update(self, topics: set[str]) -> None:
+        if not topics & {"logs", "servers"}:
+            return
+        live = self.control.live.servers.get(self.profile)
+        if live is None:
+            return
+        ring = list(live.log)
+        # The ring is bounded: when it wrapped, everything in it is new to us only past _seen.
+        new = ring[self._seen:] if self._seen <= len(ring) else ring
+        self._seen = len(ring)
+        if not new:
+            return
+        self._lines.extend(new)
+        del self._lines[:-MAX_LINES]
+        view = self.query_one(RichLog)
+        for line in new:
+            if self._matches(line):
+                view.write(self._styled(line), scroll_end=self.follow)
+
+    def _matches(self, line: str) -> bool:
+        return not self.term or self.term.lower() in line.lower()
+
+    def _styled(self, line: str) -> Text:
+        text = Text(line)
+        if "ERROR" in line or "Traceback" in line:
+            text.stylize("red")
+        elif "WARNING" in line:
+            text.stylize("yellow")
+        if self.term:
+            text.highlight_words([self.term], style="bold reverse", case_sensitive=False)
+        return text
+
+    def _render_all(self) -> None:
+        view = self.query_one(RichLog)
+        view.clear()
+        shown = 0
+        for line in self._lines:
+            if self._matches(line):
+                view.write(self._styled(line), scroll_end=False)
+                shown += 1
+        if self.follow:
+            view.scroll_end(animate=False)
+        self._status(shown)
+
+    def _status(self, shown: int | None = None) -> None:
+        text = Text.assemble(("Log ", "bold"), (self.profile, "cyan"), "  ")
+        text.append("following" if self.follow else "paused (f to follow)", style="green" if self.follow else "yellow")
+        if self.term:
+            text.append(f"  filter {self.term!r}", style="bold")
+            if shown is not None:
+                text.append(f" ({shown} lines)", style="dim")
+        self.query_one("#log-status", Static).update(text)
+
+    def action_toggle_follow(self) -> None:
+        self.follow = not self.follow
+        view = self.query_one(RichLog)
+        view.auto_scroll = self.follow
+        if self.follow:
+            view.scroll_end(animate=False)
+        self._status()
+
+    def action_search(self) -> None:
+        box = self.query_one("#log-search", Input)
+        box.display = True
+        box.value = self.term
+        box.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.term = event.value.strip()
+        event.input.display = False
+        self.query_one(RichLog).focus()
+        self._render_all()
+
+    def action_close(self) -> None:
+        box = self.query_one("#log-search", Input)
+        if box.display:
+            box.display = False
+            self.query_one(RichLog).focus()
+            return
+        self.app.pop_screen()

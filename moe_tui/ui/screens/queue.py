@@ -1,0 +1,137 @@
+"""QueueScreen: the persistent run queue, keyboard-driven.
+
+Add a campaign (a form), move pending items up/down, retry, cancel, delete (destructive ones ask
+first), open an item's run. What is allowed for the highlighted item is decided by its state and
+shown greyed in the footer when not allowed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Header
+
+from moe_tui.ui.adapter import QueueRow
+from moe_tui.ui.screens.add_campaign import AddCampaignScreen
+from moe_tui.ui.screens.confirm import ConfirmScreen
+from moe_tui.ui.widgets.queue_summary import QueueSummary
+from moe_tui.ui.widgets.queue_table import QueueTable
+
+if TYPE_CHECKING:
+    from moe_tui.ui.app import MoeTuiApp
+
+RETRYABLE = {"failed", "interrupted", "skipped", "cancelled"}
+MOVE = Binding.Group("Move", compact=True)
+
+
+class QueueScreen(Screen):
+    BINDINGS = [
+        Binding("a", "add_campaign", "Add", id="queue.add",
+                tooltip="Add profiles x concurrencies x repeats from one spec"),
+        Binding("left_square_bracket", "move('up')", "Up", id="queue.move_up", key_display="[",
+                tooltip="Move the pending item up", group=MOVE),
+        Binding("right_square_bracket", "move('down')", "Down", id="queue.move_down", key_display="]",
+                tooltip="Move the pending item down", group=MOVE),
+        Binding("t", "retry", "Retry", id="queue.retry",
+                tooltip="Put a failed, interrupted, skipped or cancelled item back to pending"),
+        Binding("x", "cancel_item", "Cancel", id="queue.cancel", tooltip="Withdraw a pending item (asks first)"),
+        Binding("delete", "delete_item", "Delete", id="queue.delete", key_display="del",
+                tooltip="Remove an item that is not running (asks first)"),
+        Binding("enter", "open_run", "Run", id="queue.open_run", tooltip="Open the item's run detail"),
+    ]
+
+    @property
+    def control(self) -> "MoeTuiApp":
+        return cast("MoeTuiApp", self.app)
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False, icon="◆")
+        with Vertical(id="queue-body"):
+            yield QueueSummary(id="queue-screen-summary", classes="panel")
+            yield QueueTable(id="queue-table", classes="panel")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(QueueTable).border_title = "Run queue"
+        self.live_update({"queue"})
+        self.control.refresh_queue()
+
+    def on_screen_resume(self) -> None:
+        self.live_update({"queue"})
+
+    def live_update(self, topics: set[str]) -> None:
+        if topics & {"queue", "status", "bench"}:
+            live = self.control.live
+            self.query_one(QueueTable).show(live.queue, live.current_item)
+            self.query_one(QueueSummary).show(live)
+            self.refresh_bindings()
+
+    def _item(self) -> QueueRow | None:
+        item_id = self.query_one(QueueTable).highlighted_item
+        return next((r for r in self.control.live.queue if r.id == item_id), None)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "add_campaign":
+            return True
+        item = self._item()
+        if item is None:
+            return None
+        state = item.state
+        allowed = {
+            "move": state == "pending",
+            "retry": state in RETRYABLE,
+            "cancel_item": state == "pending",
+            "delete_item": state != "running",
+            "open_run": item.run_id is not None,
+        }.get(action, True)
+        return True if allowed else None
+
+    def on_data_table_row_highlighted(self) -> None:
+        self.refresh_bindings()
+
+    def action_add_campaign(self) -> None:
+        self.app.push_screen(AddCampaignScreen())
+
+    def action_move(self, direction: str) -> None:
+        item = self._item()
+        if item is not None:
+            self.control.queue_command(f"move item {item.id} {direction}", self.control.adapter.move, item.id, direction)
+
+    def action_retry(self) -> None:
+        item = self._item()
+        if item is not None:
+            self.control.queue_command(f"retry item {item.id}", self.control.adapter.retry, item.id)
+
+    def action_cancel_item(self) -> None:
+        item = self._item()
+        if item is None:
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.control.queue_command(f"cancel item {item.id}", self.control.adapter.cancel, item.id)
+
+        self.app.push_screen(ConfirmScreen(f"Cancel item {item.id} ({item.profile}, conc {item.concurrency})?",
+                                           "It stays in the queue as cancelled; retry brings it back.",
+                                           confirm="Cancel item"), answer)
+
+    def action_delete_item(self) -> None:
+        item = self._item()
+        if item is None:
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.control.queue_command(f"delete item {item.id}", self.control.adapter.delete, item.id)
+
+        self.app.push_screen(ConfirmScreen(f"Delete item {item.id} ({item.profile}, conc {item.concurrency})?",
+                                           "Its recorded runs stay in the store.", confirm="Delete"), answer)
+
+    def action_open_run(self) -> None:
+        item = self._item()
+        if item is not None and item.run_id is not None:
+            self.control.open_run(item.run_id)

@@ -1,0 +1,89 @@
+"""BenchPanel: the benchmark running now, live.
+
+Shows the queue item and profile, the spec's short fingerprint, a progress bar, a sparkline of
+output tokens/s, TTFT and ITL p50/p99, errors, in-flight requests, the client-bound warning
+(the load generator reporting its own lag) and a SIMULATED label when the server is the
+emulator. When nothing runs it shows the last finished run.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import ProgressBar, Sparkline, Static
+
+from moe_tui.ui import render
+from moe_tui.ui.live import LiveState
+
+# The load generator reports how late it fires requests relative to plan; past this, the
+# numbers describe the client as much as the server (the core flags the finished run itself).
+CLIENT_LAG_WARN_MS = 50.0
+
+
+class BenchPanel(Vertical):
+    DEFAULT_CSS = """
+    BenchPanel { height: auto; }
+    BenchPanel > #bench-head { height: 1; }
+    BenchPanel > ProgressBar { height: 1; }
+    BenchPanel > Sparkline { height: 3; margin: 0 1; }
+    BenchPanel > #bench-stats { height: auto; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static("no benchmark running", id="bench-head")
+        yield ProgressBar(total=1, show_eta=False, id="bench-progress")
+        yield Sparkline([], id="bench-spark")
+        yield Static("", id="bench-stats")
+
+    def on_mount(self) -> None:
+        self.border_title = "Live benchmark"
+
+    def show(self, live: LiveState) -> None:
+        bench = live.bench
+        head = self.query_one("#bench-head", Static)
+        stats = self.query_one("#bench-stats", Static)
+        bar = self.query_one(ProgressBar)
+        spark = self.query_one(Sparkline)
+        run = bench.run
+        running = run is not None and (bench.last_finished is None or bench.last_finished.run_id != run.run_id)
+        bar.display = run is not None
+        if run is None:
+            head.update(Text("no benchmark running", style="dim"))
+            last = bench.last_finished
+            stats.update(Text(f"last run #{last.run_id} {last.profile}: {last.status}") if last else "")
+            return
+        parts = [Text(f"run #{run.run_id}", style="bold")]
+        if run.queue_item_id is not None:
+            parts.append(f"item {run.queue_item_id}")
+        parts.append(Text(run.profile, style="cyan"))
+        parts.append(Text(f"spec {run.fingerprint[:12]}", style="dim"))
+        if live.is_simulated(run.profile):
+            parts.append(render.badge("SIMULATED", "bold white on magenta"))
+        if not running and bench.last_finished is not None:
+            parts.append(render.state_text(bench.last_finished.status))
+        head.update(render.join(parts))
+        self.border_subtitle = run.spec_summary[:60]
+        p = bench.progress
+        if p is None or p.run_id != run.run_id:
+            bar.update(total=1, progress=0)
+            stats.update(Text("starting…", style="dim"))
+            return
+        bar.update(total=max(p.total, 1), progress=p.completed)
+        spark.data = list(bench.tok_s)[-120:]
+        line1 = render.join([
+            Text.assemble(("out ", "dim"), (f"{p.output_tok_s:,.0f}", "bold"), " tok/s"),
+            f"{p.completed}/{p.total}",
+            Text.assemble(("in-flight ", "dim"), str(p.in_flight)),
+            Text(f"errors {p.errors}", style="bold red" if p.errors else "dim"),
+            Text("warmup", style="yellow") if p.phase == "warmup" else "",
+        ])
+        line2 = render.join([
+            Text.assemble(("TTFT p50/p99 ", "dim"), f"{render.num(p.ttft_p50_ms)}/{render.num(p.ttft_p99_ms)} ms"),
+            Text.assemble(("ITL p50/p99 ", "dim"), f"{render.num(p.itl_p50_ms, '{:.2f}')}/{render.num(p.itl_p99_ms, '{:.2f}')} ms"),
+        ])
+        lines = [line1, line2]
+        if p.client_lag_ms is not None and p.client_lag_ms > CLIENT_LAG_WARN_MS:
+            lines.append(Text(f"⚠ client-bound: the load generator is {p.client_lag_ms:.0f} ms behind; "
+                              "numbers measure the client", style="bold yellow"))
+        stats.update(Text("\n").join(lines))

@@ -1,0 +1,102 @@
+"""CompareGrid: the comparison grid as a keyed table (row key = "concurrency/metric").
+
+Every string comes from the core's `GridCell` (`moe_tui.compare`); only colour and layout are
+decided here: better green, worse red, within noise dim, a refused cell (different spec) yellow
+naming the differing fields, no data dim, a flagged side marked ⚑. The verdict column is short;
+the highlighted cell's full verdict, refusal and flags are shown under the grid (`cell_detail`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+
+from moe_tui.ui.widgets.keyed_table import KeyedTable
+
+# Column widths include one trailing space (the table is drawn without cell padding so all
+# seven columns fit 120 terminal columns).
+COLUMNS = (
+    ("conc", "Conc", 5),
+    ("metric", "Metric", 13),
+    ("baseline", "Baseline", 20),
+    ("candidate", "Candidate", 20),
+    ("delta", "Delta", 23),
+    ("ci", "95% CI", 17),
+    ("verdict", "Verdict", None),
+)
+
+VERDICT_STYLES = {
+    "better": "bold green",
+    "worse": "bold red",
+    "within noise": "dim",
+    "n=1, noise unknown": "italic",
+    "different spec": "yellow",
+    "no data": "dim",
+}
+
+
+def short_verdict(cell: Any) -> Text:
+    style = VERDICT_STYLES.get(cell.verdict, "")
+    if cell.verdict == "different spec" and cell.spec_diffs:
+        return Text("≠ " + ", ".join(d.field for d in cell.spec_diffs), style=style)
+    text = Text(cell.verdict, style=style)
+    if cell.flagged:
+        text.append(" ⚑", style="bold yellow")
+    return text
+
+
+def cell_cells(cell: Any, first_of_concurrency: bool) -> tuple[object, ...]:
+    style = VERDICT_STYLES.get(cell.verdict, "")
+    base = Text(cell.baseline.text)
+    cand = Text(cell.candidate.text)
+    if cell.baseline_flags:
+        base.append(" ⚑", style="bold yellow")
+    if cell.candidate_flags:
+        cand.append(" ⚑", style="bold yellow")
+    return (
+        Text(str(cell.concurrency), style="bold") if first_of_concurrency else "",
+        Text(cell.label),
+        base,
+        cand,
+        Text(cell.delta_text or "—", style=style if cell.comparable else "dim"),
+        Text(cell.ci_text or "—", style="" if cell.ci_text else "dim"),
+        short_verdict(cell),
+    )
+
+
+def cell_detail(cell: Any) -> Text:
+    """The highlighted cell in full: verdict or refusal with the spec fields, flags in words."""
+    style = VERDICT_STYLES.get(cell.verdict, "")
+    text = Text.assemble((f"conc {cell.concurrency} {cell.label}", "bold"), " ",
+                         (f"({'higher' if cell.higher_is_better else 'lower'} is better)", "dim"), ": ")
+    text.append(cell.verdict_text, style=style)
+    if cell.flags_text:
+        text.append(f"\n⚑ {cell.flags_text}", style="yellow")
+    return text
+
+
+class CompareGrid(KeyedTable):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(COLUMNS, zebra_stripes=False, cell_padding=0, **kwargs)
+        self._cells_by_key: dict[str, Any] = {}
+
+    def show(self, grid: Any | None) -> None:
+        if grid is None:
+            self._cells_by_key = {}
+            self.sync({})
+            return
+        rows: dict[str, tuple[object, ...]] = {}
+        last_conc = None
+        self._cells_by_key = {}
+        for cell in grid.cells:
+            key = f"{cell.concurrency}/{cell.metric}"
+            rows[key] = cell_cells(cell, cell.concurrency != last_conc)
+            self._cells_by_key[key] = cell
+            last_conc = cell.concurrency
+        self.sync(rows)
+
+    @property
+    def highlighted_cell(self) -> Any | None:
+        key = self.highlighted_key
+        return self._cells_by_key.get(key) if key else None

@@ -1,0 +1,127 @@
+"""GpuPanel: one compact row per GPU, from the latest NVML snapshot and the recent history.
+
+Columns: index and name; utilization bar and a sparkline of the last minutes; memory bar, used
+GiB and its sparkline; power, temperature, SM clock; a clock-event badge when NVML reports a
+stress reason; the processes holding the GPU (a managed server's profile when the PID is ours).
+A machine without the driver shows one clean line saying so instead of an empty table.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from moe_tui.telemetry import SUSPECT_CLOCK_EVENTS, GpuSample, TelemetrySnapshot
+from moe_tui.ui import render
+from moe_tui.ui.widgets.keyed_table import KeyedTable
+
+SPARK_WIDTH = 8
+BAR_WIDTH = 6
+
+# Sized so 8 GPUs and every column fit a 120-column terminal; narrower ones scroll sideways.
+COLUMNS = (
+    ("gpu", "GPU", 14),
+    ("util", "Util", BAR_WIDTH + 5),
+    ("util_hist", "util 3m", SPARK_WIDTH),
+    ("mem", "Mem", BAR_WIDTH + 5),
+    ("mem_gib", "GiB", 7),
+    ("mem_hist", "mem 3m", SPARK_WIDTH),
+    ("power", "Power", 5),
+    ("temp", "Temp", 4),
+    ("clock", "MHz", 4),
+    ("events", "Clock", 8),
+    ("procs", "Held by", None),
+)
+
+SHORT_EVENTS = {
+    "sw_power_cap": "PWR CAP", "hw_slowdown": "HW SLOW", "sw_thermal": "THERMAL",
+    "hw_thermal": "HW THERM", "hw_power_brake": "PWR BRK",
+}
+
+
+def gpu_cells(gpu: GpuSample, util_hist: Sequence[float], mem_hist: Sequence[float],
+              owners: Mapping[int, str]) -> tuple[object, ...]:
+    name = (gpu.name or "GPU").replace("NVIDIA ", "")
+    stress = [e for e in gpu.clock_events if e in SUSPECT_CLOCK_EVENTS]
+    if stress:
+        events: Text | str = Text(SHORT_EVENTS.get(stress[0], stress[0])[:8], style="bold white on red")
+    elif "gpu_idle" in gpu.clock_events:
+        events = Text("idle", style="dim")
+    else:
+        events = ""
+    procs = Text()
+    if gpu.processes is None:
+        procs.append("n/a", style="dim")
+    elif not gpu.processes:
+        procs.append("—", style="dim")
+    else:
+        for n, proc in enumerate(gpu.processes[:3]):
+            if n:
+                procs.append(" ")
+            owner = owners.get(proc.pid)
+            if owner:
+                procs.append(owner, style="cyan")
+            else:
+                procs.append(f"{proc.name or '?'}:{proc.pid}", style="yellow")
+        if len(gpu.processes) > 3:
+            procs.append(f" +{len(gpu.processes) - 3}", style="dim")
+    total = gpu.mem_total_bytes
+    mem_gib = f"{render.gib(gpu.mem_used_bytes)}/{total / 2**30:.0f}" if total else render.NA
+    return (
+        Text.assemble((f"{gpu.index} ", "bold"), name[:12]),
+        render.bar(gpu.util_gpu_pct, BAR_WIDTH),
+        Text(render.sparkline(render.downsample(util_hist, SPARK_WIDTH), SPARK_WIDTH, hi=100.0), style="green"),
+        render.bar(gpu.mem_used_pct, BAR_WIDTH),
+        mem_gib,
+        Text(render.sparkline(render.downsample(mem_hist, SPARK_WIDTH), SPARK_WIDTH, hi=100.0), style="magenta"),
+        render.num(gpu.power_w, "{:.0f}", "W"),
+        render.num(gpu.temperature_c, "{:.0f}", "°"),
+        render.num(gpu.sm_clock_mhz, "{:.0f}"),
+        events,
+        procs,
+    )
+
+
+class GpuPanel(Vertical):
+    """Attributes down: the screen calls `show(...)` with the App's live state."""
+
+    DEFAULT_CSS = """
+    GpuPanel { height: auto; max-height: 12; }
+    GpuPanel > #gpu-unavailable { color: $text-muted; padding: 0 1; }
+    GpuPanel > KeyedTable { height: auto; max-height: 10; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static("waiting for the first GPU sample…", id="gpu-unavailable")
+        yield KeyedTable(COLUMNS, id="gpu-table", show_cursor=False, cursor_type="none")
+
+    def on_mount(self) -> None:
+        self.border_title = "GPUs"
+        self.query_one(KeyedTable).display = False
+
+    def show(self, snapshot: TelemetrySnapshot | None, util: Mapping[int, Sequence[float]],
+             mem: Mapping[int, Sequence[float]], owners: Mapping[int, str]) -> None:
+        note = self.query_one("#gpu-unavailable", Static)
+        table = self.query_one(KeyedTable)
+        if snapshot is None:
+            return
+        if not snapshot.available or not snapshot.gpus:
+            reason = snapshot.reason or "no GPUs reported by NVML"
+            note.update(Text.assemble(("GPU telemetry unavailable: ", "bold"), reason))
+            note.display = True
+            table.display = False
+            self.border_subtitle = ""
+            return
+        note.display = False
+        table.display = True
+        driver = f"driver {snapshot.driver_version}" if snapshot.driver_version else ""
+        cuda = f"CUDA {snapshot.cuda_driver_version}" if snapshot.cuda_driver_version else ""
+        self.border_subtitle = " ".join(p for p in (driver, cuda) if p)
+        table.sync({
+            str(g.index): gpu_cells(g, util.get(g.index, ()), mem.get(g.index, ()), owners)
+            for g in snapshot.gpus
+        })

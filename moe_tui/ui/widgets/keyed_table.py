@@ -1,0 +1,80 @@
+"""KeyedTable: a DataTable updated in place by row key (never cleared and refilled on a tick).
+
+`sync(rows)` takes the full wanted picture {row key: cells} in display order and does the least
+work to get there: new rows are added, vanished rows removed, and only cells whose value changed
+are updated, all inside one `batch_update`. The cursor stays on the same row key across updates.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from textual.widgets import DataTable
+from textual.widgets.data_table import RowDoesNotExist
+
+
+class KeyedTable(DataTable):
+    def __init__(self, columns: Sequence[tuple[str, str, int | None]], **kwargs: Any) -> None:
+        kwargs.setdefault("cursor_type", "row")
+        super().__init__(**kwargs)
+        self._column_spec = list(columns)
+        self._cells: dict[str, tuple[Any, ...]] = {}
+        self._order: list[str] = []
+
+    def on_mount(self) -> None:
+        for key, label, width in self._column_spec:
+            self.add_column(label, key=key, width=width)
+
+    @property
+    def row_keys_in_order(self) -> list[str]:
+        return list(self._order)
+
+    @property
+    def highlighted_key(self) -> str | None:
+        if not self._order or self.cursor_row < 0 or self.cursor_row >= self.row_count:
+            return None
+        try:
+            row_key, _ = self.coordinate_to_cell_key(self.cursor_coordinate)
+        except Exception:
+            return None
+        return row_key.value
+
+    def sync(self, rows: Mapping[str, Sequence[Any]]) -> None:
+        if not self.columns:  # not mounted yet: the first sync after mount paints everything
+            self.call_after_refresh(self.sync, rows)
+            return
+        keep = self.highlighted_key
+        column_keys = [c[0] for c in self._column_spec]
+        with self.app.batch_update():
+            for key in [k for k in self._order if k not in rows]:
+                try:
+                    self.remove_row(key)
+                except RowDoesNotExist:
+                    pass
+                self._cells.pop(key, None)
+            for key, cells in rows.items():
+                cells = tuple(cells)
+                old = self._cells.get(key)
+                if old is None:
+                    self.add_row(*cells, key=key)
+                elif old != cells:
+                    for col, before, after in zip(column_keys, old, cells):
+                        if before != after:
+                            self.update_cell(key, col, after)
+                self._cells[key] = cells
+            wanted = list(rows)
+            current = [k for k in self._order if k in rows] + [k for k in wanted if k not in self._order]
+            if current != wanted:
+                # Reordering is rare (a user moved an item): re-add only the rows from the first
+                # one out of place; everything above it stays untouched.
+                first = next(i for i, (a, b) in enumerate(zip(current, wanted)) if a != b)
+                for key in current[first:]:
+                    self.remove_row(key)
+                for key in wanted[first:]:
+                    self.add_row(*self._cells[key], key=key)
+            self._order = wanted
+            if keep is not None and keep in rows:
+                try:
+                    self.move_cursor(row=self.get_row_index(keep), animate=False)
+                except RowDoesNotExist:
+                    pass

@@ -1,0 +1,33 @@
+"""QueueSummary: one line of queue counts and what the controller is doing now."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from moe_tui.ui import render
+from moe_tui.ui.live import LiveState
+
+ORDER = ("running", "pending", "done", "failed", "interrupted", "skipped", "cancelled")
+
+
+class QueueSummary(Static):
+    DEFAULT_CSS = "QueueSummary { height: auto; padding: 0 1; }"
+
+    def show(self, live: LiveState) -> None:
+        counts = live.queue_counts()
+        text = Text()
+        text.append("Queue ", style="bold")
+        if live.paused:
+            text.append_text(render.badge("PAUSED", "bold black on yellow"))
+            text.append(" ")
+        shown = [f"{counts[s]} {s}" for s in ORDER if counts.get(s)]
+        text.append(" · ".join(shown) if shown else "empty", style="")
+        text.append("   ")
+        text.append(live.activity, style="bold cyan" if live.activity not in ("idle", "paused") else "dim")
+        if live.detail:
+            text.append(f" {live.detail}", style="dim")
+        current = live.current_row()
+        if current is not None:
+            text.append(f"   now: #{current.id} {current.profile} conc {current.concurrency} rep {current.repeat_index}")
+        self.update(text)

@@ -1,0 +1,97 @@
+"""ServerPanel: one row per profile (state and startup phase, port, resolved backend with a
+mismatch badge, uptime, health, running/queued requests from /metrics) and the highlighted
+server's last log lines below the table.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from moe_tui.ui import render
+from moe_tui.ui.live import LiveState, ServerLive
+from moe_tui.ui.widgets.keyed_table import KeyedTable
+
+COLUMNS = (
+    ("profile", "Profile", 24),
+    ("state", "State", 22),
+    ("port", "Port", 5),
+    ("backend", "Backend (resolved)", 30),
+    ("uptime", "Up", 7),
+    ("health", "Health", 6),
+    ("reqs", "Run/Queue", 9),
+)
+
+LOG_TAIL_LINES = 3
+
+
+def server_cells(live: ServerLive, now: float) -> tuple[object, ...]:
+    row = live.row
+    name = Text(row.profile)
+    state = render.state_text(row.state, row.phase if row.state == "starting" else "")
+    if row.state == "failed" and live.reason:
+        state = render.state_text(row.state, live.reason[:30])
+    backend = Text(row.resolved_backend or row.backend or "?",
+                   style="" if row.resolved_backend else "dim")
+    if row.backend_mismatch:
+        backend = Text.assemble(("MISMATCH", "bold white on red"), " ",
+                                (row.resolved_backend or "?", "bold red"))
+    if row.simulated:
+        backend.append(" SIM", style="bold magenta")
+    uptime = render.duration(now - row.ready_since) if row.ready_since else "—"
+    if live.healthy is None:
+        health: Text | str = Text("—", style="dim")
+    else:
+        health = Text("ok", style="green") if live.healthy else Text("FAIL", style="bold red")
+    if live.running_requests is None and live.queued_requests is None:
+        reqs = "—"
+    else:
+        reqs = f"{render.num(live.running_requests, '{:.0f}')}/{render.num(live.queued_requests, '{:.0f}')}"
+    return (name, state, str(row.port or "—"), backend, uptime, health, reqs)
+
+
+class ServerPanel(Vertical):
+    DEFAULT_CSS = """
+    ServerPanel { height: auto; }
+    ServerPanel > KeyedTable { height: auto; max-height: 8; }
+    ServerPanel > #server-log-tail { height: 3; color: $text-muted; padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield KeyedTable(COLUMNS, id="server-table")
+        yield Static("", id="server-log-tail", markup=False)
+
+    def on_mount(self) -> None:
+        self.border_title = "Servers"
+
+    @property
+    def highlighted_profile(self) -> str | None:
+        return self.query_one(KeyedTable).highlighted_key
+
+    def show(self, live: LiveState, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        table = self.query_one(KeyedTable)
+        table.sync({name: server_cells(s, now) for name, s in live.servers.items()})
+        self.show_log_tail(live)
+
+    def show_log_tail(self, live: LiveState) -> None:
+        profile = self.highlighted_profile or next(iter(live.servers), None)
+        tail = list(live.servers[profile].log)[-LOG_TAIL_LINES:] if profile in live.servers else []
+        text = Text(no_wrap=True, overflow="ellipsis")
+        if profile and not tail:
+            text.append(f"{profile}: no log lines yet", style="dim")
+        for n, line in enumerate(tail):
+            if n:
+                text.append("\n")
+            text.append(line)
+        self.query_one("#server-log-tail", Static).update(text)
+
+    def on_data_table_row_highlighted(self) -> None:
+        app = self.app
+        live = getattr(app, "live", None)
+        if live is not None:
+            self.show_log_tail(live)

@@ -1,0 +1,52 @@
+"""Reusable helpers for tests that need a running SGLang emulator.
+
+`sim_server(args)` is a context manager: it starts `python -m moe_tui.sim` on a free loopback
+port in its own process group, waits for `/health_generate` 200, and kills the group on exit
+(also when the test fails). `stream_generate` is a tiny streaming /generate client on httpx.
+The heavy lifting lives in `moe_tui.sim.launch` (process) and `moe_tui.sim.loadgen` (load).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+
+import httpx
+
+from moe_tui.sim.launch import SimProcess, SimStartError, free_port, http_status, start_sim
+
+__all__ = ["SimProcess", "SimStartError", "free_port", "http_status", "sim_server",
+           "stream_generate", "sse_events"]
+
+
+@contextlib.contextmanager
+def sim_server(args: list[str] | None = None, *, ready: bool = True,
+               timeout: float = 30.0) -> Iterator[SimProcess]:
+    sim = start_sim(args, ready=ready, timeout=timeout)
+    try:
+        yield sim
+    finally:
+        sim.stop()
+
+
+def sse_events(raw: str) -> list[str]:
+    """The `data:` payloads of an SSE body, in order."""
+    return [block[len("data: "):] for block in raw.split("\n\n") if block.startswith("data: ")]
+
+
+def stream_generate(base_url: str, payload: dict, timeout: float = 30.0) -> list[dict | str]:
+    """POST /generate with stream=true; parsed chunks, with the final "[DONE]" kept as a str."""
+    out: list[dict | str] = []
+    with httpx.stream("POST", base_url + "/generate", json=payload | {"stream": True},
+                      timeout=timeout) as resp:
+        resp.raise_for_status()
+        buf = ""
+        for text in resp.iter_text():
+            buf += text
+            *events, buf = buf.split("\n\n")
+            for event in events:
+                if event.startswith("data: "):
+                    body = event[len("data: "):]
+                    out.append(body if body == "[DONE]" else json.loads(body))
+    return out

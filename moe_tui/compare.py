@@ -214,6 +214,7 @@ class ThroughputSeries:
     mean: tuple[float | None, ...]
     std: tuple[float | None, ...]  # None with fewer than two repeats
     n: tuple[int, ...]
+    comparable: tuple[bool, ...]  # False where the grid refuses a delta at that concurrency
 
 
 @dataclass(frozen=True)
@@ -435,7 +436,9 @@ def run_suspect_flags(run: Any) -> list[tuple[str, str]]:
         )
     client = r.selfcheck.get("client_bound")
     if client:
-        detail = r.selfcheck.get("reason") or r.selfcheck.get("detail") or "the client could not keep up"
+        reasons = r.selfcheck.get("client_bound_reasons")
+        detail = ("; ".join(map(str, reasons)) if isinstance(reasons, list) and reasons
+                  else "the client could not keep up")
         found[FLAG_CLIENT_BOUND] = f"run {r.id}: client-bound ({detail})"
     tel = r.telemetry
     if tel:
@@ -972,11 +975,12 @@ def _control_check(points: Mapping[tuple[str, int], SidePoint],
 
 def _series(side: str, concurrencies: Sequence[int], cells: Sequence[GridCell]) -> ThroughputSeries:
     by_conc = {c.concurrency: c for c in cells if c.metric == CONTROL_METRIC}
-    means, stds, ns = [], [], []
+    means, stds, ns, comparable = [], [], [], []
     for conc in concurrencies:
         cell = by_conc.get(conc)
         stats = None if cell is None else (cell.baseline if side == BASELINE else cell.candidate)
         means.append(stats.mean if stats else None)
         stds.append(stats.std if stats else None)
         ns.append(stats.n if stats else 0)
-    return ThroughputSeries(tuple(concurrencies), tuple(means), tuple(stds), tuple(ns))
+        comparable.append(bool(cell and cell.comparable))
+    return ThroughputSeries(tuple(concurrencies), tuple(means), tuple(stds), tuple(ns), tuple(comparable))

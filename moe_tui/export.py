@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import os
 import re
@@ -180,6 +181,8 @@ def _value(v: Any) -> str:
         return "-"
     if v == "":
         return '""'
+    if isinstance(v, (list, tuple, dict)):
+        return json.dumps(v, sort_keys=True)
     return str(v)
 
 
@@ -235,7 +238,8 @@ def render_markdown(grid: ComparisonGrid, *, generated_at: str | None = None, pl
         stem = plot_name.rsplit(".", 1)[0]
         out += ["## Output throughput vs concurrency", "",
                 f"![Output throughput vs concurrency]({plot_name})", "",
-                f"Error bars: one standard deviation over repeats. Vector version: [{stem}.svg]({stem}.svg).", ""]
+                "Error bars: one standard deviation over repeats. Hollow markers: no valid comparison at that "
+                f"concurrency (different spec or one side missing). Vector version: [{stem}.svg]({stem}.svg).", ""]
 
     out += ["## Grid", "",
             f"B = {b} (baseline), C = {c} (candidate). Delta = C - B, in percent of B's mean; "
@@ -307,19 +311,36 @@ def render_throughput_plot(grid: ComparisonGrid) -> tuple[bytes, bytes]:
     fig = Figure(figsize=(7.5, 4.5), dpi=120)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
-    plotted = []
-    for series, name, marker in ((grid.baseline_series, grid.baseline_name, "o"),
-                                 (grid.candidate_series, grid.candidate_name, "s")):
-        pts = [(c, m, s or 0.0) for c, m, s in zip(series.concurrencies, series.mean, series.std) if m is not None]
+    plotted, values, refused_seen = [], [], False
+    for series, name, marker, color in ((grid.baseline_series, grid.baseline_name, "o", "tab:blue"),
+                                        (grid.candidate_series, grid.candidate_name, "s", "tab:orange")):
+        pts = [(c, m, s or 0.0, ok) for c, m, s, ok in
+               zip(series.concurrencies, series.mean, series.std, series.comparable) if m is not None]
         if not pts:
             continue
-        xs, ys, es = zip(*pts)
-        ax.errorbar(xs, ys, yerr=es, marker=marker, capsize=3, label=name)
+        xs, ys, es, oks = zip(*pts)
+        ax.errorbar(xs, ys, yerr=es, marker="none", capsize=3, color=color)
+        # Filled markers where a delta is shown; hollow where the grid refuses one (the two points
+        # were not measured alike, or one side is missing).
+        for ok in (True, False):
+            sel = [(x, y) for x, y, o in zip(xs, ys, oks) if o == ok]
+            if not sel:
+                continue
+            refused_seen = refused_seen or not ok
+            sx, sy = zip(*sel)
+            ax.plot(sx, sy, linestyle="none", marker=marker, markersize=7, color=color,
+                    markerfacecolor=color if ok else "white", label=name if ok or not any(oks) else None)
         plotted.extend(xs)
+        values.extend(y for y in ys if y > 0)
     if plotted and min(plotted) > 0 and max(plotted) / min(plotted) >= 4:
         ax.set_xscale("log", base=2)
         ax.set_xticks(sorted(set(plotted)))
         ax.set_xticklabels([str(x) for x in sorted(set(plotted))])
+    if values and max(values) / min(values) >= 20:
+        ax.set_yscale("log")
+    if refused_seen:
+        ax.text(0.99, 0.01, "hollow: no valid comparison at this concurrency", transform=ax.transAxes,
+                ha="right", va="bottom", fontsize=8)
     ax.set_xlabel("max concurrency")
     ax.set_ylabel("output throughput (tok/s)")
     title = f"{grid.baseline_name} vs {grid.candidate_name}"

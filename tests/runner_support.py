@@ -1,0 +1,154 @@
+"""Helpers for the controller / runner tests: a private MOE_TUI_HOME, fast emulator profiles on free
+loopback ports, `moe-tui` subprocesses that are always cleaned up (process group killed), and a
+whole-process-table check that no emulator of the test is left behind."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Startup phases and the performance model sped up so a campaign of 8 items takes seconds.
+FAST_SIM = {"time_scale": 50, "load_seconds": 0.2, "graph_seconds": 0.1, "warmup_seconds": 0.1}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_profile(directory: Path, name: str, backend: str, port: int, **sim: Any) -> Path:
+    table = {**FAST_SIM, **sim}
+    lines = [
+        f'name = "{name}"', 'engine = "sim"', 'model_path = "GLM-5-NVFP4"',
+        f'moe_runner_backend = "{backend}"', "tp_size = 8", "ep_size = 8",
+        'quantization = "modelopt_fp4"', 'host = "127.0.0.1"', f"port = {port}",
+        "startup_timeout_s = 30", 'extra_args = ["--enable-metrics"]', "", "[sim]",
+    ]
+    for key, value in table.items():
+        lines.append(f'{key} = "{value}"' if isinstance(value, str) else
+                     f"{key} = {str(value).lower() if isinstance(value, bool) else value}")
+    path = directory / f"{name}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+class Env:
+    """One test's world: home dir, profiles dir, ports, and every process it started."""
+
+    def __init__(self, tmp_path: Path):
+        # Short paths: the runner's Unix socket lives in the data dir.
+        self.home = tmp_path / "h"
+        self.profiles = tmp_path / "p"
+        self.profiles.mkdir()
+        self.ports: list[int] = []
+        self.procs: list[subprocess.Popen] = []
+        self.env = {**os.environ, "MOE_TUI_HOME": str(self.home), "PYTHONUNBUFFERED": "1"}
+        self.env.pop("CI_FAKE", None)
+
+    @property
+    def data_dir(self) -> Path:
+        return self.home / "data"
+
+    @property
+    def db(self) -> Path:
+        return self.data_dir / "moe-tui.sqlite3"
+
+    def profile(self, name: str, backend: str, **sim: Any) -> str:
+        port = free_port()
+        self.ports.append(port)
+        write_profile(self.profiles, name, backend, port, **sim)
+        return name
+
+    def argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "moe_tui", *args]
+
+    def run(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
+        proc = self.popen(*args)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill(proc)
+            out, _ = proc.communicate()
+            raise AssertionError(f"moe-tui {' '.join(args)} did not finish in {timeout} s:\n{out}")
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
+
+    def popen(self, *args: str) -> subprocess.Popen:
+        proc = subprocess.Popen(self.argv(*args), env=self.env, cwd=REPO, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    @staticmethod
+    def kill(proc: subprocess.Popen) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            proc.wait(5)
+
+    def query(self, sql: str, params: tuple = ()) -> list[tuple]:
+        conn = sqlite3.connect(self.db, timeout=30)
+        try:
+            return conn.execute(sql, params).fetchall()
+        finally:
+            conn.close()
+
+    def emulators(self) -> list[psutil.Process]:
+        """Every live emulator process on one of this test's ports, anywhere in the process table."""
+        found = []
+        wanted = {str(p) for p in self.ports}
+        for proc in psutil.process_iter(["cmdline"]):
+            cmd = proc.info.get("cmdline") or []
+            if "moe_tui.sim" in cmd and "--port" in cmd:
+                i = cmd.index("--port")
+                if i + 1 < len(cmd) and cmd[i + 1] in wanted:
+                    with contextlib.suppress(psutil.Error):
+                        if proc.status() != psutil.STATUS_ZOMBIE:
+                            found.append(proc)
+        return found
+
+    def cleanup(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                self.kill(proc)
+        runner = self.data_dir / "runner.json"
+        if runner.exists():
+            with contextlib.suppress(Exception):
+                import json
+
+                pid = json.loads(runner.read_text()).get("pid")
+                if pid:
+                    os.killpg(os.getpgid(pid), signal.SIGKILL)
+        for proc in self.emulators():
+            with contextlib.suppress(Exception):
+                os.killpg(os.getpgid(proc.pid), signal.SIGKILL)
+
+
+def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def wait_gone(env: Env, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and env.emulators():
+        time.sleep(0.1)
+    left = env.emulators()
+    assert not left, f"emulator processes left behind: {[(p.pid, p.cmdline()) for p in left]}"

@@ -152,7 +152,8 @@ def run_flags(
 ) -> list[str]:
     """Every flag the run earns, sorted. `bench_flags` are the benchmark's own (client_bound,
     request_errors, incomplete, ...); the rest are derived here so no source is forgotten."""
-    flags = {f for f in bench_flags if f}
+    # One spelling per flag: the bench engine writes "client-bound", the store and grid "client_bound".
+    flags = {f.replace("-", "_") for f in bench_flags if f}
     if backend_mismatch:
         flags.add("backend_mismatch")
     if backend_unverified:

@@ -49,6 +49,7 @@ No Textual here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import inspect
 import os
@@ -182,7 +183,8 @@ class Controller:
             try:
                 callback(event)
             except Exception as exc:
-                print(f"moe-tui: controller event subscriber failed: {exc!r}", file=sys.stderr)
+                with contextlib.suppress(Exception):  # stderr itself may be gone (SIGHUP'd terminal)
+                    print(f"moe-tui: controller event subscriber failed: {exc!r}", file=sys.stderr)
 
     def _status(self, activity: str, detail: str = "") -> None:
         self._activity, self._detail = activity, detail

@@ -158,11 +158,18 @@ class ProgressPrinter:
     """Turns controller events into the headless progress lines."""
 
     def __init__(self, out: Any = None):
-        self.out = out or sys.stdout
+        self.out: Any = out or sys.stdout
         self._last_progress = 0.0
 
     def line(self, text: str) -> None:
-        print(f"{time.strftime('%H:%M:%S')} {text}", file=self.out, flush=True)
+        if self.out is None:
+            return
+        try:
+            print(f"{time.strftime('%H:%M:%S')} {text}", file=self.out, flush=True)
+        except (OSError, ValueError):
+            # The terminal went away (SIGHUP is ignored so the campaign goes on): stop printing;
+            # the store keeps the record.
+            self.out = None
 
     def __call__(self, event: Any) -> None:
         kind = type(event).__name__

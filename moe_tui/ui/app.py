@@ -26,6 +26,7 @@ from moe_tui.ui.adapter import CampaignRequest, ControlAdapter, ControlSnapshot
 from moe_tui.ui.live import LiveState
 from moe_tui.ui.messages import CoreEventArrived, TelemetryArrived
 from moe_tui.ui.palette import ControlRoomCommands
+from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.screens.compare import CompareScreen
 from moe_tui.ui.screens.confirm import ConfirmScreen
 from moe_tui.ui.screens.dashboard import DashboardScreen
@@ -189,11 +190,15 @@ class MoeTuiApp(App):
             return
         with self.batch_update():
             for screen in self.screen_stack:
-                update = getattr(screen, "live_update", None)
-                if update is not None and screen.is_mounted:
-                    update(topics)
-        if topics & {"status", "servers", "queue"}:
-            self.refresh_bindings()
+                if isinstance(screen, LiveScreen) and screen.is_mounted:
+                    screen.live_update(topics)
+        if isinstance(self.screen, LiveScreen):
+            self.screen.maybe_refresh_bindings()
+
+    def binding_state(self) -> tuple:
+        """What the App's check_action depends on (see LiveScreen.maybe_refresh_bindings)."""
+        live = self.live
+        return (live.paused, live.current_item is not None or live.bench.run is not None, self.current_mode)
 
     def gpu_owners(self) -> dict[int, str]:
         return {s.row.pid: name for name, s in self.live.servers.items() if s.row.pid}

@@ -49,7 +49,8 @@ class ServerLive:
 @dataclass
 class BenchLive:
     run: RunStarted | None = None
-    progress: BenchProgress | None = None
+    progress: BenchProgress | None = None  # the current run's (timed phase and its own warmup requests)
+    warmup: BenchProgress | None = None  # the warmup pass before a run (no run id yet; discarded)
     tok_s: Deque[float] = field(default_factory=lambda: collections.deque(maxlen=BENCH_HISTORY))
     last_finished: RunFinished | None = None
 
@@ -134,12 +135,16 @@ class LiveState:
             live.token_usage = event.token_usage
             return "servers"
         if isinstance(event, RunStarted):
-            self.bench = BenchLive(run=event, last_finished=self.bench.last_finished)
+            self.bench = BenchLive(run=event, last_finished=self.bench.last_finished, warmup=None)
             return "bench"
         if isinstance(event, BenchProgress):
-            self.bench.progress = event
-            if event.phase == "timed":
-                self.bench.tok_s.append(event.output_tok_s)
+            run = self.bench.run
+            if event.run_id is not None and run is not None and event.run_id == run.run_id:
+                self.bench.progress = event
+                if event.phase == "timed":
+                    self.bench.tok_s.append(event.output_tok_s)
+            else:
+                self.bench.warmup = event
             return "bench"
         if isinstance(event, RunFinished):
             self.bench.last_finished = event

@@ -12,10 +12,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Select, Static
 
 from moe_tui.ui import render
+from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.widgets.compare_grid import CompareGrid, cell_detail
 from moe_tui.ui.widgets.throughput_chart import ThroughputChart
 
@@ -50,7 +50,7 @@ def diff_text(grid: Any) -> Text:
     return text
 
 
-class CompareScreen(Screen):
+class CompareScreen(LiveScreen):
     BINDINGS = [
         Binding("e", "export('markdown')", "Markdown", id="export.markdown",
                 tooltip="Write the comparison as Markdown with spec and provenance"),
@@ -129,7 +129,7 @@ class CompareScreen(Screen):
     def reload(self) -> None:
         pair = self._pair()
         self.control.compare_pair = pair
-        self.refresh_bindings()
+        self.maybe_refresh_bindings()
         if pair is None:
             return
         if pair[0] == pair[1]:
@@ -156,6 +156,9 @@ class CompareScreen(Screen):
 
     def on_select_changed(self, event: Select.Changed) -> None:
         self.reload()
+
+    def binding_state(self) -> tuple:
+        return (self._pair(),)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("export", "swap"):

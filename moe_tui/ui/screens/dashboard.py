@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, cast
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Footer, Header
 
+from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.widgets.bench_panel import BenchPanel
 from moe_tui.ui.widgets.gpu_panel import GpuPanel
 from moe_tui.ui.widgets.queue_summary import QueueSummary
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from moe_tui.ui.app import MoeTuiApp
 
 
-class DashboardScreen(Screen):
+class DashboardScreen(LiveScreen):
     BINDINGS = [
         Binding("s", "start_server", "Start", id="server.start",
                 tooltip="Start the highlighted profile's server"),
@@ -62,8 +62,6 @@ class DashboardScreen(Screen):
             self.query_one(BenchPanel).show(live)
         if topics & {"queue", "status"}:
             self.query_one(QueueSummary).show(live)
-        if topics & {"servers", "status", "queue"}:
-            self.refresh_bindings()
 
     # -- actions -------------------------------------------------------------------------------
     def _profile(self) -> str | None:
@@ -105,5 +103,11 @@ class DashboardScreen(Screen):
         if run_id is not None:
             self.control.open_run(run_id)
 
+    def binding_state(self) -> tuple:
+        live = self.control.live
+        profile = self._profile()
+        state = live.servers[profile].row.state if profile in live.servers else None
+        return (profile, state, live.bench.run is not None or live.bench.last_finished is not None)
+
     def on_data_table_row_highlighted(self) -> None:
-        self.refresh_bindings()
+        self.maybe_refresh_bindings()

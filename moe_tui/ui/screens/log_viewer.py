@@ -13,8 +13,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, RichLog, Static
+
+from moe_tui.ui.screens.base import LiveScreen
 
 if TYPE_CHECKING:
     from moe_tui.ui.app import MoeTuiApp
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 MAX_LINES = 5000
 
 
-class LogScreen(Screen):
+class LogScreen(LiveScreen):
     BINDINGS = [
         Binding("f", "toggle_follow", "Follow", id="log.follow", tooltip="Keep the view at the newest line"),
         Binding("slash", "search", "Search", id="log.search", key_display="/",

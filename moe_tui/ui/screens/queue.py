@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, cast
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import Screen
 from textual.widgets import Footer, Header
 
 from moe_tui.ui.adapter import QueueRow
 from moe_tui.ui.screens.add_campaign import AddCampaignScreen
+from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.screens.confirm import ConfirmScreen
 from moe_tui.ui.widgets.queue_summary import QueueSummary
 from moe_tui.ui.widgets.queue_table import QueueTable
@@ -28,7 +28,7 @@ RETRYABLE = {"failed", "interrupted", "skipped", "cancelled"}
 MOVE = Binding.Group("Move", compact=True)
 
 
-class QueueScreen(Screen):
+class QueueScreen(LiveScreen):
     BINDINGS = [
         Binding("a", "add_campaign", "Add", id="queue.add",
                 tooltip="Add profiles x concurrencies x repeats from one spec"),
@@ -68,7 +68,6 @@ class QueueScreen(Screen):
             live = self.control.live
             self.query_one(QueueTable).show(live.queue, live.current_item)
             self.query_one(QueueSummary).show(live)
-            self.refresh_bindings()
 
     def _item(self) -> QueueRow | None:
         item_id = self.query_one(QueueTable).highlighted_item
@@ -90,8 +89,12 @@ class QueueScreen(Screen):
         }.get(action, True)
         return True if allowed else None
 
+    def binding_state(self) -> tuple:
+        item = self._item()
+        return (item.id, item.state, item.run_id) if item else None
+
     def on_data_table_row_highlighted(self) -> None:
-        self.refresh_bindings()
+        self.maybe_refresh_bindings()
 
     def action_add_campaign(self) -> None:
         self.app.push_screen(AddCampaignScreen())

@@ -24,19 +24,28 @@ class QuitScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         names = ", ".join(self.running)
-        leave = ("Leave them running (the detached runner keeps working the queue)"
-                 if self.can_detach else "Leave them running (they keep their GPUs until stopped)")
+        if self.can_detach:
+            leave = "Leave them running: the detached runner keeps them and keeps working the queue."
+        else:
+            leave = ("This TUI hosts the controller, so its servers stop with it. To keep a campaign "
+                     "going after you leave, start `moe-tui run --detach` and open the TUI again.")
         with Vertical(id="dialog", classes="dialog"):
             yield Label("Quit moe-tui?", classes="dialog-title")
             yield Label(f"Servers still running: {names}", classes="dialog-detail")
             yield Label(leave, classes="dialog-detail")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Stop servers & quit (s)", variant="error", id="quit-stop")
-                yield Button("Leave running (l)", variant="primary", id="quit-leave")
+                if self.can_detach:
+                    yield Button("Leave running (l)", variant="primary", id="quit-leave")
                 yield Button("Cancel (esc)", id="quit-cancel")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss({"quit-stop": "stop", "quit-leave": "leave"}.get(event.button.id or ""))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "choose" and parameters and parameters[0] == "leave":
+            return self.can_detach
+        return True
 
     def action_choose(self, choice: str | None) -> None:
         self.dismiss(choice)

@@ -11,11 +11,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
 from moe_tui.ui import render
 from moe_tui.ui.adapter import RunView
+from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.widgets.latency_histogram import LatencyHistogram
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def kv_table(title: str, data: dict[str, Any], keys: tuple[str, ...] | None = No
     return table
 
 
-class RunDetailScreen(Screen):
+class RunDetailScreen(LiveScreen):
     BINDINGS = [
         Binding("h", "next_histogram", "Histogram", id="detail.histogram",
                 tooltip="Cycle the histogram: TTFT, E2E latency, ITL"),

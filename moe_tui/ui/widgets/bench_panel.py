@@ -47,6 +47,14 @@ class BenchPanel(Vertical):
         spark = self.query_one(Sparkline)
         run = bench.run
         running = run is not None and (bench.last_finished is None or bench.last_finished.run_id != run.run_id)
+        if live.activity == "warmup" and bench.warmup is not None and not running:
+            w = bench.warmup
+            bar.display = True
+            head.update(render.join([Text("warmup pass", style="bold yellow"), Text(live.detail, style="dim"),
+                                     Text("results discarded", style="dim")]))
+            bar.update(total=max(w.total, 1), progress=w.completed)
+            stats.update(Text(f"{w.completed}/{w.total} requests  errors {w.errors}", style="dim"))
+            return
         bar.display = run is not None
         if run is None:
             head.update(Text("no benchmark running", style="dim"))

@@ -58,7 +58,7 @@ class ServerPanel(Vertical):
     DEFAULT_CSS = """
     ServerPanel { height: auto; }
     ServerPanel > KeyedTable { height: auto; max-height: 8; }
-    ServerPanel > #server-log-tail { height: 3; color: $text-muted; padding: 0 1; }
+    ServerPanel > #server-log-tail { height: auto; max-height: 3; color: $text-muted; padding: 0 1; }
     """
 
     def compose(self) -> ComposeResult:
@@ -79,15 +79,24 @@ class ServerPanel(Vertical):
         self.show_log_tail(live)
 
     def show_log_tail(self, live: LiveState) -> None:
-        profile = self.highlighted_profile or next(iter(live.servers), None)
-        tail = list(live.servers[profile].log)[-LOG_TAIL_LINES:] if profile in live.servers else []
+        """The newest log line of every server that has one, the highlighted server's first."""
+        highlighted = self.highlighted_profile
+        names = sorted(live.servers, key=lambda n: n != highlighted)
         text = Text(no_wrap=True, overflow="ellipsis")
-        if profile and not tail:
-            text.append(f"{profile}: no log lines yet", style="dim")
-        for n, line in enumerate(tail):
-            if n:
+        shown = 0
+        for name in names:
+            log = live.servers[name].log
+            if not log:
+                continue
+            if shown:
                 text.append("\n")
-            text.append(line)
+            text.append(f"{name}: ", style="cyan" if name == highlighted else "dim")
+            text.append(log[-1])
+            shown += 1
+            if shown >= LOG_TAIL_LINES:
+                break
+        if not shown:
+            text.append("no server log lines yet", style="dim")
         self.query_one("#server-log-tail", Static).update(text)
 
     def on_data_table_row_highlighted(self) -> None:

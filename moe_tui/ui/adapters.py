@@ -1,0 +1,192 @@
+"""The two ControlAdapters: host a controller in this process, or attach to a detached runner.
+
+- `InProcessAdapter`: a `controller.Controller` on its own asyncio loop thread (`LoopThread`);
+  commands go through `Controller.call(op, ...)`, the same op names the runner serves, so both
+  adapters speak one vocabulary. Quitting shuts the controller down (servers stopped or left).
+- `RunnerAdapter`: a `runner.RunnerClient` on a loop thread; events stream from the socket;
+  quitting only detaches (or asks the runner to stop its servers).
+
+Both read the queue, runs and comparisons straight from the store (`StoreReads`). No Textual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+from moe_tui.events import Event, Notice
+from moe_tui.profiles import ServerProfile
+from moe_tui.store import Store
+from moe_tui.ui.adapter import CampaignRequest, ControlAdapter, ControlSnapshot
+from moe_tui.ui.loop_thread import LoopThread
+from moe_tui.ui.store_reads import StoreReads, campaign_args
+
+# A server start waits for /health_generate; the profile's own startup timeout bounds it.
+COMMAND_TIMEOUT_S = 60.0
+
+
+class _Subscribers:
+    def __init__(self) -> None:
+        self._callbacks: list[Callable[[Event], None]] = []
+        self._lock = threading.Lock()
+
+    def add(self, callback: Callable[[Event], None]) -> Callable[[], None]:
+        with self._lock:
+            self._callbacks.append(callback)
+
+        def remove() -> None:
+            with self._lock:
+                if callback in self._callbacks:
+                    self._callbacks.remove(callback)
+
+        return remove
+
+    def emit(self, event: Event) -> None:
+        with self._lock:
+            callbacks = list(self._callbacks)
+        for cb in callbacks:
+            cb(event)
+
+
+def _snapshot(reads: StoreReads, snap: dict[str, Any]) -> ControlSnapshot:
+    current = snap.get("current_item") or {}
+    queue = snap.get("queue") or {}
+    return ControlSnapshot(
+        servers=reads.server_rows(snap.get("servers") or ()),
+        queue=reads.queue_rows(),
+        activity=snap.get("activity") or "idle",
+        detail=snap.get("detail") or "",
+        paused=bool(queue.get("paused")),
+        current_item=current.get("id"),
+    )
+
+
+class _OpsAdapter(StoreReads, ControlAdapter):
+    """Commands as controller op names (`controller.OPS`): the same words in-process and remote."""
+
+    _subs: _Subscribers
+
+    def _op(self, op: str, timeout: float | None = COMMAND_TIMEOUT_S, **args: Any) -> Any:
+        raise NotImplementedError
+
+    def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
+        return self._subs.add(callback)
+
+    def snapshot(self) -> ControlSnapshot:
+        return _snapshot(self, self._op("snapshot"))
+
+    def restart_counts(self, request: CampaignRequest) -> dict[str, int]:
+        return dict(self._op("plan_campaign", **{k: v for k, v in campaign_args(request).items() if k != "name"})
+                    ["server_starts"])
+
+    def start_server(self, profile: str) -> None:
+        self._op("start_server", timeout=None, name=profile)
+
+    def stop_server(self, profile: str) -> None:
+        self._op("stop_server", timeout=None, name=profile)
+
+    def pause(self) -> None:
+        self._op("pause")
+
+    def resume(self) -> None:
+        self._op("resume")
+
+    def skip(self) -> None:
+        self._op("skip_current")
+
+    def retry(self, item_id: int) -> None:
+        self._op("retry_item", item_id=item_id)
+
+    def cancel(self, item_id: int) -> None:
+        self._op("cancel_item", item_id=item_id)
+
+    def delete(self, item_id: int) -> None:
+        self._op("delete_item", item_id=item_id)
+
+    def move(self, item_id: int, direction: str) -> None:
+        self._op("move_item", item_id=item_id, direction=direction)
+
+    def add_campaign(self, request: CampaignRequest) -> int:
+        result = self._op("add_campaign", **campaign_args(request))
+        return len(result.get("item_ids") or ())
+
+
+class InProcessAdapter(_OpsAdapter):
+    mode = "in-process controller"
+    can_detach = False
+
+    def __init__(self, store: Store, profiles: list[ServerProfile], profiles_dir: Path, data_dir: Path,
+                 *, exports_dir: Path | None = None, controller_options: dict[str, Any] | None = None) -> None:
+        from moe_tui.controller import Controller
+
+        self.store = store
+        self.profiles = profiles
+        self.exports_dir = exports_dir
+        self._subs = _Subscribers()
+        self._loop = LoopThread("moe-tui-controller")
+        self.controller = Controller(store, profiles_dir, data_dir=data_dir, **(controller_options or {}))
+        self.controller.subscribe(self._subs.emit)
+        self._started = False
+
+    def start(self) -> None:
+        """Take the runner lock and start working the queue (raises runner.RunnerBusy)."""
+        self._loop.run(self.controller.start(work=True), timeout=COMMAND_TIMEOUT_S)
+        self._started = True
+
+    def _op(self, op: str, timeout: float | None = COMMAND_TIMEOUT_S, **args: Any) -> Any:
+        return self._loop.run(self.controller.call(op, **args), timeout)
+
+    def shutdown(self, stop_servers: bool) -> None:
+        if self._started:
+            self._loop.run(self.controller.shutdown("the TUI quit", stop_servers=stop_servers), timeout=120)
+            self._started = False
+        self._loop.stop()
+
+
+class RunnerAdapter(_OpsAdapter):
+    can_detach = True
+
+    def __init__(self, store: Store, profiles: list[ServerProfile], data_dir: Path,
+                 *, exports_dir: Path | None = None) -> None:
+        self.store = store
+        self.profiles = profiles
+        self.exports_dir = exports_dir
+        self.data_dir = data_dir
+        self._subs = _Subscribers()
+        self._loop = LoopThread("moe-tui-runner-client")
+        self._client: Any = None
+        self._pump: Any = None
+        self.mode = "attached to runner"
+
+    def start(self) -> None:
+        from moe_tui.runner import RunnerClient
+
+        async def connect() -> Any:
+            client = await RunnerClient.connect(self.data_dir)
+            await client.subscribe()
+            self._pump = asyncio.get_running_loop().create_task(self._forward(client))
+            return client
+
+        self._client = self._loop.run(connect(), timeout=10)
+        self.mode = f"attached to runner ({self._client.path})"
+
+    async def _forward(self, client: Any) -> None:
+        async for event in client.events():
+            self._subs.emit(event)
+        self._subs.emit(Notice(level="error", message="the runner closed the connection: "
+                                                      "commands will fail until you restart the TUI"))
+
+    def _op(self, op: str, timeout: float | None = COMMAND_TIMEOUT_S, **args: Any) -> Any:
+        if self._client is None:
+            raise RuntimeError("not attached to a runner")
+        return self._loop.run(self._client.call(op, timeout=timeout, **args), None if timeout is None else timeout + 5)
+
+    def shutdown(self, stop_servers: bool) -> None:
+        if self._client is not None:
+            if stop_servers:
+                self._op("stop_servers", timeout=None)
+            client, self._client = self._client, None
+            self._loop.run(client.close(), timeout=10)
+        self._loop.stop()

@@ -1,0 +1,29 @@
+"""LiveScreen: a screen the App repaints from live state, with cheap footer refreshes.
+
+Refreshing bindings makes the Footer recompose (it rebuilds every key widget), so a screen asks
+for it only when what its `check_action` depends on has changed: `binding_state()` returns that,
+and `maybe_refresh_bindings()` compares it (with the App's own) to the last one shown.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Hashable
+
+from textual.screen import Screen
+
+
+class LiveScreen(Screen):
+    _binding_sig: Any = object()
+
+    def live_update(self, topics: set[str]) -> None:
+        """Repaint what `topics` touched; the App calls this at most every flush interval."""
+
+    def binding_state(self) -> Hashable:
+        return None
+
+    def maybe_refresh_bindings(self) -> None:
+        app_state = getattr(self.app, "binding_state", lambda: None)()
+        sig = (app_state, self.binding_state())
+        if sig != self._binding_sig:
+            self._binding_sig = sig
+            self.refresh_bindings()

@@ -1,0 +1,134 @@
+"""StoreReads: what both adapters read straight from the SQLite store (WAL: a reader never
+waits for the runner) and turn into the UI's view rows: the queue, runs, the comparison grid,
+exports, server log files. Shared by the in-process and the attached adapter. No Textual.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from moe_tui import compare, export, paths
+from moe_tui.profiles import ServerProfile
+from moe_tui.queue import ORDER_POLICIES, RunQueue
+from moe_tui.store import Store
+from moe_tui.ui.adapter import QueueRow, RunView, ServerRow
+
+POLICY_TEXT = {
+    "grouped": "each profile's items together (fewest server starts)",
+    "interleaved": "A sweep, B sweep, A sweep... (drift falls on both)",
+    "alternating": "A, B, A, B item by item (most drift-proof, most starts)",
+}
+LOG_READ_BYTES = 512 * 1024
+
+
+class StoreReads:
+    store: Store
+    profiles: list[ServerProfile]
+    exports_dir: Path | None = None
+
+    def _queue(self) -> RunQueue:
+        queue = getattr(self, "_run_queue", None)
+        if queue is None:
+            queue = self._run_queue = RunQueue(self.store)
+        return queue
+
+    def queue_rows(self) -> tuple[QueueRow, ...]:
+        names = {r[0]: r[1] for r in self.store.query("SELECT id, name FROM campaigns")}
+        return tuple(
+            QueueRow(id=i.id, position=i.position, profile=i.profile_name, concurrency=i.spec.max_concurrency,
+                     repeat_index=i.repeat_index, fingerprint=i.fingerprint, state=i.state, attempts=i.attempts,
+                     run_id=i.run_id, error=i.error, campaign=names.get(i.campaign_id, ""))
+            for i in self._queue().items()
+        )
+
+    def profile_names(self) -> list[str]:
+        return [p.name for p in self.profiles]
+
+    def policies(self) -> dict[str, str]:
+        return {p: POLICY_TEXT.get(p, p) for p in ORDER_POLICIES}
+
+    def compared_profiles(self) -> list[str]:
+        with_runs = set(self.store.profile_names_with_runs())
+        ordered = [p.name for p in self.profiles if p.name in with_runs]
+        return ordered + sorted(with_runs - set(ordered))
+
+    def comparison(self, baseline: str, candidate: str) -> compare.ComparisonGrid:
+        return compare.build_grid(self.store, baseline, candidate)
+
+    def export(self, baseline: str, candidate: str, fmt: str) -> Path:
+        if fmt not in ("markdown", "csv"):
+            raise ValueError(f"export: format must be markdown or csv, got {fmt!r}")
+        grid = self.comparison(baseline, candidate)
+        directory = self.exports_dir or paths.exports_dir()
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        written = export.export_comparison(grid, directory, generated_at=stamp)
+        return written.markdown if fmt == "markdown" else written.csv
+
+    def run_view(self, run_id: int) -> RunView | None:
+        run = self.store.run(run_id)
+        if run is None:
+            return None
+        lat: dict[str, list[float]] = collections.defaultdict(list)
+        for r in self.store.requests(run_id):
+            if not r.get("ok"):
+                continue
+            if r.get("ttft") is not None:
+                lat["ttft"].append(r["ttft"] * 1000.0)
+            if r.get("latency") is not None:
+                lat["latency"].append(r["latency"] * 1000.0)
+            lat["itl"].extend(x * 1000.0 for x in r.get("itl") or ())
+        simulated = run.profile.get("engine") == "sim" or run.provenance.get("engine") == "sim"
+        return RunView(id=run.id, profile=run.profile_name, status=run.status, fingerprint=run.fingerprint,
+                       spec=run.spec, provenance=run.provenance, summary=run.summary, flags=tuple(run.flags),
+                       error=run.error, simulated=simulated,
+                       latencies_ms={k: tuple(v) for k, v in lat.items()})
+
+    def log_lines(self, profile: str, limit: int = 2000) -> list[str]:
+        starts = self.store.server_starts(profile, limit=1)
+        if not starts:
+            return []
+        path = Path(starts[0]["log_path"])
+        try:
+            with path.open("rb") as fh:
+                fh.seek(0, 2)
+                size = fh.tell()
+                fh.seek(max(0, size - LOG_READ_BYTES))
+                data = fh.read()
+        except OSError:
+            return []
+        lines = data.decode(errors="replace").splitlines()
+        return lines[-limit:]
+
+    # -- servers: every profile, with what the core says about the live ones ----------------
+    def server_rows(self, described: Iterable[Mapping[str, Any]]) -> tuple[ServerRow, ...]:
+        live = {d["profile"]: d for d in described}
+        rows = []
+        for p in self.profiles:
+            d = live.get(p.name, {})
+            state = d.get("state", "stopped")
+            ready_since = None
+            if state == "ready":
+                starts = self.store.server_starts(p.name, limit=1)
+                ready_since = starts[0].get("ready_at") if starts else None
+            rows.append(ServerRow(
+                profile=p.name, engine=p.engine, backend=p.moe_runner_backend, port=p.port, gpus=tuple(p.gpus),
+                state=state, phase=d.get("phase") or "", pid=d.get("pid"),
+                resolved_backend=d.get("resolved_backend"), backend_mismatch=bool(d.get("backend_mismatch")),
+                ready_since=ready_since,
+            ))
+        return tuple(rows)
+
+
+def campaign_args(request: Any) -> dict[str, Any]:
+    """A CampaignRequest as the controller's add_campaign/plan_campaign keyword arguments."""
+    args: dict[str, Any] = {
+        "profiles": list(request.profiles), "concurrencies": list(request.concurrencies),
+        "repeats": request.repeats, "spec": dict(request.spec), "policy": request.policy,
+    }
+    if request.name:
+        args["name"] = request.name
+    return args
+

@@ -88,6 +88,22 @@ def _client_version() -> str:
     return __version__
 
 
+def native_spec(spec: BenchmarkSpec) -> BenchmarkSpec:
+    """`spec` as this client runs it: client "moe-tui" and this moe-tui's version filled in.
+
+    The controller should store runs under this spec's fingerprint (the result carries the same).
+    Raises SpecError when the spec names another client or another moe-tui version.
+    """
+    from moe_tui.spec import SpecError
+
+    version = _client_version()
+    if spec.client != CLIENT_NAME:
+        raise SpecError("client", f"this is the {CLIENT_NAME} client; the spec is for {spec.client!r}")
+    if spec.client_version and spec.client_version != version:
+        raise SpecError("client_version", f"the spec is for moe-tui {spec.client_version}, this is {version}")
+    return spec if spec.client_version == version else spec.replace(client_version=version)
+
+
 def _record(o: RequestOutcome, wall_anchor: float, perf_anchor: float) -> dict[str, Any]:
     """Store-ready dict; sent_at in epoch seconds; itl is the per-token list (bench_serving's)."""
     sent = None if o.sent_at is None else wall_anchor + (o.sent_at - perf_anchor)
@@ -125,8 +141,10 @@ async def run_benchmark(
     progress_interval_s: float = PROGRESS_INTERVAL_S,
 ) -> BenchResult:
     """Run `spec` against the server at `base_url` in this event loop. Never raises for server
-    trouble: that becomes the result's status and error. `stop` ends the run early (incomplete)."""
+    trouble: that becomes the result's status and error. `stop` ends the run early (incomplete).
+    Raises SpecError if the spec is not for this client (see `native_spec`)."""
     base_url = base_url.rstrip("/")
+    spec = native_spec(spec)
     result = BenchResult(status="failed", spec=spec.canonical_dict(), fingerprint=spec.fingerprint,
                          client_version=_client_version(), started_at=time.time())
     timeout = request_timeout or default_request_timeout(spec)

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from moe_tui.bench.engine import BenchResult, ProgressCallback, _emit
+from moe_tui.bench.engine import BenchResult, ProgressCallback, _emit, native_spec
 from moe_tui.events import event_from_dict
 from moe_tui.spec import BenchmarkSpec
 
@@ -80,7 +80,10 @@ async def run_benchmark_subprocess(
 ) -> BenchResult:
     """Run `spec` against `base_url` in a child process; progress events go to `on_progress`
     (sync or async callable taking a BenchProgress). Returns the child's BenchResult, or a
-    "failed" BenchResult naming the exit code and stderr tail if the child produced none."""
+    "failed" BenchResult naming the exit code and stderr tail if the child produced none.
+    The spec runs as `native_spec(spec)` (client version filled in): store the run under that
+    fingerprint. Raises SpecError (before starting anything) for a spec of another client."""
+    spec = native_spec(spec)
     with tempfile.TemporaryDirectory(prefix="moe-tui-bench-") as tmp:
         spec_file = Path(tmp) / "spec.json"
         spec_file.write_text(spec.to_json())

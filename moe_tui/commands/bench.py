@@ -92,13 +92,16 @@ def spec_from_args(args: argparse.Namespace) -> Any:
         data["api"] = BACKENDS[args.backend]
     if args.disable_ignore_eos:
         data["ignore_eos"] = False
-    # This command *is* the moe-tui client; a spec file written for another client is refused.
+    # This command *is* the moe-tui client; a spec written for another client or version is refused.
+    where = args.spec_file or "flags"
     if data.get("client", "moe-tui") != "moe-tui":
-        raise SpecError("client", f"this command runs the moe-tui client, the spec says {data['client']!r}",
-                        args.spec_file or "flags")
+        raise SpecError("client", f"this command runs the moe-tui client, the spec says {data['client']!r}", where)
+    if data.get("client_version") not in (None, "", __version__):
+        raise SpecError("client_version", f"the spec is for moe-tui {data['client_version']}, this is {__version__}",
+                        where)
     data["client"] = "moe-tui"
     data["client_version"] = __version__
-    return BenchmarkSpec.from_dict(data, args.spec_file or "flags")
+    return BenchmarkSpec.from_dict(data, where)
 
 
 def run(args: argparse.Namespace) -> int:

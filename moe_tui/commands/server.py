@@ -60,7 +60,13 @@ def run(args: argparse.Namespace) -> int:
     if verb is None:
         args.server_parser.print_help()
         return 2
-    return {"start": _start, "stop": _stop, "status": _status, "logs": _logs}[verb](args)
+    from moe_tui.store import StoreError
+
+    try:
+        return {"start": _start, "stop": _stop, "status": _status, "logs": _logs}[verb](args)
+    except StoreError as exc:  # a corrupt or unwritable store: name the file, no traceback
+        _err(str(exc))
+        return 1
 
 
 def _err(message: str) -> None:

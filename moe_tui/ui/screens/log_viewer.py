@@ -53,6 +53,7 @@ class LogScreen(LiveScreen):
 
     def on_mount(self) -> None:
         self.query_one("#log-search", Input).display = False
+        self.query_one(RichLog).focus()
         self._status()
         self.control.call_core(f"read the log of {self.profile}", self.control.adapter.log_lines, self.profile,
                                done=self._initial)

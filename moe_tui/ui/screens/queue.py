@@ -134,6 +134,12 @@ class QueueScreen(LiveScreen):
         self.app.push_screen(ConfirmScreen(f"Delete item {item.id} ({item.profile}, conc {item.concurrency})?",
                                            "Its recorded runs stay in the store.", confirm="Delete"), answer)
 
+    def on_data_table_row_selected(self, event) -> None:
+        # The focused table takes `enter` itself (its select binding); treat a selection the same.
+        event.stop()
+        if self.check_action("open_run", ()):
+            self.action_open_run()
+
     def action_open_run(self) -> None:
         item = self._item()
         if item is not None and item.run_id is not None:

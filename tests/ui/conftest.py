@@ -1,0 +1,28 @@
+"""UI test fixtures: the App on a recording fake adapter, a fixed clock, no NVML thread.
+
+`make_app()` gives a fresh MoeTuiApp and its RecordingAdapter; the data dir is a tmp dir so no
+test touches the user's config or store.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.ui.fakes import T0, RecordingAdapter
+
+
+@pytest.fixture(autouse=True)
+def _ui_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("MOE_TUI_HOME", str(tmp_path / "home"))
+
+
+@pytest.fixture
+def make_app():
+    from moe_tui.ui.app import MoeTuiApp
+
+    def factory(**kwargs):
+        adapter = kwargs.pop("adapter", None) or RecordingAdapter()
+        app = MoeTuiApp(adapter, sample_gpus=False, clock=lambda: T0, **kwargs)
+        return app, adapter
+
+    return factory

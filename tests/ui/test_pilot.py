@@ -1,0 +1,460 @@
+"""Pilot tests: every screen and key action, asserting on widgets and on the adapter calls they
+cause. Core events and GPU samples are injected as the messages a worker would post."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from textual.widgets import DataTable, Input, RichLog, Select, SelectionList, Static
+
+from moe_tui.events import (
+    BenchProgress, ControllerStatus, Notice, RunFinished, RunStarted, ServerLogLine, ServerMetrics,
+    ServerStateChanged,
+)
+from moe_tui.ui.messages import CoreEventArrived, TelemetryArrived
+from moe_tui.ui.screens.add_campaign import AddCampaignScreen
+from moe_tui.ui.screens.compare import CompareScreen
+from moe_tui.ui.screens.confirm import ConfirmScreen
+from moe_tui.ui.screens.help import HelpScreen
+from moe_tui.ui.screens.log_viewer import LogScreen
+from moe_tui.ui.screens.queue import QueueScreen
+from moe_tui.ui.screens.quit import QuitScreen
+from moe_tui.ui.screens.run_detail import RunDetailScreen
+from moe_tui.ui.widgets.bench_panel import BenchPanel
+from moe_tui.ui.widgets.gpu_panel import GpuPanel
+from moe_tui.ui.widgets.server_panel import ServerPanel
+from tests.ui.fakes import FP_A, gpu_snapshot, no_driver_snapshot
+
+SIZE = (120, 40)
+
+
+async def settle(pilot, app, seconds: float = 0.0) -> None:
+    """Let workers finish and the coalesced repaint run."""
+    await pilot.pause(seconds)
+    await app.workers.wait_for_complete()
+    await pilot.pause(0.15)
+
+
+def plain(widget: Static) -> str:
+    return str(widget.render())
+
+
+def table_text(table: DataTable) -> str:
+    return "\n".join(" ".join(str(c) for c in table.get_row_at(i)) for i in range(table.row_count))
+
+
+async def emit(pilot, app, *events) -> None:
+    for event in events:
+        app.post_message(CoreEventArrived(event))
+    await settle(pilot, app)
+
+
+# -- dashboard --------------------------------------------------------------------------------
+async def test_dashboard_shows_eight_gpus_from_injected_samples(make_app):
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        for k in range(3):
+            app.post_message(TelemetryArrived(gpu_snapshot(util=60.0 + k)))
+        await settle(pilot, app)
+        table = app.screen.query_one(GpuPanel).query_one(DataTable)
+        assert table.row_count == 8
+        text = table_text(table)
+        assert "PWR CAP" in text  # GPU 5 reports sw_power_cap
+        assert "jupyter:999" in text  # a foreign process on GPU 7
+        assert "sim-flashinfer-cutlass" in text  # pid 4242 is the managed server
+        # Three samples posted in one burst collapse to the newest (can_replace).
+        assert list(app.live.gpu_util[0]) == [62.0]
+
+
+async def test_dashboard_without_driver_says_so_cleanly(make_app):
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.post_message(TelemetryArrived(no_driver_snapshot()))
+        await settle(pilot, app)
+        panel = app.screen.query_one(GpuPanel)
+        assert "no NVIDIA driver" in plain(panel.query_one("#gpu-unavailable", Static))
+        assert not panel.query_one(DataTable).display
+
+
+async def test_server_events_update_state_mismatch_and_metrics(make_app):
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        await emit(pilot, app,
+                   ServerStateChanged(profile="sim-flashinfer-cutedsl", state="starting", phase="loading weights"),
+                   ServerLogLine(profile="sim-flashinfer-cutedsl", line="Load weight end. elapsed=1.2 s"))
+        table = app.screen.query_one(ServerPanel).query_one(DataTable)
+        assert "loading weights" in table_text(table)
+        assert "Load weight end" in plain(app.screen.query_one("#server-log-tail", Static))
+        await emit(pilot, app,
+                   ServerStateChanged(profile="sim-flashinfer-cutedsl", state="ready", port=31001,
+                                      resolved_backend="flashinfer_cutlass", backend_mismatch=True),
+                   ServerMetrics(profile="sim-flashinfer-cutedsl", healthy=True, running_requests=7,
+                                 queued_requests=3))
+        text = table_text(table)
+        assert "MISMATCH" in text and "7/3" in text
+
+
+async def test_bench_panel_follows_run_and_labels_simulated(make_app):
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        await emit(pilot, app,
+                   RunStarted(run_id=9, queue_item_id=3, profile="sim-flashinfer-cutlass", fingerprint=FP_A,
+                              spec_summary="random-ids in=128 out=64"),
+                   BenchProgress(run_id=9, completed=20, total=40, errors=2, elapsed_s=3.0, output_tok_s=812.0,
+                                 ttft_p50_ms=41.0, ttft_p99_ms=90.0, itl_p50_ms=9.1, itl_p99_ms=20.0,
+                                 in_flight=10, client_lag_ms=120.0))
+        panel = app.screen.query_one(BenchPanel)
+        head = plain(panel.query_one("#bench-head", Static))
+        stats = plain(panel.query_one("#bench-stats", Static))
+        assert "SIMULATED" in head and FP_A[:12] in head
+        assert "812" in stats and "errors 2" in stats and "client-bound" in stats
+        assert "41.0/90.0" in stats
+
+
+def test_progress_messages_collapse_to_the_newest():
+    a = CoreEventArrived(BenchProgress(run_id=1, completed=1, total=9, errors=0, elapsed_s=1, output_tok_s=1))
+    b = CoreEventArrived(BenchProgress(run_id=1, completed=2, total=9, errors=0, elapsed_s=2, output_tok_s=2))
+    log = CoreEventArrived(ServerLogLine(profile="x", line="y"))
+    assert a.can_replace(b)
+    assert not log.can_replace(CoreEventArrived(ServerLogLine(profile="x", line="z")))
+    assert TelemetryArrived(gpu_snapshot()).can_replace(TelemetryArrived(gpu_snapshot()))
+
+
+async def test_start_and_stop_server_keys_call_the_adapter(make_app):
+    app, adapter = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        table = app.screen.query_one(ServerPanel).query_one(DataTable)
+        table.focus()
+        table.move_cursor(row=1)  # sim-flashinfer-cutedsl: stopped
+        await settle(pilot, app)
+        await pilot.press("x")  # not running: disabled, nothing happens
+        await pilot.press("s")
+        await settle(pilot, app)
+        assert adapter.calls == [("start_server", "sim-flashinfer-cutedsl")]
+        table.move_cursor(row=0)  # cutlass: ready
+        await settle(pilot, app)
+        await pilot.press("x")
+        await settle(pilot, app)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await settle(pilot, app)
+        assert adapter.calls[-1] == ("stop_server", "sim-flashinfer-cutlass")
+
+
+async def test_pause_resume_skip_follow_controller_state(make_app):
+    app, adapter = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        await pilot.press("r")  # not paused: resume is not offered
+        await pilot.press("p")
+        await settle(pilot, app)
+        assert adapter.calls == [("pause",)]
+        await emit(pilot, app, ControllerStatus(activity="paused"))
+        await pilot.press("p")  # already paused
+        await pilot.press("r")
+        await settle(pilot, app)
+        assert adapter.calls == [("pause",), ("resume",)]
+        await emit(pilot, app, ControllerStatus(activity="benchmarking", queue_item_id=3))
+        await pilot.press("n")
+        await settle(pilot, app)
+        assert adapter.calls[-1] == ("skip",)
+
+
+async def test_adapter_failure_becomes_one_error_toast_and_changes_nothing(make_app):
+    from tests.ui.fakes import RecordingAdapter
+
+    adapter = RecordingAdapter(fail={"pause": ValueError("queue settings table is locked")})
+    app, _ = make_app(adapter=adapter)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        await pilot.press("p")
+        await settle(pilot, app)
+        messages = [n.message for n in app._notifications]
+        assert any("pause the queue" in m and "locked" in m for m in messages)
+        assert app.live.paused is False
+
+
+async def test_notice_events_become_toasts(make_app):
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await emit(pilot, app, Notice(level="error", message="server 'x' failed to start: port 31000 busy"))
+        assert any("port 31000 busy" in n.message for n in app._notifications)
+
+
+# -- queue ------------------------------------------------------------------------------------
+async def open_queue(pilot, app):
+    await settle(pilot, app)
+    await pilot.press("2")
+    await settle(pilot, app)
+    assert isinstance(app.screen, QueueScreen)
+    table = app.screen.query_one("#queue-table", DataTable)
+    table.focus()
+    return table
+
+
+async def test_queue_table_is_keyed_and_updated_in_place(make_app):
+    app, adapter = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        table = await open_queue(pilot, app)
+        assert table.row_count == 16
+        first_key = table.coordinate_to_cell_key((0, 0)).row_key
+        from dataclasses import replace
+
+        adapter.queue = tuple(replace(r, state="done") if r.id == 3 else r for r in adapter.queue)
+        await emit(pilot, app, RunFinished(run_id=3, queue_item_id=3, profile="sim-flashinfer-cutlass",
+                                           status="complete"))
+        assert table.row_count == 16
+        assert table.coordinate_to_cell_key((0, 0)).row_key == first_key
+        assert "done" in str(table.get_row("3"))
+
+
+async def test_queue_keys_move_retry_cancel_delete(make_app):
+    app, adapter = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        table = await open_queue(pilot, app)
+        table.move_cursor(row=0)  # item 1: done
+        await settle(pilot, app)
+        await pilot.press("left_square_bracket", "t", "x")  # none applies to a done item
+        await settle(pilot, app)
+        assert adapter.calls == []
+        table.move_cursor(row=4)  # item 5: pending
+        await settle(pilot, app)
+        await pilot.press("left_square_bracket")
+        await settle(pilot, app)
+        await pilot.press("right_square_bracket")
+        await settle(pilot, app)
+        assert adapter.calls == [("move", 5, "up"), ("move", 5, "down")]
+        await pilot.press("x")
+        await settle(pilot, app)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")  # backed out: nothing sent
+        await settle(pilot, app)
+        assert adapter.calls[-1] == ("move", 5, "down")
+        await pilot.press("x")
+        await settle(pilot, app)
+        await pilot.press("y")
+        await settle(pilot, app)
+        assert adapter.calls[-1] == ("cancel", 5)
+        table.move_cursor(row=5)  # item 6: failed
+        await settle(pilot, app)
+        await pilot.press("t")
+        await settle(pilot, app)
+        assert adapter.calls[-1] == ("retry", 6)
+        await pilot.press("delete")
+        await settle(pilot, app)
+        await pilot.press("y")
+        await settle(pilot, app)
+        assert adapter.calls[-1] == ("delete", 6)
+
+
+async def test_queue_enter_opens_run_detail_and_h_cycles_histogram(make_app):
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        table = await open_queue(pilot, app)
+        table.move_cursor(row=0)  # item 1 has run 1
+        await settle(pilot, app)
+        await pilot.press("enter")
+        await settle(pilot, app)
+        assert isinstance(app.screen, RunDetailScreen)
+        head = plain(app.screen.query_one("#detail-head", Static))
+        assert "run #1" in head and "SIMULATED" in head
+        await pilot.press("h")
+        assert app.screen.histogram == 1
+        await pilot.press("escape")
+        assert isinstance(app.screen, QueueScreen)
+
+
+async def test_add_campaign_form_validates_and_submits(make_app):
+    app, adapter = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await open_queue(pilot, app)
+        await pilot.press("a")
+        await settle(pilot, app)
+        form = app.screen
+        assert isinstance(form, AddCampaignScreen)
+        assert form.query_one("#campaign-policy", Select).value == "grouped"
+        costs = plain(form.query_one("#campaign-costs"))
+        assert "16 items" in costs and "interleaved 4" in costs
+        form.query_one("#campaign-concurrencies", Input).value = "1,two,64"
+        await settle(pilot, app)
+        await pilot.press("ctrl+s")
+        await settle(pilot, app)
+        assert not any(c[0] == "add_campaign" for c in adapter.calls)
+        assert any("concurrencies" in n.message and "'two'" in n.message for n in app._notifications)
+        assert isinstance(app.screen, AddCampaignScreen)
+        form.query_one("#campaign-concurrencies", Input).value = "1, 8"
+        form.query_one("#spec-input_len", Input).value = "256"
+        form.query_one("#campaign-policy", Select).value = "interleaved"
+        await pilot.press("ctrl+s")
+        await settle(pilot, app)
+        (call,) = [c for c in adapter.calls if c[0] == "add_campaign"]
+        request = call[1]
+        assert request.concurrencies == (1, 8) and request.policy == "interleaved"
+        assert request.spec["input_len"] == 256 and request.repeats == 2
+        assert isinstance(app.screen, QueueScreen)
+
+
+# -- compare ----------------------------------------------------------------------------------
+async def open_compare(pilot, app):
+    await settle(pilot, app)
+    await pilot.press("3")
+    await settle(pilot, app, 0.2)
+    await settle(pilot, app)
+    assert isinstance(app.screen, CompareScreen)
+    return app.screen
+
+
+async def test_compare_grid_colours_verdicts_and_names_refused_fields(make_app):
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_compare(pilot, app)
+        assert screen.query_one("#compare-baseline", Select).value == "sim-flashinfer-cutedsl"
+        grid = screen.query_one("#compare-grid", DataTable)
+        assert grid.row_count == 24
+        verdict_10 = grid.get_cell("10/output_throughput", "verdict")
+        assert verdict_10.plain == "worse" and "red" in str(verdict_10.style)
+        refused = grid.get_cell("64/output_throughput", "verdict")
+        assert refused.plain == "≠ input_len" and "yellow" in str(refused.style)
+        assert "moe_runner_backend" in plain(screen.query_one("#compare-diff", Static))
+
+
+async def test_swap_and_export_keys(make_app, tmp_path):
+    app, adapter = make_app()
+    adapter.export_dir = tmp_path
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_compare(pilot, app)
+        await pilot.press("w")
+        await settle(pilot, app)
+        assert screen.query_one("#compare-baseline", Select).value == "sim-flashinfer-cutlass"
+        await pilot.press("e")
+        await settle(pilot, app)
+        await pilot.press("E")
+        await settle(pilot, app)
+        exports = [c for c in adapter.calls if c[0] == "export"]
+        assert exports == [("export", "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl", "markdown"),
+                           ("export", "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl", "csv")]
+        assert any(str(tmp_path / "compare.md") in n.message for n in app._notifications)
+
+
+# -- logs, help, palette, keymap, quit --------------------------------------------------------
+async def test_log_viewer_follow_and_search(make_app):
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        app.screen.query_one(ServerPanel).query_one(DataTable).focus()
+        await pilot.press("l")
+        await settle(pilot, app)
+        screen = app.screen
+        assert isinstance(screen, LogScreen) and screen.profile == "sim-flashinfer-cutlass"
+        log = screen.query_one(RichLog)
+        assert len(log.lines) == 6
+        await emit(pilot, app, ServerLogLine(profile="sim-flashinfer-cutlass", line="Decode batch. #running-req: 3"))
+        assert len(log.lines) == 7
+        await pilot.press("f")
+        assert screen.follow is False and "paused" in plain(screen.query_one("#log-status", Static))
+        await pilot.press("slash")
+        await pilot.press(*"ERROR", "enter")
+        await settle(pilot, app)
+        assert screen.term == "ERROR" and len(log.lines) == 1
+        await pilot.press("escape")
+        assert not isinstance(app.screen, LogScreen)
+
+
+async def test_help_lists_the_current_screens_keys_with_ids(make_app):
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await open_queue(pilot, app)
+        await pilot.press("question_mark")
+        await settle(pilot, app)
+        assert isinstance(app.screen, HelpScreen)
+        text = table_text(app.screen.query_one(DataTable))
+        assert "queue.add" in text and "queue.move_up" in text and "app.quit" in text
+        assert "server.start" not in text  # a dashboard key, not this screen's
+        await pilot.press("escape")
+        assert isinstance(app.screen, QueueScreen)
+
+
+async def test_palette_verbs_follow_state_and_call_the_app(make_app):
+    from moe_tui.ui.palette import palette_verbs
+
+    app, adapter = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        verbs = {text: cb for text, cb, _ in palette_verbs(app)}
+        assert "server: start sim-flashinfer-cutedsl" in verbs
+        assert "server: stop sim-flashinfer-cutlass" in verbs
+        assert "queue: pause" in verbs and "queue: resume" not in verbs
+        assert {"export: markdown", "export: csv"} <= set(verbs)
+        verbs["server: start sim-flashinfer-cutedsl"]()
+        await settle(pilot, app)
+        assert adapter.calls == [("start_server", "sim-flashinfer-cutedsl")]
+
+
+async def test_palette_search_runs_a_verb(make_app):
+    app, adapter = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        await pilot.press("ctrl+p")
+        await settle(pilot, app)
+        await pilot.press(*"queue: pause")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await settle(pilot, app)
+        assert ("pause",) in adapter.calls
+
+
+async def test_keys_remap_from_config(make_app, tmp_path):
+    from moe_tui import paths
+    from moe_tui.ui.keymap import load_keymap
+
+    config = paths.config_file()
+    config.write_text('[keys]\n"queue.pause" = "P"\n"queue.pasue" = "z"\n"app.help" = 3\n')
+    keymap, problems = load_keymap(config)
+    assert keymap == {"queue.pause": "P"}
+    assert any("'queue.pasue'" in p and "did you mean 'queue.pause'" in p for p in problems)
+    assert any("'app.help'" in p for p in problems)
+    app, adapter = make_app(keymap=keymap)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        await pilot.press("p")
+        await settle(pilot, app)
+        assert adapter.calls == []
+        await pilot.press("P")
+        await settle(pilot, app)
+        assert adapter.calls == [("pause",)]
+
+
+async def test_quit_asks_about_running_servers(make_app):
+    app, adapter = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        await pilot.press("q")
+        await settle(pilot, app)
+        assert isinstance(app.screen, QuitScreen)
+        await pilot.press("l")  # an in-process controller cannot leave servers to a runner
+        await settle(pilot, app)
+        assert isinstance(app.screen, QuitScreen) and adapter.calls == []
+        await pilot.press("escape")
+        await settle(pilot, app)
+        assert not isinstance(app.screen, QuitScreen)
+        await pilot.press("q")
+        await settle(pilot, app)
+        await pilot.press("s")
+        await settle(pilot, app)
+        assert adapter.calls == [("shutdown", True)]
+
+
+async def test_narrow_terminal_still_renders_everything(make_app):
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.post_message(TelemetryArrived(gpu_snapshot()))
+        await settle(pilot, app)
+        assert app.screen.query_one(GpuPanel).query_one(DataTable).row_count == 8
+        for key in ("2", "3", "1"):
+            await pilot.press(key)
+            await settle(pilot, app)

@@ -20,8 +20,9 @@ Decisions:
   `shutdown` (SIGTERM, Ctrl-C) marks the current item `interrupted` and stops the servers.
 - Only one controller per data dir: `start()` takes the runner lock (`moe_tui.runner.RunnerLock`),
   then recovers from a previous crash: items left `running` become `interrupted`, runs left
-  `running` become `incomplete`, and servers recorded as live whose owner is gone are stopped
-  (they hold the GPUs and ports the next start needs).
+  `running` become `incomplete`. Servers recorded as live that this controller does not manage
+  (a killed runner's, or one started by hand) are reported at start and stopped only when the
+  queue next needs a server (they hold the GPUs and ports it needs).
 - Edits made by other processes (the `moe-tui queue` CLI writing SQLite directly) are noticed by
   polling SQLite's `data_version` and re-announced as `QueueChanged("external change")`.
 
@@ -263,26 +264,37 @@ class Controller:
         if interrupted or stale_runs:
             self._notice("warning", f"recovered from an earlier stop: {len(interrupted)} item(s) interrupted, "
                                     f"{stale_runs} partial run(s) kept as incomplete")
-        await self._stop_stray_servers("its runner is gone")
+        # Servers recorded live that nobody here manages (a killed runner's, or started by hand
+        # with `moe-tui server start`) are left alone until the queue needs the GPUs and ports:
+        # `_ensure_server` stops them then. Say so now.
+        from moe_tui.servers import recorded_server_alive
+
+        strays = [s for s in self._stray_server_starts() if recorded_server_alive(s)]
+        if strays:
+            self._notice("warning", "server(s) running outside this controller: "
+                         + ", ".join(f"{s['profile_name']} (pid {s['pid']})" for s in strays)
+                         + "; they will be stopped when the queue needs the GPUs")
         if retry_interrupted:
             requeued = self.queue.retry_interrupted()
             if requeued:
                 self._notice("info", f"requeued {len(requeued)} interrupted item(s): "
                                      + ", ".join(f"#{i}" for i in requeued))
 
-    async def _stop_stray_servers(self, why: str) -> None:
-        """Servers recorded live in the store that this controller does not manage: stop them."""
-        from moe_tui.servers import recorded_server_alive, stop_recorded_server
-
+    def _stray_server_starts(self) -> list[dict[str, Any]]:
+        """Server starts recorded live in the store that this controller does not manage."""
         ours = {s.start_id for s in self.servers.servers.values() if s.start_id is not None}
         rows = self.store.query(
             "SELECT id FROM server_starts WHERE state IN ('starting', 'ready', 'stopping')")
-        for (start_id,) in rows:
-            if start_id in ours:
-                continue
-            start = self.store.server_start(start_id)
-            if start is None:
-                continue
+        starts = [self.store.server_start(start_id) for (start_id,) in rows if start_id not in ours]
+        return [s for s in starts if s is not None]
+
+    async def _stop_stray_servers(self, why: str) -> None:
+        """Stop servers recorded live that this controller does not manage (they hold the GPUs
+        and ports the next start needs); rows of ones already gone are closed."""
+        from moe_tui.servers import recorded_server_alive, stop_recorded_server
+
+        for start in self._stray_server_starts():
+            start_id = start["id"]
             if recorded_server_alive(start):
                 self._notice("warning", f"stopping server '{start['profile_name']}' (start #{start_id}, "
                                         f"pid {start['pid']}): {why}")

@@ -337,16 +337,28 @@ class Store:
         finished_at: float | None = None, profile: Mapping[str, Any] | None = None,
     ) -> int:
         """A finished run from elsewhere (a bench_serving JSONL line), in one transaction."""
+        return self.import_runs([dict(
+            profile_name=profile_name, spec_json=spec_json, fingerprint=fingerprint, client=client,
+            summary=summary, provenance=provenance, status=status, flags=flags, source=source,
+            started_at=started_at, finished_at=finished_at, profile=profile)])[0]
+
+    def import_runs(self, runs: Iterable[Mapping[str, Any]]) -> list[int]:
+        """Several `import_run` argument sets in ONE transaction: all stored or none (a file import)."""
         now = time.time()
+        ids = []
         with self.transaction() as tx:
-            cur = tx.execute(
-                "INSERT INTO runs (created_at, started_at, finished_at, status, profile_name, spec_json,"
-                " fingerprint, client, profile_json, provenance_json, summary_json, flags_json, source)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (now, started_at, finished_at or now, status, profile_name, spec_json, fingerprint, client,
-                 _dump(profile or {}), _dump(provenance), _dump(summary), _dump(sorted(set(flags))), source),
-            )
-            return int(cur.lastrowid)
+            for r in runs:
+                cur = tx.execute(
+                    "INSERT INTO runs (created_at, started_at, finished_at, status, profile_name, spec_json,"
+                    " fingerprint, client, profile_json, provenance_json, summary_json, flags_json, source)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (now, r.get("started_at"), r.get("finished_at") or now, r.get("status", "complete"),
+                     r["profile_name"], r["spec_json"], r["fingerprint"], r["client"],
+                     _dump(r.get("profile") or {}), _dump(r["provenance"]), _dump(r["summary"]),
+                     _dump(sorted(set(r.get("flags") or ()))), r.get("source", "import")),
+                )
+                ids.append(int(cur.lastrowid))
+        return ids
 
     def add_run_flags(self, run_id: int, flags: Iterable[str]) -> None:
         with self.transaction() as tx:

@@ -254,3 +254,48 @@ def test_store_rows_are_plain_sqlite(tmp_path):
     conn = sqlite3.connect(tmp_path / "x.sqlite3")
     assert conn.execute("SELECT profile_name, state FROM queue_items").fetchall() == [("A", "pending")]
     conn.close()
+
+
+# -- the `moe-tui queue` command (in-process: no runner, so edits go to the store) -----------------
+def test_queue_cli_add_list_edit(tmp_path, monkeypatch, capsys):
+    import json as _json
+    import shutil
+
+    from moe_tui import cli
+    from moe_tui.paths import bundled_demo_profiles_dir
+
+    monkeypatch.setenv("MOE_TUI_HOME", str(tmp_path / "home"))
+    profiles = tmp_path / "profiles"
+    shutil.copytree(bundled_demo_profiles_dir(), profiles)
+    a, b = "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl"
+    common = ["--profiles-dir", str(profiles), "--num-prompts", "10", "--prompts-per-concurrency", "2"]
+
+    assert cli.main(["queue", "add", "--profiles", f"{a},{b}", "--concurrency", "1,64", "--repeats", "2",
+                     "--order", "interleaved", "--dry-run", *common]) == 0
+    out = capsys.readouterr().out
+    assert "grouped 2, interleaved 4 (chosen), alternating 8" in out and "nothing added" in out
+    assert "n=128" in out  # 2 x 64 prompts at concurrency 64, the minimum 10 at concurrency 1
+
+    assert cli.main(["queue", "add", "--profiles", f"{a},typo", "--concurrency", "1", *common]) == 1
+    assert "no profile named 'typo'" in capsys.readouterr().err
+
+    assert cli.main(["queue", "add", "--profiles", f"{a},{b}", "--concurrency", "1,64", "--repeats", "2",
+                     "--order", "interleaved", *common]) == 0
+    assert "added campaign 1: 8 item(s)" in capsys.readouterr().out
+    assert cli.main(["queue", "move", "3", "top"]) == 0
+    assert cli.main(["queue", "skip", "2"]) == 0
+    assert cli.main(["queue", "pause"]) == 0
+    capsys.readouterr()
+    assert cli.main(["queue", "retry", "1"]) == 1  # pending: nothing to retry
+    assert "cannot retry" in capsys.readouterr().err
+    assert cli.main(["queue", "move", "99", "up"]) == 1
+    assert "no such item" in capsys.readouterr().err
+    assert cli.main(["queue", "list", "--json"]) == 0
+    listing = _json.loads(capsys.readouterr().out)
+    assert listing["summary"]["paused"] is True
+    assert [i["id"] for i in listing["items"]][:3] == [3, 1, 2]
+    assert [i["state"] for i in listing["items"]][:3] == ["pending", "pending", "skipped"]
+    assert cli.main(["queue", "list"]) == 0
+    assert "queue PAUSED: pending 7, skipped 1" in capsys.readouterr().out
+    assert cli.main(["queue", "clear", "--finished"]) == 0
+    assert "removed 1 item(s)" in capsys.readouterr().out

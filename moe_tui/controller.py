@@ -520,7 +520,10 @@ class Controller:
             stop_wait.cancel()
 
     async def _warmup_pass(self, item: QueueItem, server: Any) -> dict[str, Any]:
-        spec = warmup_spec(item.spec)
+        try:
+            spec = spec_as_run(warmup_spec(item.spec))
+        except ValueError as exc:
+            return {"status": "failed", "error": str(exc)}
         self._status("warmup", f"#{item.id} {item.profile_name} conc={spec.max_concurrency} n={spec.num_prompts}")
         started = time.time()
         try:
@@ -536,12 +539,18 @@ class Controller:
 
     async def _timed_run(self, item: QueueItem, profile: ServerProfile, server: Any,
                          warmup_info: dict[str, Any] | None) -> None:
-        spec = item.spec
+        try:
+            spec = spec_as_run(item.spec)
+        except ValueError as exc:
+            self._finish_item(item, "failed", f"spec cannot be run by this client: {exc}")
+            return
         started = time.time()
         snapshot = profile.snapshot()
         server_facts = self._server_facts(server)
+        # The item keeps the spec as asked; the run is stored under the spec as run (client
+        # version filled in), the fingerprint every other moe-tui run of it carries too.
         queue_facts = {"id": item.id, "campaign_id": item.campaign_id, "repeat_index": item.repeat_index,
-                       "attempt": item.attempts}
+                       "attempt": item.attempts, "requested_fingerprint": item.fingerprint}
         provenance = build_provenance(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
                                       warmup=warmup_info, started_at=started)
         run_id = self.store.create_run(
@@ -794,6 +803,16 @@ class Controller:
 
 
 # ---------------------------------------------------------------------------------------------
+def spec_as_run(spec: BenchmarkSpec) -> BenchmarkSpec:
+    """The spec as the benchmark client will run it (moe-tui fills in its own version; a spec
+    for another moe-tui version is refused with SpecError rather than silently re-labelled)."""
+    if spec.client == "moe-tui":
+        from moe_tui.bench.engine import native_spec
+
+        return native_spec(spec)
+    return spec
+
+
 async def default_bench(spec: BenchmarkSpec, base_url: str, *, on_progress: Callable[[BenchProgress], None],
                         stop: asyncio.Event, run_id: int | None) -> Any:
     """The benchmark, out of process (`moe_tui.bench.process.run_benchmark_subprocess`): a busy

@@ -10,6 +10,9 @@ import json
 
 import pytest
 
+import moe_tui
+from moe_tui.bench.engine import native_spec
+from moe_tui.spec import BenchmarkSpec
 from runner_support import Env, wait_gone
 
 pytestmark = pytest.mark.slow
@@ -40,25 +43,36 @@ def test_small_campaign_runs_headless_to_the_end(env):
     assert "tok/s; flags: simulated" in out
     assert "server sim-a: ready" in out and "server sim-b: ready" in out
 
-    items = env.query("SELECT id, state, run_id, fingerprint, profile_name, attempts FROM queue_items ORDER BY id")
+    items = env.query("SELECT id, state, run_id, fingerprint, profile_name, attempts, spec_json FROM queue_items "
+                      "ORDER BY id")
     assert [i[1] for i in items] == ["done"] * 8
     assert all(i[5] == 1 for i in items)
     runs = {r[0]: r for r in env.query(
         "SELECT id, status, queue_item_id, fingerprint, profile_name, provenance_json, flags_json FROM runs")}
     assert len(runs) == 8
-    for item_id, _state, run_id, fingerprint, profile, _ in items:
+    for item_id, _state, run_id, fingerprint, profile, _, spec_json in items:
         run = runs[run_id]
         assert run[1] == "complete" and run[2] == item_id
-        assert run[3] == fingerprint and run[4] == profile
+        # Stored under the spec as run: the asked spec with this moe-tui's version filled in.
+        assert run[3] == native_spec(BenchmarkSpec.from_json(spec_json)).fingerprint and run[4] == profile
         prov = json.loads(run[5])
-        assert prov["simulated"] is True and prov["fingerprint"] == fingerprint
+        assert prov["simulated"] is True and prov["fingerprint"] == run[3]
+        assert prov["queue_item"]["requested_fingerprint"] == fingerprint
+        assert prov["spec"]["client_version"] == moe_tui.__version__
         assert prov["server"]["resolved_backend"] == prov["server"]["requested_backend"]
         assert prov["server"]["resolved_args"]["moe_runner_backend"] == prov["server"]["requested_backend"]
         assert prov["warmup_pass"]["status"] == "complete"
-        assert prov["warmup_pass"]["fingerprint"] != fingerprint  # other prompts than the timed run
+        assert prov["warmup_pass"]["fingerprint"] != run[3]  # other prompts than the timed run
         assert prov["host"]["python_version"] and prov["client"]["name"] == "moe-tui"
         assert prov["started_at"] < prov["finished_at"]
-        assert json.loads(run[6]) == ["simulated"]
+        flags = json.loads(run[6])
+        # client_bound may appear on a loaded CI box; nothing else may.
+        assert "simulated" in flags and set(flags) <= {"simulated", "client_bound"}, flags
+    # Same concurrency, same spec as run, across both profiles: comparable by construction.
+    by_conc = {}
+    for run in runs.values():
+        by_conc.setdefault(json.loads(run[5])["spec"]["max_concurrency"], set()).add(run[3])
+    assert all(len(fps) == 1 for fps in by_conc.values()) and len(by_conc) == 2
     # Grouped order: exactly one server start per profile.
     starts = env.query("SELECT profile_name, state FROM server_starts ORDER BY id")
     assert [s[0] for s in starts] == [a, b]

@@ -127,7 +127,8 @@ class AddCampaignScreen(ModalScreen[CampaignRequest | None]):
 
     def _policies(self, policies: dict[str, str]) -> None:
         select = self.query_one("#campaign-policy", Select)
-        select.set_options([(f"{name}: {text}", name) for name, text in policies.items()])
+        self._policy_text = dict(policies)
+        select.set_options([(name, name) for name in policies])
         wanted = self.defaults.policy if self.defaults else next(iter(policies), None)
         if wanted in policies:
             select.value = wanted
@@ -159,6 +160,7 @@ class AddCampaignScreen(ModalScreen[CampaignRequest | None]):
             if k:
                 text.append(" · ")
             text.append(f"{policy} {count}", style="bold" if policy == request.policy else "dim")
+        text.append(f"\n{request.policy}: {getattr(self, '_policy_text', {}).get(request.policy, '')}", style="dim")
         self.query_one("#campaign-costs", Label).update(text)
 
     def on_input_changed(self) -> None:

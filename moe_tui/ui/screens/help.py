@@ -24,7 +24,7 @@ class HelpScreen(ModalScreen[None]):
         with Vertical(id="help-dialog", classes="dialog"):
             yield Label(f"Keys: {type(self.under).__name__.removesuffix('Screen')}", classes="dialog-title")
             yield DataTable(id="help-table", cursor_type="row", zebra_stripes=True)
-            yield Label("Remap any key in config.toml: [keys] <id> = \"<key>\"", classes="dialog-detail")
+            yield Label("Remap any key in config.toml: [keys] <id> = \"<key>\"", classes="dialog-detail", markup=False)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

@@ -20,6 +20,7 @@ from moe_tui.ui import render
 from moe_tui.ui.widgets.keyed_table import KeyedTable
 
 SPARK_WIDTH = 8
+PROCS_WIDTH = 15
 BAR_WIDTH = 6
 
 # Sized so 8 GPUs and every column fit a 120-column terminal; narrower ones scroll sideways.
@@ -34,7 +35,7 @@ COLUMNS = (
     ("temp", "Temp", 4),
     ("clock", "MHz", 4),
     ("events", "Clock", 8),
-    ("procs", "Held by", None),
+    ("procs", "Held by", PROCS_WIDTH),
 )
 
 SHORT_EVENTS = {
@@ -69,6 +70,7 @@ def gpu_cells(gpu: GpuSample, util_hist: Sequence[float], mem_hist: Sequence[flo
                 procs.append(f"{proc.name or '?'}:{proc.pid}", style="yellow")
         if len(gpu.processes) > 3:
             procs.append(f" +{len(gpu.processes) - 3}", style="dim")
+        procs.truncate(PROCS_WIDTH, overflow="ellipsis")
     total = gpu.mem_total_bytes
     mem_gib = f"{render.gib(gpu.mem_used_bytes)}/{total / 2**30:.0f}" if total else render.NA
     return (

@@ -502,8 +502,10 @@ class Controller:
                 event = dataclasses.replace(event, phase=phase, run_id=run_id)
             self._emit(event)
 
-        task = asyncio.create_task(self._bench(spec, server.base_url, on_progress=on_progress,
-                                               stop=self._bench_stop, run_id=run_id))
+        kwargs: dict[str, Any] = {"on_progress": on_progress, "stop": self._bench_stop, "run_id": run_id}
+        if spec.client != "moe-tui":
+            kwargs["tokenizer"] = tokenizer_for(server.profile)
+        task = asyncio.create_task(self._bench(spec, server.base_url, **kwargs))
         stop_wait = asyncio.create_task(self._bench_stop.wait())
         try:
             await asyncio.wait({task, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
@@ -804,19 +806,70 @@ class Controller:
 
 # ---------------------------------------------------------------------------------------------
 def spec_as_run(spec: BenchmarkSpec) -> BenchmarkSpec:
-    """The spec as the benchmark client will run it (moe-tui fills in its own version; a spec
-    for another moe-tui version is refused with SpecError rather than silently re-labelled)."""
+    """The spec as the benchmark client will run it, its version filled in: moe-tui's own, or the
+    sglang.bench_serving client's. A spec for another version is refused (ValueError) rather than
+    silently re-labelled."""
     if spec.client == "moe-tui":
         from moe_tui.bench.engine import native_spec
 
         return native_spec(spec)
-    return spec
+    from moe_tui.bench.sglang_adapter import check_spec_matches_client, require_client
+
+    client = require_client()
+    check_spec_matches_client(spec, client)
+    return spec if spec.client_version else spec.replace(client_version=client.version)
+
+
+def tokenizer_for(profile: ServerProfile) -> str:
+    """What sglang.bench_serving loads as the tokenizer: the emulator's bundled one, or the
+    model's own folder (offline: the client must not reach a hub)."""
+    if profile.engine == "sim":
+        return str(Path(__file__).resolve().parent / "sim" / "tokenizer")
+    return profile.model_path
+
+
+async def bench_serving_bench(spec: BenchmarkSpec, base_url: str, *, on_progress: Any = None,
+                              stop: asyncio.Event | None = None, run_id: int | None = None,
+                              tokenizer: str | None = None) -> Any:
+    """SGLang's own client (`moe_tui.bench.sglang_adapter.run_bench_serving`), unmodified, as a
+    BenchResult. No live progress and no early stop: bench_serving offers neither; a skip waits
+    for it (up to the controller's grace period) and then abandons the result."""
+    import tempfile
+
+    from moe_tui import paths
+    from moe_tui.bench.engine import BenchResult
+    from moe_tui.bench.sglang_adapter import BenchServingError, require_client, run_bench_serving
+
+    client = require_client()
+    started = time.time()
+    log_file = paths.logs_dir() / f"bench_serving-run{run_id if run_id is not None else 'warmup'}-{int(started)}.log"
+    with tempfile.TemporaryDirectory(prefix="moe-tui-bench-serving-") as tmp:
+        try:
+            record = await asyncio.to_thread(
+                run_bench_serving, spec, base_url=base_url, output_file=Path(tmp) / "out.jsonl",
+                log_file=log_file, tokenizer=tokenizer, client=client, output_details=False)
+        except BenchServingError as exc:
+            return BenchResult(status="failed", error=str(exc), spec=spec.canonical_dict(),
+                               fingerprint=spec.fingerprint, client="sglang.bench_serving",
+                               client_version=client.version, started_at=started, finished_at=time.time())
+    completed = int(record.get("completed") or 0)
+    status = "complete" if completed >= spec.num_prompts else "incomplete" if completed else "failed"
+    summary = {k: v for k, v in record.items() if k != "server_info"}
+    summary.setdefault("failed", max(0, spec.num_prompts - completed))
+    return BenchResult(status=status, summary=summary, spec=spec.canonical_dict(), fingerprint=spec.fingerprint,
+                       client="sglang.bench_serving", client_version=client.version, started_at=started,
+                       finished_at=time.time(), server_info=record.get("server_info"),
+                       error="" if status == "complete" else f"{completed} of {spec.num_prompts} completed; "
+                                                                 f"log {log_file}")
 
 
 async def default_bench(spec: BenchmarkSpec, base_url: str, *, on_progress: Callable[[BenchProgress], None],
-                        stop: asyncio.Event, run_id: int | None) -> Any:
+                        stop: asyncio.Event, run_id: int | None, tokenizer: str | None = None) -> Any:
     """The benchmark, out of process (`moe_tui.bench.process.run_benchmark_subprocess`): a busy
     or crashing client cannot stall the controller or the TUI, and its CPU is its own."""
+    if spec.client == "sglang.bench_serving":
+        return await bench_serving_bench(spec, base_url, on_progress=on_progress, stop=stop, run_id=run_id,
+                                         tokenizer=tokenizer)
     from moe_tui.bench.process import run_benchmark_subprocess
 
     kwargs: dict[str, Any] = {"on_progress": on_progress, "stop": stop, "run_id": run_id}

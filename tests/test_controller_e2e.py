@@ -121,3 +121,20 @@ def test_failed_server_start_fails_item_skips_profile_and_queue_goes_on(env):
     assert env.run("queue", "retry", str(3)).returncode == 0
     assert env.query("SELECT state FROM queue_items WHERE id = 3") == [("pending",)]
     wait_gone(env)
+
+
+@pytest.mark.sglang_client
+def test_queue_item_measured_by_sglang_bench_serving(env, sglang_client):
+    name = env.profile("sim-a", "flashinfer_cutlass")
+    assert env.run("queue", "add", "--profiles", name, "--concurrency", "2", "--no-warmup-pass",
+                   "--client", "sglang.bench_serving", "--profiles-dir", str(env.profiles), *SMALL).returncode == 0
+    done = env.run("run", "--profiles-dir", str(env.profiles), timeout=120)
+    assert done.returncode == 0, done.stdout
+    (status, client, spec_json, prov, summary), = env.query(
+        "SELECT status, client, spec_json, provenance_json, summary_json FROM runs")
+    assert status == "complete", done.stdout
+    assert client == "sglang.bench_serving"
+    assert json.loads(spec_json)["client_version"] == sglang_client.version
+    assert json.loads(prov)["client"] == {"name": "sglang.bench_serving", "version": sglang_client.version}
+    assert json.loads(summary)["completed"] == 4 and json.loads(summary)["output_throughput"] > 0
+    wait_gone(env)

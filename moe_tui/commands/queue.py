@@ -3,7 +3,8 @@
     moe-tui queue add --profiles A,B --concurrency 1,2,10,64 --repeats 3 [--order grouped|interleaved|alternating]
                       [--input-len N --output-len N --range-ratio F --num-prompts N
                        --prompts-per-concurrency N --request-rate R --seed N --warmup-requests N
-                       --api generate|completions --no-warmup-pass] [--profiles-dir DIR] [--dry-run]
+                       --api generate|completions --client moe-tui|sglang.bench_serving --no-warmup-pass]
+                      [--profiles-dir DIR] [--dry-run]
     moe-tui queue list [--json] [--state STATE]
     moe-tui queue pause | resume
     moe-tui queue retry ID | cancel ID | skip ID | delete ID
@@ -46,6 +47,8 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     add.add_argument("--seed", type=int)
     add.add_argument("--warmup-requests", type=int)
     add.add_argument("--api", choices=("generate", "completions"))
+    add.add_argument("--client", choices=("moe-tui", "sglang.bench_serving"),
+                     help="who measures: moe-tui's own client (default) or SGLang's bench_serving")
     add.add_argument("--no-warmup-pass", action="store_true",
                      help="no warmup pass at each item's concurrency before its timed run")
     add.add_argument("--dry-run", action="store_true", help="print the plan, add nothing")
@@ -82,7 +85,7 @@ def _csv(text: str, kind: type, what: str) -> list[Any]:
 def _spec_dict(args: argparse.Namespace) -> dict[str, Any]:
     fields = {"input_len": args.input_len, "output_len": args.output_len, "range_ratio": args.range_ratio,
               "num_prompts": args.num_prompts, "request_rate": args.request_rate, "seed": args.seed,
-              "warmup_requests": args.warmup_requests, "api": args.api}
+              "warmup_requests": args.warmup_requests, "api": args.api, "client": args.client}
     return {k: v for k, v in fields.items() if v is not None}
 
 

@@ -18,4 +18,4 @@ def add_parser(sub, name: str, help_text: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from moe_tui.sim.__main__ import main
 
-    return main(list(args.sim_args))
+    return main(list(args.sim_args), prog="moe-tui sim")

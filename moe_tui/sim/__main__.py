@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m moe_tui.sim") -> int:
     from moe_tui.sim.args import parse_args
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv)  # exits 2 on bad flags, like sglang's own parser
+    args = parse_args(argv, prog)  # exits 2 on bad flags, like sglang's own parser
     from moe_tui.sim.server import run_server
 
     return run_server(args, argv)

@@ -148,9 +148,9 @@ def sglang_flag_names() -> frozenset[str]:
     return frozenset(name for spec in SGLANG_FLAGS for name in spec.names)
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
+def parse_args(argv: list[str], prog: str = "python -m moe_tui.sim") -> argparse.Namespace:
     """Parse and validate; exits 2 with an argparse error for bad flags or values."""
-    parser = build_parser()
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     checks = [
         (args.tp_size >= 1, "--tp-size must be >= 1"),

@@ -42,3 +42,14 @@ def test_show_unknown_profile_suggests_a_name():
     proc = moe_tui("profiles", "show", "sim-flashinfer-cutlas", "--dir", "server_profiles/demo")
     assert proc.returncode == 1
     assert "did you mean 'sim-flashinfer-cutlass'" in proc.stderr
+
+
+def test_emulator_parser_rejects_a_flag_sglang_0_5_23_rejects(tmp_path):
+    good = (REPO / "server_profiles" / "demo" / "sim-flashinfer-cutlass.toml").read_text()
+    # 0.5.23 rejects --cuda-graph-max-bs as ambiguous: the profile check must say so before a launch.
+    (tmp_path / "p.toml").write_text(good.replace('extra_args = ["--enable-metrics"]',
+                                                  'extra_args = ["--enable-metrics", "--cuda-graph-max-bs", "256"]'))
+    proc = moe_tui("profiles", "check", str(tmp_path))
+    assert proc.returncode == 1
+    assert f"{tmp_path / 'p.toml'}: the emulator rejects the launch args" in proc.stderr
+    assert "ambiguous option: --cuda-graph-max-bs" in proc.stderr

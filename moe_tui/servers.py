@@ -553,6 +553,21 @@ def check_gpus(
     return warnings
 
 
+def preflight(profile: ServerProfile, live: Iterable["ManagedServer"] = (), gpu_probe: GpuProbe | None = None,
+              *, force: bool = False) -> list[str]:
+    """Every pre-start check: raises ServerStartError (port, GPUs) or returns warnings to show."""
+    live = list(live)
+    check_port(profile, live)
+    view = gpu_probe() if gpu_probe is not None else None
+    warnings = check_gpus(profile, live, view, force=force)
+    if profile.binds_beyond_loopback:
+        warnings.append(
+            f"profile '{profile.name}' binds {profile.host}:{profile.port}: the server is reachable "
+            "from other machines (SGLang has no authentication by default)"
+        )
+    return warnings
+
+
 # -- the registry of live servers (for overlap checks and exit handlers) ------------------------
 _REGISTRY_LOCK = threading.RLock()
 _REGISTRY: set["ManagedServer"] = set()
@@ -746,21 +761,14 @@ class ManagedServer:
         if self.state == STOPPING and self._stop_task is not None:
             await asyncio.shield(self._stop_task)
         live = [s for s in managed_servers() if s is not self and s.is_live]
-        check_port(self.profile, live)
-        view = await asyncio.to_thread(self.gpu_probe) if self.gpu_probe and self.profile.engine != "sim" else None
-        warnings = check_gpus(self.profile, live, view, force=force)
+        probe = self.gpu_probe if self.profile.engine != "sim" else None
+        warnings = await asyncio.to_thread(preflight, self.profile, live, probe, force=force)
 
         self._reset()
         self.log_lines.clear()
         self.warnings = []
         for message in warnings:
             self._notice("warning", message)
-        if self.profile.binds_beyond_loopback:
-            self._notice(
-                "warning",
-                f"profile '{self.profile.name}' binds {self.profile.host}:{self.profile.port}: the server "
-                "is reachable from other machines (SGLang has no authentication by default)",
-            )
 
         from moe_tui import paths
 

@@ -86,6 +86,7 @@ class CampaignRequest:
     repeats: int
     spec: dict[str, Any]  # BenchmarkSpec fields except max_concurrency
     policy: str
+    prompts_per_concurrency: int | None = None  # num_prompts = max(spec num_prompts, this x concurrency)
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,9 @@ DEMO_CAMPAIGN = CampaignRequest(
     profiles=("sim-flashinfer-cutlass", "sim-flashinfer-cutedsl"),
     concurrencies=(1, 2, 10, 64),
     repeats=2,
-    spec={"input_len": 128, "output_len": 64, "num_prompts": 32, "range_ratio": 1.0, "seed": 42},
+    spec={"input_len": 128, "output_len": 32, "num_prompts": 16, "range_ratio": 1.0, "seed": 42},
     policy="interleaved",
+    prompts_per_concurrency=2,
 )
 
 
@@ -83,6 +84,8 @@ def open_control_room(profiles_dir: Path, *, attach: bool | None = None, demo: b
     subtitle = adapter.mode + ("  ·  DEMO: simulated servers, no GPU needed" if demo else "")
     app = MoeTuiApp(adapter, keymap=keymap, sample_gpus=sample_gpus, subtitle=subtitle,
                     startup_notes=tuple(notes))
+    if demo:
+        app.compare_pair = DEMO_CAMPAIGN.profiles[:2]  # baseline cutlass, candidate cutedsl
     return ControlRoom(app, adapter, notes)
 
 

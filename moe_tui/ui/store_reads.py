@@ -128,6 +128,8 @@ def campaign_args(request: Any) -> dict[str, Any]:
         "profiles": list(request.profiles), "concurrencies": list(request.concurrencies),
         "repeats": request.repeats, "spec": dict(request.spec), "policy": request.policy,
     }
+    if request.prompts_per_concurrency:
+        args["prompts_per_concurrency"] = request.prompts_per_concurrency
     if request.name:
         args["name"] = request.name
     return args

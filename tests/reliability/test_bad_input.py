@@ -34,7 +34,7 @@ def _write(env, filename: str, text: str) -> Path:
 def _assert_refused(result, *needles: str) -> None:
     out = result.stdout
     assert result.returncode != 0, out
-    assert "Traceback" not in out, out
+    assert "Traceback" not in out, f"a traceback instead of a clear message: {out.strip().splitlines()[-1]}"
     for needle in needles:
         assert needle in out, f"{needle!r} not in:\n{out}"
 
@@ -127,7 +127,7 @@ def test_gpu_index_beyond_gpu_count(env, tmp_path):
     (["--concurrency", "1", "--num-prompts", "-4"], "num_prompts"),
     (["--concurrency", "two"], "--concurrency expects comma-separated ints"),
     (["--concurrency", "1", "--repeats", "0"], "repeats"),
-])
+], ids=["concurrency 0", "input-len 0", "range-ratio 5", "num-prompts -4", "concurrency 'two'", "repeats 0"])
 def test_impossible_spec_queue_add(env, seeded_store, store_digest, flags, needle):
     """Impossible spec values via `moe-tui queue add`: the field named, nothing queued."""
     write_profile(env.profiles, "ok", "flashinfer_cutlass", 30005)
@@ -144,7 +144,8 @@ def test_impossible_spec_queue_add(env, seeded_store, store_digest, flags, needl
     (["--random-input-len", "0"], "'input_len'"),
     (["--request-timeout", "0"], "--request-timeout"),
     (["--spec-file", "/nonexistent/spec.toml"], "/nonexistent/spec.toml"),
-])
+], ids=["num-prompts 0", "max-concurrency -1", "range-ratio 1.5", "input-len 0", "request-timeout 0",
+        "missing spec file"])
 def test_impossible_spec_bench_flags(env, seeded_store, store_digest, flags, needle):
     """Impossible spec values via `moe-tui bench` flags: exit 2 before any request, the field named."""
     before = store_digest(seeded_store)
@@ -168,7 +169,9 @@ STORE_COMMANDS = [
 ]
 
 
-@pytest.mark.parametrize("argv", STORE_COMMANDS, ids=lambda a: " ".join(a[:2]))
+@pytest.mark.parametrize("argv", STORE_COMMANDS, ids=["queue list", "queue add", "queue pause", "run", "compare",
+                                                   "export", "server status", "server stop", "server logs",
+                                                   "server start"])
 def test_corrupt_store_file(env, argv):
     """Corrupt store file: every CLI that opens the store names the file, exits non-zero, leaves it byte-identical."""
     write_profile(env.profiles, "ok", "flashinfer_cutlass", 30006)
@@ -233,7 +236,8 @@ def _jsonl_rows():
     ]
 
 
-@pytest.mark.parametrize("filename, content, needle", _jsonl_rows(), ids=[r[0] for r in _jsonl_rows()])
+@pytest.mark.parametrize("filename, content, needle", _jsonl_rows(),
+                         ids=["line not JSON", "binary bytes", "not an object"])
 def test_unreadable_jsonl_import(env, seeded_store, store_digest, filename, content, needle):
     """Unreadable bench_serving JSONL import: path and line named, no run stored (adapter and `moe-tui import`)."""
     from moe_tui.bench.sglang_adapter import RecordError, normalize_record, parse_bench_serving_jsonl

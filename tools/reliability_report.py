@@ -1,0 +1,172 @@
+"""Run the reliability suite and rewrite the README's "Reliability" section from the result.
+
+    .venv/bin/python tools/reliability_report.py [--json FILE] [--no-readme] [-- extra pytest args]
+
+Runs `pytest tests/reliability -q` in this process with a small plugin that records, for every
+test, its kind (bad input, fault, security: from the file it lives in), a human description (the
+first line of its docstring, plus the parameter id), the outcome of this run and its duration.
+The records are written as JSON (`--json`), and the README section between `## Reliability` and
+the next `## ` heading (or the end of the file) is replaced by a dated table of them: one row per
+test, so the README says what was tried and whether it held, not what was hoped. The exit status
+is pytest's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SUITE = "tests/reliability"
+README = REPO / "README.md"
+HEADING = "## Reliability"
+
+KIND_BY_FILE = {
+    "test_bad_input.py": "bad input",
+    "test_faults.py": "fault",
+    "test_server_crash.py": "fault",
+    "test_runner_kill.py": "fault",
+    "test_security.py": "security",
+}
+KIND_ORDER = ("fault", "bad input", "security", "other")
+
+
+@dataclass
+class TestRecord:
+    nodeid: str
+    kind: str
+    description: str
+    outcome: str = "not run"  # passed, failed, skipped, error
+    duration_s: float = 0.0
+    detail: str = ""  # skip reason or the first line of the failure
+
+
+def _describe(item) -> str:  # item: pytest.Item
+    doc = (getattr(getattr(item, "function", None), "__doc__", None) or "").strip()
+    text = doc.splitlines()[0].strip() if doc else ""
+    if not text:
+        name = getattr(item, "originalname", None) or item.name.split("[")[0]
+        text = name.removeprefix("test_").replace("_", " ").capitalize()
+        text = re.sub(r"\bsig(kill|term|hup|int)\b", lambda m: "SIG" + m.group(1).upper(), text, flags=re.I)
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None:
+        text = f"{text.rstrip('.')} [{callspec.id}]"
+    return text
+
+
+class Recorder:
+    """pytest plugin: one TestRecord per collected test, filled in as reports arrive."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, TestRecord] = {}
+
+    def pytest_collection_modifyitems(self, session, config, items) -> None:
+        for item in items:
+            filename = Path(str(item.fspath)).name
+            self.records[item.nodeid] = TestRecord(item.nodeid, KIND_BY_FILE.get(filename, "other"),
+                                                   _describe(item))
+
+    def pytest_runtest_logreport(self, report) -> None:
+        record = self.records.get(report.nodeid)
+        if record is None:
+            return
+        record.duration_s += report.duration
+        if report.skipped:
+            record.outcome = "skipped"
+            longrepr = report.longrepr
+            record.detail = (longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)).removeprefix("Skipped: ")
+        elif report.failed:
+            record.outcome = "failed" if report.when == "call" else "error"
+            record.detail = _first_error_line(report)
+        elif report.when == "call" and record.outcome == "not run":
+            record.outcome = "passed"
+
+
+def _first_error_line(report) -> str:
+    text = getattr(report, "longreprtext", "") or str(report.longrepr)
+    for line in text.splitlines():
+        if line.startswith("E "):
+            return line[1:].strip()[:160]
+    return text.strip().splitlines()[-1][:160] if text.strip() else "failed"
+
+
+RESULT = {"passed": "pass", "failed": "**FAIL**", "error": "**ERROR**", "skipped": "skipped", "not run": "not run"}
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_section(records: list[TestRecord], when: str, wall_s: float) -> str:
+    counts = {k: sum(1 for r in records if r.outcome == k) for k in ("passed", "failed", "error", "skipped")}
+    ordered = sorted(records, key=lambda r: (KIND_ORDER.index(r.kind) if r.kind in KIND_ORDER else 99))
+    lines = [
+        HEADING,
+        "",
+        "What the control room survives, and the bad input it refuses, as last run by "
+        "`tools/reliability_report.py` (which runs `pytest tests/reliability` and rewrites this section). "
+        "Every row is one test with real processes on loopback: the SGLang emulator, `moe-tui` "
+        "subprocesses, a detached runner, the TUI under tmux. A bad-input row asserts a message naming "
+        "what and where, a non-zero exit, and an unchanged store; a fault row asserts that nothing is "
+        "lost, the run is never shown as clean, the queue goes on and no server process is left behind.",
+        "",
+        f"Last run: {when}, {len(records)} tests in {wall_s:.0f} s: {counts['passed']} passed, "
+        f"{counts['failed'] + counts['error']} failed, {counts['skipped']} skipped.",
+        "",
+        "| Kind | What was tried (and what must hold) | Result | Time |",
+        "|---|---|---|---:|",
+    ]
+    for r in ordered:
+        lines.append(f"| {r.kind} | {_cell(r.description)} | {RESULT[r.outcome]} | {r.duration_s:.1f} s |")
+    notes = [r for r in ordered if r.outcome in ("failed", "error", "skipped") and r.detail]
+    if notes:
+        lines += ["", "Not passing in this run:", ""]
+        for r in notes:
+            lines.append(f"- `{r.nodeid.split('::', 1)[-1]}` ({r.outcome}): {_cell(r.detail)}")
+    return "\n".join(lines) + "\n"
+
+
+def replace_section(readme: str, section: str) -> str:
+    """Swap the `## Reliability` section (to the next `## ` heading or the end); append if missing."""
+    match = re.search(rf"^{re.escape(HEADING)}[ \t]*$", readme, flags=re.MULTILINE)
+    if match is None:
+        return readme.rstrip("\n") + "\n\n" + section
+    nxt = re.search(r"^## ", readme[match.end():], flags=re.MULTILINE)
+    end = match.end() + nxt.start() if nxt else len(readme)
+    tail = readme[end:]
+    return readme[:match.start()] + section + ("\n" + tail if tail else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", metavar="FILE", help="also write the per-test records as JSON here")
+    parser.add_argument("--no-readme", action="store_true", help="do not rewrite README.md")
+    parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    args = parser.parse_args(argv)
+
+    import pytest
+
+    recorder = Recorder()
+    started = time.monotonic()
+    when = time.strftime("%Y-%m-%d %H:%M %Z")
+    code = pytest.main([str(REPO / SUITE), "-q", "-p", "no:cacheprovider", *args.pytest_args],
+                       plugins=[recorder])
+    wall = time.monotonic() - started
+    records = list(recorder.records.values())
+    if args.json:
+        Path(args.json).write_text(json.dumps({"date": when, "wall_s": round(wall, 1), "exit_code": int(code),
+                                               "tests": [asdict(r) for r in records]}, indent=2) + "\n")
+    if records and not args.no_readme:
+        README.write_text(replace_section(README.read_text(encoding="utf-8"), render_section(records, when, wall)),
+                          encoding="utf-8")
+        print(f"README.md: '{HEADING}' section rewritten ({len(records)} rows)")
+    return int(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -37,7 +37,8 @@ from moe_tui.ui.screens.quit import QuitScreen
 from moe_tui.ui.screens.run_detail import RunDetailScreen
 
 # Repaints are coalesced: a burst of log lines or progress events costs one repaint per interval.
-FLUSH_INTERVAL_S = 0.1
+# Each repaint can reflow the screen (tens of ms on a slow core), so 4 per second is the ceiling.
+FLUSH_INTERVAL_S = 0.25
 GPU_SAMPLE_INTERVAL_S = 1.0
 # From this width on, the servers and live benchmark panels sit side by side instead of stacking.
 WIDE_WIDTH = 170
@@ -186,8 +187,8 @@ class MoeTuiApp(App):
         self._flush_pending = False
         self._last_flush = time.monotonic()
         topics, self._dirty = self._dirty, set()
-        if not topics:
-            return
+        if not topics or not self.is_running or not self.screen_stack:
+            return  # a timer that fired while the app is shutting down
         with self.batch_update():
             for screen in self.screen_stack:
                 if isinstance(screen, LiveScreen) and screen.is_mounted:

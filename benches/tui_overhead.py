@@ -1,0 +1,163 @@
+"""The control room's own cost: CPU while idle and while a benchmark streams, and key latency.
+
+Runs the real MoeTuiApp headless (Textual's test driver: it lays out and renders every frame,
+it only skips writing to a terminal) on a no-op adapter, and injects exactly the messages the
+workers would post:
+
+- idle: 8 GPUs' NVML snapshots at 1 Hz, /metrics scrapes of one server at 1 Hz;
+- live: the same plus a benchmark at concurrency 1024 feeding BenchProgress at 4 Hz and server
+  log lines at 10 Hz.
+
+CPU is this process's CPU time (all threads) over wall time, in % of one core. Key-to-screen
+latency is the time from a key press to the switched screen having been refreshed, while live
+(alternating 1 and 2). Goals: < 5 % idle, < 15 % live, < 50 ms p95 key-to-screen.
+Writes benches/results/tui_overhead-<date>.json and .md.
+
+    .venv/bin/python benches/tui_overhead.py [--seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("MOE_TUI_HOME", tempfile.mkdtemp(prefix="moe-tui-bench-"))
+
+from textual import events  # noqa: E402
+
+from moe_tui.events import BenchProgress, RunStarted, ServerLogLine, ServerMetrics  # noqa: E402
+from moe_tui.ui.app import MoeTuiApp  # noqa: E402
+from moe_tui.ui.messages import CoreEventArrived, TelemetryArrived  # noqa: E402
+from tests.ui.fakes import FP_A, RecordingAdapter, gpu_snapshot  # noqa: E402  (a no-op adapter with fixed data)
+
+GOALS = {"idle_cpu_pct": 5.0, "live_cpu_pct": 15.0, "key_p95_ms": 50.0}
+
+
+async def feed(app: MoeTuiApp, seconds: float, live: bool) -> None:
+    start = time.monotonic()
+    tick = 0
+    if live:
+        app.post_message(CoreEventArrived(RunStarted(run_id=1, queue_item_id=1, profile="sim-flashinfer-cutlass",
+                                                     fingerprint=FP_A, spec_summary="conc=1024")))
+    while time.monotonic() - start < seconds:
+        t = time.time()
+        if tick % 10 == 0:  # 1 Hz
+            app.post_message(TelemetryArrived(gpu_snapshot(t=t, util=50.0 + tick % 40)))
+            app.post_message(CoreEventArrived(ServerMetrics(profile="sim-flashinfer-cutlass", healthy=True,
+                                                            running_requests=1024, queued_requests=17)))
+        if live:
+            if True:  # 10 Hz log lines
+                app.post_message(CoreEventArrived(ServerLogLine(
+                    profile="sim-flashinfer-cutlass",
+                    line=f"Decode batch. #running-req: 1024, #token: {tick * 977}, gen throughput (token/s): 9123.4")))
+            if tick % 10 in (0, 2, 5, 7):  # 4 Hz
+                app.post_message(CoreEventArrived(BenchProgress(
+                    run_id=1, completed=tick * 10, total=100_000, errors=0, elapsed_s=tick / 10,
+                    output_tok_s=9000.0 + tick % 500, ttft_p50_ms=812.0, ttft_p99_ms=2400.0, itl_p50_ms=31.0,
+                    itl_p99_ms=88.0, in_flight=1024, client_lag_ms=2.0)))
+        tick += 1
+        await asyncio.sleep(0.1)
+
+
+async def measure_cpu(app: MoeTuiApp, seconds: float, live: bool) -> float:
+    await feed(app, 2.0, live)  # warm up: first layout, caches
+    wall0, cpu0 = time.monotonic(), time.process_time()
+    await feed(app, seconds, live)
+    return 100.0 * (time.process_time() - cpu0) / (time.monotonic() - wall0)
+
+
+async def measure_keys(app: MoeTuiApp, pilot, presses: int) -> list[float]:
+    feeder = asyncio.create_task(feed(app, 3600, live=True))
+    latencies = []
+    try:
+        for k in range(presses):
+            key, mode = ("2", "queue") if k % 2 == 0 else ("1", "dashboard")
+            t0 = time.perf_counter()
+            # The key arrives as a terminal driver would deliver it (not through Pilot, whose
+            # press waits for the app to go idle, which a live feed never lets it do).
+            app.post_message(events.Key(key, key))
+            while app.current_mode != mode:
+                await asyncio.sleep(0.0005)
+            painted = asyncio.get_running_loop().create_future()
+            app.screen.call_after_refresh(lambda: painted.done() or painted.set_result(None))
+            await painted  # the switched screen has been refreshed
+            latencies.append((time.perf_counter() - t0) * 1000.0)
+            await asyncio.sleep(0.15)
+    finally:
+        feeder.cancel()
+    return latencies
+
+
+async def main(seconds: float, presses: int) -> dict:
+    app = MoeTuiApp(RecordingAdapter(), sample_gpus=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        idle = await measure_cpu(app, seconds, live=False)
+        live = await measure_cpu(app, seconds, live=True)
+        keys = await measure_keys(app, pilot, presses)
+    keys.sort()
+    return {
+        "date": datetime.date.today().isoformat(),
+        "machine": f"{platform.node()} {platform.processor() or platform.machine()} ({os.cpu_count()} cpus)",
+        "python": platform.python_version(),
+        "terminal": "120x40 headless (Textual test driver: full layout and render, no terminal writes)",
+        "seconds_per_phase": seconds,
+        "idle_cpu_pct": round(idle, 2),
+        "live_cpu_pct": round(live, 2),
+        "key_presses": len(keys),
+        "key_p50_ms": round(statistics.median(keys), 2),
+        "key_p95_ms": round(keys[int(0.95 * (len(keys) - 1))], 2),
+        "key_max_ms": round(keys[-1], 2),
+        "goals": GOALS,
+    }
+
+
+def write(result: dict) -> Path:
+    out = ROOT / "benches" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"tui_overhead-{result['date']}"
+    stem.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    ok = lambda v, g: "ok" if v < g else "MISSED"  # noqa: E731
+    md = [
+        f"# TUI overhead, {result['date']}",
+        "",
+        f"Machine: {result['machine']}, Python {result['python']}; {result['terminal']}.",
+        f"Load: 8 GPUs' NVML snapshots at 1 Hz; live adds a concurrency-1024 benchmark's progress at 4 Hz"
+        f" and server log lines at 10 Hz. {result['seconds_per_phase']:.0f} s per phase.",
+        "",
+        "| measure | value | goal | |",
+        "|---|---|---|---|",
+        f"| CPU idle (% of a core) | {result['idle_cpu_pct']} | < {GOALS['idle_cpu_pct']} | "
+        f"{ok(result['idle_cpu_pct'], GOALS['idle_cpu_pct'])} |",
+        f"| CPU live (% of a core) | {result['live_cpu_pct']} | < {GOALS['live_cpu_pct']} | "
+        f"{ok(result['live_cpu_pct'], GOALS['live_cpu_pct'])} |",
+        f"| key to screen p50 (ms) | {result['key_p50_ms']} | | |",
+        f"| key to screen p95 (ms) | {result['key_p95_ms']} | < {GOALS['key_p95_ms']} | "
+        f"{ok(result['key_p95_ms'], GOALS['key_p95_ms'])} |",
+        f"| key to screen max (ms) | {result['key_max_ms']} | | |",
+        "",
+    ]
+    stem.with_suffix(".md").write_text("\n".join(md))
+    return stem
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--presses", type=int, default=40)
+    ns = parser.parse_args()
+    result = asyncio.run(main(ns.seconds, ns.presses))
+    path = write(result)
+    print(json.dumps(result, indent=2))
+    print(f"written {path}.json and .md")

@@ -8,8 +8,8 @@ concurrency 1, because:
   the *same* client already differ by a few percent (measured: TTFT -4 %..+8 % at concurrency 2-8);
 - the two clients differ by a few ms per request in how early they stamp chunks (bench_serving
   opens a new aiohttp session and connection per request); long modelled times keep that < 1 %.
-bench_serving gets `--tokenize-prompt` so the server receives token ids, as from our client (the
-random-ids spec means exact ids; without it bench_serving sends decoded text for re-tokenizing).
+bench_serving_args adds `--tokenize-prompt` for the generate API, so the server receives token ids, as
+from our client (the random-ids spec means exact ids; without it bench_serving sends decoded text).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def test_native_client_agrees_with_bench_serving(sglang_client, tmp_path):
         out = tmp_path / "bench_serving.jsonl"
         argv = sglang_client.argv_prefix + bench_serving_args(
             spec.replace(client="sglang.bench_serving"), base_url=sim.base_url, output_file=out,
-            output_details=True) + ["--tokenize-prompt"]
+            output_details=True)
         proc = subprocess.run(argv, env=client_env(client=sglang_client), capture_output=True, text=True,
                               timeout=300)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

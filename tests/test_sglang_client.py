@@ -58,6 +58,7 @@ def test_spec_maps_to_bench_serving_flags():
     assert "--disable-ignore-eos" not in argv
     assert "--flush-cache" not in argv
     assert "--disable-tqdm" in argv
+    assert argv.count("--tokenize-prompt") == 1  # exact ids reach the server, not re-tokenized text
 
 
 def test_spec_switches_map_to_their_flags():
@@ -70,6 +71,7 @@ def test_spec_switches_map_to_their_flags():
     assert _flag_value(argv, "--random-range-ratio") == "0.5"
     assert "--disable-ignore-eos" in argv and "--flush-cache" in argv and "--output-details" in argv
     assert "--disable-tqdm" not in argv and "--tokenizer" not in argv
+    assert "--tokenize-prompt" not in argv  # 0.5.23 rejects it with --backend sglang-oai
 
 
 def test_unsupported_spec_values_are_refused_by_name():
@@ -208,7 +210,9 @@ def test_emitted_flags_exist_in_the_installed_client(sglang_client):
     spec = BenchmarkSpec(api="completions", ignore_eos=False, flush_cache=True)
     argv = bench_serving_args(spec, base_url="http://h:1", output_file="o", tokenizer="t",
                               output_details=True, tag="x")
-    flags = [a for a in argv if a.startswith("--")]
+    argv += bench_serving_args(spec.replace(api="generate"), base_url="http://h:1", output_file="o")
+    flags = sorted({a for a in argv if a.startswith("--")})
+    assert "--tokenize-prompt" in flags
     missing = [f for f in flags if f"{f} " not in help_text and f"{f}\n" not in help_text]
     assert not missing, f"flags unknown to sglang.bench_serving {sglang_client.version}: {missing}"
     assert "sglang-oai" in help_text and "random-ids" in help_text

@@ -21,18 +21,16 @@ Use `run_benchmark_subprocess` (moe_tui.bench.process) from a UI: it runs this i
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import resource
-import ssl
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
-import httpx
+import aiohttp
 
-from moe_tui.bench.client import RequestOutcome, build_payload, stream_request
+from moe_tui.bench.client import RequestOutcome, build_payload, open_session, stream_request
 from moe_tui.bench.live import LiveStats, LoopLagProbe, selfcheck_flags
 from moe_tui.bench.workload import WorkItem, Workload, WorkloadError, build_workload, resolve_vocab_size
 from moe_tui.events import BenchProgress
@@ -44,21 +42,12 @@ ABORT_AFTER_CONNECT_ERRORS = 10
 FLUSH_CACHE_TIMEOUT_S = 60.0  # bench_serving's default --flush-cache timeout
 WARMUP_PAUSE_S = 1.0
 PROGRESS_INTERVAL_S = 0.25
-LANE_SIZE = 16  # concurrency slots (connections) per HTTP client pool
+CONTROL_TIMEOUT = aiohttp.ClientTimeout(total=10.0)
+# What a control call (/model_info, /v1/models, /flush_cache, /server_info) may raise.
+HTTP_ERRORS = (aiohttp.ClientError, TimeoutError, OSError)
 STATUSES = ("complete", "incomplete", "failed")
 
 ProgressCallback = Callable[[BenchProgress], Awaitable[None] | None]
-
-
-def _http_client(connections: int, tls: ssl.SSLContext) -> httpx.AsyncClient:
-    """HTTP/1.1 keep-alive pool with one connection per concurrency slot it serves (+1 spare).
-
-    `tls` is shared: building a default SSL context loads the CA store (~0.1 s of blocking CPU),
-    which per pool stalled the event loop for seconds at concurrency 1024."""
-    limits = httpx.Limits(max_connections=connections + 1, max_keepalive_connections=connections + 1,
-                          keepalive_expiry=60.0)
-    return httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(None, connect=30.0), http1=True,
-                             http2=False, trust_env=False, verify=tls)
 
 
 def default_request_timeout(spec: BenchmarkSpec) -> float:
@@ -175,17 +164,9 @@ async def run_benchmark(
             await _emit(on_progress, BenchProgress(run_id=run_id, **live.snapshot(probe.recent_ms())))
 
     reporter_task = asyncio.create_task(reporter()) if on_progress is not None else None
-    # httpcore's pool does work proportional to its size on every request; one pool of 1024
-    # connections made the client CPU-bound (measured: 4x slower than bench_serving at 1024
-    # streams). So each concurrency slot is bound to one of several small pools ("lanes").
-    tls = ssl.create_default_context()
-    lanes = [_http_client(min(LANE_SIZE, slots), tls) for _ in range(math.ceil(slots / LANE_SIZE))]
-    async with contextlib.AsyncExitStack() as exits:
-        for lane in lanes:
-            await exits.enter_async_context(lane)
-        client = lanes[0]
+    async with open_session(slots) as session:
         try:
-            await _run_phases(spec, base_url, url, lanes, result, live, probe, slots, timeout, stop,
+            await _run_phases(spec, base_url, url, session, result, live, probe, slots, timeout, stop,
                               vocab_size, tokenizer, warmup_pause_s)
         finally:
             if reporter_task is not None:
@@ -198,25 +179,24 @@ async def run_benchmark(
         if on_progress is not None:
             await _emit(on_progress, BenchProgress(run_id=run_id, **live.snapshot(probe.recent_ms())))
         try:
-            response = await client.get(f"{base_url}/server_info", timeout=10.0)
-            if response.status_code == 200:
-                result.server_info = response.json()
-        except (httpx.HTTPError, ValueError):
+            async with session.get(f"{base_url}/server_info", timeout=CONTROL_TIMEOUT) as response:
+                if response.status == 200:
+                    result.server_info = await response.json(content_type=None)
+        except (*HTTP_ERRORS, ValueError):
             pass
     result.finished_at = time.time()
     return result
 
 
 async def _run_phases(
-    spec: BenchmarkSpec, base_url: str, url: str, lanes: list[httpx.AsyncClient], result: BenchResult,
+    spec: BenchmarkSpec, base_url: str, url: str, session: aiohttp.ClientSession, result: BenchResult,
     live: LiveStats, probe: LoopLagProbe, slots: int, timeout: float, stop: asyncio.Event,
     vocab_size: int | None, tokenizer: str | None, warmup_pause_s: float,
 ) -> None:
-    client = lanes[0]
     # -- workload ------------------------------------------------------------------------------
     try:
         if vocab_size is None:
-            vocab_size, vocab_source = await resolve_vocab_size(client, base_url, tokenizer)
+            vocab_size, vocab_source = await resolve_vocab_size(session, base_url, tokenizer)
         else:
             vocab_source = "given"
         workload = build_workload(spec, vocab_size)
@@ -224,23 +204,20 @@ async def _run_phases(
         result.error = str(exc)
         result.errors_by_kind = {"setup": 1}
         return
-    except httpx.HTTPError as exc:
+    except HTTP_ERRORS as exc:
         result.error = f"server unreachable at {base_url}: {type(exc).__name__}: {exc}"
         result.errors_by_kind = {"connect": 1}
         return
     result.selfcheck.update(vocab_size=vocab_size, vocab_source=vocab_source, request_timeout_s=timeout)
 
-    # The concurrency cap: a FIFO of slot numbers (semaphore semantics, as bench_serving's
-    # asyncio.Semaphore); a request holding slot k uses lane k // LANE_SIZE.
-    free_slots: asyncio.Queue[int] = asyncio.Queue()
-    for k in range(slots):
-        free_slots.put_nowait(k)
+    # The concurrency cap, as bench_serving's asyncio.Semaphore (FIFO: waiters are woken in order).
+    cap = asyncio.Semaphore(slots)
     model = None
     if spec.api == "completions":
         try:
-            response = await client.get(f"{base_url}/v1/models", timeout=10.0)
-            model = (response.json().get("data") or [{}])[0].get("id")
-        except (httpx.HTTPError, ValueError, AttributeError, IndexError):
+            async with session.get(f"{base_url}/v1/models", timeout=CONTROL_TIMEOUT) as response:
+                model = ((await response.json(content_type=None)).get("data") or [{}])[0].get("id")
+        except (*HTTP_ERRORS, ValueError, AttributeError, IndexError):
             model = None
 
     consecutive_connect = 0
@@ -249,7 +226,7 @@ async def _run_phases(
 
     async def one(item: WorkItem, outcome: RequestOutcome) -> RequestOutcome:
         nonlocal consecutive_connect, aborted, in_flight_peak
-        slot = await free_slots.get()
+        await cap.acquire()
         try:
             if aborted or stop.is_set():
                 outcome.fail("aborted" if aborted else "cancelled",
@@ -259,11 +236,11 @@ async def _run_phases(
                                     ignore_eos=spec.ignore_eos, model=model)
             live.in_flight += 1
             in_flight_peak = max(in_flight_peak, live.in_flight)
-            await stream_request(lanes[slot // LANE_SIZE], url, spec.api, payload, outcome, timeout_s=timeout,
+            await stream_request(session, url, spec.api, payload, outcome, timeout_s=timeout,
                                  on_tokens=live.on_tokens)
-            live.on_done(outcome.ok, outcome.ttft, split_chunk_gaps(outcome.chunks[-50:]))
+            live.on_done(outcome.ok, outcome.ttft, outcome.chunks)
         finally:
-            free_slots.put_nowait(slot)
+            cap.release()
         if outcome.error_kind == "connect":
             consecutive_connect += 1
             if consecutive_connect >= ABORT_AFTER_CONNECT_ERRORS:
@@ -289,13 +266,14 @@ async def _run_phases(
         consecutive_connect = 0
     if spec.flush_cache:
         try:
-            response = await client.post(f"{base_url}/flush_cache", params={"timeout": FLUSH_CACHE_TIMEOUT_S},
-                                         timeout=FLUSH_CACHE_TIMEOUT_S + 10)
-            if response.status_code != 200:
-                result.error = f"POST /flush_cache answered HTTP {response.status_code}: {response.text[:200]}"
-                result.errors_by_kind = {"flush_cache": 1}
-                return
-        except httpx.HTTPError as exc:
+            async with session.post(f"{base_url}/flush_cache", params={"timeout": str(FLUSH_CACHE_TIMEOUT_S)},
+                                    timeout=aiohttp.ClientTimeout(total=FLUSH_CACHE_TIMEOUT_S + 10)) as response:
+                if response.status != 200:
+                    text = (await response.read()).decode("utf-8", "replace")
+                    result.error = f"POST /flush_cache answered HTTP {response.status}: {text[:200]}"
+                    result.errors_by_kind = {"flush_cache": 1}
+                    return
+        except HTTP_ERRORS as exc:
             result.error = f"POST /flush_cache failed: {type(exc).__name__}: {exc}"
             result.errors_by_kind = {"flush_cache": 1}
             return

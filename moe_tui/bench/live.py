@@ -1,8 +1,9 @@
 """Live figures of a running benchmark and the client's watch on itself.
 
-`LiveStats` keeps cheap running state (a sliding window of token arrivals, recent TTFT/ITL samples)
-so a progress snapshot every ~250 ms costs a few microseconds per chunk and one small percentile
-per snapshot. `LoopLagProbe` measures how late the event loop wakes a sleeper: when the loop is
+`LiveStats` keeps cheap running state: a running token count (one integer add per chunk; the
+live rate is taken over the snapshots of the last `WINDOW_S` seconds) and recent TTFT/ITL samples
+(ITL from the last `ITL_CHUNKS_PER_REQUEST` chunks of each finished request), so a progress
+snapshot every ~250 ms costs one small percentile. `LoopLagProbe` measures how late the event loop wakes a sleeper: when the loop is
 busy parsing streams, every timestamp the client takes is late by about that much.
 
 Client-bound thresholds (documented here, applied in `selfcheck_flags`):
@@ -21,8 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from moe_tui.metrics import split_chunk_gaps
+
 WINDOW_S = 5.0
 RECENT_SAMPLES = 2000
+ITL_CHUNKS_PER_REQUEST = 50
 
 LAG_P99_LIMIT_MS = 10.0
 CPU_LIMIT = 0.85
@@ -38,7 +42,8 @@ class LiveStats:
         self.completed = 0
         self.errors = 0
         self.in_flight = 0
-        self._arrivals: deque[tuple[float, int]] = deque()
+        self.tokens = 0  # output tokens received so far in this phase
+        self._marks: deque[tuple[float, int]] = deque([(self.started, 0)])  # (snapshot time, tokens)
         self._ttft: deque[float] = deque(maxlen=RECENT_SAMPLES)
         self._itl: deque[float] = deque(maxlen=RECENT_SAMPLES)
 
@@ -46,25 +51,31 @@ class LiveStats:
         self.__init__(total, phase)
 
     def on_tokens(self, now: float, tokens: int) -> None:
-        self._arrivals.append((now, tokens))
+        self.tokens += tokens
 
-    def on_done(self, ok: bool, ttft: float | None, itl: list[float]) -> None:
+    def on_done(self, ok: bool, ttft: float | None, chunks: list[tuple[float, int]]) -> None:
+        """A request ended; `chunks` are its (arrival, new tokens), as RequestOutcome.chunks."""
         self.in_flight -= 1
         if ok:
             self.completed += 1
             if ttft is not None:
                 self._ttft.append(ttft)
-            self._itl.extend(itl[-200:])
+            if len(chunks) > 1:
+                self._itl.extend(split_chunk_gaps(chunks[-ITL_CHUNKS_PER_REQUEST:]))
         else:
             self.errors += 1
 
     def snapshot(self, loop_lag_ms: float | None = None) -> dict[str, Any]:
         now = time.perf_counter()
-        while self._arrivals and self._arrivals[0][0] < now - WINDOW_S:
-            self._arrivals.popleft()
+        marks = self._marks
+        marks.append((now, self.tokens))
+        # the base is the newest snapshot at least WINDOW_S old (or the phase start)
+        while len(marks) > 2 and marks[1][0] <= now - WINDOW_S:
+            marks.popleft()
+        base_t, base_tokens = marks[0]
         elapsed = now - self.started
-        window = min(WINDOW_S, elapsed) if elapsed > 0 else 0.0
-        tokens = sum(n for _, n in self._arrivals)
+        window = now - base_t
+        tokens = self.tokens - base_tokens
 
         def pct(values: deque[float], q: float) -> float | None:
             return float(np.percentile(np.fromiter(values, float), q)) * 1000 if values else None

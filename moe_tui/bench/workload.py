@@ -110,15 +110,24 @@ def vocab_size_from_tokenizer(path: str | Path) -> int:
     return int(tok.get_vocab_size(with_added_tokens=False))
 
 
-async def resolve_vocab_size(client: Any, base_url: str, tokenizer: str | None = None) -> tuple[int, str]:
+async def resolve_vocab_size(session: Any, base_url: str, tokenizer: str | None = None) -> tuple[int, str]:
     """The vocabulary size and where it came from: --tokenizer, else the server's /model_info
-    tokenizer_path (or model_path) when that is a local directory, as bench_serving does."""
+    tokenizer_path (or model_path) when that is a local directory, as bench_serving does.
+    `session` is an aiohttp.ClientSession."""
     if tokenizer:
         return vocab_size_from_tokenizer(tokenizer), f"tokenizer {tokenizer}"
-    response = await client.get(f"{base_url}/model_info", timeout=10.0)
-    if response.status_code != 200:
-        raise WorkloadError(f"{base_url}/model_info answered HTTP {response.status_code}")
-    info = response.json()
+    import aiohttp
+
+    async with session.get(f"{base_url}/model_info", timeout=aiohttp.ClientTimeout(total=10.0)) as response:
+        if response.status != 200:
+            raise WorkloadError(f"{base_url}/model_info answered HTTP {response.status}")
+        body = await response.read()
+    try:
+        info = json.loads(body)
+    except ValueError:
+        raise WorkloadError(f"{base_url}/model_info answered something that is not JSON: {body[:200]!r}") from None
+    if not isinstance(info, dict):
+        raise WorkloadError(f"{base_url}/model_info answered {type(info).__name__}, not a JSON object")
     for key in ("tokenizer_path", "model_path"):
         candidate = info.get(key)
         if candidate and (Path(candidate).expanduser() / "tokenizer.json").is_file():

@@ -14,6 +14,8 @@ from tests.ui.fakes import T0, RecordingAdapter
 @pytest.fixture(autouse=True)
 def _ui_home(tmp_path, monkeypatch):
     monkeypatch.setenv("MOE_TUI_HOME", str(tmp_path / "home"))
+    # Repaints are rate-limited for CPU's sake; tests assert what is painted, not when.
+    monkeypatch.setattr("moe_tui.ui.app.FLUSH_INTERVAL_S", 0.0)
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ Ordering policies (`ORDER_POLICIES`), for a campaign of profiles P, concurrencie
   alternating  for r: for c: for p   A,B,A,B item by item: the strongest drift cancelling, at one
                                      server start per item
 `server_starts()` counts what a sequence costs; `CampaignPlan.start_costs()` shows every policy's
-cost before the user picks. The pause flag lives in `queue_settings` (created here if missing).
+cost before the user picks. The pause flag lives in the store's `queue_settings` table.
 """
 
 from __future__ import annotations
@@ -56,8 +56,6 @@ WARMUP_MIN_PROMPTS = 8
 # The warmup pass draws different prompts than the timed run, so the server's prefix cache cannot
 # hand the timed run free prefills; this offset is added to the seed (mod 2^63).
 WARMUP_SEED_OFFSET = 1_000_003
-
-_SETTINGS_DDL = "CREATE TABLE IF NOT EXISTS queue_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 
 
 class QueueError(ValueError):
@@ -235,8 +233,6 @@ class RunQueue:
     def __init__(self, store: Store):
         self.store = store
         self._listeners: list[ChangeListener] = []
-        with store.transaction() as tx:
-            tx.execute(_SETTINGS_DDL)
 
     # -- change notification ------------------------------------------------------------------
     def subscribe(self, listener: ChangeListener) -> Callable[[], None]:

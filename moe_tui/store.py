@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -114,6 +114,11 @@ _MIGRATIONS: dict[int, str] = {
         sample_json TEXT NOT NULL
     );
     CREATE INDEX gpu_samples_run ON gpu_samples(run_id, t);
+    """,
+    # Queue-wide settings (the persisted pause flag). IF NOT EXISTS: early version-1 stores made
+    # this table on the fly.
+    2: """
+    CREATE TABLE IF NOT EXISTS queue_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """,
 }
 

@@ -135,3 +135,22 @@ def test_mark_running_runs_after_crash(tmp_path):
     assert store.mark_running_runs("incomplete", "runner died") == 1
     assert store.run(a).status == "incomplete" and store.run(a).error == "runner died"
     assert store.run(b).status == "complete"
+
+
+def test_version_1_store_migrates_to_current_keeping_runs(tmp_path):
+    """A store written by schema 1 (before queue_settings) opens, migrates and keeps its runs."""
+    from moe_tui import store as store_module
+
+    path = tmp_path / "s.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.isolation_level = None
+    for statement in store_module._split_sql(store_module._MIGRATIONS[1]):
+        conn.execute(statement)
+    conn.execute("INSERT INTO runs (created_at, status, profile_name, spec_json, fingerprint, client)"
+                 " VALUES (1.0, 'complete', 'a', '{}', 'f', 'moe-tui')")
+    conn.execute("PRAGMA user_version = 1")
+    conn.close()
+    store = Store(path)
+    assert store.query("PRAGMA user_version")[0][0] == SCHEMA_VERSION
+    assert [r.profile_name for r in store.runs()] == ["a"]
+    assert store.query("SELECT count(*) FROM queue_settings")[0][0] == 0

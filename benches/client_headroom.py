@@ -16,6 +16,14 @@ every process got a fraction of a core).
    histogram's sum/count, scraped before and after the run: it runs from the request's arrival
    in the handler to the first token's emission), plus the model's prediction.
 
+Against the zero-delay emulator the *server* may be the limit (it is one Python process on one
+core building cumulative /generate lines): then both clients' wall throughputs meet the same
+ceiling and say little about the clients. So each run also reports `cpu_capacity_tok_s` /
+`cpu_capacity_req_s`: output tokens (requests) divided by the client process's CPU seconds beyond
+its fixed cost (the median CPU of two runs of the same spec with one prompt: interpreter, imports,
+tokenizer, warmup), i.e. what one core could sustain if the server kept up. Process CPU comes from
+RUSAGE_CHILDREN around each client process, the same way for both clients.
+
 `--baseline-tree DIR` adds a third client: moe-tui run from another source tree (e.g. `git archive
 <commit> moe_tui | tar -x -C DIR`), for before/after figures in the same run.
 Writes benches/results/client_headroom-<date>.json and .txt.
@@ -30,6 +38,7 @@ import datetime as dt
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -52,10 +61,17 @@ CLIENT_CPU = 0
 PICKED = ("completed", "duration", "output_throughput", "request_throughput", "mean_ttft_ms",
           "median_ttft_ms", "p99_ttft_ms", "mean_itl_ms", "p99_itl_ms")
 TTFT_BACKEND = "flashinfer_cutlass"
+RATIO_KEYS = ("output_throughput", "request_throughput", "cpu_capacity_tok_s", "cpu_capacity_req_s")
 
 
 def _pin() -> None:
     os.sched_setaffinity(0, {CLIENT_CPU})
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds of finished, waited-for child processes so far (a client run's own tree)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run_ours(spec: BenchmarkSpec, url: str, tree: Path | None = None) -> dict:
@@ -65,17 +81,18 @@ def run_ours(spec: BenchmarkSpec, url: str, tree: Path | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         spec_file = Path(tmp) / "spec.json"
         spec_file.write_text(spec.to_json())
-        t = time.time()
+        t, cpu = time.time(), _children_cpu_s()
         proc = subprocess.run([sys.executable, "-m", "moe_tui", "bench", "--events", "jsonl", "--spec-file",
                                str(spec_file), "--base-url", url], capture_output=True, text=True,
                               preexec_fn=_pin, timeout=900, env=env, cwd=str(tree or ROOT))
-        wall = time.time() - t
+        wall, cpu = time.time() - t, _children_cpu_s() - cpu
     try:
         last = json.loads(proc.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
         return {"error": proc.stdout[-2000:] + proc.stderr[-2000:]}
     check = last["selfcheck"]
-    return {"wall_s": wall, "status": last["status"], **{k: last["summary"].get(k) for k in PICKED},
+    return {"wall_s": wall, "process_cpu_s": cpu, "status": last["status"],
+            **{k: last["summary"].get(k) for k in PICKED},
             "loop_lag_p50_ms": check.get("loop_lag_p50_ms"), "loop_lag_p99_ms": check.get("loop_lag_p99_ms"),
             "client_cpu_fraction": check.get("client_cpu_fraction"), "client_bound": check.get("client_bound")}
 
@@ -85,14 +102,14 @@ def run_theirs(client, spec: BenchmarkSpec, url: str) -> dict:
         out = Path(tmp) / "o.jsonl"
         argv = client.argv_prefix + bench_serving_args(spec.replace(client="sglang.bench_serving"), base_url=url,
                                                        output_file=out)
-        t = time.time()
+        t, cpu = time.time(), _children_cpu_s()
         proc = subprocess.run(argv, env=client_env(client=client), capture_output=True, text=True,
                               preexec_fn=_pin, timeout=900)
-        wall = time.time() - t
+        wall, cpu = time.time() - t, _children_cpu_s() - cpu
         if proc.returncode != 0:
             return {"error": proc.stdout[-2000:] + proc.stderr[-2000:]}
         summary = parse_bench_serving_jsonl(out)[-1]
-    return {"wall_s": wall, **{k: summary.get(k) for k in PICKED}}
+    return {"wall_s": wall, "process_cpu_s": cpu, **{k: summary.get(k) for k in PICKED}}
 
 
 def server_ttft(base_url: str) -> tuple[float, int]:
@@ -113,16 +130,27 @@ def _median(runs: list[dict], key: str) -> float | None:
 def scenario(name: str, sim_args: list[str], spec: BenchmarkSpec, client, repeats: int,
              baseline: Path | None) -> dict:
     other = sorted(set(range(os.cpu_count() or 1)) - {CLIENT_CPU}) or [CLIENT_CPU]
-    runners = {"moe_tui": lambda url: run_ours(spec, url)}
-    if client:
-        runners["bench_serving"] = lambda url: run_theirs(client, spec, url)
-    if baseline is not None:
-        runners["moe_tui_baseline"] = lambda url: run_ours(spec, url, baseline)
+    null_spec = spec.replace(num_prompts=1)
+
+    def runners_for(s: BenchmarkSpec) -> dict:
+        out = {"moe_tui": lambda url: run_ours(s, url)}
+        if client:
+            out["bench_serving"] = lambda url: run_theirs(client, s, url)
+        if baseline is not None:
+            out["moe_tui_baseline"] = lambda url: run_ours(s, url, baseline)
+        return out
+
+    runners, null_runners = runners_for(spec), runners_for(null_spec)
     runs: dict[str, list[dict]] = {who: [] for who in runners}
+    null_cpu: dict[str, list[float]] = {who: [] for who in runners}
     with start_sim(sim_args + ["--max-running-requests", "4096", "--enable-metrics"]) as sim:
         os.sched_setaffinity(sim.proc.pid, set(other))
         sim_ps = psutil.Process(sim.proc.pid)
         order = list(runners)
+        # The fixed CPU cost of each client process (interpreter, imports, tokenizer, warmup, one
+        # request): subtracted from a full run's process CPU to get the CPU its timed phase used.
+        for who in order * 2:
+            null_cpu[who].append(null_runners[who](sim.base_url).get("process_cpu_s", 0.0))
         for rep in range(repeats):
             for who in (order if rep % 2 == 0 else order[::-1]):
                 load = os.getloadavg()[0]
@@ -138,19 +166,26 @@ def scenario(name: str, sim_args: list[str], spec: BenchmarkSpec, client, repeat
                     run["sim_cpu_fraction"] = (c1.user + c1.system - c0.user - c0.system) / run["wall_s"]
                 if run.get("mean_ttft_ms") is not None and run["server_mean_ttft_ms"] is not None:
                     run["client_added_ttft_ms"] = run["mean_ttft_ms"] - run["server_mean_ttft_ms"]
+                if "process_cpu_s" in run:
+                    # What one core could sustain if the server were never the limit: work done per
+                    # client CPU-second of the run beyond the fixed cost.
+                    timed_cpu = run["process_cpu_s"] - statistics.median(null_cpu[who])
+                    run["timed_cpu_s"] = timed_cpu
+                    if timed_cpu > 0:
+                        run["cpu_capacity_tok_s"] = run["output_throughput"] * run["duration"] / timed_cpu
+                        run["cpu_capacity_req_s"] = run["completed"] / timed_cpu
                 runs[who].append(run)
                 print(json.dumps({"scenario": name, "client": who, **run}), flush=True)
-    medians = {who: {k: _median(rs, k) for k in (*PICKED, "client_added_ttft_ms", "server_mean_ttft_ms",
-                                                  "load1_before", "sim_cpu_fraction", "client_cpu_fraction",
-                                                  "loop_lag_p99_ms")}
+    medians = {who: {k: _median(rs, k) for k in (*PICKED, *RATIO_KEYS[2:], "client_added_ttft_ms",
+                                                  "server_mean_ttft_ms", "timed_cpu_s", "load1_before",
+                                                  "sim_cpu_fraction", "client_cpu_fraction", "loop_lag_p99_ms")}
                for who, rs in runs.items()}
     row = {"scenario": name, "spec": spec.describe(), "sim_args": sim_args, "repeats": repeats,
-           "median": medians, "runs": runs}
+           "null_run_cpu_s": null_cpu, "median": medians, "runs": runs}
     if "bench_serving" in medians:
         ours, theirs = medians["moe_tui"], medians["bench_serving"]
         row["ratio_moe_tui_over_bench_serving"] = {
-            k: ours[k] / theirs[k] for k in ("output_throughput", "request_throughput")
-            if ours.get(k) and theirs.get(k)}
+            k: ours[k] / theirs[k] for k in RATIO_KEYS if ours.get(k) and theirs.get(k)}
     return row
 
 
@@ -169,7 +204,8 @@ def text_report(info: dict) -> str:
         who = list(med)
         lines.append(f"{row['scenario']}: {row['spec']}")
         lines.append("  " + " " * 22 + "".join(f"{w:>18}" for w in who))
-        for key in ("output_throughput", "request_throughput", "mean_ttft_ms", "p99_ttft_ms", "mean_itl_ms",
+        for key in ("output_throughput", "request_throughput", "cpu_capacity_tok_s", "cpu_capacity_req_s",
+                    "timed_cpu_s", "mean_ttft_ms", "p99_ttft_ms", "mean_itl_ms",
                     "server_mean_ttft_ms", "client_added_ttft_ms", "client_cpu_fraction", "loop_lag_p99_ms",
                     "sim_cpu_fraction", "load1_before"):
             if all(med[w].get(key) is None for w in who):

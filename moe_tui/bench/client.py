@@ -54,8 +54,9 @@ JSON_HEADERS = {"Content-Type": "application/json"}
 _DATA = b"data:"
 _DONE = b"[DONE]"
 _META_KEY = b'"meta_info"'
-# Where the value of a leading "text" key starts, for both separators json.dumps may write.
-_TEXT_OPENINGS = ((b'{"text":"', 9), (b'{"text": "', 10))
+_GENERATE_LINE = b'data: {"text":'
+# Where the value of the leading "text" key starts, for both separators json.dumps may write.
+_TEXT_OPENINGS = ((b'data: {"text":"', 15), (b'data: {"text": "', 16))
 
 
 def open_session(connections: int) -> aiohttp.ClientSession:
@@ -107,27 +108,28 @@ def _finish_reason(value: Any) -> str | None:
     return str(value)
 
 
-def _generate_fields_fast(data: bytes) -> tuple[bool, Any, Any] | None:
-    """(text is non-empty, completion_tokens, finish_reason) of a /generate line in SGLang's shape,
-    decoding only its trailing meta_info; None when the line is not in that shape.
+def _generate_fields_fast(raw: bytes) -> tuple[bool, Any, Any] | None:
+    """(text is non-empty, completion_tokens, finish_reason) of a raw /generate SSE line in SGLang's
+    shape (`data: {"text": ..., "meta_info": {...}}`), decoding only its trailing meta_info and
+    copying nothing else; None when the line is not in that shape.
 
     A `"meta_info"` found by rfind is a key, not text: inside a JSON string every quote is escaped,
     so the byte pattern cannot occur there."""
     for opening, start in _TEXT_OPENINGS:
-        if data.startswith(opening):
+        if raw.startswith(opening):
             break
     else:
         return None
-    key = data.rfind(_META_KEY)
-    if key < 0 or not data.endswith(b"}"):
+    key = raw.rfind(_META_KEY)
+    if key < 0 or not raw.endswith(b"}"):
         return None
     try:
-        meta = orjson.loads(data[data.index(b":", key + len(_META_KEY)) + 1:-1])
+        meta = orjson.loads(raw[raw.index(b":", key + len(_META_KEY)) + 1:-1])
     except (orjson.JSONDecodeError, ValueError):
         return None  # meta_info is not the last key: decode the whole line instead
     if not isinstance(meta, dict):
         return None
-    return data[start:start + 1] != b'"', meta.get("completion_tokens"), meta.get("finish_reason")
+    return raw[start:start + 1] != b'"', meta.get("completion_tokens"), meta.get("finish_reason")
 
 
 class _StreamState:
@@ -144,21 +146,23 @@ class _StreamState:
         self.t0 = outcome.sent_at or 0.0
 
     def line(self, raw: bytes, now: float) -> None:
-        raw = raw.strip()
-        if not raw:
-            return
+        """One line of the stream (without its newline), read at `now`."""
         o = self.o
-        o.latency = now - self.t0
-        data = raw[5:].lstrip() if raw.startswith(_DATA) else raw
-        if data == _DONE:
-            self.done = True
-            return
-        if raw[:1] == b":" or raw.startswith(b"event:"):
-            return  # SSE comment or event name
-        fast = _generate_fields_fast(data) if self.generate else None
+        fast = _generate_fields_fast(raw) if self.generate and raw.startswith(_GENERATE_LINE) else None
         if fast is not None:
+            o.latency = now - self.t0
             has_text, tokens, reason = fast
         else:
+            raw = raw.strip()
+            if not raw:
+                return
+            o.latency = now - self.t0
+            data = raw[5:].lstrip() if raw.startswith(_DATA) else raw
+            if data == _DONE:
+                self.done = True
+                return
+            if raw[:1] == b":" or raw.startswith(b"event:"):
+                return  # SSE comment or event name
             has_text, tokens, reason = self._decode(raw, data)
         if reason is not None:
             o.finish_reason = _finish_reason(reason)
@@ -256,11 +260,13 @@ async def stream_request(
                     if piece.endswith(b"\n"):
                         pending = b""
                         for one in piece.split(b"\n"):
-                            line(one, now)
+                            if one:  # SSE events end with a blank line
+                                line(one, now)
                     elif b"\n" in piece:
                         *lines, pending = piece.split(b"\n")
                         for one in lines:
-                            line(one, now)
+                            if one:
+                                line(one, now)
                     else:
                         pending = piece
                 if pending.strip():

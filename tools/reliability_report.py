@@ -1,6 +1,7 @@
 """Run the reliability suite and rewrite the README's "Reliability" section from the result.
 
     .venv/bin/python tools/reliability_report.py [--json FILE] [--no-readme] [-- extra pytest args]
+    .venv/bin/python tools/reliability_report.py --from-json FILE   (README from an earlier run's records)
 
 Runs `pytest tests/reliability -q` in this process with a small plugin that records, for every
 test, its kind (bad input, fault, security: from the file it lives in), a human description (the
@@ -91,8 +92,12 @@ def _first_error_line(report) -> str:
     text = getattr(report, "longreprtext", "") or str(report.longrepr)
     for line in text.splitlines():
         if line.startswith("E "):
-            return line[1:].strip()[:160]
-    return text.strip().splitlines()[-1][:160] if text.strip() else "failed"
+            return _short_paths(line[1:].strip())[:200]
+    return _short_paths(text.strip().splitlines()[-1])[:200] if text.strip() else "failed"
+
+
+def _short_paths(text: str) -> str:
+    return re.sub(r"/tmp/pytest-of-[^/]+/pytest-\d+/[^/\s]+/", "<tmp>/", text)
 
 
 RESULT = {"passed": "pass", "failed": "**FAIL**", "error": "**ERROR**", "skipped": "skipped", "not run": "not run"}
@@ -127,7 +132,7 @@ def render_section(records: list[TestRecord], when: str, wall_s: float) -> str:
     if notes:
         lines += ["", "Not passing in this run:", ""]
         for r in notes:
-            lines.append(f"- `{r.nodeid.split('::', 1)[-1]}` ({r.outcome}): {_cell(r.detail)}")
+            lines.append(f"- `{r.nodeid.split('::', 1)[-1]}` ({r.outcome}): {_cell(_short_paths(r.detail))}")
     return "\n".join(lines) + "\n"
 
 
@@ -146,8 +151,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", metavar="FILE", help="also write the per-test records as JSON here")
     parser.add_argument("--no-readme", action="store_true", help="do not rewrite README.md")
+    parser.add_argument("--from-json", metavar="FILE",
+                        help="do not run pytest: rewrite the README from records an earlier --json wrote")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = parser.parse_args(argv)
+
+    if args.from_json:
+        saved = json.loads(Path(args.from_json).read_text())
+        records = [TestRecord(**t) for t in saved["tests"]]
+        README.write_text(replace_section(README.read_text(encoding="utf-8"),
+                                          render_section(records, saved["date"], saved["wall_s"])), encoding="utf-8")
+        print(f"README.md: '{HEADING}' section rewritten from {args.from_json} ({len(records)} rows)")
+        return 0
 
     import pytest
 

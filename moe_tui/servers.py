@@ -653,6 +653,10 @@ class ManagedServer:
         self.metrics_interval_s = metrics_interval_s
         self.gpu_probe = gpu_probe
         self.stop_on_failure = stop_on_failure
+        # SGLang's /health pushes a 1-token generation through the scheduler: a controller may
+        # pause the probes during a timed run so they do not share the batch with it. Exit
+        # detection goes on regardless.
+        self.health_paused = False
         self.python = python
         self.log_lines: collections.deque[str] = collections.deque(maxlen=ring_lines)
         self.warnings: list[str] = []
@@ -760,6 +764,8 @@ class ManagedServer:
             return
         if self.state == STOPPING and self._stop_task is not None:
             await asyncio.shield(self._stop_task)
+        if self.state == FAILED and self._done_event is not None:
+            await self._done_event.wait()  # the failure's cleanup must not close the new start's files
         live = [s for s in managed_servers() if s is not self and s.is_live]
         probe = self.gpu_probe if self.profile.engine != "sim" else None
         warnings = await asyncio.to_thread(preflight, self.profile, live, probe, force=force)
@@ -972,6 +978,9 @@ class ManagedServer:
             await asyncio.sleep(self.health_interval_s)
             if self.state != READY:
                 return
+            if self.health_paused:
+                failures = 0
+                continue
             error = None
             try:
                 resp = await self._client.get("/health", timeout=self.health_timeout_s)

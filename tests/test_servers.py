@@ -463,6 +463,56 @@ def test_cli_start_keep_status_logs_stop(tmp_path, home):
             proc.kill()
 
 
+ESCAPER = textwrap.dedent("""
+    # A leader that starts a grandchild in a session of its own, then dies: the grandchild is
+    # reparented and outside the leader's process group, like SGLang's schedulers can be.
+    import subprocess, sys, time
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    print(child.pid, flush=True)
+    time.sleep(float(sys.argv[1]))
+""")
+
+
+@pytest.mark.parametrize("leader_lives_s", [0.0, 60.0])
+def test_stop_finds_escaped_descendants_by_marker(tmp_path, leader_lives_s):
+    script = tmp_path / "escaper.py"
+    script.write_text(ESCAPER)
+    marker = f"test-escaper-{os.getpid()}-{leader_lives_s}"
+    leader = subprocess.Popen([sys.executable, str(script), str(leader_lives_s)], stdout=subprocess.PIPE,
+                              text=True, start_new_session=True, env={**os.environ, SERVER_ID_ENV: marker})
+    try:
+        grandchild = int(leader.stdout.readline())
+        if not leader_lives_s:
+            leader.wait(10)
+        assert os.getpgid(grandchild) != leader.pid and psutil.pid_exists(grandchild)
+        report = servers.terminate_server(leader.pid, marker, grace_s=2.0, popen=leader)
+        assert grandchild in report.signalled and report.clean, report.describe()
+        assert not marked_processes({marker})
+        assert servers.terminate_server(leader.pid, marker, grace_s=2.0, popen=leader).signalled == ()
+    finally:
+        for proc in marked_processes({marker}):
+            proc.kill()
+        if leader.poll() is None:
+            leader.kill()
+            leader.wait()
+
+
+def test_stop_reports_gpu_still_listing_server_pids():
+    marker = f"test-gpu-{os.getpid()}"
+    proc = subprocess.Popen(["sleep", "30"], start_new_session=True, env={**os.environ, SERVER_ID_ENV: marker})
+    try:
+        view = GpuView(count=2, processes={1: ((proc.pid, "sleep"), (999999, "other"))})
+        report = servers.terminate_server(proc.pid, marker, grace_s=2.0, popen=proc, gpus=(0, 1),
+                                          gpu_probe=lambda: view)
+        assert report.gpu_checked and report.gpu_holders == (proc.pid,) and not report.clean
+        assert "NVML still lists pids" in report.describe() and report.exit_signal == signal.SIGTERM
+        assert not marked_processes({marker})
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 # -- pure parts ----------------------------------------------------------------------------------
 def test_parse_prometheus_text_labels_comments_and_odd_lines():
     text = textwrap.dedent("""\

@@ -204,8 +204,7 @@ def _stop(args: argparse.Namespace) -> int:
             _err(f"no recorded start of profile '{args.profile}' in {store.path}")
             return 2
         # Every start still alive, not only the latest: an older one may have been left behind.
-        targets = [r for r in rows if r["state"] in ("starting", "ready", "stopping") or servers.recorded_server_alive(r)]
-        targets = [r for r in targets if servers.recorded_server_alive(r)]
+        targets = [r for r in rows if servers.recorded_server_alive(r)]
         if not targets:
             print(f"{args.profile or 'no server'}: not running")
             for row in rows:

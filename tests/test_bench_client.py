@@ -29,7 +29,8 @@ def _feed(lines: list[bytes]) -> RequestOutcome:
     outcome.sent_at = 100.0
     state = _StreamState(outcome, "generate", None)
     for i, raw in enumerate(lines):
-        state.line(raw, 100.0 + 0.01 * (i + 1))
+        buf = b"xx\n" + raw + b"\nyy"  # a line inside a larger read, as the client hands them on
+        state.line(buf, 3, 3 + len(raw), 100.0 + 0.01 * (i + 1))
     return outcome
 
 

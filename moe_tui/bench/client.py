@@ -108,28 +108,30 @@ def _finish_reason(value: Any) -> str | None:
     return str(value)
 
 
-def _generate_fields_fast(raw: bytes) -> tuple[bool, Any, Any] | None:
-    """(text is non-empty, completion_tokens, finish_reason) of a raw /generate SSE line in SGLang's
-    shape (`data: {"text": ..., "meta_info": {...}}`), decoding only its trailing meta_info and
-    copying nothing else; None when the line is not in that shape.
+def _generate_fields_fast(buf: bytes, start: int = 0, end: int | None = None) -> tuple[bool, Any, Any] | None:
+    """(text is non-empty, completion_tokens, finish_reason) of the raw /generate SSE line
+    `buf[start:end]` in SGLang's shape (`data: {"text": ..., "meta_info": {...}}`), decoding only
+    its trailing meta_info and copying nothing else; None when the line is not in that shape.
 
     A `"meta_info"` found by rfind is a key, not text: inside a JSON string every quote is escaped,
     so the byte pattern cannot occur there."""
-    for opening, start in _TEXT_OPENINGS:
-        if raw.startswith(opening):
+    if end is None:
+        end = len(buf)
+    for opening, offset in _TEXT_OPENINGS:
+        if buf.startswith(opening, start, end):
             break
     else:
         return None
-    key = raw.rfind(_META_KEY)
-    if key < 0 or not raw.endswith(b"}"):
+    key = buf.rfind(_META_KEY, start, end)
+    if key < 0 or not buf.endswith(b"}", start, end):
         return None
     try:
-        meta = orjson.loads(raw[raw.index(b":", key + len(_META_KEY)) + 1:-1])
+        meta = orjson.loads(buf[buf.index(b":", key + len(_META_KEY), end) + 1:end - 1])
     except (orjson.JSONDecodeError, ValueError):
         return None  # meta_info is not the last key: decode the whole line instead
     if not isinstance(meta, dict):
         return None
-    return raw[start:start + 1] != b'"', meta.get("completion_tokens"), meta.get("finish_reason")
+    return buf[start + offset] != 0x22, meta.get("completion_tokens"), meta.get("finish_reason")  # 0x22: '"'
 
 
 class _StreamState:
@@ -145,15 +147,16 @@ class _StreamState:
         self.last_tokens = 0
         self.t0 = outcome.sent_at or 0.0
 
-    def line(self, raw: bytes, now: float) -> None:
-        """One line of the stream (without its newline), read at `now`."""
+    def line(self, buf: bytes, start: int, end: int, now: float) -> None:
+        """One line of the stream, `buf[start:end]` (without its newline), read at `now`."""
         o = self.o
-        fast = _generate_fields_fast(raw) if self.generate and raw.startswith(_GENERATE_LINE) else None
+        fast = (_generate_fields_fast(buf, start, end)
+                if self.generate and buf.startswith(_GENERATE_LINE, start, end) else None)
         if fast is not None:
             o.latency = now - self.t0
             has_text, tokens, reason = fast
         else:
-            raw = raw.strip()
+            raw = buf[start:end].strip()
             if not raw:
                 return
             o.latency = now - self.t0
@@ -251,26 +254,25 @@ async def stream_request(
                     outcome.fail(f"http_{response.status}",
                                  f"HTTP {response.status} {response.reason or ''}: {body.strip()}")
                     return outcome
+                # Lines are handed on as (buffer, start, end): splitting would copy every byte
+                # of the (long, cumulative) lines once more.
                 pending = b""
                 line = state.line
                 async for piece in response.content.iter_any():
                     now = perf_counter()
                     if pending:
                         piece = pending + piece
-                    if piece.endswith(b"\n"):
-                        pending = b""
-                        for one in piece.split(b"\n"):
-                            if one:  # SSE events end with a blank line
-                                line(one, now)
-                    elif b"\n" in piece:
-                        *lines, pending = piece.split(b"\n")
-                        for one in lines:
-                            if one:
-                                line(one, now)
-                    else:
-                        pending = piece
+                    find = piece.find
+                    start = 0
+                    newline = find(b"\n")
+                    while newline >= 0:
+                        if newline > start:  # SSE events end with a blank line: skip those
+                            line(piece, start, newline, now)
+                        start = newline + 1
+                        newline = find(b"\n", start)
+                    pending = piece[start:] if start < len(piece) else b""
                 if pending.strip():
-                    line(pending, perf_counter())
+                    line(pending, 0, len(pending), perf_counter())
     except _StreamFailure as exc:
         outcome.fail(exc.kind, str(exc))
         return outcome

@@ -2,7 +2,9 @@
 
 Uses a separate data home (`<data dir>/demo-home`, or $MOE_TUI_HOME/demo-home) so simulated runs
 never mix with real ones, and queues "sim cutlass vs cutedsl at concurrency 1, 2, 10, 64 x 2
-repeats, small prompts, interleaved", paused: press `r` to start it. No GPU needed.
+repeats, small prompts, interleaved", paused: press `r` to start it. No GPU needed. Like `moe-tui`,
+it runs the campaign in a detached runner (started if none holds the demo data dir, attached to
+otherwise), so closing the terminal leaves it running; `--in-process` keeps it inside the TUI.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from typing import Any
 
 def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
-    p.add_argument("--no-gpu-sampling", action="store_true", help="do not sample NVML in the TUI")
+    from moe_tui.commands.tui import add_mode_args
+
+    add_mode_args(p)
     p.set_defaults(run=run)
     return p
 
@@ -24,5 +28,5 @@ def run(args: argparse.Namespace) -> int:
     from moe_tui.ui.launch import use_demo_home
 
     use_demo_home()
-    return launch(paths.bundled_demo_profiles_dir(), attach=False, demo=True,
+    return launch(paths.bundled_demo_profiles_dir(), attach=args.attach, demo=True,
                   sample_gpus=not args.no_gpu_sampling)

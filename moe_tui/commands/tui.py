@@ -1,8 +1,11 @@
 """`moe-tui` / `moe-tui tui`: open the control room on your profiles.
 
 Profiles come from --profiles-dir, else `profiles_dir` in the config file, else
-./server_profiles/. If a detached runner (`moe-tui run --detach`) holds this data dir the TUI
-attaches to it; otherwise it hosts the controller itself (--attach / --in-process force one).
+./server_profiles/. The controller lives in a detached runner so a dropped SSH session or a killed
+TUI leaves the campaign running: if a runner holds this data dir the TUI attaches to it, otherwise
+it starts one (`moe-tui run --detach --stay`) and attaches. Quitting asks whether to stop the
+servers and the runner or to leave the campaign running. `--attach` only attaches (refused when no
+runner runs); `--in-process` hosts the controller inside the TUI (it stops when the TUI does).
 """
 
 from __future__ import annotations
@@ -15,14 +18,19 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("--profiles-dir", default=None,
                    help="folder of profile TOML files (default: config 'profiles_dir' or ./server_profiles)")
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--attach", dest="attach", action="store_const", const=True, default=None,
-                      help="attach to the detached runner of this data dir")
-    mode.add_argument("--in-process", dest="attach", action="store_const", const=False,
-                      help="host the controller in the TUI even if a runner is up (refused: one per data dir)")
-    p.add_argument("--no-gpu-sampling", action="store_true", help="do not sample NVML in the TUI")
+    add_mode_args(p)
     p.set_defaults(run=run)
     return p
+
+
+def add_mode_args(p: argparse.ArgumentParser) -> None:
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--attach", dest="attach", action="store_const", const=True, default=None,
+                      help="only attach to the runner of this data dir (refused when none runs)")
+    mode.add_argument("--in-process", dest="attach", action="store_const", const=False,
+                      help="host the controller in the TUI: no runner, everything stops when the TUI quits "
+                           "(refused while a runner holds the data dir)")
+    p.add_argument("--no-gpu-sampling", action="store_true", help="do not sample NVML in the TUI")
 
 
 def profiles_dir_from(args: argparse.Namespace) -> Any:
@@ -53,8 +61,8 @@ def launch(profiles_dir: Any, *, attach: bool | None, demo: bool, sample_gpus: b
     from moe_tui.servers import install_exit_handlers
     from moe_tui.ui.launch import open_control_room
 
-    # Servers this process starts are stopped if it dies (SIGTERM, a dropped SSH session): with
-    # the controller in-process nothing else would ever stop them.
+    # Servers this process starts (--in-process only) are stopped if it dies (SIGTERM, a dropped
+    # SSH session): nothing else would ever stop them. Attached, the runner owns the servers.
     install_exit_handlers()
     room = open_control_room(profiles_dir, attach=attach, demo=demo, sample_gpus=sample_gpus)
     room.app.run()

@@ -74,6 +74,7 @@ class ControlSnapshot:
     detail: str = ""
     paused: bool = False
     current_item: int | None = None
+    logs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # profile -> recent log lines
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
 from moe_tui.events import Event, Notice
 from moe_tui.profiles import ServerProfile
+from moe_tui.runner import read_runner_info
 from moe_tui.store import Store
 from moe_tui.ui.adapter import CampaignRequest, ControlAdapter, ControlSnapshot
 from moe_tui.ui.loop_thread import LoopThread
@@ -25,6 +27,10 @@ from moe_tui.ui.store_reads import StoreReads, campaign_args
 
 # A server start waits for /health_generate; the profile's own startup timeout bounds it.
 COMMAND_TIMEOUT_S = 60.0
+# A stopping runner interrupts its benchmark and stops every server (SIGTERM, grace, SIGKILL).
+RUNNER_STOP_WAIT_S = 90.0
+# Log lines a freshly attached TUI shows per running server before new ones stream in.
+ATTACH_LOG_LINES = 200
 
 
 class _Subscribers:
@@ -53,8 +59,14 @@ class _Subscribers:
 def _snapshot(reads: StoreReads, snap: dict[str, Any]) -> ControlSnapshot:
     current = snap.get("current_item") or {}
     queue = snap.get("queue") or {}
+    servers = reads.server_rows(snap.get("servers") or ())
+    # A TUI that attaches mid-campaign has missed the log lines streamed so far: the servers' log
+    # files (named in the store) fill the tails; new lines then arrive as events.
+    logs = {row.profile: tuple(reads.log_lines(row.profile, ATTACH_LOG_LINES))
+            for row in servers if row.state in ("starting", "ready", "failed", "stopping")}
     return ControlSnapshot(
-        servers=reads.server_rows(snap.get("servers") or ()),
+        servers=servers,
+        logs={k: v for k, v in logs.items() if v},
         queue=reads.queue_rows(),
         activity=snap.get("activity") or "idle",
         detail=snap.get("detail") or "",
@@ -144,6 +156,10 @@ class InProcessAdapter(_OpsAdapter):
             self._started = False
         self._loop.stop()
 
+    def close(self) -> None:
+        """Stop the controller and its servers (tests and scripts)."""
+        self.shutdown(stop_servers=True)
+
 
 class RunnerAdapter(_OpsAdapter):
     can_detach = True
@@ -158,6 +174,7 @@ class RunnerAdapter(_OpsAdapter):
         self._loop = LoopThread("moe-tui-runner-client")
         self._client: Any = None
         self._pump: Any = None
+        self._closing = False
         self.mode = "attached to runner"
 
     def start(self) -> None:
@@ -170,11 +187,14 @@ class RunnerAdapter(_OpsAdapter):
             return client
 
         self._client = self._loop.run(connect(), timeout=10)
-        self.mode = f"attached to runner ({self._client.path})"
+        info = read_runner_info(self.data_dir) or {}
+        self.mode = f"attached to runner pid {info.get('pid', '?')} ({self._client.path})"
 
     async def _forward(self, client: Any) -> None:
         async for event in client.events():
             self._subs.emit(event)
+        if self._closing:
+            return  # we hung up (or asked the runner to stop): not news
         self._subs.emit(Notice(level="error", message="the runner closed the connection: "
                                                       "commands will fail until you restart the TUI"))
 
@@ -184,9 +204,26 @@ class RunnerAdapter(_OpsAdapter):
         return self._loop.run(self._client.call(op, timeout=timeout, **args), None if timeout is None else timeout + 5)
 
     def shutdown(self, stop_servers: bool) -> None:
+        """Detach, leaving the runner at work; or (`stop_servers`) stop the runner itself, which
+        stops the running benchmark (its item marked interrupted) and every server, and wait until
+        it has exited so nothing it started outlives this call."""
+        from moe_tui.runner import runner_is_running
+
         if self._client is not None:
+            self._closing = True
             if stop_servers:
-                self._op("stop_servers", timeout=None)
+                self._op("shutdown", reason="the TUI quit with 'stop servers and runner'")
             client, self._client = self._client, None
             self._loop.run(client.close(), timeout=10)
+            if stop_servers:
+                deadline = time.monotonic() + RUNNER_STOP_WAIT_S
+                while runner_is_running(self.data_dir) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                if runner_is_running(self.data_dir):
+                    raise RuntimeError(f"the runner did not exit within {RUNNER_STOP_WAIT_S:.0f} s; "
+                                       "stop it with `moe-tui run --stop`")
         self._loop.stop()
+
+    def close(self) -> None:
+        """Detach without stopping anything (tests and scripts)."""
+        self.shutdown(stop_servers=False)

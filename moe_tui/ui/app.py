@@ -304,16 +304,25 @@ class MoeTuiApp(App):
 
     async def action_quit(self) -> None:
         running = self.live.running_servers()
-        if not running:
+        if not running and not self.adapter.can_detach:
             self._leave(stop_servers=False)
             return
+        # Attached to a runner, quitting always asks: the runner (and its queue) lives on unless
+        # told to stop, and leaving it is the point of running one.
+        pending = sum(1 for row in self.live.queue if row.state in ("pending", "running"))
 
         def answer(choice: str | None) -> None:
             if choice in ("stop", "leave"):
                 self._leave(stop_servers=choice == "stop")
 
-        self.push_screen(QuitScreen(running, can_detach=self.adapter.can_detach), answer)
+        self.push_screen(QuitScreen(running, can_detach=self.adapter.can_detach, pending=pending), answer)
 
     def _leave(self, stop_servers: bool) -> None:
-        what = "stop servers and quit" if stop_servers else "quit"
+        if self.adapter.can_detach:
+            what = "stop the servers and the runner" if stop_servers else "detach from the runner"
+        else:
+            what = "stop servers and quit" if stop_servers else "quit"
+        if stop_servers:
+            self.notify("stopping the servers" + (" and the runner" if self.adapter.can_detach else "") + "…",
+                        timeout=30)
         self.call_core(what, self.adapter.shutdown, stop_servers, done=lambda _: self.exit())

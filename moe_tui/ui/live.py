@@ -79,6 +79,10 @@ class LiveState:
                 self.servers[row.profile] = ServerLive(row)
             else:
                 live.row = row
+        for profile, lines in snapshot.logs.items():
+            log = self._server(profile).log
+            if not log:  # events may already have streamed newer lines in; keep those
+                log.extend(lines)
         self.queue = snapshot.queue
         self.activity = snapshot.activity
         self.detail = snapshot.detail

@@ -1,4 +1,8 @@
-"""QuitScreen: leaving while servers run asks whether to stop them or leave them running."""
+"""QuitScreen: leaving asks whether to stop the servers (and the runner) or leave the campaign running.
+
+In-process it asks only while servers run (they stop with the TUI either way). Attached to a
+runner it always asks: "stop servers and runner" ends everything; "leave the campaign running"
+detaches, and `moe-tui` later attaches again."""
 
 from __future__ import annotations
 
@@ -11,32 +15,37 @@ from textual.widgets import Button, Label
 
 class QuitScreen(ModalScreen[str | None]):
     BINDINGS = [
-        Binding("s", "choose('stop')", "Stop & quit", id="quit.stop", tooltip="Stop every server, then quit"),
+        Binding("s", "choose('stop')", "Stop & quit", id="quit.stop",
+                tooltip="Stop every server (and the runner, when attached to one), then quit"),
         Binding("l", "choose('leave')", "Leave running", id="quit.leave",
-                tooltip="Quit and leave the servers (and a detached runner) running"),
+                tooltip="Detach: the runner keeps its servers and keeps working the queue"),
         Binding("escape", "choose(None)", "Cancel", id="quit.cancel", tooltip="Stay"),
     ]
 
-    def __init__(self, running: list[str], can_detach: bool) -> None:
+    def __init__(self, running: list[str], can_detach: bool, pending: int = 0) -> None:
         super().__init__()
         self.running = running
         self.can_detach = can_detach
+        self.pending = pending
 
     def compose(self) -> ComposeResult:
-        names = ", ".join(self.running)
+        names = ", ".join(self.running) or "none"
         if self.can_detach:
-            leave = "Leave them running: the detached runner keeps them and keeps working the queue."
+            work = f"{self.pending} queue item(s) pending or running. " if self.pending else "The queue is idle. "
+            leave = (work + "Leave the campaign running: the runner keeps its servers and works the queue; "
+                     "run `moe-tui` again to attach.")
         else:
             leave = ("This TUI hosts the controller, so its servers stop with it. To keep a campaign "
-                     "going after you leave, start `moe-tui run --detach` and open the TUI again.")
+                     "going after you leave, run `moe-tui` without --in-process.")
         with Vertical(id="dialog", classes="dialog"):
             yield Label("Quit moe-tui?", classes="dialog-title")
-            yield Label(f"Servers still running: {names}", classes="dialog-detail")
+            yield Label(f"Servers running: {names}", classes="dialog-detail")
             yield Label(leave, classes="dialog-detail")
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Stop servers & quit (s)", variant="error", id="quit-stop")
+                stop = "Stop servers & runner (s)" if self.can_detach else "Stop servers & quit (s)"
+                yield Button(stop, variant="error", id="quit-stop")
                 if self.can_detach:
-                    yield Button("Leave running (l)", variant="primary", id="quit-leave")
+                    yield Button("Leave campaign running (l)", variant="primary", id="quit-leave")
                 yield Button("Cancel (esc)", id="quit-cancel")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:

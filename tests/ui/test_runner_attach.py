@@ -1,0 +1,90 @@
+"""The App attached to a LIVE detached runner (the default mode), on fast emulator profiles.
+
+`open_control_room` with no mode starts `moe-tui run --detach --stay` for the test's data dir and
+attaches over the Unix socket; a one-item campaign then runs in the runner process and its
+progress, result and server log lines must reach the widgets through the event stream. Quitting
+with "stop servers and runner" must leave no runner and no emulator behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from textual.widgets import Static
+
+from moe_tui.ui.adapter import CampaignRequest
+from moe_tui.ui.screens.quit import QuitScreen
+from moe_tui.ui.widgets.queue_summary import QueueSummary
+from tests.runner_support import Env, wait_gone
+
+SMALL_SPEC = {"input_len": 32, "output_len": 8, "num_prompts": 8, "range_ratio": 1.0, "seed": 1}
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    e = Env(tmp_path)
+    monkeypatch.setenv("MOE_TUI_HOME", str(e.home))
+    yield e
+    e.cleanup()  # kills the runner (by its recorded pid) and any emulator of the test's ports
+
+
+def plain(widget) -> str:
+    return str(widget.render())
+
+
+async def wait_until(pilot, predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        await pilot.pause(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@pytest.mark.slow
+def test_app_attached_to_live_runner_shows_progress_result_and_logs(env):
+    from moe_tui.runner import runner_is_running
+    from moe_tui.ui.launch import open_control_room
+
+    profile = env.profile("sim-a", "flashinfer_cutlass")
+    room = open_control_room(env.profiles, sample_gpus=False)
+    assert room.started_runner and room.adapter.can_detach
+    assert runner_is_running(env.data_dir) == room.started_runner  # a separate process owns the queue
+    app = room.app
+    seen: list[str] = []
+    room.adapter.subscribe(lambda e: seen.append(type(e).__name__))
+
+    async def drive() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause(0.5)
+            assert "attached to runner" in app.sub_title
+            app.add_campaign(CampaignRequest(name="tiny", profiles=(profile,), concurrencies=(1,), repeats=1,
+                                             spec=SMALL_SPEC, policy="grouped"))
+            summary = app.screen.query_one(QueueSummary)
+            await wait_until(pilot, lambda: "1 done" in plain(summary), 60, "the item done in the queue summary")
+            await pilot.pause(0.5)
+            bench_head = plain(app.screen.query_one("#bench-head", Static))
+            bench_stats = plain(app.screen.query_one("#bench-stats", Static))
+            assert "run #" in bench_head and profile in bench_head, bench_head
+            assert "SIMULATED" in bench_head
+            assert "tok/s" in bench_stats or "last run" in bench_stats, bench_stats
+            log_tail = plain(app.screen.query_one("#server-log-tail", Static))
+            assert f"{profile}:" in log_tail and "no server log lines yet" not in log_tail, log_tail
+            assert "RunFinished" in seen and "BenchProgress" in seen and "ServerLogLine" in seen
+            # Stop servers and runner: the app exits once the runner is gone.
+            await pilot.press("q")
+            await wait_until(pilot, lambda: isinstance(app.screen, QuitScreen), 5, "the quit dialog")
+            await pilot.press("s")
+            await wait_until(pilot, lambda: not app.is_running, 60, "the app to exit")
+
+    try:
+        asyncio.run(drive())
+    finally:
+        if runner_is_running(env.data_dir):
+            room.adapter.close()
+    assert runner_is_running(env.data_dir) is None
+    assert env.query("SELECT state FROM queue_items") == [("done",)]
+    assert env.query("SELECT COUNT(*) FROM runs WHERE status = 'complete'") == [(1,)]
+    wait_gone(env)

@@ -1,14 +1,20 @@
-"""End to end: the real `moe-tui demo` in a real terminal (tmux 120x40) on the emulator.
+"""End to end: the real `moe-tui demo` in a real terminal (tmux 120x40) on the emulator, surviving
+the terminal going away.
 
-Start the demo campaign with `r`, wait for the first recorded result of both profiles (read from the
-store the app writes), open the comparison (3) and export Markdown (e); the file must exist with the
-SIMULATED banner. Then quit with `q`, `s` (stop the servers) and check nothing is left running.
+A tiny campaign is queued in the demo home first (so the demo keeps it instead of queueing its
+own 16 items). `moe-tui demo` starts a detached runner and attaches; `r` starts the campaign. Mid
+run the tmux session is killed (the TUI gets SIGHUP, as when an SSH connection drops): the runner
+must go on and drain the queue (polled in the store). `moe-tui demo` started again must attach to
+that runner and show the finished items; the comparison exports Markdown; quitting with "stop
+servers and runner" must leave no runner and no emulator anywhere in the process table.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -16,83 +22,119 @@ import time
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")]
 
 ROOT = Path(__file__).resolve().parents[2]
+DEMO_PROFILES = ROOT / "server_profiles" / "demo"
+PROFILES = "sim-flashinfer-cutlass,sim-flashinfer-cutedsl"
 
 
 def tmux(*args: str) -> str:
     return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
 
 
-def wait_for(predicate, timeout: float, what: str, pane: str):
+def screen(session: str) -> str:
+    out = subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True)
+    return out.stdout
+
+
+def wait_for(predicate, timeout: float, what: str, session: str):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(0.5)
-    screen = tmux("capture-pane", "-p", "-t", pane)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}; screen:\n{screen}")
+        time.sleep(0.3)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}; screen:\n{screen(session)}")
 
 
-def test_demo_campaign_to_markdown_export(tmp_path):
-    home = tmp_path / "home"
-    session = f"moe-tui-e2e-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "MOE_TUI_HOME": str(home), "TERM": "xterm-256color"}
+def ours(home: Path) -> list[psutil.Process]:
+    """Every process of this test's home (TUI, runner, emulators), from the whole process table."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "environ"]):
+        with contextlib.suppress(psutil.Error):
+            cmd = proc.info.get("cmdline") or []
+            if any("moe_tui" in part for part in cmd) and proc.status() != psutil.STATUS_ZOMBIE:
+                if str(home) in ((proc.info.get("environ") or {}).get("MOE_TUI_HOME") or ""):
+                    found.append(proc)
+    return found
+
+
+def emulators(home: Path) -> list[psutil.Process]:
+    return [p for p in ours(home) if "moe_tui.sim" in p.info["cmdline"]]
+
+
+def states(store: Path) -> list[str]:
+    if not store.exists():
+        return []
+    with contextlib.closing(sqlite3.connect(store, timeout=10)) as db:
+        return [r[0] for r in db.execute("SELECT state FROM queue_items ORDER BY id")]
+
+
+def start_demo(session: str, home: Path) -> None:
     command = f"{sys.executable} -m moe_tui demo --no-gpu-sampling"
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40", "-c", str(ROOT),
-                    *[f"-e{k}={v}" for k, v in (("MOE_TUI_HOME", str(home)), ("TERM", "xterm-256color"))],
-                    command], check=True, env=env)
-    store = home / "demo-home" / "data" / "moe-tui.sqlite3"
-    exports = home / "demo-home" / "data" / "exports"
+                    f"-eMOE_TUI_HOME={home}", "-eTERM=xterm-256color", command], check=True)
+
+
+def test_demo_survives_sighup_reattaches_and_stops_clean(tmp_path):
+    home = tmp_path / "home"
+    demo_home = home / "demo-home"
+    store = demo_home / "data" / "moe-tui.sqlite3"
+    exports = demo_home / "data" / "exports"
+    env = {**os.environ, "MOE_TUI_HOME": str(demo_home)}
+    queued = subprocess.run(
+        [sys.executable, "-m", "moe_tui", "queue", "add", "--profiles", PROFILES, "--concurrency", "1,2",
+         "--order", "grouped", "--num-prompts", "6", "--input-len", "32", "--output-len", "8",
+         "--no-warmup-pass", "--profiles-dir", str(DEMO_PROFILES)],
+        env=env, capture_output=True, text=True, timeout=60)
+    assert queued.returncode == 0, queued.stdout + queued.stderr
+    assert states(store) == ["pending"] * 4
+    first, second = f"moe-tui-e2e-{uuid.uuid4().hex[:8]}", f"moe-tui-e2e-{uuid.uuid4().hex[:8]}"
     try:
-        wait_for(lambda: "Live benchmark" in tmux("capture-pane", "-p", "-t", session), 30, "the dashboard", session)
-        wait_for(lambda: "demo campaign" in tmux("capture-pane", "-p", "-t", session) or store.exists(), 10,
-                 "the demo campaign", session)
-        tmux("send-keys", "-t", session, "r")
+        start_demo(first, home)
+        wait_for(lambda: "Live benchmark" in screen(first), 30, "the dashboard", first)
+        wait_for(lambda: "attached to runner" in screen(first), 10, "the header naming the runner", first)
+        runner_pid = int((demo_home / "data" / "runner.json").read_text().split('"pid": ')[1].split(",")[0])
+        tmux("send-keys", "-t", first, "r")
+        wait_for(lambda: states(store).count("done") >= 1, 90, "the first finished item", first)
+        ahead = [s for s in states(store) if s in ("pending", "running")]
+        assert ahead, "the campaign must still have work when the terminal goes away"
+        tui = [p for p in ours(home) if "demo" in p.info["cmdline"]]
+        assert len(tui) == 1, [p.info["cmdline"] for p in tui]
+        subprocess.run(["tmux", "kill-session", "-t", first], check=True)  # SIGHUP to the TUI
+        wait_for(lambda: not tui[0].is_running() or tui[0].status() == psutil.STATUS_ZOMBIE, 15,
+                 "the TUI to die", first)
+        assert psutil.pid_exists(runner_pid), "the runner died with the terminal"
+        wait_for(lambda: states(store) == ["done"] * 4, 90, "the runner to drain the queue", first)
+        assert psutil.pid_exists(runner_pid)  # --stay: still there for the next attach
 
-        def first_result() -> bool:
-            if not store.exists():
-                return False
-            with sqlite3.connect(store) as db:
-                return db.execute("SELECT COUNT(DISTINCT profile_name) FROM runs WHERE status = 'complete'"
-                                  ).fetchone()[0] == 2
-
-        # Interleaved order: the candidate's first result follows the baseline's whole sweep.
-        wait_for(first_result, 200, "a complete run of both profiles", session)
+        start_demo(second, home)
+        wait_for(lambda: "4 done" in screen(second), 30, "the reattached dashboard showing the done items",
+                 second)
+        assert f"runner pid {runner_pid}" in screen(second)
+        tmux("send-keys", "-t", second, "3")
+        wait_for(lambda: "Baseline vs candidate" in screen(second), 15, "the comparison screen", second)
         time.sleep(1.0)
-        tmux("send-keys", "-t", session, "3")
-        wait_for(lambda: "Baseline vs candidate" in tmux("capture-pane", "-p", "-t", session), 15,
-                 "the comparison screen", session)
-        time.sleep(1.5)
-        tmux("send-keys", "-t", session, "e")
-        md = wait_for(lambda: sorted(exports.glob("*.md")) if exports.exists() else [], 30, "the Markdown export",
-                      session)
+        tmux("send-keys", "-t", second, "e")
+        md = wait_for(lambda: sorted(exports.glob("*.md")) if exports.exists() else [], 30,
+                      "the Markdown export", second)
         text = md[0].read_text()
         assert "SIMULATED" in text and "sim-flashinfer-cutlass" in text
-        wait_for(lambda: "Exported" in tmux("capture-pane", "-p", "-t", session), 10, "the export toast", session)
-        tmux("send-keys", "-t", session, "q")
-        wait_for(lambda: "Quit moe-tui?" in tmux("capture-pane", "-p", "-t", session), 10, "the quit dialog", session)
-        tmux("send-keys", "-t", session, "s")
-
-        def exited() -> bool:
-            out = subprocess.run(["tmux", "list-panes", "-t", session, "-F", "#{pane_current_command}"],
-                                 capture_output=True, text=True)
-            return out.returncode != 0 or "python" not in out.stdout
-        wait_for(exited, 60, "the app to exit", session)
-        with sqlite3.connect(store) as db:
+        tmux("send-keys", "-t", second, "q")
+        wait_for(lambda: "Quit moe-tui?" in screen(second), 10, "the quit dialog", second)
+        tmux("send-keys", "-t", second, "s")
+        wait_for(lambda: not ours(home), 60, "every process of the demo to exit", second)
+        assert not emulators(home)
+        with contextlib.closing(sqlite3.connect(store)) as db:
             live = db.execute("SELECT COUNT(*) FROM server_starts WHERE state IN ('starting','ready')").fetchone()[0]
         assert live == 0
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
-        # Anything the app left behind (it should be nothing) is killed by its recorded pid.
-        if store.exists():
-            with sqlite3.connect(store) as db:
-                for (pid,) in db.execute("SELECT pid FROM server_starts WHERE pid IS NOT NULL"):
-                    try:
-                        os.killpg(pid, 9)
-                    except (ProcessLookupError, PermissionError):
-                        pass
+        for session in (first, second):
+            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        for proc in ours(home):  # anything left (it should be nothing) is killed with its group
+            with contextlib.suppress(Exception):
+                os.killpg(os.getpgid(proc.pid), signal.SIGKILL)

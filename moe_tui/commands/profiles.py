@@ -60,6 +60,7 @@ def check(directory: Path, use_sglang: bool = True) -> int:
     loaded = load_profiles(directory)
     problems = list(loaded.problems)
     notes: list[str] = []
+    warnings: list[str] = []
     for profile in loaded.profiles:
         where = profile.source
         argv = profile.argv()
@@ -84,9 +85,12 @@ def check(directory: Path, use_sglang: bool = True) -> int:
             else:
                 notes.append(f"{where}: accepted by SGLang's parser ({proc.stdout.strip().split()[-1]})")
         if profile.binds_beyond_loopback:
-            notes.append(f"{where}: key 'host': binds {profile.host}, reachable beyond this machine")
+            warnings.append(f"{where}: key 'host': binds {profile.host}, so the server is reachable "
+                            "beyond this machine (the default is 127.0.0.1)")
     for note in notes:
         print(f"note: {note}")
+    for warning in warnings:
+        print(f"warning: {warning}")
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     print(f"{len(loaded.profiles)} profile(s) loaded from {directory}, {len(problems)} problem(s)")

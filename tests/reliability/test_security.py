@@ -40,7 +40,7 @@ def test_servers_bind_loopback_unless_profile_says_otherwise(env):
 
     check = env.run("profiles", "check", str(env.profiles))
     assert check.returncode == 0, check.stdout
-    assert f"{open_path}: key 'host': binds 0.0.0.0, reachable beyond this machine" in check.stdout
+    assert f"warning: {open_path}: key 'host': binds 0.0.0.0, so the server is reachable beyond this machine" in check.stdout
     assert str(path) + ": key 'host'" not in check.stdout
 
     try:

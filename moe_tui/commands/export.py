@@ -15,12 +15,11 @@ from typing import Any
 
 
 def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+    from moe_tui.commands.compare import add_pair_arguments
+
     p = sub.add_parser(name, help=help_text, description=help_text)
-    p.add_argument("baseline", metavar="BASELINE", help="profile name of the baseline column")
-    p.add_argument("candidate", metavar="CANDIDATE", help="profile name of the candidate column")
+    add_pair_arguments(p)
     p.add_argument("--dir", metavar="DIR", default=None, help="folder for the files (default: data dir exports/)")
-    p.add_argument("--fingerprint", metavar="FP", default=None,
-                   help="only the concurrencies with runs of this spec fingerprint (6+ leading characters)")
     p.set_defaults(run=run)
     return p
 
@@ -29,20 +28,13 @@ def run(args: argparse.Namespace) -> int:
     import datetime
 
     from moe_tui import __version__
-    from moe_tui.compare import CompareError, build_grid
+    from moe_tui.commands.compare import load_grid
     from moe_tui.export import export_comparison
     from moe_tui.paths import exports_dir
-    from moe_tui.store import Store, StoreError
 
-    try:
-        with Store.open_default() as store:
-            grid = build_grid(store, args.baseline, args.candidate, fingerprint=args.fingerprint)
-    except CompareError as exc:
-        print(f"moe-tui export: {exc}", file=sys.stderr)
-        return 2
-    except StoreError as exc:
-        print(f"moe-tui export: {exc}", file=sys.stderr)
-        return 1
+    grid, code = load_grid(args, "export")
+    if grid is None:
+        return code
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
         paths = export_comparison(grid, args.dir or exports_dir(), generated_at=now, version=__version__)

@@ -18,6 +18,7 @@ from typing import Any, Callable
 from textual import work
 from textual.app import App
 from textual.binding import Binding
+from textual.screen import ModalScreen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from moe_tui.events import Notice, RunFinished
@@ -42,6 +43,11 @@ FLUSH_INTERVAL_S = 0.25
 GPU_SAMPLE_INTERVAL_S = 1.0
 # From this width on, the servers and live benchmark panels sit side by side instead of stacking.
 WIDE_WIDTH = 170
+# Below this width the GPU panel shows its compact table (one short line per GPU).
+NARROW_WIDTH = 118
+# Below this height the dashboard drops what can wait (log tail, sparkline, bottom borders) so
+# GPUs, servers, the live benchmark and the queue line all stay on screen (80x24 included).
+SHORT_HEIGHT = 34
 
 
 SCREENS = Binding.Group("Dash/Queue/Compare", compact=True)
@@ -111,7 +117,15 @@ class MoeTuiApp(App):
             self.notify(note, severity="warning", timeout=10)
 
     def on_resize(self) -> None:
-        self.set_class(self.size.width >= WIDE_WIDTH, "-wide")
+        width, height = self.size
+        self.set_class(width >= WIDE_WIDTH, "-wide")
+        self.set_class(width < NARROW_WIDTH, "-narrow")
+        self.set_class(height < SHORT_HEIGHT, "-short")
+        self.mark_dirty("layout")
+
+    @property
+    def narrow(self) -> bool:
+        return self.size.width < NARROW_WIDTH
 
     def on_unmount(self) -> None:
         if self._unsubscribe is not None:
@@ -189,8 +203,16 @@ class MoeTuiApp(App):
         topics, self._dirty = self._dirty, set()
         if not topics or not self.is_running or not self.screen_stack:
             return  # a timer that fired while the app is shutting down
+        # Only what can be seen is updated: the top screen, and the screens under it while it is a
+        # modal (they show around the dialog). A screen covered by a full screen, or another mode,
+        # catches up from LiveState when it is shown again (on_screen_resume).
+        visible = []
+        for screen in reversed(self.screen_stack):
+            visible.append(screen)
+            if not isinstance(screen, ModalScreen):
+                break
         with self.batch_update():
-            for screen in self.screen_stack:
+            for screen in visible:
                 if isinstance(screen, LiveScreen) and screen.is_mounted:
                     screen.live_update(topics)
         if isinstance(self.screen, LiveScreen):

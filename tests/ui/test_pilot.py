@@ -458,3 +458,29 @@ async def test_narrow_terminal_still_renders_everything(make_app):
         for key in ("2", "3", "1"):
             await pilot.press(key)
             await settle(pilot, app)
+
+
+@pytest.mark.parametrize("size, compact", [((80, 24), True), ((120, 40), False)], ids=["80x24", "120x40"])
+async def test_dashboard_fits_without_scrolling(make_app, size, compact):
+    """At 80x24 (compact) and 120x40 (full) every dashboard panel, the eight GPU rows and the queue
+    line are on screen; nothing important is scrolled away."""
+    from moe_tui.ui.widgets.queue_summary import QueueSummary
+
+    app, _ = make_app()
+    async with app.run_test(size=size) as pilot:
+        app.post_message(TelemetryArrived(gpu_snapshot()))
+        await settle(pilot, app)
+        screen = app.screen
+        gpu_table = screen.query_one(GpuPanel).query_one(DataTable)
+        assert gpu_table.row_count == 8
+        assert len(gpu_table.columns) == (7 if compact else 11)
+        assert len(screen.query_one(ServerPanel).query_one(DataTable).columns) == (4 if compact else 7)
+        assert screen.query_one("#server-log-tail").display is not compact
+        height = size[1]
+        for widget in (gpu_table, screen.query_one(ServerPanel), screen.query_one(BenchPanel),
+                       screen.query_one(QueueSummary)):
+            region = widget.region
+            assert region.height > 0 and region.y >= 1 and region.bottom <= height - 1, (widget, region)
+            assert region.right <= size[0], (widget, region)
+        assert gpu_table.region.height >= 9  # the header and all eight GPUs, no inner scrolling
+        assert screen.query_one("#dashboard-body").max_scroll_y == 0

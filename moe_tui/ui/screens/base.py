@@ -1,6 +1,6 @@
 """LiveScreen: a screen the App repaints from live state, with cheap footer refreshes.
 
-Refreshing bindings makes the Footer recompose (it rebuilds every key widget), so a screen asks
+Refreshing bindings repaints the KeyBar and re-checks every action, so a screen asks
 for it only when what its `check_action` depends on has changed: `binding_state()` returns that,
 and `maybe_refresh_bindings()` compares it (with the App's own) to the last one shown.
 """

@@ -12,8 +12,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, Header, Select, Static
+from textual.widgets import Header, Select, Static
 
+from moe_tui.ui.widgets.key_bar import KeyBar
 from moe_tui.ui import render
 from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.widgets.compare_grid import CompareGrid, cell_detail
@@ -81,7 +82,7 @@ class CompareScreen(LiveScreen):
             yield CompareGrid(id="compare-grid", classes="panel")
             yield Static("", id="compare-cell")
             yield ThroughputChart(id="compare-chart", classes="panel")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one(CompareGrid).border_title = "Baseline vs candidate"

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, cast
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import Footer, Header
+from textual.widgets import Header
 
+from moe_tui.ui.widgets.key_bar import KeyBar
 from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.widgets.bench_panel import BenchPanel
 from moe_tui.ui.widgets.gpu_panel import GpuPanel
@@ -43,17 +44,20 @@ class DashboardScreen(LiveScreen):
                 yield ServerPanel(id="server-panel", classes="panel")
                 yield BenchPanel(id="bench-panel", classes="panel")
             yield QueueSummary(id="queue-summary", classes="panel")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
-        self.live_update({"servers", "logs", "bench", "queue", "status", "gpus"})
+        self.live_update({"layout", "servers", "logs", "bench", "queue", "status", "gpus"})
 
     def on_screen_resume(self) -> None:
-        self.live_update({"servers", "logs", "bench", "queue", "status", "gpus"})
+        self.live_update({"layout", "servers", "logs", "bench", "queue", "status", "gpus"})
 
     def live_update(self, topics: set[str]) -> None:
         app = self.control
         live = app.live
+        if "layout" in topics:
+            self.query_one(GpuPanel).set_compact(app.narrow)
+            self.query_one(ServerPanel).set_compact(app.narrow)
         if "gpus" in topics:
             self.query_one(GpuPanel).show(live.telemetry, live.gpu_util, live.gpu_mem, app.gpu_owners())
         if topics & {"servers", "logs", "tick"}:

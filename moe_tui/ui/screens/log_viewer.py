@@ -13,8 +13,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.widgets import Footer, Header, Input, RichLog, Static
+from textual.widgets import Header, Input, RichLog, Static
 
+from moe_tui.ui.widgets.key_bar import KeyBar
 from moe_tui.ui.screens.base import LiveScreen
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ class LogScreen(LiveScreen):
             yield Static("", id="log-status")
             yield Input(placeholder="search (enter to apply, esc to leave)", id="log-search")
         yield RichLog(id="log-view", max_lines=MAX_LINES, wrap=False, highlight=False, markup=False)
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#log-search", Input).display = False
@@ -117,7 +118,7 @@ class LogScreen(LiveScreen):
             text.append(f"  filter {self.term!r}", style="bold")
             if shown is not None:
                 text.append(f" ({shown} lines)", style="dim")
-        self.query_one("#log-status", Static).update(text)
+        self.query_one("#log-status", Static).update(text, layout=False)  # a fixed one-line bar
 
     def action_toggle_follow(self) -> None:
         self.follow = not self.follow

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, cast
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.widgets import Footer, Header
+from textual.widgets import Header
 
+from moe_tui.ui.widgets.key_bar import KeyBar
 from moe_tui.ui.adapter import QueueRow
 from moe_tui.ui.screens.add_campaign import AddCampaignScreen
 from moe_tui.ui.screens.base import LiveScreen
@@ -53,7 +54,7 @@ class QueueScreen(LiveScreen):
         with Vertical(id="queue-body"):
             yield QueueSummary(id="queue-screen-summary", classes="panel")
             yield QueueTable(id="queue-table", classes="panel")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one(QueueTable).border_title = "Run queue"

@@ -11,8 +11,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 
+from moe_tui.ui.widgets.key_bar import KeyBar
 from moe_tui.ui import render
 from moe_tui.ui.adapter import RunView
 from moe_tui.ui.screens.base import LiveScreen
@@ -74,7 +75,7 @@ class RunDetailScreen(LiveScreen):
                 yield Static("", id="detail-spec")
                 yield Static("", id="detail-provenance")
             yield LatencyHistogram(id="detail-histogram", classes="panel")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.control.call_core(f"read run {self.run_id}", self.control.adapter.run_view, self.run_id, done=self._show)

@@ -38,6 +38,10 @@ COLUMNS = (
     ("procs", "Held by", PROCS_WIDTH),
 )
 
+# Narrow terminals (80 columns): one line per GPU with what matters most: load, memory, power,
+# temperature, stress and who holds it. Fits 80 columns with the panel border.
+COMPACT_COLUMNS = ("gpu", "util", "mem_gib", "power", "temp", "events", "procs")
+
 SHORT_EVENTS = {
     "sw_power_cap": "PWR CAP", "hw_slowdown": "HW SLOW", "sw_thermal": "THERMAL",
     "hw_thermal": "HW THERM", "hw_power_brake": "PWR BRK",
@@ -74,7 +78,7 @@ def gpu_cells(gpu: GpuSample, util_hist: Sequence[float], mem_hist: Sequence[flo
     total = gpu.mem_total_bytes
     mem_gib = f"{render.gib(gpu.mem_used_bytes)}/{total / 2**30:.0f}" if total else render.NA
     return (
-        Text.assemble((f"{gpu.index} ", "bold"), name[:12]),
+        Text.assemble((f"{gpu.index} ", "bold"), name[:12], no_wrap=True, overflow="ellipsis"),
         render.bar(gpu.util_gpu_pct, BAR_WIDTH),
         Text(render.sparkline(render.downsample(util_hist, SPARK_WIDTH), SPARK_WIDTH, hi=100.0), style="green"),
         render.bar(gpu.mem_used_pct, BAR_WIDTH),
@@ -89,10 +93,11 @@ def gpu_cells(gpu: GpuSample, util_hist: Sequence[float], mem_hist: Sequence[flo
 
 
 class GpuPanel(Vertical):
-    """Attributes down: the screen calls `show(...)` with the App's live state."""
+    """Attributes down: the screen calls `show(...)` with the App's live state; `set_compact`
+    switches the table to its compact columns (narrow terminals)."""
 
     DEFAULT_CSS = """
-    GpuPanel { height: auto; max-height: 12; }
+    GpuPanel { height: auto; }
     GpuPanel > #gpu-unavailable { color: $text-muted; padding: 0 1; }
     GpuPanel > KeyedTable { height: auto; max-height: 10; }
     """
@@ -104,6 +109,9 @@ class GpuPanel(Vertical):
     def on_mount(self) -> None:
         self.border_title = "GPUs"
         self.query_one(KeyedTable).display = False
+
+    def set_compact(self, compact: bool) -> None:
+        self.query_one(KeyedTable).show_columns(COMPACT_COLUMNS if compact else None)
 
     def show(self, snapshot: TelemetrySnapshot | None, util: Mapping[int, Sequence[float]],
              mem: Mapping[int, Sequence[float]], owners: Mapping[int, str]) -> None:

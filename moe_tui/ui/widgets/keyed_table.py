@@ -3,6 +3,9 @@
 `sync(rows)` takes the full wanted picture {row key: cells} in display order and does the least
 work to get there: new rows are added, vanished rows removed, and only cells whose value changed
 are updated, all inside one `batch_update`. The cursor stays on the same row key across updates.
+
+`show_columns(keys)` narrows the table to some of its columns (narrow terminals): rows always
+carry every column's cell; the table rebuilds itself from them only when the set changes.
 """
 
 from __future__ import annotations
@@ -20,10 +23,40 @@ class KeyedTable(DataTable):
         self._column_spec = list(columns)
         self._cells: dict[str, tuple[Any, ...]] = {}
         self._order: list[str] = []
+        self._visible = [c[0] for c in self._column_spec]
+        self._widths: dict[str, int | None] = {}
 
     def on_mount(self) -> None:
+        self._add_columns()
+
+    def _add_columns(self) -> None:
         for key, label, width in self._column_spec:
-            self.add_column(label, key=key, width=width)
+            if key in self._visible:
+                self.add_column(label, key=key, width=self._widths.get(key, width))
+
+    def _project(self, cells: tuple[Any, ...]) -> tuple[Any, ...]:
+        if len(self._visible) == len(self._column_spec):
+            return cells
+        return tuple(cell for (key, _, _), cell in zip(self._column_spec, cells) if key in self._visible)
+
+    def show_columns(self, keys: Sequence[str] | Mapping[str, int] | None) -> None:
+        """Show only these columns (None: all); a mapping also gives their widths. Rebuilds the
+        table only when the set changes."""
+        wanted = [c[0] for c in self._column_spec if keys is None or c[0] in keys]
+        widths = dict(keys) if isinstance(keys, Mapping) else {}
+        if wanted == self._visible and widths == self._widths:
+            return
+        self._visible, self._widths = wanted, widths
+        if not self.is_mounted:
+            return
+        keep = self.highlighted_key
+        with self.app.batch_update():
+            self.clear(columns=True)
+            self._add_columns()
+            for key in self._order:
+                self.add_row(*self._project(self._cells[key]), key=key)
+            if keep is not None and keep in self._cells:
+                self.move_cursor(row=self.get_row_index(keep), animate=False)
 
     @property
     def row_keys_in_order(self) -> list[str]:
@@ -56,10 +89,10 @@ class KeyedTable(DataTable):
                 cells = tuple(cells)
                 old = self._cells.get(key)
                 if old is None:
-                    self.add_row(*cells, key=key)
+                    self.add_row(*self._project(cells), key=key)
                 elif old != cells:
                     for col, before, after in zip(column_keys, old, cells):
-                        if before != after:
+                        if before != after and col in self._visible:
                             self.update_cell(key, col, after)
                 self._cells[key] = cells
             wanted = list(rows)
@@ -71,7 +104,7 @@ class KeyedTable(DataTable):
                 for key in current[first:]:
                     self.remove_row(key)
                 for key in wanted[first:]:
-                    self.add_row(*self._cells[key], key=key)
+                    self.add_row(*self._project(self._cells[key]), key=key)
             self._order = wanted
             if keep is not None and keep in rows:
                 try:

@@ -12,11 +12,12 @@ ORDER = ("running", "pending", "done", "failed", "interrupted", "skipped", "canc
 
 
 class QueueSummary(Static):
-    DEFAULT_CSS = "QueueSummary { height: auto; padding: 0 1; }"
+    # One line, always (ellipsis past the width): updates repaint in place without a layout pass.
+    DEFAULT_CSS = "QueueSummary { height: 1; padding: 0 1; }"
 
     def show(self, live: LiveState) -> None:
         counts = live.queue_counts()
-        text = Text()
+        text = Text(no_wrap=True, overflow="ellipsis")
         text.append("Queue ", style="bold")
         if live.paused:
             text.append_text(render.badge("PAUSED", "bold black on yellow"))
@@ -30,4 +31,4 @@ class QueueSummary(Static):
         current = live.current_row()
         if current is not None:
             text.append(f"   now: #{current.id} {current.profile} conc {current.concurrency} rep {current.repeat_index}")
-        self.update(text)
+        self.update(text, layout=False)

@@ -26,6 +26,8 @@ COLUMNS = (
     ("reqs", "Run/Queue", 9),
 )
 
+# Narrow terminals (80 columns): who, state, what backend actually runs, health.
+COMPACT_COLUMNS = {"profile": 22, "state": 14, "backend": 24, "health": 6}
 LOG_TAIL_LINES = 3
 
 
@@ -58,7 +60,7 @@ class ServerPanel(Vertical):
     DEFAULT_CSS = """
     ServerPanel { height: auto; }
     ServerPanel > KeyedTable { height: auto; max-height: 8; }
-    ServerPanel > #server-log-tail { height: auto; max-height: 3; color: $text-muted; padding: 0 1; }
+    ServerPanel > #server-log-tail { height: 3; color: $text-muted; padding: 0 1; }
     """
 
     def compose(self) -> ComposeResult:
@@ -67,6 +69,9 @@ class ServerPanel(Vertical):
 
     def on_mount(self) -> None:
         self.border_title = "Servers"
+
+    def set_compact(self, compact: bool) -> None:
+        self.query_one(KeyedTable).show_columns(COMPACT_COLUMNS if compact else None)
 
     @property
     def highlighted_profile(self) -> str | None:
@@ -97,7 +102,9 @@ class ServerPanel(Vertical):
                 break
         if not shown:
             text.append("no server log lines yet", style="dim")
-        self.query_one("#server-log-tail", Static).update(text)
+        tail = self.query_one("#server-log-tail", Static)
+        if tail.display:  # hidden on short terminals; 10 log lines a second must not cost a layout
+            tail.update(text, layout=False)
 
     def on_data_table_row_highlighted(self) -> None:
         app = self.app

@@ -25,7 +25,7 @@ test: $(STAMP) sglang-client
 	$(PY) -m pytest -q -p no:cacheprovider
 
 bench: $(STAMP) sglang-client
-	$(PY) benches/run_all.py
+	$(PY) benches/run_all.py $(BENCH_ARGS)
 
 screenshots: $(STAMP)
 	$(PY) tools/screenshots.py

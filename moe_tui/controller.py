@@ -23,6 +23,10 @@ Decisions:
   `running` become `incomplete`. Servers recorded as live that this controller does not manage
   (a killed runner's, or one started by hand) are reported at start and stopped only when the
   queue next needs a server (they hold the GPUs and ports it needs).
+- `request_timeout_s` / `stall_timeout_s` (constructor) go to every item's benchmark, warmup pass
+  included: a server that hangs mid-stream fails its requests after `stall_timeout_s` of silence
+  (default 120 s in the client) instead of holding the queue for the 600 s request timeout. The
+  values asked for are in the run's provenance (`client`), the values in force in its selfcheck.
 - Edits made by other processes (the `moe-tui queue` CLI writing SQLite directly) are noticed by
   polling SQLite's `data_version` and re-announced as `QueueChanged("external change")`.
 
@@ -108,6 +112,8 @@ class Controller:
         use_lock: bool = True,
         stop_servers_when_drained: bool = False,
         telemetry_interval_s: float = 1.0,
+        request_timeout_s: float | None = None,
+        stall_timeout_s: float | None = None,
     ):
         self.store = store
         self.queue = RunQueue(store)
@@ -130,6 +136,13 @@ class Controller:
         self._telemetry_interval_s = telemetry_interval_s
         self._owns_telemetry = False
         self._bench = bench or default_bench
+        # Per-request limits for every item's benchmark (None: the client's defaults, 600 s+ and
+        # 120 s of silence); passed to the bench only when set, and recorded in provenance.
+        for name, value in (("request_timeout_s", request_timeout_s), ("stall_timeout_s", stall_timeout_s)):
+            if value is not None and not (value > 0 and value != float("inf")):
+                raise ControllerError(f"{name} must be > 0 seconds, got {value!r}")
+        self.request_timeout_s = request_timeout_s
+        self.stall_timeout_s = stall_timeout_s
         if data_dir is None:
             from moe_tui import paths
 
@@ -505,6 +518,10 @@ class Controller:
         kwargs: dict[str, Any] = {"on_progress": on_progress, "stop": self._bench_stop, "run_id": run_id}
         if spec.client != "moe-tui":
             kwargs["tokenizer"] = tokenizer_for(server.profile)
+        if self.request_timeout_s is not None:
+            kwargs["request_timeout"] = self.request_timeout_s
+        if self.stall_timeout_s is not None:
+            kwargs["stall_timeout"] = self.stall_timeout_s
         task = asyncio.create_task(self._bench(spec, server.base_url, **kwargs))
         stop_wait = asyncio.create_task(self._bench_stop.wait())
         try:
@@ -520,6 +537,11 @@ class Controller:
             raise
         finally:
             stop_wait.cancel()
+
+    def _client_limits(self) -> dict[str, Any]:
+        """The per-request limits this controller asked for (None: the client's defaults; the
+        run's selfcheck holds the values in force)."""
+        return {"request_timeout_s": self.request_timeout_s, "stall_timeout_s": self.stall_timeout_s}
 
     async def _warmup_pass(self, item: QueueItem, server: Any) -> dict[str, Any]:
         try:
@@ -554,7 +576,7 @@ class Controller:
         queue_facts = {"id": item.id, "campaign_id": item.campaign_id, "repeat_index": item.repeat_index,
                        "attempt": item.attempts, "requested_fingerprint": item.fingerprint}
         provenance = build_provenance(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
-                                      warmup=warmup_info, started_at=started)
+                                      bench_client=self._client_limits(), warmup=warmup_info, started_at=started)
         run_id = self.store.create_run(
             profile_name=profile.name, spec_json=spec.canonical_json(), fingerprint=spec.fingerprint,
             client=spec.client, profile=snapshot, provenance=provenance, queue_item_id=item.id,
@@ -592,12 +614,12 @@ class Controller:
         finished = time.time()
         if result is None:
             status, summary, requests, selfcheck, error, bench_flags = "failed", {}, [], {}, bench_error or "", []
-            client_facts = None
+            client_facts = self._client_limits()
         else:
             status, summary, requests = result.status, result.summary or {}, result.requests or []
             selfcheck, error, bench_flags = result.selfcheck or {}, result.error or "", list(result.flags or [])
             client_facts = {"name": getattr(result, "client", spec.client),
-                            "version": getattr(result, "client_version", "")}
+                            "version": getattr(result, "client_version", ""), **self._client_limits()}
         completed = sum(1 for r in requests if r.get("ok"))
         errors = sum(1 for r in requests if not r.get("ok"))
         provenance = build_provenance(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
@@ -864,16 +886,16 @@ async def bench_serving_bench(spec: BenchmarkSpec, base_url: str, *, on_progress
 
 
 async def default_bench(spec: BenchmarkSpec, base_url: str, *, on_progress: Callable[[BenchProgress], None],
-                        stop: asyncio.Event, run_id: int | None, tokenizer: str | None = None) -> Any:
+                        stop: asyncio.Event, run_id: int | None, tokenizer: str | None = None,
+                        request_timeout: float | None = None, stall_timeout: float | None = None) -> Any:
     """The benchmark, out of process (`moe_tui.bench.process.run_benchmark_subprocess`): a busy
-    or crashing client cannot stall the controller or the TUI, and its CPU is its own."""
+    or crashing client cannot stall the controller or the TUI, and its CPU is its own.
+    sglang.bench_serving takes neither timeout (it has no such options): they apply to moe-tui's
+    client only."""
     if spec.client == "sglang.bench_serving":
         return await bench_serving_bench(spec, base_url, on_progress=on_progress, stop=stop, run_id=run_id,
                                          tokenizer=tokenizer)
     from moe_tui.bench.process import run_benchmark_subprocess
 
-    kwargs: dict[str, Any] = {"on_progress": on_progress, "stop": stop, "run_id": run_id}
-    accepted = inspect.signature(run_benchmark_subprocess).parameters
-    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
-        kwargs = {k: v for k, v in kwargs.items() if k in accepted}
-    return await run_benchmark_subprocess(spec, base_url, **kwargs)
+    return await run_benchmark_subprocess(spec, base_url, on_progress=on_progress, stop=stop, run_id=run_id,
+                                          request_timeout=request_timeout, stall_timeout=stall_timeout)

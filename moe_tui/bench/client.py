@@ -13,7 +13,14 @@ One `perf_counter` reading per socket read stamps every line in that read: close
 stamping after each parse. Payloads are serialized before the clock starts.
 
 Transport: aiohttp, one `ClientSession` per run (`open_session`) whose keep-alive pool holds one
-connection per concurrency slot. Bytes are taken as each socket read delivers them
+connection per concurrency slot. `open_connections` fills that pool before the timed phase (the
+engine calls it after warmup): a burst of 1024 requests would otherwise open 1024 TCP connections
+inside its own TTFTs (client-added TTFT 282 ms at concurrency 1024 on the emulator, see
+benches/results/client_headroom-2026-12-01.txt), which measures connection setup, not the server.
+sglang.bench_serving differs here on purpose of its own: it opens a new aiohttp session, hence a
+new connection, per request, so its TTFT includes a TCP handshake and a request send on a cold
+connection every time. The pool's connections are counted (`ConnectionCountingConnector.opened`), so
+a run can state how many connections its timed phase still had to open. Bytes are taken as each socket read delivers them
 (`StreamReader.iter_any`), never line by line: one wake-up per read instead of one per line, and no
 line-length limit. The session's read buffer is 1 MiB (`READ_BUFSIZE`): aiohttp pauses the socket
 when a response's unread bytes pass twice that, and a 64 KiB buffer throttled long outputs in
@@ -30,6 +37,12 @@ Stricter than bench_serving, on purpose: a stream that carries an error object, 
 `[DONE]` or a finish reason, or finishes with reason `abort`, is a failed request (bench_serving
 counts some of those as successes with the requested length).
 
+Two time limits per request: `timeout_s`, the whole request (default in the engine: 600 s or
+more), and `stall_timeout_s`, the longest the response may stay silent (no byte at all, headers
+included: aiohttp's `sock_read`, re-armed on every read). Both fail the request with kind "timeout",
+the message saying which limit fired. The stall limit is what frees a hung server quickly; it must
+stay above the longest legitimate silence (see `DEFAULT_STALL_TIMEOUT_S`).
+
 Error kinds: connect, timeout, http_<status>, server_error, stream_cut, aborted, protocol, cancelled.
 """
 
@@ -37,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -47,9 +61,19 @@ ERROR_TEXT_MAX = 500
 READ_BUFSIZE = 1 << 20
 CONNECT_TIMEOUT_S = 30.0
 KEEPALIVE_S = 60.0
+# The longest a response may deliver no bytes before the request fails as "timeout". A real
+# SGLang server is silent for long stretches legitimately: a CuteDSL kernel JIT-compiling on the
+# first use of a new batch shape (tens of seconds), a long prefill queue ahead of this request at
+# high concurrency (TTFT of tens of seconds), a CUDA graph capture of a new shape. 120 s clears
+# those with margin while freeing a queue item held by a hung server 5x sooner than the 600 s
+# request timeout. Lower it (`--stall-timeout`) for emulator runs or known-fast servers.
+DEFAULT_STALL_TIMEOUT_S = 120.0
 # Connections beyond the concurrency cap, for control calls (/model_info, /flush_cache, ...).
 SPARE_CONNECTIONS = 4
 JSON_HEADERS = {"Content-Type": "application/json"}
+# Opening the pool before the timed phase: each GET's limit, and the whole step's.
+PREOPEN_LIMITS = aiohttp.ClientTimeout(total=30.0, sock_connect=CONNECT_TIMEOUT_S)
+PREOPEN_TIMEOUT_S = 60.0
 
 _DATA = b"data:"
 _DONE = b"[DONE]"
@@ -59,18 +83,84 @@ _GENERATE_LINE = b'data: {"text":'
 _TEXT_OPENINGS = ((b'data: {"text":"', 15), (b'data: {"text": "', 16))
 
 
+def stall_limits(stall_timeout_s: float | None) -> aiohttp.ClientTimeout:
+    """The per-request aiohttp timeout: the session's (no total: `asyncio.timeout` holds that)
+    plus the stall limit as `sock_read`. Built once per distinct value: every request shares it."""
+    limits = _STALL_LIMITS.get(stall_timeout_s)
+    if limits is None:
+        limits = _STALL_LIMITS[stall_timeout_s] = aiohttp.ClientTimeout(
+            total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=stall_timeout_s)
+    return limits
+
+
+_STALL_LIMITS: dict[float | None, aiohttp.ClientTimeout] = {}
+
+
+class ConnectionCountingConnector(aiohttp.TCPConnector):
+    """TCPConnector that counts the distinct connections it has handed out (`opened`): the
+    difference over a phase is how many TCP connections that phase had to open itself."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.opened = 0
+        self._seen: weakref.WeakSet = weakref.WeakSet()
+
+    async def connect(self, req: Any, traces: Any, timeout: Any) -> Any:
+        conn = await super().connect(req, traces, timeout)
+        protocol = conn.protocol
+        if protocol is not None and protocol not in self._seen:
+            self._seen.add(protocol)
+            self.opened += 1
+        return conn
+
+
 def open_session(connections: int) -> aiohttp.ClientSession:
     """The run's HTTP/1.1 keep-alive session: `connections` streams at once plus a few spares.
 
     aiohttp's default pool limit (100) would queue requests inside the client above concurrency
     100 and count that wait as TTFT; here the pool is sized to the concurrency cap instead."""
-    connector = aiohttp.TCPConnector(limit=connections + SPARE_CONNECTIONS, limit_per_host=0,
-                                     keepalive_timeout=KEEPALIVE_S)
+    connector = ConnectionCountingConnector(limit=connections + SPARE_CONNECTIONS, limit_per_host=0,
+                                            keepalive_timeout=KEEPALIVE_S)
     return aiohttp.ClientSession(
         connector=connector, read_bufsize=READ_BUFSIZE, trust_env=False,
-        timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S),
-        cookie_jar=aiohttp.DummyCookieJar(),
+        timeout=stall_limits(None), cookie_jar=aiohttp.DummyCookieJar(),
     )
+
+
+async def open_connections(session: aiohttp.ClientSession, base_url: str, count: int, *,
+                           timeout_s: float = PREOPEN_TIMEOUT_S) -> dict[str, Any]:
+    """Fill the session's pool with `count` open keep-alive connections: `count` concurrent
+    `GET /v1/models`. That endpoint is answered by SGLang's HTTP front alone (the model list),
+    unlike /health or /health_generate, which push a generation through the scheduler.
+
+    All requests are started in one loop turn, so each finds no idle connection and opens its own
+    (idle ones already in the pool are reused first; together they make `count`). Any HTTP
+    status counts: the connection is what is wanted. Failures are reported, never raised: the
+    timed phase then opens what is missing itself, and `connections_opened_timed` says so.
+    Returns {connections_preopen_target, connections_preopened (new), connections_preopen_s,
+    connections_preopen_errors, connections_preopen_error (first message or "")}."""
+    connector = session.connector
+    before = getattr(connector, "opened", None)
+    url = f"{base_url}/v1/models"
+    errors: list[str] = []
+
+    async def one() -> None:
+        try:
+            async with session.get(url, timeout=PREOPEN_LIMITS) as response:
+                await response.read()
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout(timeout_s):
+            await asyncio.gather(*(one() for _ in range(count)))
+    except TimeoutError:
+        errors.append(f"not all answered within {timeout_s:g} s")
+    opened = None if before is None else getattr(connector, "opened") - before
+    return {"connections_preopen_target": count, "connections_preopened": opened,
+            "connections_preopen_s": time.perf_counter() - started,
+            "connections_preopen_errors": len(errors), "connections_preopen_error": errors[0][:200] if errors else ""}
 
 
 @dataclass
@@ -238,15 +328,19 @@ def build_payload(api: str, input_ids: list[int], output_len: int, *, temperatur
 
 async def stream_request(
     session: aiohttp.ClientSession, url: str, api: str, payload: bytes, outcome: RequestOutcome, *,
-    timeout_s: float, on_tokens: Callable[[float, int], None] | None = None,
+    timeout_s: float, stall_timeout_s: float | None = None,
+    on_tokens: Callable[[float, int], None] | None = None,
 ) -> RequestOutcome:
-    """Send one request and fill `outcome`; never raises except on cancellation."""
+    """Send one request and fill `outcome`; never raises except on cancellation.
+    `stall_timeout_s`: fail as "timeout" once the response stays silent that long (None: no limit
+    beyond `timeout_s`)."""
     state = _StreamState(outcome, api, on_tokens)
     perf_counter = time.perf_counter
+    limits = stall_limits(stall_timeout_s)
     outcome.sent_at = state.t0 = perf_counter()
     try:
         async with asyncio.timeout(timeout_s):
-            async with session.post(url, data=payload, headers=JSON_HEADERS) as response:
+            async with session.post(url, data=payload, headers=JSON_HEADERS, timeout=limits) as response:
                 outcome.http_status = response.status
                 if response.status != 200:
                     body = (await response.read()).decode("utf-8", "replace")
@@ -275,6 +369,12 @@ async def stream_request(
                     line(pending, 0, len(pending), perf_counter())
     except _StreamFailure as exc:
         outcome.fail(exc.kind, str(exc))
+        return outcome
+    except aiohttp.SocketTimeoutError:  # sock_read: nothing arrived for stall_timeout_s
+        outcome.latency = perf_counter() - state.t0
+        where = (f"mid-stream after {outcome.output_len} tokens" if outcome.http_status is not None
+                 else "before any response")
+        outcome.fail("timeout", f"server silent for {stall_timeout_s:g} s (stall timeout) {where}")
         return outcome
     except aiohttp.ServerTimeoutError as exc:  # a TimeoutError too: the socket connect timed out
         outcome.fail("connect", f"cannot connect to {url}: {exc or type(exc).__name__}")

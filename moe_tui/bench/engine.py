@@ -4,6 +4,13 @@ Phases, as sglang.bench_serving 0.5.23 runs them:
 1. warmup: `warmup_requests` copies of request 0 with at most 32 output tokens, under the same
    concurrency cap; excluded from results. If every warmup request fails the run is "failed".
 2. optional `POST /flush_cache?timeout=60`, then a 1 s pause (bench_serving sleeps 1 s too).
+   Then the connection pool is opened to min(concurrency, prompts) connections
+   (`client.open_connections`: concurrent GET /v1/models), so the timed phase measures the
+   server and not TCP setup; not part of the spec (it changes no server work), recorded in the
+   self-check (`connections_preopen_*`, and `connections_opened_timed`: what the timed phase
+   still had to open). Done last, just before the timed phase: SGLang's uvicorn closes
+   connections idle for 5 s (`timeout_keep_alive=5`), so with spread arrivals some idle ones may
+   be closed and reopened on demand anyway, which that count shows.
 3. timed phase: requests released at their arrival times (all at once for rate inf), each waits
    for a slot of the concurrency cap (an asyncio semaphore), then streams. Duration = from the
    start of this phase until every request ended and the arrival process finished.
@@ -14,6 +21,10 @@ stopped: partial results kept, never shown as clean), "failed" (nothing complete
 or the server was unreachable). After `ABORT_AFTER_CONNECT_ERRORS` consecutive connection failures
 with nothing succeeding in between the server is taken as gone and the remaining requests are
 marked "aborted" instead of being sent.
+
+Per-request limits: `request_timeout` (whole request, `default_request_timeout`) and
+`stall_timeout` (silence, default `client.DEFAULT_STALL_TIMEOUT_S` = 120 s); both are in the
+self-check as `request_timeout_s` / `stall_timeout_s`.
 
 Use `run_benchmark_subprocess` (moe_tui.bench.process) from a UI: it runs this in its own process.
 """
@@ -30,7 +41,9 @@ from typing import Any, Awaitable, Callable
 
 import aiohttp
 
-from moe_tui.bench.client import RequestOutcome, build_payload, open_session, stream_request
+from moe_tui.bench.client import (
+    DEFAULT_STALL_TIMEOUT_S, RequestOutcome, build_payload, open_connections, open_session, stream_request,
+)
 from moe_tui.bench.live import LiveStats, LoopLagProbe, selfcheck_flags
 from moe_tui.bench.workload import WorkItem, Workload, WorkloadError, build_workload, resolve_vocab_size
 from moe_tui.events import BenchProgress
@@ -136,12 +149,14 @@ async def run_benchmark(
     *,
     on_progress: ProgressCallback | None = None,
     request_timeout: float | None = None,
+    stall_timeout: float | None = None,
     vocab_size: int | None = None,
     tokenizer: str | None = None,
     run_id: int | None = None,
     stop: asyncio.Event | None = None,
     warmup_pause_s: float = WARMUP_PAUSE_S,
     progress_interval_s: float = PROGRESS_INTERVAL_S,
+    preopen_connections: bool = True,
 ) -> BenchResult:
     """Run `spec` against the server at `base_url` in this event loop. Never raises for server
     trouble: that becomes the result's status and error. `stop` ends the run early (incomplete).
@@ -151,6 +166,7 @@ async def run_benchmark(
     result = BenchResult(status="failed", spec=spec.canonical_dict(), fingerprint=spec.fingerprint,
                          client_version=_client_version(), started_at=time.time())
     timeout = request_timeout or default_request_timeout(spec)
+    stall = stall_timeout or DEFAULT_STALL_TIMEOUT_S
     slots = spec.max_concurrency
     url = f"{base_url}/generate" if spec.api == "generate" else f"{base_url}/v1/completions"
     stop = stop or asyncio.Event()
@@ -166,8 +182,8 @@ async def run_benchmark(
     reporter_task = asyncio.create_task(reporter()) if on_progress is not None else None
     async with open_session(slots) as session:
         try:
-            await _run_phases(spec, base_url, url, session, result, live, probe, slots, timeout, stop,
-                              vocab_size, tokenizer, warmup_pause_s)
+            await _run_phases(spec, base_url, url, session, result, live, probe, slots, timeout, stall, stop,
+                              vocab_size, tokenizer, warmup_pause_s, preopen_connections)
         finally:
             if reporter_task is not None:
                 reporter_task.cancel()
@@ -190,8 +206,8 @@ async def run_benchmark(
 
 async def _run_phases(
     spec: BenchmarkSpec, base_url: str, url: str, session: aiohttp.ClientSession, result: BenchResult,
-    live: LiveStats, probe: LoopLagProbe, slots: int, timeout: float, stop: asyncio.Event,
-    vocab_size: int | None, tokenizer: str | None, warmup_pause_s: float,
+    live: LiveStats, probe: LoopLagProbe, slots: int, timeout: float, stall: float, stop: asyncio.Event,
+    vocab_size: int | None, tokenizer: str | None, warmup_pause_s: float, preopen: bool,
 ) -> None:
     # -- workload ------------------------------------------------------------------------------
     try:
@@ -208,7 +224,8 @@ async def _run_phases(
         result.error = f"server unreachable at {base_url}: {type(exc).__name__}: {exc}"
         result.errors_by_kind = {"connect": 1}
         return
-    result.selfcheck.update(vocab_size=vocab_size, vocab_source=vocab_source, request_timeout_s=timeout)
+    result.selfcheck.update(vocab_size=vocab_size, vocab_source=vocab_source, request_timeout_s=timeout,
+                            stall_timeout_s=stall)
 
     # The concurrency cap, as bench_serving's asyncio.Semaphore (FIFO: waiters are woken in order).
     cap = asyncio.Semaphore(slots)
@@ -237,7 +254,7 @@ async def _run_phases(
             live.in_flight += 1
             in_flight_peak = max(in_flight_peak, live.in_flight)
             await stream_request(session, url, spec.api, payload, outcome, timeout_s=timeout,
-                                 on_tokens=live.on_tokens)
+                                 stall_timeout_s=stall, on_tokens=live.on_tokens)
             live.on_done(outcome.ok, outcome.ttft, outcome.chunks)
         finally:
             cap.release()
@@ -279,6 +296,10 @@ async def _run_phases(
             return
     if warmup_pause_s > 0:
         await asyncio.sleep(warmup_pause_s)
+    if preopen and not stop.is_set():
+        result.selfcheck.update(await open_connections(session, base_url, min(slots, spec.num_prompts)))
+    connector = session.connector
+    opened_before = getattr(connector, "opened", None)
 
     # -- timed phase ---------------------------------------------------------------------------
     live.reset(spec.num_prompts, "timed")
@@ -333,6 +354,8 @@ async def _run_phases(
         raise
     t_end = time.perf_counter()
     cpu_after = resource.getrusage(resource.RUSAGE_SELF)
+    if opened_before is not None:
+        result.selfcheck["connections_opened_timed"] = getattr(connector, "opened") - opened_before
     duration = t_end - t0
 
     for outcome, task in zip(outcomes, tasks):

@@ -34,14 +34,16 @@ STDERR_TAIL_LINES = 30
 
 
 def bench_argv(spec_file: str, base_url: str, *, python: str | None = None, run_id: int | None = None,
-               request_timeout: float | None = None, vocab_size: int | None = None,
-               tokenizer: str | None = None) -> list[str]:
+               request_timeout: float | None = None, stall_timeout: float | None = None,
+               vocab_size: int | None = None, tokenizer: str | None = None) -> list[str]:
     argv = [python or sys.executable, "-m", "moe_tui", "bench", "--events", "jsonl",
             "--spec-file", spec_file, "--base-url", base_url]
     if run_id is not None:
         argv += ["--run-id", str(run_id)]
     if request_timeout is not None:
         argv += ["--request-timeout", repr(float(request_timeout))]
+    if stall_timeout is not None:
+        argv += ["--stall-timeout", repr(float(stall_timeout))]
     if vocab_size is not None:
         argv += ["--vocab-size", str(vocab_size)]
     if tokenizer is not None:
@@ -72,6 +74,7 @@ async def run_benchmark_subprocess(
     *,
     run_id: int | None = None,
     request_timeout: float | None = None,
+    stall_timeout: float | None = None,
     vocab_size: int | None = None,
     tokenizer: str | None = None,
     python: str | None = None,
@@ -81,6 +84,8 @@ async def run_benchmark_subprocess(
     """Run `spec` against `base_url` in a child process; progress events go to `on_progress`
     (sync or async callable taking a BenchProgress). Returns the child's BenchResult, or a
     "failed" BenchResult naming the exit code and stderr tail if the child produced none.
+    `request_timeout` / `stall_timeout` (seconds, None: the client's defaults) are the child's
+    `--request-timeout` / `--stall-timeout`.
     The spec runs as `native_spec(spec)` (client version filled in): store the run under that
     fingerprint. Raises SpecError (before starting anything) for a spec of another client."""
     spec = native_spec(spec)
@@ -88,7 +93,8 @@ async def run_benchmark_subprocess(
         spec_file = Path(tmp) / "spec.json"
         spec_file.write_text(spec.to_json())
         argv = bench_argv(str(spec_file), base_url, python=python, run_id=run_id,
-                          request_timeout=request_timeout, vocab_size=vocab_size, tokenizer=tokenizer)
+                          request_timeout=request_timeout, stall_timeout=stall_timeout, vocab_size=vocab_size,
+                          tokenizer=tokenizer)
         child_env = dict(os.environ if env is None else env)
         child_env["PYTHONUNBUFFERED"] = "1"
         proc = await asyncio.create_subprocess_exec(

@@ -48,6 +48,10 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p.add_argument("--request-timeout", type=float, default=None,
                    help="seconds one request may take before it fails as 'timeout' "
                         "(default max(600, 0.05 s per prompt+output token))")
+    p.add_argument("--stall-timeout", type=float, default=None,
+                   help="seconds a response may stay silent (no bytes) before the request fails as "
+                        "'timeout' (default 120: a real server may pause that long for JIT compilation "
+                        "or a long prefill queue)")
     p.add_argument("--tokenizer", default=None,
                    help="tokenizer dir or tokenizer.json giving the vocabulary size "
                         "(default: the server's /model_info tokenizer_path)")
@@ -115,9 +119,10 @@ def run(args: argparse.Namespace) -> int:
     except SpecError as exc:
         print(f"moe-tui bench: {exc}", file=sys.stderr)
         return 2
-    if args.request_timeout is not None and not (args.request_timeout > 0 and math.isfinite(args.request_timeout)):
-        print(f"moe-tui bench: --request-timeout must be > 0 seconds, got {args.request_timeout}", file=sys.stderr)
-        return 2
+    for flag, value in (("--request-timeout", args.request_timeout), ("--stall-timeout", args.stall_timeout)):
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            print(f"moe-tui bench: {flag} must be > 0 seconds, got {value}", file=sys.stderr)
+            return 2
 
     from moe_tui.bench.engine import run_benchmark
     from moe_tui.bench.report import jsonl_line, summary_block
@@ -136,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         return await run_benchmark(
             spec, args.base_url, on_progress=on_progress if events else None,
-            request_timeout=args.request_timeout, vocab_size=args.vocab_size, tokenizer=args.tokenizer,
+            request_timeout=args.request_timeout, stall_timeout=args.stall_timeout, vocab_size=args.vocab_size, tokenizer=args.tokenizer,
             run_id=args.run_id, stop=stop)
 
     if not events:

@@ -2,6 +2,7 @@
 
     moe-tui run [--profiles-dir DIR] [--until-empty | --stay] [--no-retry-interrupted]
     moe-tui run --detach [--stay | --until-empty] [--profiles-dir DIR]   start a background runner
+    moe-tui run ... [--request-timeout S] [--stall-timeout S]           per-request limits of every run
     moe-tui run --status                                                print the runner's snapshot
     moe-tui run --stop                                                  stop the background runner
 
@@ -36,6 +37,11 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p.add_argument("--detach", action="store_true", help="run in the background (new session, log file)")
     p.add_argument("--no-retry-interrupted", action="store_true",
                    help="leave items interrupted by an earlier stop as they are")
+    p.add_argument("--request-timeout", type=float, default=None, metavar="S",
+                   help="seconds one request may take in every run (default: the client's, 600 s or more)")
+    p.add_argument("--stall-timeout", type=float, default=None, metavar="S",
+                   help="seconds a response may stay silent before its request fails as 'timeout' "
+                        "(default: the client's, 120 s); frees the queue from a hung server")
     p.add_argument("--status", action="store_true", help="print the running runner's state and exit")
     p.add_argument("--stop", action="store_true", help="stop the running runner (its servers too) and exit")
     p.set_defaults(run=run)
@@ -52,14 +58,22 @@ def run(args: argparse.Namespace) -> int:
         return _status(data_dir)
     if args.stop:
         return _stop(data_dir)
+    import math
+
+    for flag, value in (("--request-timeout", args.request_timeout), ("--stall-timeout", args.stall_timeout)):
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            print(f"moe-tui run: {flag} must be > 0 seconds, got {value}", file=sys.stderr)
+            return 2
     profiles_dir = Path(args.profiles_dir).resolve()
     if args.detach:
         return _detach(args, data_dir, profiles_dir)
     until_empty = not args.stay
-    return _foreground(data_dir, profiles_dir, until_empty, not args.no_retry_interrupted)
+    return _foreground(data_dir, profiles_dir, until_empty, not args.no_retry_interrupted,
+                       request_timeout=args.request_timeout, stall_timeout=args.stall_timeout)
 
 
-def _foreground(data_dir: Any, profiles_dir: Any, until_empty: bool, retry_interrupted: bool) -> int:
+def _foreground(data_dir: Any, profiles_dir: Any, until_empty: bool, retry_interrupted: bool, *,
+                request_timeout: float | None = None, stall_timeout: float | None = None) -> int:
     import asyncio
 
     from moe_tui.controller import Controller
@@ -75,9 +89,13 @@ def _foreground(data_dir: Any, profiles_dir: Any, until_empty: bool, retry_inter
         print(f"moe-tui run: {exc}", file=sys.stderr)
         return 1
     try:
-        controller = Controller(store, profiles_dir, data_dir=data_dir)
+        controller = Controller(store, profiles_dir, data_dir=data_dir, request_timeout_s=request_timeout,
+                                stall_timeout_s=stall_timeout)
+        limits = "".join(f"; {name} {value:g} s" for name, value in (("request timeout", request_timeout),
+                                                                     ("stall timeout", stall_timeout))
+                         if value is not None)
         printer.line(f"runner pid {__import__('os').getpid()} on {data_dir}; profiles from {profiles_dir}; "
-                     f"{'until the queue is empty' if until_empty else 'waiting for new items'}")
+                     f"{'until the queue is empty' if until_empty else 'waiting for new items'}{limits}")
         try:
             asyncio.run(serve(controller, data_dir, until_empty=until_empty,
                               retry_interrupted=retry_interrupted, on_event=printer))
@@ -106,6 +124,10 @@ def _detach(args: argparse.Namespace, data_dir: Any, profiles_dir: Any) -> int:
             "--until-empty" if args.until_empty else "--stay"]
     if args.no_retry_interrupted:
         argv.append("--no-retry-interrupted")
+    if args.request_timeout is not None:
+        argv += ["--request-timeout", repr(args.request_timeout)]
+    if args.stall_timeout is not None:
+        argv += ["--stall-timeout", repr(args.stall_timeout)]
     log_path = paths.logs_dir() / f"runner-{time.strftime('%Y%m%d-%H%M%S')}.log"
     try:
         pid = spawn_detached(argv, data_dir, log_path)

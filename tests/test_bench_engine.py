@@ -139,3 +139,43 @@ def test_warmup_failure_fails_the_run():
         result = _run(spec, sim.base_url)
     assert result.status == "failed" and result.error.startswith("warmup failed")
     assert result.errors_by_kind == {"http_500": 2}
+
+
+def test_stall_timeout_fails_a_silent_stream_long_before_the_request_timeout():
+    spec = BenchmarkSpec(input_len=16, output_len=20, num_prompts=3, max_concurrency=3, warmup_requests=0)
+    with start_sim(FAST + ["--sim-hang-after-tokens", "4"]) as sim:
+        result = _run(spec, sim.base_url, request_timeout=60.0, stall_timeout=0.5)
+    assert result.status == "failed"
+    assert result.errors_by_kind == {"timeout": 3}
+    assert all(r["output_len"] == 4 and "silent for 0.5 s (stall timeout) mid-stream after 4 tokens" in r["error"]
+               for r in result.requests), [r["error"] for r in result.requests]
+    assert result.summary["duration"] < 5
+    assert result.selfcheck["stall_timeout_s"] == 0.5 and result.selfcheck["request_timeout_s"] == 60.0
+
+
+def test_stall_timeout_does_not_cut_a_slow_but_streaming_server():
+    # a stall limit only counts silence: a server streaming normally is never cut by it
+    spec = BenchmarkSpec(input_len=16, output_len=12, num_prompts=4, max_concurrency=4, warmup_requests=0)
+    with start_sim(FAST) as sim:
+        result = _run(spec, sim.base_url, stall_timeout=2.0)
+    assert result.status == "complete", result.error
+    assert result.selfcheck["stall_timeout_s"] == 2.0
+    assert result.selfcheck["request_timeout_s"] >= 600  # the default total limit stays in force
+
+
+@pytest.mark.parametrize("preopen", [True, False])
+def test_connection_pool_is_opened_before_the_timed_phase(preopen):
+    spec = BenchmarkSpec(input_len=16, output_len=4, num_prompts=40, max_concurrency=40, warmup_requests=1)
+    with start_sim(FAST) as sim:
+        result = _run(spec, sim.base_url, preopen_connections=preopen)
+    assert result.status == "complete", result.error
+    check = result.selfcheck
+    if preopen:
+        # the warmup's idle connection is reused, the other 39 are opened: 40 held at once
+        assert check["connections_preopen_target"] == 40
+        assert check["connections_preopened"] == 39 and check["connections_preopen_errors"] == 0
+        assert 0 < check["connections_preopen_s"] < 10
+        assert check["connections_opened_timed"] == 0
+    else:
+        assert "connections_preopened" not in check
+        assert check["connections_opened_timed"] == 39

@@ -29,18 +29,14 @@ SMALL_FLAGS = ["--num-prompts", "4", "--input-len", "32", "--output-len", "8", "
 def _drain(env, campaigns: list[tuple[list[str], dict]], *, request_timeout: float | None = None) -> dict:
     """Run the controller in-process until the queue is empty; the benchmark is the real
     out-of-process client (with a short per-request timeout where given)."""
-    from moe_tui.bench.process import run_benchmark_subprocess
     from moe_tui.controller import Controller
     from moe_tui.store import Store
-
-    async def bench(spec, base_url, **kwargs):
-        return await run_benchmark_subprocess(spec, base_url, request_timeout=request_timeout, **kwargs)
 
     async def scenario() -> dict:
         env.data_dir.mkdir(parents=True, exist_ok=True)
         with Store(env.db) as store:
             c = Controller(store, env.profiles, data_dir=env.data_dir, telemetry=False,
-                           bench=bench if request_timeout else None)
+                           request_timeout_s=request_timeout)
             events: list = []
             c.subscribe(events.append)
             for profiles, spec in campaigns:

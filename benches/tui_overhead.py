@@ -148,6 +148,8 @@ def write(result: dict) -> Path:
         f"| key to screen max (ms) | {result['key_max_ms']} | | |",
         "",
     ]
+    if result.get("note"):
+        md += [result["note"], ""]
     stem.with_suffix(".md").write_text("\n".join(md))
     return stem
 
@@ -156,8 +158,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--presses", type=int, default=40)
+    parser.add_argument("--note", default="", help="a line saying what changed since the last result")
     ns = parser.parse_args()
     result = asyncio.run(main(ns.seconds, ns.presses))
+    if ns.note:
+        result["note"] = ns.note
     path = write(result)
     print(json.dumps(result, indent=2))
     print(f"written {path}.json and .md")

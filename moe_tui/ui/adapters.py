@@ -207,12 +207,17 @@ class RunnerAdapter(_OpsAdapter):
         """Detach, leaving the runner at work; or (`stop_servers`) stop the runner itself, which
         stops the running benchmark (its item marked interrupted) and every server, and wait until
         it has exited so nothing it started outlives this call."""
-        from moe_tui.runner import runner_is_running
+        from moe_tui.runner import RunnerUnavailable, runner_is_running
 
         if self._client is not None:
             self._closing = True
             if stop_servers:
-                self._op("shutdown", reason="the TUI quit with 'stop servers and runner'")
+                try:
+                    self._op("shutdown", reason="the TUI quit with 'stop servers and runner'")
+                except RunnerUnavailable:
+                    if runner_is_running(self.data_dir):
+                        raise  # alive but not answering: say so rather than pretend it stopped
+                    # the runner is already gone (it crashed or was stopped elsewhere): nothing to stop
             client, self._client = self._client, None
             self._loop.run(client.close(), timeout=10)
             if stop_servers:

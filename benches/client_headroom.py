@@ -14,7 +14,11 @@ every process got a fraction of a core).
    time, one wave of 1024 requests, no warmup request): each client's mean TTFT minus the
    emulator's own mean TTFT over the same requests (the `sglang:time_to_first_token_seconds`
    histogram's sum/count, scraped before and after the run: it runs from the request's arrival
-   in the handler to the first token's emission), plus the model's prediction.
+   in the handler to the first token's emission), plus the model's prediction;
+4. the same with spread arrivals: Poisson 130 requests/s (about 1,560 tok/s in steady state),
+   concurrency cap 1024.
+For moe-tui the connection pool figures of its selfcheck are kept too (connections pre-opened
+before the timed phase, time taken, connections the timed phase still opened).
 
 Against the zero-delay emulator the *server* may be the limit (it is one Python process on one
 core building cumulative /generate lines): then both clients' wall throughputs meet the same
@@ -26,7 +30,8 @@ RUSAGE_CHILDREN around each client process, the same way for both clients.
 
 `--baseline-tree DIR` adds a third client: moe-tui run from another source tree (e.g. `git archive
 <commit> moe_tui | tar -x -C DIR`), for before/after figures in the same run.
-Writes benches/results/client_headroom-<date>.json and .txt.
+Writes benches/results/client_headroom-<date>.json and .txt; with `--only`, rows of other
+scenarios already in today's files are kept, and so are the hand-written notes of the .txt.
 
     .venv/bin/python benches/client_headroom.py [--quick] [--repeats 3] [--baseline-tree DIR]
 """
@@ -61,6 +66,7 @@ CLIENT_CPU = 0
 PICKED = ("completed", "duration", "output_throughput", "request_throughput", "mean_ttft_ms",
           "median_ttft_ms", "p99_ttft_ms", "mean_itl_ms", "p99_itl_ms")
 TTFT_BACKEND = "flashinfer_cutlass"
+POOL_KEYS = ("connections_preopened", "connections_preopen_s", "connections_opened_timed")
 RATIO_KEYS = ("output_throughput", "request_throughput", "cpu_capacity_tok_s", "cpu_capacity_req_s")
 
 
@@ -94,7 +100,8 @@ def run_ours(spec: BenchmarkSpec, url: str, tree: Path | None = None) -> dict:
     return {"wall_s": wall, "process_cpu_s": cpu, "status": last["status"],
             **{k: last["summary"].get(k) for k in PICKED},
             "loop_lag_p50_ms": check.get("loop_lag_p50_ms"), "loop_lag_p99_ms": check.get("loop_lag_p99_ms"),
-            "client_cpu_fraction": check.get("client_cpu_fraction"), "client_bound": check.get("client_bound")}
+            "client_cpu_fraction": check.get("client_cpu_fraction"), "client_bound": check.get("client_bound"),
+            **{k: check.get(k) for k in POOL_KEYS}}
 
 
 def run_theirs(client, spec: BenchmarkSpec, url: str) -> dict:
@@ -178,7 +185,8 @@ def scenario(name: str, sim_args: list[str], spec: BenchmarkSpec, client, repeat
                 print(json.dumps({"scenario": name, "client": who, **run}), flush=True)
     medians = {who: {k: _median(rs, k) for k in (*PICKED, *RATIO_KEYS[2:], "client_added_ttft_ms",
                                                   "server_mean_ttft_ms", "timed_cpu_s", "load1_before",
-                                                  "sim_cpu_fraction", "client_cpu_fraction", "loop_lag_p99_ms")}
+                                                  "sim_cpu_fraction", "client_cpu_fraction", "loop_lag_p99_ms",
+                                                  *POOL_KEYS)}
                for who, rs in runs.items()}
     row = {"scenario": name, "spec": spec.describe(), "sim_args": sim_args, "repeats": repeats,
            "null_run_cpu_s": null_cpu, "median": medians, "runs": runs}
@@ -190,7 +198,7 @@ def scenario(name: str, sim_args: list[str], spec: BenchmarkSpec, client, repeat
 
 
 def _fmt(value) -> str:
-    return "-" if value is None else f"{value:10.1f}"
+    return "-" if value is None else f"{value:10.1f}" if abs(value) >= 10 or value == 0 else f"{value:10.3f}"
 
 
 def text_report(info: dict) -> str:
@@ -207,7 +215,7 @@ def text_report(info: dict) -> str:
         for key in ("output_throughput", "request_throughput", "cpu_capacity_tok_s", "cpu_capacity_req_s",
                     "timed_cpu_s", "mean_ttft_ms", "p99_ttft_ms", "mean_itl_ms",
                     "server_mean_ttft_ms", "client_added_ttft_ms", "client_cpu_fraction", "loop_lag_p99_ms",
-                    "sim_cpu_fraction", "load1_before"):
+                    "sim_cpu_fraction", "load1_before", *POOL_KEYS):
             if all(med[w].get(key) is None for w in who):
                 continue
             lines.append(f"  {key:22}" + "".join(f"{_fmt(med[w].get(key)):>18}" for w in who))
@@ -236,6 +244,7 @@ def main() -> int:
     client = locate_client()
     ttft_spec = BenchmarkSpec(input_len=16, output_len=12, num_prompts=1024, max_concurrency=1024,
                               warmup_requests=0)
+    spread_spec = ttft_spec.replace(request_rate=130.0)
     scenarios = [
         ("streamed tokens/s (zero-delay emulator)", ["--sim-zero-delay"],
          BenchmarkSpec(input_len=16, output_len=1024, num_prompts=256 // q, max_concurrency=128,
@@ -245,6 +254,8 @@ def main() -> int:
                        warmup_requests=1)),
         (f"client-added TTFT at concurrency 1024, ~1,600 tok/s ({TTFT_BACKEND} model, real time)",
          ["--moe-runner-backend", TTFT_BACKEND], ttft_spec),
+        (f"client-added TTFT at concurrency 1024, Poisson 130 req/s (~1,560 tok/s steady; {TTFT_BACKEND} model, "
+         "real time)", ["--moe-runner-backend", TTFT_BACKEND], spread_spec),
     ]
     rows = []
     for name, sim_args, spec in scenarios:
@@ -260,8 +271,19 @@ def main() -> int:
             "python": sys.version.split()[0], "quick": a.quick, "repeats": a.repeats,
             "bench_serving": None if client is None else client.version, "rows": rows}
     out = ROOT / "benches" / "results" / f"client_headroom-{info['date']}.json"
+    notes = ""
+    if a.only and out.exists():  # a partial re-run: keep today's other rows and the notes
+        old = json.loads(out.read_text())
+        fresh = {row["scenario"] for row in rows}
+        kept = [row for row in old.get("rows", []) if row["scenario"] not in fresh]
+        order = [row["scenario"] for row in old.get("rows", [])]
+        rows.extend(kept)
+        rows.sort(key=lambda row: order.index(row["scenario"]) if row["scenario"] in order else len(order))
+        old_text = out.with_suffix(".txt").read_text() if out.with_suffix(".txt").exists() else ""
+        if "\nNotes (" in old_text:
+            notes = old_text[old_text.index("\nNotes ("):]
     out.write_text(json.dumps(info, indent=1))
-    out.with_suffix(".txt").write_text(text_report(info) + "\n")
+    out.with_suffix(".txt").write_text(text_report(info) + "\n" + notes)
     print(text_report(info))
     print(f"wrote {out} and {out.with_suffix('.txt')}")
     return 0

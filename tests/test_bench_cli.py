@@ -77,6 +77,20 @@ def test_bad_flag_value_names_the_field(sim):
     assert "range_ratio" in proc.stderr
 
 
+@pytest.mark.parametrize("value", ["0", "-3", "nan"])
+def test_bad_stall_timeout_is_refused(sim, value):
+    proc = _bench("--base-url", sim.base_url, "--stall-timeout", value)
+    assert proc.returncode == 2
+    assert f"--stall-timeout must be > 0 seconds, got {float(value)}" in proc.stderr
+
+
+def test_subprocess_api_passes_both_request_limits_to_the_child(sim):
+    spec = BenchmarkSpec(input_len=16, output_len=4, num_prompts=2, max_concurrency=2)
+    result = asyncio.run(run_benchmark_subprocess(spec, sim.base_url, request_timeout=45.0, stall_timeout=7.5))
+    assert result.status == "complete", result.error
+    assert result.selfcheck["request_timeout_s"] == 45.0 and result.selfcheck["stall_timeout_s"] == 7.5
+
+
 def test_subprocess_api_streams_progress_and_returns_the_result(sim):
     spec = BenchmarkSpec(input_len=16, output_len=60, num_prompts=12, max_concurrency=4)
     seen = []

@@ -1,15 +1,18 @@
 """`make screenshots`: documentation SVGs of every screen from the real app on the emulator.
 
-Runs `moe-tui demo`'s startup (bundled simulated profiles, a throwaway data home), starts the demo
-campaign, waits until both profiles have a finished run, then saves one SVG per screen into
-screenshots/. Nothing is drawn by hand: every number is the emulator's, measured by the real
-controller. Takes about a minute and a half.
+Runs `moe-tui demo`'s startup (bundled simulated profiles, a throwaway data home, a detached
+runner the app attaches to, as `moe-tui demo` does), starts the demo campaign, waits until both
+profiles have a finished run, then saves one SVG per screen into screenshots/ (and the dashboard
+once more at 80x24). Nothing is drawn by hand: every number is the emulator's, measured by the
+real controller. Quitting stops the runner; if anything fails it is stopped anyway. Takes about a
+minute and a half.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +32,7 @@ async def main() -> int:
     from moe_tui.ui.launch import open_control_room, use_demo_home
 
     use_demo_home()
-    room = open_control_room(paths.bundled_demo_profiles_dir(), attach=False, demo=True)
+    room = open_control_room(paths.bundled_demo_profiles_dir(), demo=True)
     app = room.app
     finished: list[RunFinished] = []
     room.adapter.subscribe(lambda e: finished.append(e) if isinstance(e, RunFinished) else None)
@@ -51,6 +54,11 @@ async def main() -> int:
             await pilot.pause(0.5)
         await pilot.pause(2.0)  # mid-run of the next item: live figures on the dashboard
         shot("dashboard")
+        await pilot.resize_terminal(80, 24)  # the compact layout, same live data
+        await pilot.pause(1.0)
+        shot("dashboard-80x24")
+        await pilot.resize_terminal(*SIZE)
+        await pilot.pause(0.5)
         await pilot.press("2")
         await pilot.pause(1.0)
         shot("queue")
@@ -77,9 +85,21 @@ async def main() -> int:
         await pilot.pause(0.5)
         shot("quit")
         await pilot.press("s")
-        await pilot.pause(1.0)
+        while app.is_running and time.monotonic() - started < WAIT_S + 120:
+            await pilot.pause(0.5)
     return 0
 
 
+def run() -> int:
+    from moe_tui import paths
+    from moe_tui.runner import runner_is_running
+
+    try:
+        return asyncio.run(main())
+    finally:
+        if runner_is_running(paths.data_dir()):
+            subprocess.run([sys.executable, "-m", "moe_tui", "run", "--stop"], check=False)
+
+
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    sys.exit(run())

@@ -188,7 +188,7 @@ class RunnerAdapter(_OpsAdapter):
 
         self._client = self._loop.run(connect(), timeout=10)
         info = read_runner_info(self.data_dir) or {}
-        self.mode = f"attached to runner pid {info.get('pid', '?')} ({self._client.path})"
+        self.mode = f"attached to runner pid {info.get('pid', '?')}"
 
     async def _forward(self, client: Any) -> None:
         async for event in client.events():

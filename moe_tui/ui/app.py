@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.binding import Binding
 from textual.screen import ModalScreen
@@ -116,8 +116,8 @@ class MoeTuiApp(App):
         for note in self._startup_notes:
             self.notify(note, severity="warning", timeout=10)
 
-    def on_resize(self) -> None:
-        width, height = self.size
+    def on_resize(self, event: events.Resize) -> None:
+        width, height = event.size  # self.size may still be the old size while this runs
         self.set_class(width >= WIDE_WIDTH, "-wide")
         self.set_class(width < NARROW_WIDTH, "-narrow")
         self.set_class(height < SHORT_HEIGHT, "-short")
@@ -125,7 +125,7 @@ class MoeTuiApp(App):
 
     @property
     def narrow(self) -> bool:
-        return self.size.width < NARROW_WIDTH
+        return self.has_class("-narrow")
 
     def on_unmount(self) -> None:
         if self._unsubscribe is not None:

@@ -460,16 +460,21 @@ async def test_narrow_terminal_still_renders_everything(make_app):
             await settle(pilot, app)
 
 
-@pytest.mark.parametrize("size, compact", [((80, 24), True), ((120, 40), False)], ids=["80x24", "120x40"])
-async def test_dashboard_fits_without_scrolling(make_app, size, compact):
+@pytest.mark.parametrize("size, compact, start", [((80, 24), True, None), ((120, 40), False, None),
+                                                  ((80, 24), True, (120, 40))],
+                         ids=["80x24", "120x40", "resized-to-80x24"])
+async def test_dashboard_fits_without_scrolling(make_app, size, compact, start):
     """At 80x24 (compact) and 120x40 (full) every dashboard panel, the eight GPU rows and the queue
     line are on screen; nothing important is scrolled away."""
     from moe_tui.ui.widgets.queue_summary import QueueSummary
 
     app, _ = make_app()
-    async with app.run_test(size=size) as pilot:
+    async with app.run_test(size=start or size) as pilot:
         app.post_message(TelemetryArrived(gpu_snapshot()))
         await settle(pilot, app)
+        if start:
+            await pilot.resize_terminal(*size)
+            await settle(pilot, app)
         screen = app.screen
         gpu_table = screen.query_one(GpuPanel).query_one(DataTable)
         assert gpu_table.row_count == 8

@@ -37,11 +37,6 @@ def diff_text(grid: Any) -> Text:
         text.append("\n")
         text.append("launch settings differ (suspect): ", style="bold yellow")
         text.append("; ".join(d.describe() for d in grid.launch_diff), style="yellow")
-    differing = [p for p in grid.provenance if p.differs]
-    if differing:
-        text.append("\n")
-        text.append("provenance differs: ", style="bold yellow")
-        text.append("; ".join(f"{p.key}: {p.baseline} vs {p.candidate}" for p in differing), style="yellow")
     text.append("\n")
     text.append("control check: ", style="bold")
     text.append(grid.control.text, style="bold red" if grid.control.failed else "dim")

@@ -62,8 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     chosen = next((a for a in argv if not a.startswith("-")), None)
     if chosen not in COMMANDS:
         chosen = None
-    if not argv:
-        argv = ["tui"]
+    if chosen is None and not any(a in ("-h", "--help", "--version") for a in argv):
+        # `moe-tui` alone, or `moe-tui --in-process`: the options belong to the default command.
+        argv = ["tui", *argv]
         chosen = "tui"
     parser = build_parser(only=chosen)
     args = parser.parse_args(argv)

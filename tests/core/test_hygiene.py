@@ -51,3 +51,11 @@ def test_top_level_help_lists_subcommands():
     assert proc.returncode == 0
     for name in ("demo", "bench", "queue", "run", "compare", "export", "sim", "profiles"):
         assert name in proc.stdout
+
+
+def test_bare_options_go_to_the_default_tui_command():
+    proc = subprocess.run([sys.executable, "-m", "moe_tui", "--in-process", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("usage: moe-tui tui")
+    proc = subprocess.run([sys.executable, "-m", "moe_tui", "--no-such-option"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "unrecognized arguments: --no-such-option" in proc.stderr

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = next((a for a in argv if not a.startswith("-")), None)
     if chosen not in COMMANDS:
         chosen = None
-    if chosen is None and not any(a in ("-h", "--help", "--version") for a in argv):
+    if chosen is None and (not argv or argv[0] not in ("-h", "--help", "--version")):
         # `moe-tui` alone, or `moe-tui --in-process`: the options belong to the default command.
         argv = ["tui", *argv]
         chosen = "tui"

@@ -538,9 +538,11 @@ class Controller:
         finally:
             stop_wait.cancel()
 
-    def _client_limits(self) -> dict[str, Any]:
+    def _client_limits(self, spec: BenchmarkSpec) -> dict[str, Any]:
         """The per-request limits this controller asked for (None: the client's defaults; the
-        run's selfcheck holds the values in force)."""
+        run's selfcheck holds the values in force). Only moe-tui's client takes them."""
+        if spec.client != "moe-tui":
+            return {}
         return {"request_timeout_s": self.request_timeout_s, "stall_timeout_s": self.stall_timeout_s}
 
     async def _warmup_pass(self, item: QueueItem, server: Any) -> dict[str, Any]:
@@ -576,7 +578,7 @@ class Controller:
         queue_facts = {"id": item.id, "campaign_id": item.campaign_id, "repeat_index": item.repeat_index,
                        "attempt": item.attempts, "requested_fingerprint": item.fingerprint}
         provenance = build_provenance(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
-                                      bench_client=self._client_limits(), warmup=warmup_info, started_at=started)
+                                      bench_client=self._client_limits(spec), warmup=warmup_info, started_at=started)
         run_id = self.store.create_run(
             profile_name=profile.name, spec_json=spec.canonical_json(), fingerprint=spec.fingerprint,
             client=spec.client, profile=snapshot, provenance=provenance, queue_item_id=item.id,
@@ -614,12 +616,12 @@ class Controller:
         finished = time.time()
         if result is None:
             status, summary, requests, selfcheck, error, bench_flags = "failed", {}, [], {}, bench_error or "", []
-            client_facts = self._client_limits()
+            client_facts = self._client_limits(spec)
         else:
             status, summary, requests = result.status, result.summary or {}, result.requests or []
             selfcheck, error, bench_flags = result.selfcheck or {}, result.error or "", list(result.flags or [])
             client_facts = {"name": getattr(result, "client", spec.client),
-                            "version": getattr(result, "client_version", ""), **self._client_limits()}
+                            "version": getattr(result, "client_version", ""), **self._client_limits(spec)}
         completed = sum(1 for r in requests if r.get("ok"))
         errors = sum(1 for r in requests if not r.get("ok"))
         provenance = build_provenance(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,

@@ -17,9 +17,10 @@ connection per concurrency slot. `open_connections` fills that pool before the t
 engine calls it after warmup): a burst of 1024 requests would otherwise open 1024 TCP connections
 inside its own TTFTs (client-added TTFT 282 ms at concurrency 1024 on the emulator, see
 benches/results/client_headroom-2026-12-01.txt), which measures connection setup, not the server.
-sglang.bench_serving differs here on purpose of its own: it opens a new aiohttp session, hence a
-new connection, per request, so its TTFT includes a TCP handshake and a request send on a cold
-connection every time. The pool's connections are counted (`ConnectionCountingConnector.opened`), so
+sglang.bench_serving differs: it opens a new aiohttp session, hence a new connection, per
+request, so each of its TTFTs includes a TCP handshake on a cold connection (at low concurrency a
+fraction of a millisecond on loopback; in a burst of 1024 on the emulator, client-added TTFT
+was 455 ms for bench_serving, 289 ms here before the pool was pre-opened, 157 ms after). The pool's connections are counted (`ConnectionCountingConnector.opened`), so
 a run can state how many connections its timed phase still had to open. Bytes are taken as each socket read delivers them
 (`StreamReader.iter_any`), never line by line: one wake-up per read instead of one per line, and no
 line-length limit. The session's read buffer is 1 MiB (`READ_BUFSIZE`): aiohttp pauses the socket

@@ -61,7 +61,10 @@ import orjson
 ERROR_TEXT_MAX = 500
 READ_BUFSIZE = 1 << 20
 CONNECT_TIMEOUT_S = 30.0
-KEEPALIVE_S = 60.0
+# Below the server's own idle limit (SGLang runs uvicorn with timeout_keep_alive=5): a connection
+# the server may already have closed is never reused, so a request is never sent into a closing
+# socket and miscounted as a cut stream.
+KEEPALIVE_S = 4.0
 # The longest a response may deliver no bytes before the request fails as "timeout". A real
 # SGLang server is silent for long stretches legitimately: a CuteDSL kernel JIT-compiling on the
 # first use of a new batch shape (tens of seconds), a long prefill queue ahead of this request at

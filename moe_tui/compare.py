@@ -81,6 +81,10 @@ CONFIDENCE = 0.95
 CONTROL_CONFIDENCE = 0.99
 CONTROL_CONCURRENCIES = (2, 1)  # preferred first: the seed's sanity check ran at concurrency 2
 CONTROL_N1_THRESHOLD_PCT = 5.0
+# Backends are not identical at batch 1-2 either (the seed: 19.29 vs 19.24 tok/s, 0.3%): with
+# quiet repeats a tiny real difference is "beyond noise" without meaning the environments differ.
+# The alarm needs both: beyond noise AND at least this large.
+CONTROL_MIN_EFFECT_PCT = 2.0
 CONTROL_METRIC = "output_throughput"
 SETTLE_POWER = 0.80
 SETTLE_MAX_REPEATS = 1000
@@ -960,14 +964,19 @@ def _control_check(points: Mapping[tuple[str, int], SidePoint],
             differs = pct is not None and abs(pct) > CONTROL_N1_THRESHOLD_PCT
             basis = f"n=1, threshold {CONTROL_N1_THRESHOLD_PCT:g}%"
         else:
-            differs = d.ci_low > 0 or d.ci_high < 0
-            basis = f"{CONTROL_CONFIDENCE * 100:g}% CI of the delta {'excludes' if differs else 'includes'} 0"
+            beyond_noise = d.ci_low > 0 or d.ci_high < 0
+            large = pct is not None and abs(pct) >= CONTROL_MIN_EFFECT_PCT
+            differs = beyond_noise and large
+            basis = f"{CONTROL_CONFIDENCE * 100:g}% CI of the delta {'excludes' if beyond_noise else 'includes'} 0"
+            if beyond_noise and not large:
+                basis += f", but under the {CONTROL_MIN_EFFECT_PCT:g}% that would mean the environments differ"
         if differs:
             return ControlCheck("environment differs", conc, pct,
                                 f"ENVIRONMENT DIFFERS: control check {what}, beyond noise ({basis}). At this "
                                 "concurrency the MoE backend should barely matter: check clocks, server args, "
                                 "the benchmark client and the machine before trusting any delta.")
-        return ControlCheck("agrees", conc, pct, f"control check passed: {what}, within noise ({basis})")
+        verdict = "within noise" if "includes" in basis or d.ci_low is None else "agrees"
+        return ControlCheck("agrees", conc, pct, f"control check passed: {what}, {verdict} ({basis})")
     return ControlCheck("unavailable", None, None,
                         "no control check: neither concurrency 2 nor 1 has complete runs of one spec on both "
                         "sides; add concurrency 2 to both sweeps to check the environments agree")

@@ -303,13 +303,14 @@ async def serve(controller: Any, data_dir: str | Path, *, until_empty: bool, ret
         controller.subscribe(on_event)
     await controller.start(work=True, until_empty=until_empty, retry_interrupted=retry_interrupted)
     control = ControlServer(controller, data_dir, on_shutdown=request_stop)
-    await control.start()
+    # runner.json first, then the socket: whoever sees the socket can already read who serves it.
     info = {"pid": os.getpid(), "socket": str(control.path), "started_at": time.time(),
             "data_dir": str(data_dir), "until_empty": until_empty, "log": log_path}
     info_path = data_dir / INFO_NAME
     tmp = info_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(info))
     os.replace(tmp, info_path)
+    await control.start()
 
     with contextlib.suppress(ValueError, RuntimeError):  # not the main thread: the caller handles signals
         signal.signal(signal.SIGHUP, signal.SIG_IGN)

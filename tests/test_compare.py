@@ -181,6 +181,20 @@ def test_control_check_flags_environment_differs():
     assert FLAG_ENVIRONMENT_DIFFERS in g.flags and g.warnings[0].startswith("ENVIRONMENT DIFFERS")
 
 
+def test_control_check_ignores_a_tiny_real_difference_with_quiet_repeats():
+    """The seed's concurrency-2 point: 19.29 vs 19.24 tok/s is a real 0.3% backend difference.
+    With near-noiseless repeats it is beyond noise, but far too small to mean the environments differ."""
+    g = build_grid_from_runs(runs("a", 2, [19.29, 19.291, 19.289], 1),
+                             runs("b", 2, [19.24, 19.241, 19.239], 10, SNAP_B))
+    assert not g.control.failed and g.control.status == "agrees"
+    assert "excludes 0" in g.control.text and "under the 2%" in g.control.text
+    assert FLAG_ENVIRONMENT_DIFFERS not in g.flags
+    # The same quiet repeats 4% apart: beyond noise and large: the alarm.
+    g = build_grid_from_runs(runs("a", 2, [19.29, 19.291, 19.289], 1),
+                             runs("b", 2, [18.52, 18.521, 18.519], 10, SNAP_B))
+    assert g.control.failed and FLAG_ENVIRONMENT_DIFFERS in g.flags
+
+
 def test_control_check_n1_uses_five_percent():
     g = build_grid_from_runs(runs("a", 2, [19.0], 1), runs("b", 2, [20.2], 10, SNAP_B))  # +6.3%
     assert g.control.failed

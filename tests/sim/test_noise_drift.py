@@ -1,0 +1,49 @@
+"""The emulator's seeded step noise and slow drift, observed from outside the real process.
+
+One request at a time (batch 1: a known step time), timed end to end over HTTP. Noise spreads the
+per-request times; drift makes later requests slower than earlier ones."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import httpx
+
+from tests.sim_helpers import sim_server
+
+# 40 decode steps of ~96.6 ms each (flashinfer_cutlass at batch 1), 50x faster: ~77 ms a request.
+ARGS = ["--moe-runner-backend", "flashinfer_cutlass", "--sim-time-scale", "50"]
+PAYLOAD = {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 40, "ignore_eos": True}}
+
+
+def request_seconds(base_url: str, n: int) -> list[float]:
+    times = []
+    with httpx.Client(timeout=30) as client:
+        for _ in range(n):
+            start = time.perf_counter()
+            resp = client.post(base_url + "/generate", json=PAYLOAD)
+            resp.raise_for_status()
+            assert resp.json()["meta_info"]["completion_tokens"] == 40
+            times.append(time.perf_counter() - start)
+    return times
+
+
+def test_noise_spreads_request_times_around_the_model():
+    with sim_server(ARGS) as quiet:
+        calm = request_seconds(quiet.base_url, 8)
+    with sim_server(ARGS + ["--sim-noise-pct", "40", "--sim-seed", "7"]) as noisy:
+        shaken = request_seconds(noisy.base_url, 8)
+    # Per-step noise of 40% averages over 40 steps to ~6% per request: far above the quiet spread,
+    # while the mean stays near the model (noise is centred on it).
+    assert statistics.stdev(shaken) > 2 * statistics.stdev(calm), (calm, shaken)
+    assert abs(statistics.mean(shaken) / statistics.mean(calm) - 1) < 0.25
+
+
+def test_drift_makes_later_requests_slower():
+    # +3000% per minute = +50% per second since ready: a few seconds make the drift unmistakable.
+    with sim_server(ARGS + ["--sim-drift-pct-per-min", "3000"]) as sim:
+        early = request_seconds(sim.base_url, 2)
+        time.sleep(2.0)
+        late = request_seconds(sim.base_url, 2)
+    assert min(late) > 1.5 * max(early), (early, late)

@@ -102,7 +102,7 @@ def open_control_room(profiles_dir: Path, *, attach: bool | None = None, demo: b
                                      f"`moe-tui run --detach`, or run `moe-tui` without --attach)")
                 if demo:
                     _pause_before_start(store)  # the runner works pending items the moment it starts
-                started_runner = start_detached_runner(profiles_dir, data_dir)
+                started_runner = start_detached_runner(profiles_dir, data_dir, options=controller_options)
             adapter = RunnerAdapter(store, profile_set.profiles, data_dir)
         try:
             adapter.start()
@@ -131,13 +131,17 @@ def open_control_room(profiles_dir: Path, *, attach: bool | None = None, demo: b
     return ControlRoom(app, adapter, notes, started_runner)
 
 
-def start_detached_runner(profiles_dir: Path, data_dir: Path, wait_s: float = RUNNER_START_WAIT_S) -> int:
+def start_detached_runner(profiles_dir: Path, data_dir: Path, wait_s: float = RUNNER_START_WAIT_S,
+                          options: dict[str, Any] | None = None) -> int:
     """`moe-tui run --stay` in a new session for this data dir (what `moe-tui run --detach` does),
     waiting until it answers on its socket. Returns its pid. A runner that another TUI started in
     the meantime wins the lock; then this one exits and we attach to the winner."""
     from moe_tui.runner import lock_holder_pid, runner_is_running, spawn_detached
 
     argv = [sys.executable, "-m", "moe_tui", "run", "--profiles-dir", str(profiles_dir), "--stay"]
+    for key, flag in (("request_timeout_s", "--request-timeout"), ("stall_timeout_s", "--stall-timeout")):
+        if (options or {}).get(key) is not None:
+            argv += [flag, repr(float(options[key]))]
     log_path = paths.logs_dir() / f"runner-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     try:
         return spawn_detached(argv, data_dir, log_path, wait_s=wait_s)

@@ -88,3 +88,25 @@ def test_app_attached_to_live_runner_shows_progress_result_and_logs(env):
     assert env.query("SELECT state FROM queue_items") == [("done",)]
     assert env.query("SELECT COUNT(*) FROM runs WHERE status = 'complete'") == [(1,)]
     wait_gone(env)
+
+
+def test_runner_started_by_the_tui_gets_the_timeouts_given_to_the_tui(env):
+    """`moe-tui --stall-timeout 7 --request-timeout 90` starts its runner with the same settings."""
+    import psutil
+
+    from moe_tui.runner import call_runner_sync
+    from moe_tui.ui.launch import start_detached_runner
+
+    env.profile("sim-a", "flashinfer_cutlass")
+    pid = start_detached_runner(env.profiles, env.data_dir,
+                                options={"stall_timeout_s": 7, "request_timeout_s": 90})
+    try:
+        cmd = psutil.Process(pid).cmdline()
+        assert cmd[cmd.index("--stall-timeout") + 1] == "7.0"
+        assert cmd[cmd.index("--request-timeout") + 1] == "90.0"
+    finally:
+        call_runner_sync("shutdown", env.data_dir)
+    deadline = time.monotonic() + 20
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "runner did not stop"
+        time.sleep(0.1)

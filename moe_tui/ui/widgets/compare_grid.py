@@ -19,10 +19,10 @@ from moe_tui.ui.widgets.keyed_table import KeyedTable
 COLUMNS = (
     ("conc", "Conc", 5),
     ("metric", "Metric", 13),
-    ("baseline", "Baseline", 20),
-    ("candidate", "Candidate", 20),
-    ("delta", "Delta", 23),
-    ("ci", "95% CI", 17),
+    ("baseline", "Baseline", 21),  # "10.36 ± 0.00206 (n=2)"
+    ("candidate", "Candidate", 21),
+    ("delta", "Delta", 22),  # "-36.4% (-400.1 tok/s)"
+    ("ci", "95% CI", 17),  # "[-22.9%, +18.5%]"
     ("verdict", "Verdict", None),
 )
 
@@ -40,7 +40,8 @@ def short_verdict(cell: Any) -> Text:
     style = VERDICT_STYLES.get(cell.verdict, "")
     if cell.verdict == "different spec" and cell.spec_diffs:
         return Text("≠ " + ", ".join(d.field for d in cell.spec_diffs), style=style)
-    text = Text(cell.verdict, style=style)
+    # The column is narrow; the detail line under the grid spells the verdict out.
+    text = Text("n=1, noise ?" if cell.verdict == "n=1, noise unknown" else cell.verdict, style=style)
     if cell.flagged:
         text.append(" ⚑", style="bold yellow")
     return text

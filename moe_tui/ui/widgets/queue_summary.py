@@ -24,10 +24,13 @@ class QueueSummary(Static):
             text.append(" ")
         shown = [f"{counts[s]} {s}" for s in ORDER if counts.get(s)]
         text.append(" · ".join(shown) if shown else "empty", style="")
-        text.append("   ")
-        text.append(live.activity, style="bold cyan" if live.activity not in ("idle", "paused") else "dim")
-        if live.detail:
-            text.append(f" {live.detail}", style="dim")
+        if not (live.paused and live.activity == "paused"):  # the badge already says it
+            text.append("   ")
+            text.append(live.activity, style="bold cyan" if live.activity not in ("idle", "paused") else "dim")
+            if live.detail:
+                text.append(f" {live.detail}", style="dim")
+        elif live.paused:
+            text.append("   resume to continue", style="dim")
         current = live.current_row()
         if current is not None:
             text.append(f"   now: #{current.id} {current.profile} conc {current.concurrency} rep {current.repeat_index}")

@@ -61,9 +61,11 @@ class BenchPanel(Vertical):
                                      Text("results discarded", style="dim")]))
             bar.update(total=max(w.total, 1), progress=w.completed)
             _put(stats, Text(f"{w.completed}/{w.total} requests  errors {w.errors}", style="dim"))
+            self.border_subtitle = ""  # the last run's spec is not this pass's
             return
         bar.display = run is not None
         if run is None:
+            self.border_subtitle = ""
             _put(head, Text("no benchmark running", style="dim"))
             last = bench.last_finished
             _put(stats, Text(f"last run #{last.run_id} {last.profile}: {last.status}") if last else "")

@@ -89,7 +89,9 @@ SIM_FLAGS: tuple[FlagSpec, ...] = (
           help="no modelled delay at all: steps run as fast as the process can (throughput bench)"),
     _flag("--sim-noise-pct", type=float, default=0.0,
           help="multiplicative gaussian noise on each step time, std dev in percent"),
-    _flag("--sim-seed", type=int, default=0, help="seed for noise and error-rate draws"),
+    _flag("--sim-seed", type=int, default=None,
+          help="seed for noise and error-rate draws (default: fresh at every start, so repeats "
+               "measured on separate starts see independent noise, as on a real GPU)"),
     _flag("--sim-drift-pct-per-min", type=float, default=0.0,
           help="slow step-time drift in percent per minute since ready (+ slower, - faster)"),
     _flag("--sim-backends-file", type=str, default=None,

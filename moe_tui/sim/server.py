@@ -216,8 +216,12 @@ class SimServer:
         self.metrics = Metrics()
         self.state = "loading"  # loading -> ready -> draining
         self.startup_time: dict[str, float] = {}
-        self.noise_rng = random.Random(args.sim_seed)
-        self.error_rng = random.Random(args.sim_seed + 1)
+        # A fixed seed makes a start reproducible; without one each start draws its own, else
+        # every restart of a profile would replay the same "noise" and repeats would agree
+        # perfectly with each other while differing from another profile's replay.
+        self.sim_seed = args.sim_seed if args.sim_seed is not None else random.SystemRandom().randrange(2**31)
+        self.noise_rng = random.Random(self.sim_seed)
+        self.error_rng = random.Random(self.sim_seed + 1)
         self.time_scale = args.sim_time_scale
         self.zero_delay = args.sim_zero_delay
         self.stream_interval = args.stream_interval
@@ -299,6 +303,7 @@ class SimServer:
         return {k: v for k, v in vars(self.args).items() if k.startswith("sim_")} | {
             "requested_moe_runner_backend": self.requested_backend,
             "perf_row": self.perf.name,
+            "sim_seed": self.sim_seed,  # the seed in force, drawn at start when none was given
         }
 
     # -- engine ----------------------------------------------------------------------------

@@ -54,7 +54,7 @@ MOVE_DIRECTIONS = ("up", "down", "top", "bottom")
 # Warmup pass size: enough requests to fill the concurrency once, and at least a few.
 WARMUP_MIN_PROMPTS = 8
 # The warmup pass draws different prompts than the timed run, so the server's prefix cache cannot
-# hand the timed run free prefills; this offset is added to the seed (mod 2^63).
+# hand the timed run free prefills; this offset is added to the seed (mod 2^32, the spec's range).
 WARMUP_SEED_OFFSET = 1_000_003
 
 
@@ -220,7 +220,7 @@ def warmup_spec(spec: BenchmarkSpec) -> BenchmarkSpec:
     other prompts (seed offset, so the prefix cache cannot help the timed run)."""
     return spec.replace(
         num_prompts=max(spec.max_concurrency, WARMUP_MIN_PROMPTS),
-        seed=(spec.seed + WARMUP_SEED_OFFSET) % 2**63,
+        seed=(spec.seed + WARMUP_SEED_OFFSET) % 2**32,
     )
 
 

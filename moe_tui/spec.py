@@ -237,7 +237,8 @@ def _check_ranges(spec: BenchmarkSpec, where: str | None) -> None:
          f"must be in [1, {MAX_CONCURRENCY}]")
     need(not math.isnan(spec.request_rate) and spec.request_rate > 0, "request_rate",
          "must be > 0 requests/s, or inf to send as fast as the concurrency cap allows")
-    need(0 <= spec.seed < 2**63, "seed", "must be in [0, 2^63)")
+    # bench_serving seeds numpy with it, which takes 32-bit seeds only.
+    need(0 <= spec.seed < 2**32, "seed", "must be in [0, 2^32)")
     need(0 <= spec.warmup_requests <= 100_000, "warmup_requests", "must be in [0, 100000]")
     need(not math.isnan(spec.temperature) and 0.0 <= spec.temperature <= 100.0, "temperature",
          "must be in [0, 100]")

@@ -74,10 +74,6 @@ def build_workload(spec: BenchmarkSpec, vocab_size: int) -> Workload:
         raise WorkloadError(f"dataset {spec.dataset!r} is not supported (only random-ids)")
     if not isinstance(vocab_size, int) or vocab_size < 1:
         raise WorkloadError(f"vocab_size must be a positive integer, got {vocab_size!r}")
-    if spec.seed >= 2**32:
-        raise WorkloadError(
-            f"seed {spec.seed} is >= 2^32: bench_serving's numpy.random.seed cannot take it, so the "
-            "prompts could not match sglang's; use a seed below 4294967296")
     rng = np.random.RandomState(spec.seed)
     n = spec.num_prompts
     input_lens = _lengths(rng, spec.input_len, spec.range_ratio, n)

@@ -33,3 +33,14 @@ def sglang_client():
             pytest.fail(f"{reason}; in CI the client env must be built before the tests")
         pytest.skip(reason)
     return client
+
+
+@pytest.fixture
+def env(tmp_path):
+    """A private MOE_TUI_HOME, a profiles folder and fast emulator profiles on free ports, with
+    every process the test started killed afterwards (`runner_support.Env`)."""
+    from runner_support import Env
+
+    e = Env(tmp_path)
+    yield e
+    e.cleanup()

@@ -13,18 +13,11 @@ import pytest
 import moe_tui
 from moe_tui.bench.engine import native_spec
 from moe_tui.spec import BenchmarkSpec
-from runner_support import Env, wait_gone
+from runner_support import wait_gone
 
 pytestmark = pytest.mark.slow
 
 SMALL = ["--num-prompts", "4", "--input-len", "32", "--output-len", "8"]
-
-
-@pytest.fixture
-def env(tmp_path):
-    e = Env(tmp_path)
-    yield e
-    e.cleanup()
 
 
 def test_small_campaign_runs_headless_to_the_end(env):

@@ -22,13 +22,6 @@ from runner_support import Env, wait_for, wait_gone
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def env(tmp_path):
-    e = Env(tmp_path)
-    yield e
-    e.cleanup()
-
-
 async def _attach_and_run_one_item(env: Env, profile: str) -> tuple[list, dict, dict]:
     client = await RunnerClient.connect(env.data_dir)
     events: list = []

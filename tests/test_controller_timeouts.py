@@ -10,17 +10,10 @@ import time
 
 import pytest
 
-from runner_support import Env, wait_gone
+from runner_support import wait_gone
 
 SMALL = ["--num-prompts", "4", "--input-len", "32", "--output-len", "8", "--warmup-requests", "0",
          "--no-warmup-pass"]
-
-
-@pytest.fixture
-def env(tmp_path):
-    e = Env(tmp_path)
-    yield e
-    e.cleanup()
 
 
 def test_run_stall_timeout_frees_the_queue_from_a_hung_server(env):

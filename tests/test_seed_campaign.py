@@ -40,13 +40,6 @@ WORKLOAD = ["--input-len", "128", "--output-len", "32", "--num-prompts", "8",
             "--prompts-per-concurrency", "1", "--no-warmup-pass"]
 
 
-@pytest.fixture
-def env(tmp_path):
-    e = Env(tmp_path)
-    yield e
-    e.cleanup()
-
-
 def add_profile(env: Env, name: str, backend: str) -> str:
     port = free_port()
     env.ports.append(port)

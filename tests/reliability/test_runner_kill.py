@@ -26,13 +26,6 @@ pytestmark = pytest.mark.slow
 SPEC = ["--num-prompts", "24", "--input-len", "32", "--output-len", "16", "--no-warmup-pass"]
 
 
-@pytest.fixture
-def env(tmp_path):
-    e = Env(tmp_path)
-    yield e
-    e.cleanup()
-
-
 def _running_item_with_progress(env: Env) -> bool:
     if not env.db.exists():
         return False

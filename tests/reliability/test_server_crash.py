@@ -10,16 +10,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from runner_support import Env, wait_gone  # noqa: E402
+from runner_support import wait_gone  # noqa: E402
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def env(tmp_path):
-    e = Env(tmp_path)
-    yield e
-    e.cleanup()
 
 
 def test_server_crash_mid_run_fails_item_and_queue_goes_on(env):

@@ -1,0 +1,202 @@
+"""Judgement: the one home of every rule that decides whether a run or a grid cell can be trusted.
+
+What lives here (pure data and pure functions; imports nothing from moe-tui but the standard
+library, so every layer may import it):
+- run flag codes and their words (`FLAG_WORDS`), and which flags make a run suspect;
+- thresholds: clock drop, client lag, server stall;
+- "is this simulated?" (`is_simulated`), decided once;
+- server lifecycle states and which of them are live;
+- the cell verdict vocabulary and control-check states shared by the JSON grid, the text grid,
+  the TUI and the exports;
+- who owns a GPU process: a server is its leader process and every descendant of it
+  (`server_family`, `owner_of`), so SGLang's TP scheduler children are never "foreign".
+
+Rules are written once here; other modules import them and never re-spell them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+# -- run flags ------------------------------------------------------------------------------------
+FLAG_BACKEND_MISMATCH = "backend_mismatch"
+FLAG_BACKEND_UNVERIFIED = "backend_unverified"
+FLAG_CLIENT_BOUND = "client_bound"
+FLAG_REQUEST_ERRORS = "request_errors"
+FLAG_INCOMPLETE = "incomplete"
+FLAG_THROTTLED = "throttled"
+FLAG_CLOCK_DROP = "clock_drop"
+FLAG_FOREIGN_GPU_PROCESS = "foreign_gpu_process"
+FLAG_SERVER_STALL = "server_stall"
+FLAG_OUTPUT_DIFFERS = "output_differs"
+FLAG_SIMULATED = "simulated"
+FLAG_NO_WARMUP_PASS = "no_warmup_pass"
+# Grid-level flags (about a side or the whole comparison, not one run).
+FLAG_PROFILE_CHANGED = "profile_changed"
+FLAG_ENVIRONMENT_DIFFERS = "environment_differs"
+
+FLAG_WORDS: Mapping[str, str] = {
+    FLAG_BACKEND_MISMATCH: "the server resolved another MoE backend than the profile asked for",
+    FLAG_BACKEND_UNVERIFIED: "the resolved MoE backend could not be read from /server_info",
+    FLAG_CLIENT_BOUND: "the benchmark client could not keep up; the number measures the client",
+    FLAG_REQUEST_ERRORS: "some requests failed",
+    FLAG_INCOMPLETE: "the run did not finish every request (aborted, timed out or cut short)",
+    FLAG_THROTTLED: "a GPU reported a throttling clock event during the run",
+    FLAG_CLOCK_DROP: "a GPU's SM clock dropped under load during the run",
+    FLAG_FOREIGN_GPU_PROCESS: "a process other than the server used the GPUs during the run",
+    FLAG_SERVER_STALL: "the server made no token progress for a stretch of the run",
+    FLAG_OUTPUT_DIFFERS: "the backend's greedy outputs differ from the baseline's beyond tolerance",
+    FLAG_SIMULATED: "measured against the SGLang emulator, not a GPU",
+    FLAG_NO_WARMUP_PASS: "no warmup pass at this concurrency before the timed run",
+    FLAG_PROFILE_CHANGED: "the averaged runs used different profile snapshots",
+    FLAG_ENVIRONMENT_DIFFERS: "the control check found the environments differ",
+}
+
+# Flags that make a run's number untrustworthy: such a run is left out of a cell's mean by default
+# and a cell resting on it carries no verdict. "simulated" is a banner, not a suspicion (every
+# emulator run carries it alike); "no_warmup_pass" and "backend_unverified" are shown, not excluding.
+SUSPECT_FLAGS: frozenset[str] = frozenset({
+    FLAG_BACKEND_MISMATCH, FLAG_CLIENT_BOUND, FLAG_REQUEST_ERRORS, FLAG_INCOMPLETE,
+    FLAG_THROTTLED, FLAG_CLOCK_DROP, FLAG_FOREIGN_GPU_PROCESS, FLAG_SERVER_STALL,
+})
+INFORMATIONAL_FLAGS: frozenset[str] = frozenset({FLAG_SIMULATED, FLAG_NO_WARMUP_PASS, FLAG_BACKEND_UNVERIFIED})
+
+
+def normalise_flag(raw: str) -> str:
+    """One spelling per flag: the bench engine once wrote "client-bound", the store "client_bound"."""
+    return str(raw).strip().replace("-", "_")
+
+
+def flag_words(code: str) -> str:
+    return FLAG_WORDS.get(normalise_flag(code), normalise_flag(code).replace("_", " "))
+
+
+def suspect(flags: Iterable[str]) -> tuple[str, ...]:
+    """The suspect flags among `flags`, normalised and sorted."""
+    return tuple(sorted({normalise_flag(f) for f in flags} & SUSPECT_FLAGS))
+
+
+# -- thresholds -----------------------------------------------------------------------------------
+# An SM clock this far below the run's own peak under load makes the run suspect (a real H200
+# under a power cap dropped 1980 -> 1410-1530 MHz, 23-29%; boost jitter stays under a few %).
+CLOCK_DROP_SUSPECT_PCT = 10.0
+# Event-loop lag of the load generator beyond this means the client, not the server, set the pace.
+CLIENT_LAG_SUSPECT_MS = 10.0
+# A server stall: no token arrived on any stream for max(STALL_MIN_S, STALL_ITL_MULTIPLE x median ITL)
+# while requests were in flight.
+STALL_MIN_S = 5.0
+STALL_ITL_MULTIPLE = 10.0
+
+
+def stall_threshold_s(median_itl_ms: float | None) -> float:
+    """Seconds without token progress that count as a server stall for a run with this median ITL."""
+    itl_s = (median_itl_ms or 0.0) / 1000.0
+    return max(STALL_MIN_S, STALL_ITL_MULTIPLE * itl_s)
+
+
+# -- simulated ------------------------------------------------------------------------------------
+SIM_ENGINE = "sim"
+
+
+def _dig(obj: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def is_simulated(*, profile: Mapping[str, Any] | None = None, provenance: Mapping[str, Any] | None = None,
+                 flags: Iterable[str] = (), server_info: Mapping[str, Any] | None = None) -> bool:
+    """True when a number came from the emulator: its profile's engine is "sim", its server said
+    so in /server_info, its provenance says so, or it carries the "simulated" flag."""
+    prov = provenance or {}
+    return bool(
+        (profile or {}).get("engine") == SIM_ENGINE
+        or prov.get("engine") == SIM_ENGINE
+        or _dig(prov, "server", "engine") == SIM_ENGINE
+        or prov.get("simulated")
+        or _dig(prov, "server_info", "simulated")
+        or _dig(prov, "server", "resolved_args", "simulated")
+        or (server_info or {}).get("simulated")
+        or FLAG_SIMULATED in {normalise_flag(f) for f in flags}
+    )
+
+
+# -- server states --------------------------------------------------------------------------------
+STOPPED, STARTING, READY, FAILED, STOPPING = "stopped", "starting", "ready", "failed", "stopping"
+SERVER_STATES = (STOPPED, STARTING, READY, FAILED, STOPPING)
+LIVE_STATES = frozenset({STARTING, READY, STOPPING})
+
+
+def is_live(state: str | None) -> bool:
+    """A server in this state holds (or may hold) processes and GPUs."""
+    return state in LIVE_STATES
+
+
+def can_start(state: str | None) -> bool:
+    return not is_live(state)
+
+
+def can_stop(state: str | None) -> bool:
+    return state in (STARTING, READY)
+
+
+# -- cell verdicts and control states (one vocabulary for JSON, text, TUI and exports) ------------
+BETTER = "better"
+WORSE = "worse"
+WITHIN_NOISE = "within_noise"
+NOISE_UNKNOWN = "noise_unknown"
+INTERIM = "interim"
+REFUSED = "refused"
+CONFOUNDED = "confounded"
+UNRELIABLE = "unreliable"
+UNVERIFIED = "unverified"
+NO_DATA = "no_data"
+VERDICTS = (BETTER, WORSE, WITHIN_NOISE, NOISE_UNKNOWN, INTERIM, REFUSED, CONFOUNDED, UNRELIABLE,
+            UNVERIFIED, NO_DATA)
+VERDICT_WORDS: Mapping[str, str] = {
+    BETTER: "better",
+    WORSE: "worse",
+    WITHIN_NOISE: "within noise",
+    NOISE_UNKNOWN: "noise unknown",
+    INTERIM: "interim",
+    REFUSED: "refused: different spec",
+    CONFOUNDED: "confounded",
+    UNRELIABLE: "unreliable",
+    UNVERIFIED: "spec unverified",
+    NO_DATA: "no data",
+}
+
+CONTROL_AGREES = "agrees"
+CONTROL_DIFFERS = "differs"
+CONTROL_INCONCLUSIVE = "inconclusive"
+CONTROL_ABSENT = "absent"
+CONTROL_STATES = (CONTROL_AGREES, CONTROL_DIFFERS, CONTROL_INCONCLUSIVE, CONTROL_ABSENT)
+
+
+# -- who owns a GPU process -----------------------------------------------------------------------
+def server_family(leader_pid: int, parent_of: Mapping[int, int]) -> frozenset[int]:
+    """The leader and every descendant of it, from a pid -> parent pid map of the process table.
+
+    SGLang's launch_server is a parent plus one scheduler per TP rank and a detokenizer; the
+    schedulers hold the GPUs, so ownership must follow the tree, not the leader pid alone."""
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent_of.items():
+        children.setdefault(ppid, []).append(pid)
+    family = {leader_pid}
+    stack = [leader_pid]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in family:
+                family.add(child)
+                stack.append(child)
+    return frozenset(family)
+
+
+def owner_of(pid: int, families: Mapping[str, Iterable[int]]) -> str | None:
+    """The server name whose family holds `pid`, or None when the process is foreign."""
+    for name, pids in families.items():
+        if pid in set(pids):
+            return name
+    return None

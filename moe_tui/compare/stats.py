@@ -6,10 +6,10 @@ Documented for the reader of a verdict (the README's "How a verdict is decided" 
   with equal_var=False); no interval when a side has one value or both sides have zero spread.
 - `cell_test`: the per-cell test behind a verdict. Three repeats give a side 2 degrees of freedom,
   too few for a useful interval, so each metric's relative noise (coefficient of variation) is
-  pooled over every tested (side, concurrency) group of the grid. A side's variance is the larger
-  of its own and the pooled one (a side noisier than the rest keeps its own, with its own df), and
+  pooled over every tested (side, concurrency) group of the grid (the cell's own runs included), and
   the degrees of freedom combine by Welch-Satterthwaite. Assumes relative noise is similar across
-  concurrencies; the max() keeps a noisier cell from borrowing a quieter estimate.
+  concurrencies; a side whose own spread exceeds the pool beyond the F test's 99% quantile keeps
+  its own variance and df (a noisier cell never borrows a quieter estimate).
 - `holm`: step-down adjusted p-values within a family (valid under any dependence between cells).
 - `equivalence`: the control check's intervals (a 90% one for TOST agreement, a 99% one for "differs").
 """
@@ -105,13 +105,21 @@ class CellTest:
         return self.delta - half, self.delta + half
 
 
+# A side whose own spread exceeds the pool beyond this F quantile is "noisier than the rest" and
+# keeps its own variance and degrees of freedom.
+HETEROGENEITY_QUANTILE = 0.99
+
+
 def _side_var(values: np.ndarray, pooled: PooledNoise) -> tuple[float, float]:
-    """(variance of the side's mean, its df): own or pooled, whichever variance is larger."""
+    """(variance of the side's mean, its df): the pooled one, unless the side is clearly noisier."""
+    from scipy.special import fdtri
+
     mean = float(values.mean())
     own = float(values.var(ddof=1))
     pool = pooled.cv2 * mean * mean
-    if pooled.df > values.size - 1 and pool >= own:
-        return pool / values.size, float(pooled.df)
+    if pooled.df > values.size - 1 and pool > 0:
+        if own <= pool * float(fdtri(values.size - 1, pooled.df, HETEROGENEITY_QUANTILE)):
+            return pool / values.size, float(pooled.df)
     return own / values.size, float(values.size - 1)
 
 

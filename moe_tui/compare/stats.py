@@ -134,7 +134,10 @@ def cell_test(baseline: Sequence[float], candidate: Sequence[float], pooled: Poo
     se2 = va + vb
     if se2 <= 0:
         return None
-    df = se2 * se2 / ((va * va / dfa if va else 0.0) + (vb * vb / dfb if vb else 0.0))
+    if dfa == dfb == float(pooled.df) and pooled.df > a.size - 1:
+        df = float(pooled.df)  # both sides use the one pooled estimate: its df, not a sum of two
+    else:
+        df = se2 * se2 / ((va * va / dfa if va else 0.0) + (vb * vb / dfb if vb else 0.0))
     delta = float(b.mean() - a.mean())
     se = math.sqrt(se2)
     return CellTest(delta, delta / float(a.mean()) * 100.0, se, df, t_sf2(delta / se, df))

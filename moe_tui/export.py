@@ -66,7 +66,7 @@ def write_atomic(path: str | Path, data: bytes | str) -> Path:
 
 # -- escaping untrusted text ------------------------------------------------------------------------
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|])")
+_MD_SPECIAL = re.compile(r"([\\`\[\]|])")
 
 
 def plain_text(text: Any) -> str:
@@ -78,7 +78,7 @@ def md(text: Any) -> str:
     """Untrusted text as inert Markdown: no table break, no heading, no code span, link or HTML."""
     s = html.escape(plain_text(text), quote=False)
     s = _MD_SPECIAL.sub(r"\\\1", s)
-    return "\\" + s if s.lstrip().startswith(("#", ">", "-", "+", "=")) else s
+    return "\\" + s if s.lstrip().startswith(("#", ">")) else s
 
 
 def csv_text(text: Any) -> str:

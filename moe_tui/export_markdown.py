@@ -18,7 +18,7 @@ def _summary_counts(grid: ComparisonGrid) -> str:
 
 def _warnings(grid: ComparisonGrid) -> list[str]:
     out = [f"- {md(w)}" for w in grid.warnings]
-    out += [f"- flag: {md(n)}" for n in _point_notes(grid) if "other specs exist" not in n]
+    out += [f"- flag at {md(n[2:])}" for n in _point_notes(grid) if "other specs exist" not in n]
     return out or ["None."]
 
 
@@ -37,7 +37,7 @@ def render_markdown(grid: ComparisonGrid, *, generated_at: str | None = None, pl
             f"- Compared: {md(', '.join(sorted(grid.settings.vary)))}.",
             f"- Control check: **{J.CONTROL_WORDS[ctl.state]}**: {md(ctl.text)}"]
     out += [f"- Environment beside the control check: {md(e)}" for e in ctl.environment_differences]
-    out.append(f"- A/A grid of this size: {md(grid.method[3])}" if len(grid.method) > 3 else "")
+    out.append(f"- {md(grid.method[3])}" if len(grid.method) > 3 else "")
     if grid.flags:
         out.append(f"- Whole-comparison flags: {md(', '.join(grid.flags))}")
     out += ["", "## Warnings", "", *_warnings(grid), ""]

@@ -360,3 +360,15 @@ def test_nan_metric_is_not_averaged():
     c = build_grid_from_runs(a, b).cell(4, "output_throughput")
     assert c.candidate.n == 1 and not math.isnan(c.candidate.mean)
     assert c.verdict == NOISE_UNKNOWN
+
+
+def test_interim_until_the_planned_repeats_are_in():
+    from moe_tui.compare import PlanCount
+
+    a = runs("a", 64, [200.0, 201.0, 199.0], 1)
+    b = runs("b", 64, [260.0, 261.0], 10, SNAP_B)
+    fp = a[0].fingerprint
+    c = build_grid_from_runs(a, b, plan={("b", fp): PlanCount(3, 1)}).cell(64, "output_throughput")
+    assert c.verdict == "interim" and "2 of 3 planned repeats done" in c.reasons[0] and c.delta_text
+    c = build_grid_from_runs(a, b, plan={("b", fp): PlanCount(3, 0)}).cell(64, "output_throughput")
+    assert c.verdict == BETTER

@@ -31,6 +31,7 @@ FLAG_SERVER_STALL = "server_stall"
 FLAG_OUTPUT_DIFFERS = "output_differs"
 FLAG_SIMULATED = "simulated"
 FLAG_NO_WARMUP_PASS = "no_warmup_pass"
+FLAG_OUTPUT_TOKENS_MISMATCH = "output_tokens_mismatch"
 # Grid-level flags (about a side or the whole comparison, not one run).
 FLAG_PROFILE_CHANGED = "profile_changed"
 FLAG_ENVIRONMENT_DIFFERS = "environment_differs"
@@ -48,6 +49,7 @@ FLAG_WORDS: Mapping[str, str] = {
     FLAG_OUTPUT_DIFFERS: "the backend's greedy outputs differ from the baseline's beyond tolerance",
     FLAG_SIMULATED: "measured against the SGLang emulator, not a GPU",
     FLAG_NO_WARMUP_PASS: "no warmup pass at this concurrency before the timed run",
+    FLAG_OUTPUT_TOKENS_MISMATCH: "output tokens differ from completed requests x output_len (the spec was not followed)",
     FLAG_PROFILE_CHANGED: "the averaged runs used different profile snapshots",
     FLAG_ENVIRONMENT_DIFFERS: "the control check found the environments differ",
 }
@@ -58,6 +60,7 @@ FLAG_WORDS: Mapping[str, str] = {
 SUSPECT_FLAGS: frozenset[str] = frozenset({
     FLAG_BACKEND_MISMATCH, FLAG_CLIENT_BOUND, FLAG_REQUEST_ERRORS, FLAG_INCOMPLETE,
     FLAG_THROTTLED, FLAG_CLOCK_DROP, FLAG_FOREIGN_GPU_PROCESS, FLAG_SERVER_STALL,
+    FLAG_OUTPUT_DIFFERS, FLAG_OUTPUT_TOKENS_MISMATCH,
 })
 INFORMATIONAL_FLAGS: frozenset[str] = frozenset({FLAG_SIMULATED, FLAG_NO_WARMUP_PASS, FLAG_BACKEND_UNVERIFIED})
 
@@ -173,6 +176,79 @@ CONTROL_DIFFERS = "differs"
 CONTROL_INCONCLUSIVE = "inconclusive"
 CONTROL_ABSENT = "absent"
 CONTROL_STATES = (CONTROL_AGREES, CONTROL_DIFFERS, CONTROL_INCONCLUSIVE, CONTROL_ABSENT)
+CONTROL_WORDS: Mapping[str, str] = {
+    CONTROL_AGREES: "agrees",
+    CONTROL_DIFFERS: "ENVIRONMENT DIFFERS",
+    CONTROL_INCONCLUSIVE: "inconclusive",
+    CONTROL_ABSENT: "absent",
+}
+
+
+# -- what a verdict must clear (the README's "How a verdict is decided" states these) ------------
+# What a comparison varies unless told otherwise; every other difference confounds.
+DEFAULT_VARY: frozenset[str] = frozenset({"moe_runner_backend"})
+# Other spellings of a varied field: the emulator reports the profile's ask and its model row.
+VARY_ALIASES: Mapping[str, tuple[str, ...]] = {
+    "moe_runner_backend": ("moe_runner_backend", "resolved_backend", "sim.requested_moe_runner_backend",
+                           "sim.perf_row"),
+}
+# A better/worse verdict needs at least this relative effect (point estimate), besides significance.
+MIN_EFFECT_PCT = 2.0
+# False-verdict rate controlled per family (Holm): the primary family is output throughput across
+# concurrencies; every other metric's cells form one secondary family.
+FAMILY_ALPHA = 0.05
+# A side needs this many clean (unflagged, complete) runs for a verdict once flagged runs are left out.
+MIN_CLEAN_RUNS = 2
+# The control check: equivalence margin, runs per side below which it is inconclusive, and the two
+# bars: agreement is claimed at 5% (TOST, a 90% interval inside the margin); a difference at 1%
+# (a 99% interval excluding zero and a point estimate beyond the margin), because "differs" withdraws
+# every verdict of the grid and an honest environment must trip it at most 1 time in 100.
+CONTROL_MARGIN_PCT = 3.0
+CONTROL_MIN_RUNS = 3
+CONTROL_AGREE_CONFIDENCE = 0.90
+CONTROL_DIFFER_CONFIDENCE = 0.99
+CONTROL_CONCURRENCIES = (2, 1)
+
+# Profile snapshot keys that identify a profile but cannot change a measurement ("python" is NOT
+# here: another interpreter is another SGLang install).
+PROFILE_IDENTITY_KEYS: frozenset[str] = frozenset({"name", "description", "port", "host", "source"})
+# Resolved server args (/server_info, dotted for nested dicts) that never confound: identity and
+# addresses (host, port, dist_init_addr, served_model_name), per-start values (pid, random_seed, the
+# emulator's seed in force, startup times, live status and internal states), the launch command
+# (each of its args is compared on its own), and the version (compared as sglang_version).
+SERVER_ARGS_IGNORED: frozenset[str] = frozenset({
+    "host", "port", "pid", "dist_init_addr", "served_model_name", "random_seed", "sim.sim_seed",
+    "launch_command", "version", "status", "internal_states", "startup_time", "log_requests_target",
+    "file_storage_path", "metrics_http_port", "nccl_port", "decode_log_interval",
+})
+SERVER_ARGS_IGNORED_PREFIXES: tuple[str, ...] = ("startup_time.", "internal_states")
+# Environment provenance that confounds (another stack or other GPUs) vs. what is only listed beside
+# the control check (a different host or clocks seen say "look", not "another measurement").
+ENVIRONMENT_CONFOUNDERS: tuple[str, ...] = ("sglang_version", "gpu_names", "driver_version")
+ENVIRONMENT_LISTED: tuple[str, ...] = ("hostname", "sm_clock_max_seen_mhz", "sm_clock_min_mhz", "cuda_version",
+                                       "platform", "python_version")
+
+
+def server_arg_ignored(key: str) -> bool:
+    return key in SERVER_ARGS_IGNORED or key.startswith(SERVER_ARGS_IGNORED_PREFIXES)
+
+
+def field_name(key: str) -> str:
+    """One name per setting across sources: "extra_args --max-running-requests" -> "max_running_requests"."""
+    key = key.strip()
+    for prefix in ("extra_args ", "env ", "sim "):
+        if key.startswith(prefix):
+            key = key[len(prefix):] if prefix == "extra_args " else key.replace(" ", ".", 1)
+    return key.lstrip("-").replace("-", "_")
+
+
+def varied(key: str, vary: Iterable[str]) -> bool:
+    """True when `key` (any source's spelling) is one of the compared fields."""
+    name = field_name(key)
+    for v in vary:
+        if name == field_name(v) or name in VARY_ALIASES.get(field_name(v), ()):
+            return True
+    return False
 
 
 # -- who owns a GPU process -----------------------------------------------------------------------

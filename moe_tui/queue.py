@@ -112,7 +112,7 @@ class CampaignPlan:
     concurrencies: tuple[int, ...]
     repeats: int = 1
     base_spec: BenchmarkSpec = field(default_factory=BenchmarkSpec)
-    policy: str = "grouped"
+    policy: str = "interleaved"  # repeats of A and B alternate, so drift falls on both sides alike
     prompts_per_concurrency: int | None = None
     warmup_pass: bool = True
     profiles_dir: str | None = None  # where the runner finds these profiles (recorded, not compared)

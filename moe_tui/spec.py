@@ -69,7 +69,7 @@ class BenchmarkSpec:
     warmup_requests: int = 1
     ignore_eos: bool = True
     temperature: float = 0.0
-    flush_cache: bool = False
+    flush_cache: bool = True  # repeats must not be served from the radix cache of the previous one
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

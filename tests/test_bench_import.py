@@ -36,13 +36,15 @@ def test_import_two_records(tmp_path):
         runs = store.runs()
     assert len(runs) == 2
     a, b = runs
-    assert a.profile_name == "flashinfer_cutlass" and a.client == "sglang.bench_serving 0.5.23"
+    assert a.profile_name == "flashinfer_cutlass" and a.client == "sglang.bench_serving unknown"
+    # the server's version is the server's, never the client's
+    assert a.provenance["server"]["sglang_version"] == "0.5.23" and a.provenance["client"]["version"] == "unknown"
     assert a.spec["client"] == "sglang.bench_serving" and a.spec["max_concurrency"] == 16
     assert a.spec["num_prompts"] == 64 and a.spec["request_rate"] == "inf"
     assert a.summary["output_throughput"] == 655.36 and b.summary["output_throughput"] == 1603.0
     assert a.fingerprint != b.fingerprint
-    assert "seed" in a.provenance["assumed_fields"] and a.provenance["line"] == 1 and b.provenance["line"] == 3
-    assert a.flags == ["spec-assumed"] and a.status == "complete"
+    assert "seed" in a.provenance["unknown_fields"] and a.provenance["line"] == 1 and b.provenance["line"] == 3
+    assert a.flags == [] and a.status == "complete"
 
 
 def test_bad_line_names_file_and_line_and_stores_nothing(tmp_path):

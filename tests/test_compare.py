@@ -12,7 +12,7 @@ from scipy import stats
 
 from compare_data import control_fail_runs, golden_runs, make_run, provenance, snapshot, summary
 from moe_tui.compare import (
-    BETTER, DIFFERENT_SPEC, FLAG_BACKEND_MISMATCH, FLAG_CLIENT_BOUND, FLAG_CLOCK_DROP, FLAG_ENVIRONMENT_DIFFERS,
+    BETTER, CONFOUNDED, REFUSED as DIFFERENT_SPEC, UNRELIABLE, FLAG_BACKEND_MISMATCH, FLAG_CLIENT_BOUND, FLAG_CLOCK_DROP, FLAG_ENVIRONMENT_DIFFERS,
     FLAG_FOREIGN_GPU_PROCESS, FLAG_INCOMPLETE, FLAG_REQUEST_ERRORS, FLAG_THROTTLED, NO_DATA, NOISE_UNKNOWN,
     WITHIN_NOISE, WORSE, CompareError, build_grid, build_grid_from_runs, repeats_to_settle, welch_delta,
 )
@@ -43,14 +43,31 @@ def test_single_repeat_gives_delta_but_no_verdict():
     assert c.comparable and c.verdict == NOISE_UNKNOWN
     assert c.delta == pytest.approx(30.0) and c.delta_pct == pytest.approx(15.0)
     assert c.ci_low is None and c.repeats_needed is None and c.ci_text == ""
-    assert "+15.0%" in c.delta_text and c.verdict_text == "n=1, noise unknown"
+    assert "+15.0%" in c.delta_text and c.verdict_text.startswith("noise unknown")
+
+
+def test_zero_variance_is_noise_unknown_never_a_zero_width_interval():
+    g = build_grid_from_runs(runs("a", 64, [200.0, 200.0], 1), runs("b", 64, [201.0, 201.0], 10, SNAP_B))
+    c = g.cell(64, "output_throughput")
+    assert c.verdict == NOISE_UNKNOWN and c.ci_low is None and "identical" in c.reasons[0]
+    assert welch_delta([1.0, 1.0], [2.0, 2.0]).ci_low is None
+
+
+def test_a_tiny_effect_beyond_noise_is_not_a_verdict():
+    """+0.4% TPOT with quiet repeats: significant, but under the 2% minimum effect."""
+    a = [make_run(i, "a", concurrency=8, summary=summary(100 + i % 3 * 0.01, mean_tpot_ms=95.0 + i % 3 * 0.01),
+                  profile=SNAP_A) for i in range(4)]
+    b = [make_run(10 + i, "b", concurrency=8, summary=summary(100 + i % 3 * 0.01, mean_tpot_ms=95.38 + i % 3 * 0.01),
+                  profile=SNAP_B) for i in range(4)]
+    c = build_grid_from_runs(a, b).cell(8, "mean_tpot_ms")
+    assert c.verdict == WITHIN_NOISE and "minimum effect" in c.reasons[0] and not c.primary
 
 
 def test_verdict_follows_metric_direction():
     a = [make_run(i, "a", concurrency=8, summary=summary(100 + i % 2, mean_ttft_ms=200.0 + i % 2), profile=SNAP_A)
          for i in range(4)]
-    b = [make_run(10 + i, "b", concurrency=8, summary=summary(150 + i % 2, mean_ttft_ms=150.0 + i % 2), profile=SNAP_B)
-         for i in range(4)]
+    b = [make_run(10 + i, "b", concurrency=8, summary=summary(150 + i % 2, mean_ttft_ms=150.0 + i % 2 * 1.5),
+                  profile=SNAP_B) for i in range(4)]
     g = build_grid_from_runs(a, b)
     assert g.cell(8, "output_throughput").verdict == BETTER  # higher throughput
     assert g.cell(8, "mean_ttft_ms").verdict == BETTER  # lower latency
@@ -60,9 +77,10 @@ def test_verdict_follows_metric_direction():
 
 
 def test_within_noise_says_how_many_repeats_would_settle_it():
-    g = build_grid_from_runs(runs("a", 4, [100, 104, 97, 101], 1), runs("b", 4, [102, 99, 105, 101], 10, SNAP_B))
+    # +3%: above the 2% minimum effect, but not clear of the noise (under it, nothing is worth settling)
+    g = build_grid_from_runs(runs("a", 4, [100, 104, 97, 101], 1), runs("b", 4, [105, 101, 107, 101], 10, SNAP_B))
     c = g.cell(4, "output_throughput")
-    assert c.verdict == WITHIN_NOISE
+    assert c.verdict == WITHIN_NOISE and c.p_adjusted is not None and c.p_adjusted >= 0.05
     assert c.repeats_needed is not None and c.repeats_needed > 4
     assert f"~{c.repeats_needed} repeats/side" in c.verdict_text
 
@@ -87,10 +105,12 @@ def test_incomplete_and_failed_runs_are_flagged_never_averaged():
     g = build_grid_from_runs(a, runs("b", 16, [101.0, 103.0], 10, SNAP_B))
     c = g.cell(16, "output_throughput")
     assert c.baseline.n == 2 and c.baseline.mean == pytest.approx(101.0)
-    assert FLAG_INCOMPLETE in c.baseline_flags and FLAG_REQUEST_ERRORS not in c.baseline_flags
+    assert FLAG_INCOMPLETE in c.baseline_flags
     p = g.point("baseline", 16)
     assert p.excluded_run_ids == (3, 4) and p.run_ids == (1, 2)
-    assert any("run 3 incomplete" in n and "run 4 failed" in n for n in p.flag_notes)
+    notes = " ".join(p.flag_notes)
+    assert "run 3: incomplete" in notes and "run 4: failed" in notes and "90 of 100 requests failed" in notes
+    assert c.verdict == WITHIN_NOISE  # two clean runs a side remain: the flagged ones only left out
 
 
 def test_only_incomplete_runs_refuse_with_the_reason():
@@ -98,13 +118,14 @@ def test_only_incomplete_runs_refuse_with_the_reason():
     g = build_grid_from_runs(a, runs("b", 16, [101.0], 10, SNAP_B), baseline_name="A", candidate_name="B")
     c = g.cell(16, "output_throughput")
     assert c.verdict == NO_DATA and c.delta is None
-    assert "no complete run" in c.refusal and "A" in c.refusal and c.baseline.text == "no complete run"
+    assert "no complete run" in c.refusal and "A has only 1" in c.refusal and c.baseline.text == "no complete run"
 
 
 def test_no_run_on_one_side_names_it():
     g = build_grid_from_runs(runs("a", 256, [700.0], 1), [], baseline_name="A", candidate_name="Bee")
     c = g.cell(256, "output_throughput")
     assert c.verdict == NO_DATA and c.refusal == "no run: Bee at concurrency 256"
+    assert c.verdict_text == "no data: no run: Bee at concurrency 256"
     assert c.candidate.text == "no run" and c.delta is None
 
 
@@ -125,7 +146,7 @@ def test_fingerprint_choice_prefers_the_shared_spec_then_says_others_exist():
     b = runs("b", 64, [249.0, 250.0], 10, SNAP_B)
     g = build_grid_from_runs(a, b)
     c = g.cell(64, "output_throughput")
-    assert c.comparable and c.baseline.mean == pytest.approx(218.5)
+    assert c.fingerprint and c.baseline.mean == pytest.approx(218.5)
     note = " ".join(g.point("baseline", 64).notes)
     assert "other specs exist" in note and "shared with the other side" in note
 
@@ -166,6 +187,24 @@ def test_suspect_flags_from_every_source():
     notes = " ".join(g.point("candidate", 32).flag_notes)
     assert "triton" in notes and "3 of 100 requests failed" in notes and "pid 999" in notes
     assert g.simulated  # the "simulated" run flag is the banner, not a cell flag
+    assert c.verdict == UNRELIABLE and c.candidate.n == 0 and c.candidate.n_flagged_excluded == 1
+
+
+def test_flagged_runs_on_both_sides_lose_their_verdict_and_the_toggle_keeps_them_unreliable():
+    """The issue's attack: client_bound on both sides kept its "better"."""
+    from moe_tui.compare import CompareSettings
+
+    a = runs("a", 64, [200.0, 201.0, 199.0], 1, flags=("client_bound",))
+    b = runs("b", 64, [260.0, 261.0, 259.0], 10, SNAP_B, flags=("client_bound",))
+    c = build_grid_from_runs(a, b).cell(64, "output_throughput")
+    assert c.verdict == UNRELIABLE and c.baseline.n == 0 and "client_bound" in c.reasons[0]
+    c = build_grid_from_runs(a, b, settings=CompareSettings(include_flagged=True)).cell(64, "output_throughput")
+    assert c.verdict == UNRELIABLE and c.baseline.n == 3 and "includes 3 flagged" in c.reasons[0]
+    # One flagged run of three on a side: left out, two clean remain, a verdict may stand.
+    a2 = runs("a", 64, [200.0, 201.0], 1) + runs("a", 64, [150.0], 5, flags=("server_stall",))
+    c = build_grid_from_runs(a2, runs("b", 64, [260.0, 262.0], 10, SNAP_B)).cell(64, "output_throughput")
+    assert c.verdict == BETTER and c.baseline.n == 2 and c.baseline.n_flagged_excluded == 1
+    assert any("1 flagged run(s) left out" in r for r in c.reasons)
 
 
 def test_bench_engine_flag_spelling_is_normalised():
@@ -174,54 +213,101 @@ def test_bench_engine_flag_spelling_is_normalised():
     assert c.candidate_flags == (FLAG_CLIENT_BOUND,)
 
 
-def test_control_check_flags_environment_differs():
+def test_control_check_differs_and_withdraws_every_verdict():
     a, b = control_fail_runs()
     g = build_grid_from_runs(a, b)
-    assert g.control.failed and g.control.concurrency == 2
+    assert g.control.failed and g.control.state == "differs" and g.control.concurrency == 2
     assert FLAG_ENVIRONMENT_DIFFERS in g.flags and g.warnings[0].startswith("ENVIRONMENT DIFFERS")
+    assert g.cell(2, "output_throughput").verdict == CONFOUNDED
 
 
-def test_control_check_ignores_a_tiny_real_difference_with_quiet_repeats():
-    """The seed's concurrency-2 point: 19.29 vs 19.24 tok/s is a real 0.3% backend difference.
-    With near-noiseless repeats it is beyond noise, but far too small to mean the environments differ."""
+def test_control_check_is_an_equivalence_test():
+    """The seed's concurrency-2 point: 19.29 vs 19.24 tok/s, a real 0.3% difference with quiet repeats:
+    its interval lies inside ±3%, so the check agrees."""
     g = build_grid_from_runs(runs("a", 2, [19.29, 19.291, 19.289], 1),
                              runs("b", 2, [19.24, 19.241, 19.239], 10, SNAP_B))
-    assert not g.control.failed and g.control.status == "agrees"
-    assert "excludes 0" in g.control.text and "under the 2%" in g.control.text
+    assert g.control.state == "agrees" and "margin ±3%" in g.control.text
     assert FLAG_ENVIRONMENT_DIFFERS not in g.flags
-    # The same quiet repeats 4% apart: beyond noise and large: the alarm.
+    # Quiet repeats 4% apart: beyond the margin and clear of zero: differs.
     g = build_grid_from_runs(runs("a", 2, [19.29, 19.291, 19.289], 1),
                              runs("b", 2, [18.52, 18.521, 18.519], 10, SNAP_B))
     assert g.control.failed and FLAG_ENVIRONMENT_DIFFERS in g.flags
+    # Noisy repeats: neither inside the margin nor clearly beyond it.
+    g = build_grid_from_runs(runs("a", 2, [19.0, 20.5, 18.0], 1), runs("b", 2, [18.5, 20.0, 19.5], 10, SNAP_B))
+    assert g.control.state == "inconclusive"
 
 
-def test_control_check_n1_uses_five_percent():
-    g = build_grid_from_runs(runs("a", 2, [19.0], 1), runs("b", 2, [20.2], 10, SNAP_B))  # +6.3%
-    assert g.control.failed
-    g = build_grid_from_runs(runs("a", 2, [19.0], 1), runs("b", 2, [19.6], 10, SNAP_B))  # +3.2%
-    assert g.control.status == "agrees"
+def test_control_check_needs_three_runs_a_side_and_more_never_weaken_it():
+    """The issue's attack: a 10% slower environment passed with 2 repeats a side."""
+    g = build_grid_from_runs(runs("a", 2, [19.0, 19.1], 1), runs("b", 2, [17.1, 17.2], 10, SNAP_B))
+    assert g.control.state == "inconclusive" and "at least 3" in g.control.text
+    g = build_grid_from_runs(runs("a", 2, [19.0], 1), runs("b", 2, [19.6], 10, SNAP_B))
+    assert g.control.state == "inconclusive"
+    g = build_grid_from_runs(runs("a", 2, [19.0, 19.1, 18.9], 1), runs("b", 2, [17.1, 17.2, 17.0], 10, SNAP_B))
+    assert g.control.state == "differs"
 
 
 def test_control_check_falls_back_to_concurrency_1_and_reports_absence():
-    g = build_grid_from_runs(runs("a", 1, [10.0, 10.1], 1), runs("b", 1, [10.05, 10.0], 10, SNAP_B))
-    assert g.control.status == "agrees" and g.control.concurrency == 1
+    g = build_grid_from_runs(runs("a", 1, [10.0, 10.01, 9.99], 1), runs("b", 1, [10.0, 10.01, 9.99], 10, SNAP_B))
+    assert g.control.state == "agrees" and g.control.concurrency == 1
     g = build_grid_from_runs(runs("a", 64, [10.0], 1), runs("b", 64, [10.0], 10, SNAP_B))
-    assert g.control.status == "unavailable" and "add concurrency 2" in g.control.text
+    assert g.control.state == "absent" and "add concurrency 2" in g.control.text
+    # The issue's attack: a sweep without 2 raised ENVIRONMENT DIFFERS from the seed's honest -2.8% at 1.
+    g = build_grid_from_runs(runs("a", 1, [10.36], 1) + runs("a", 64, [220.0], 5),
+                             runs("b", 1, [10.07], 10, SNAP_B) + runs("b", 64, [250.0], 15, SNAP_B))
+    assert g.control.state == "inconclusive" and not g.control.failed
 
 
-def test_profile_diff_and_provenance_warnings():
+def test_launch_setting_and_driver_differences_confound_every_cell_they_touch():
     a, b = golden_runs()
+    snap = snapshot("glm5-cutedsl", "flashinfer_cutedsl", port=30001,
+                    extra_args=("--enable-metrics", "--cuda-graph-max-bs", "256"))
+    b = [make_run(r.id, r.profile_name, concurrency=r.spec["max_concurrency"], summary=r.summary, status=r.status,
+                  flags=tuple(r.flags), spec_changes={k: r.spec[k] for k in ("output_len", "num_prompts")},
+                  profile=snap, prov=provenance(driver="580.82.07", resolved_backend="flashinfer_cutedsl"))
+         for r in b]
     g = build_grid_from_runs(a, b)
     assert [d.key for d in g.backend_diff] == ["moe_runner_backend"]
     assert [d.key for d in g.launch_diff] == ["extra_args --cuda-graph-max-bs"]
     assert {d.key for d in g.identity_diff} == {"name", "port"}
-    assert any("launch setting(s) besides the MoE backend differ" in w for w in g.warnings)
+    c = g.cell(10, "output_throughput")
+    assert c.verdict == CONFOUNDED and c.delta_text == "" and c.ci_text == ""
+    fields = {x.field: x for x in c.confounders}
+    assert fields["extra_args --cuda-graph-max-bs"].candidate == "256"
+    assert fields["driver_version"].describe() == "driver_version: 580.65.06 vs 580.82.07"
+    assert g.warnings[0].startswith("confounded: ")
     rows = {r.key: r for r in g.provenance}
-    assert rows["driver_version"].differs and rows["driver_version"].candidate == "580.82.07"
-    assert rows["gpu_names"].baseline == "8 x NVIDIA RTX PRO 6000 Blackwell" and not rows["gpu_names"].differs
-    assert rows["resolved_backend"].candidate.startswith("mixed: ")
-    assert any(w.startswith("provenance differs: driver_version") for w in g.warnings)
+    assert rows["driver_version"].differs and rows["gpu_names"].baseline == "8 x NVIDIA RTX PRO 6000 Blackwell"
     assert not g.simulated
+
+
+def test_python_counts_and_identity_does_not():
+    a = runs("a", 64, [200.0, 201.0, 199.0], 1)
+    b = runs("b", 64, [260.0, 261.0, 259.0], 10, snapshot("b", "flashinfer_cutedsl", port=39999, description="x"))
+    assert build_grid_from_runs(a, b).cell(64, "output_throughput").verdict == BETTER
+    b = runs("b", 64, [260.0, 261.0, 259.0], 10, snapshot("b", "flashinfer_cutedsl", python="/opt/other/python"))
+    c = build_grid_from_runs(a, b).cell(64, "output_throughput")
+    assert c.verdict == CONFOUNDED and c.confounders[0].field == "python"
+
+
+def test_resolved_server_args_confound_with_an_explicit_ignore_list():
+    """The issue's attack: imported records differing in resolved args got "-30.0% worse", no warning."""
+    from moe_tui.compare import CompareSettings
+
+    def prov(**args):
+        base = {"moe_runner_backend": "flashinfer_cutlass", "model_path": "m", "tp_size": 8, "max_running_requests": 1024,
+                "port": 30000, "random_seed": 1, "startup_time": {"load_weight": 3.0}}
+        return {"server_info": dict(base, **args)}
+
+    a = runs("a", 64, [200.0, 201.0, 199.0], 1, prov=prov())
+    b = runs("b", 64, [140.0, 141.0, 139.0], 10, SNAP_B,
+             prov=prov(moe_runner_backend="flashinfer_cutedsl", max_running_requests=8, port=30001, random_seed=99,
+                       startup_time={"load_weight": 9.0}))
+    c = build_grid_from_runs(a, b).cell(64, "output_throughput")
+    assert c.verdict == CONFOUNDED and [x.describe() for x in c.confounders] == ["max_running_requests: 1024 vs 8"]
+    # Declared as what is varied, the same difference is the comparison itself.
+    s = CompareSettings(vary=frozenset({"moe_runner_backend", "max_running_requests"}))
+    assert build_grid_from_runs(a, b, settings=s).cell(64, "output_throughput").verdict == WORSE
 
 
 def test_grid_serves_the_ui_without_computation():
@@ -234,7 +320,8 @@ def test_grid_serves_the_ui_without_computation():
     assert g.baseline_series.std[0] is None and g.baseline_series.n[1] == 5
     for c in g.cells:
         assert c.baseline.text and c.candidate.text and c.verdict_text
-        assert (c.delta is not None) == c.comparable
+        assert c.verdict_text.startswith(__import__("moe_tui.judgement").judgement.VERDICT_WORDS[c.verdict].split(":")[0])
+        assert (c.delta is not None) == (c.comparable and c.verdict not in (CONFOUNDED, UNRELIABLE))
     frame = g.to_frame()
     assert list(frame["concurrency"].unique()) == list(g.concurrencies) and len(frame) == 36
 
@@ -272,4 +359,16 @@ def test_nan_metric_is_not_averaged():
     b = runs("b", 4, [100.0], 10, SNAP_B) + [make_run(12, "b", concurrency=4, summary=summary(float("nan")), profile=SNAP_B)]
     c = build_grid_from_runs(a, b).cell(4, "output_throughput")
     assert c.candidate.n == 1 and not math.isnan(c.candidate.mean)
-    assert "some runs lack this metric" in c.verdict_text
+    assert c.verdict == NOISE_UNKNOWN
+
+
+def test_interim_until_the_planned_repeats_are_in():
+    from moe_tui.compare import PlanCount
+
+    a = runs("a", 64, [200.0, 201.0, 199.0], 1)
+    b = runs("b", 64, [260.0, 261.0], 10, SNAP_B)
+    fp = a[0].fingerprint
+    c = build_grid_from_runs(a, b, plan={("b", fp): PlanCount(3, 1)}).cell(64, "output_throughput")
+    assert c.verdict == "interim" and "2 of 3 planned repeats done" in c.reasons[0] and c.delta_text
+    c = build_grid_from_runs(a, b, plan={("b", fp): PlanCount(3, 0)}).cell(64, "output_throughput")
+    assert c.verdict == BETTER

@@ -55,17 +55,23 @@ def test_markdown_carries_what_a_reader_needs():
     grids = _grids()
     md = render_markdown(grids["mixed"], plot_name="x-throughput.png")
     assert SIMULATED_BANNER not in md
-    for needle in ("## Profiles", "extra_args --cuda-graph-max-bs", "LAUNCH SETTING DIFFERS", "## Provenance",
-                   "| driver_version | 580.65.06 | 580.82.07 | DIFFERS |", "## Benchmark specs",
-                   "different spec: output_len: 1024 vs 512", "n=1, noise unknown", "**better**", "**worse**",
-                   "Control check (agrees)", "![Output throughput vs concurrency](x-throughput.png)",
-                   "[x-throughput.svg](x-throughput.svg)", "run 30: server resolved MoE backend triton"):
+    for needle in ("## Profiles", "Nothing besides the compared field(s) differs", "## Provenance",
+                   "| driver_version | 580.65.06 | 580.65.06 |  |", "## Benchmark specs",
+                   "different spec: output_len: 1024 vs 512", "noise unknown", "**better**", "unreliable",
+                   "Control check: **agrees**", "![Output throughput vs concurrency](x-throughput.png)",
+                   "[x-throughput.svg](x-throughput.svg)", "run 30: server resolved MoE backend triton",
+                   "## Method", "Holm", "minimum effect" if False else "at least 2%", "primary"):
         assert needle in md, needle
+    # Warnings list every flag of every run (the issue: "Warnings: None" over client-bound runs)
+    warnings = md.split("## Warnings")[1].split("## Profiles")[0]
+    for needle in ("client-bound", "triton", "60 of 100 requests failed"):
+        assert needle in warnings, needle
     # every fingerprint used is listed with its fields
     for fp in grids["mixed"].specs:
         assert f"`{fp[:12]}`" in md
     md2 = render_markdown(grids["control_fail"])
     assert SIMULATED_BANNER in md2 and "ENVIRONMENT DIFFERS" in md2 and "environment_differs" in md2
+    assert "| confounded |" in md2
 
 
 def test_csv_has_one_row_per_concurrency_and_metric():
@@ -75,11 +81,36 @@ def test_csv_has_one_row_per_concurrency_and_metric():
     assert [(int(r["concurrency"]), r["metric"]) for r in rows] == [(c.concurrency, c.metric) for c in grid.cells]
     by = {(int(r["concurrency"]), r["metric"]): r for r in rows}
     refused = by[(64, "output_throughput")]
-    assert refused["delta"] == "" and refused["verdict"] == "different spec"
-    assert "output_len: 1024 vs 512" in refused["refusal"]
+    assert refused["delta"] == "" and refused["verdict"] == "refused"
+    assert refused["verdict_words"] == "refused: different spec"
+    assert "output_len: 1024 vs 512" in refused["reasons"]
     won = by[(10, "output_throughput")]
     assert won["verdict"] == "better" and float(won["ci_low"]) > 0 and won["baseline_n"] == "3"
     assert by[(1024, "output_throughput")]["candidate_flags"] == "backend_mismatch client_bound"
+    assert by[(1024, "output_throughput")]["verdict"] == "unreliable"
+    assert by[(1024, "output_throughput")]["candidate_flagged_left_out"] == "2"
+
+
+def test_untrusted_text_is_escaped_in_markdown_and_csv():
+    from compare_data import make_run, snapshot, summary
+
+    evil = "x|y\r\n# h1 `code` <img src=x onerror=alert(1)> [link](http://e)"
+    a = [make_run(i, "a", concurrency=8, summary=summary(100.0 + i), profile=snapshot("a", "flashinfer_cutlass"),
+                  flags=("=HYPERLINK(\"http://e\")",)) for i in range(3)]
+    b = [make_run(10 + i, "b", concurrency=8, summary=summary(130.0 + i),
+                  profile=snapshot("b", "flashinfer_cutedsl", description=evil)) for i in range(3)]
+    grid = build_grid_from_runs(a, b, baseline_name="# base|line", candidate_name="<b>cand</b>")
+    md = render_markdown(grid)
+    assert "<img" not in md and "<b>" not in md and "&lt;b&gt;cand&lt;/b&gt;" in md
+    assert "# base|line" not in md and "\\# base\\|line" in md
+    for line in md.splitlines():
+        assert not line.startswith("# ") or line.startswith("# moe-tui comparison")
+    rows = list(csv.reader(io.StringIO(render_csv(grid))))
+    cells = [c for r in rows for c in r]
+    assert not any(c.startswith(("=", "+", "@")) for c in cells)
+    assert any(c.startswith("'=HYPERLINK") for c in cells)
+    text = render_text(grid)
+    assert "\r" not in text
 
 
 def test_write_atomic_replaces_and_leaves_no_temp(tmp_path):

@@ -71,6 +71,8 @@ RESULT_FIELDS = (
 )
 # Kept as they are when present.
 PASSTHROUGH_FIELDS = (
+    # A `moe-tui bench --output-file` record carries its own spec and verdict on itself.
+    "spec", "spec_fingerprint", "client", "status", "flags", "selfcheck", "error",
     "tag",
     "server_info",
     "accept_length",

@@ -1,9 +1,11 @@
 """`moe-tui compare BASELINE CANDIDATE`: print the comparison grid of two profiles from the store.
 
-Text (an aligned table with verdicts), Markdown or CSV, to stdout or to a file (`-o`, written
-atomically). A delta appears only where both profiles ran the identical benchmark spec; every
-other cell says why not. Exit 0 on success, 2 when a profile has no runs (the message names the
-profiles that do), 1 when the store cannot be read.
+Text (an aligned table, every cell's state in words), JSON (`{"control": {...}, "cells": [...]}`,
+the machine contract), Markdown or CSV, to stdout or to a file (`-o`, written atomically).
+`--vary FIELD[,FIELD]` names what the comparison varies (default moe_runner_backend): any other
+difference confounds. `--include-flagged` averages flagged runs in (their cells then say
+unreliable); `--min-effect PCT` sets the minimum practical effect. Exit 0 on success, 2 when a
+profile has no runs or an option is invalid (the message says which), 1 when the store cannot be read.
 """
 
 from __future__ import annotations
@@ -12,25 +14,44 @@ import argparse
 import sys
 from typing import Any
 
-FORMATS = ("text", "markdown", "csv")
+FORMATS = ("text", "json", "markdown", "csv")
 
 
 def add_pair_arguments(p: argparse.ArgumentParser) -> None:
-    """BASELINE CANDIDATE [--fingerprint FP]: shared by `compare` and `export`."""
+    """BASELINE CANDIDATE [--fingerprint FP] [--vary ...] [--include-flagged] [--min-effect]: compare and export."""
+    from moe_tui import judgement as J
+
     p.add_argument("baseline", metavar="BASELINE", help="profile name of the baseline column")
     p.add_argument("candidate", metavar="CANDIDATE", help="profile name of the candidate column")
     p.add_argument("--fingerprint", metavar="FP", default=None,
                    help="only the concurrencies with runs of this spec fingerprint (6+ leading characters)")
+    p.add_argument("--vary", metavar="FIELD[,FIELD]", default=",".join(sorted(J.DEFAULT_VARY)),
+                   help="the field(s) this comparison varies; every other difference confounds "
+                        "(default: %(default)s)")
+    p.add_argument("--include-flagged", action="store_true",
+                   help="average flagged runs in too (their cells are then unreliable, never a verdict)")
+    p.add_argument("--min-effect", metavar="PCT", type=float, default=J.MIN_EFFECT_PCT,
+                   help="minimum practical effect for better/worse, percent of the baseline (default %(default)g)")
+
+
+def settings_from_args(args: argparse.Namespace) -> Any:
+    from moe_tui.compare import CompareSettings
+
+    vary = frozenset(v.strip() for v in str(args.vary).split(",") if v.strip())
+    return CompareSettings(vary=vary, include_flagged=bool(args.include_flagged),
+                           min_effect_pct=float(args.min_effect))
 
 
 def load_grid(args: argparse.Namespace, command: str) -> tuple[Any, int]:
-    """(grid, 0), or (None, exit code) after printing why: 2 for unknown profiles, 1 for the store."""
+    """(grid, 0), or (None, exit code) after printing why: 2 for unknown profiles/options, 1 for the store."""
     from moe_tui.compare import CompareError, build_grid
     from moe_tui.store import Store, StoreError
 
     try:
+        settings = settings_from_args(args)
         with Store.open_default() as store:
-            return build_grid(store, args.baseline, args.candidate, fingerprint=args.fingerprint), 0
+            return build_grid(store, args.baseline, args.candidate, fingerprint=args.fingerprint,
+                              settings=settings), 0
     except CompareError as exc:
         print(f"moe-tui {command}: {exc}", file=sys.stderr)
         return None, 2
@@ -49,7 +70,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from moe_tui.export import render_csv, render_markdown, render_text, write_atomic
+    from moe_tui.export import render_csv, render_json, render_markdown, render_text, write_atomic
 
     grid, code = load_grid(args, "compare")
     if grid is None:
@@ -60,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
         text = render_markdown(grid, version=__version__)
     elif args.format == "csv":
         text = render_csv(grid)
+    elif args.format == "json":
+        text = render_json(grid)
     else:
         text = render_text(grid)
     if args.output:

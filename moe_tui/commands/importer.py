@@ -1,14 +1,20 @@
-"""`moe-tui import FILE [--profile NAME]`: sglang.bench_serving JSONL records as stored runs.
+"""`moe-tui import FILE [--profile NAME] [--assume FIELD=VALUE,...]`: benchmark JSONL records as runs.
 
-Each line becomes one finished run with client `sglang.bench_serving` and a spec rebuilt from the
-record (`moe_tui.bench.sglang_adapter.spec_fields_from_record`). Fields a record does not carry
-(seed, warmup requests, ignore_eos, temperature, flush_cache) take bench_serving 0.5.23's defaults
-(42, 1, true, 0.0, false) and are listed in the run's provenance as `assumed_fields`, with the flag
-`spec-assumed`; a record without max_concurrency (unlimited) gets num_prompts, which never blocks.
-client_version is the record's server_info.version when present (bench_serving does not write its
-own), else "unknown".
+Two kinds of record:
+- a `moe-tui bench --output-file` record carries its own `spec` and `spec_fingerprint`: the run keeps
+  that spec and fingerprint exactly (a record whose spec does not hash to its fingerprint is refused),
+  its client and client version, and its own flags;
+- a `sglang.bench_serving` record: the spec is rebuilt from the fields it carries. Fields it does not
+  carry (seed, warmup_requests, ignore_eos, temperature, flush_cache) are UNKNOWN: stored with
+  bench_serving 0.5.23's defaults so a fingerprint exists, listed in provenance `unknown_fields`, and
+  every grid cell over them says "spec unverified" until the user confirms them with
+  `--assume seed=1,ignore_eos=true,...` (recorded as `confirmed_fields`). Its client version is
+  unknown (bench_serving does not write it); the server's version stays the server's.
+Every record: output tokens are checked against completed x output_len (with ignore_eos) and a
+mismatch is named and flagged `output_tokens_mismatch`; a record already in the store (same
+content, sha256 of its canonical JSON) is skipped and the CLI says so.
 
-The whole file is read and checked before anything is written, then all runs go in one
+The whole file is read and checked before anything is written, then all new runs go in one
 transaction: an unreadable file or line gives an error naming the file and line, exit status 1,
 and nothing stored.
 """
@@ -16,97 +22,222 @@ and nothing stored.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import math
 import sys
-from typing import Any
+from typing import Any, Mapping
+
+from moe_tui import judgement as J
 
 BENCH_SERVING_DEFAULTS = {"seed": 42, "warmup_requests": 1, "ignore_eos": True, "temperature": 0.0,
                           "flush_cache": False}
+UNKNOWN_CLIENT_VERSION = "unknown"
+OUTPUT_TOKENS_TOLERANCE = 0.01
 
 
 def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
-    p.add_argument("file", help="a bench_serving --output-file (JSON lines)")
+    p.add_argument("file", help="a bench_serving or moe-tui bench --output-file (JSON lines)")
     p.add_argument("--profile", default=None,
                    help="profile name to file the runs under (default: the record's resolved "
                         "moe_runner_backend, else 'imported')")
+    p.add_argument("--assume", metavar="FIELD=VALUE[,...]", default="",
+                   help="confirm spec fields a bench_serving record does not carry: "
+                        + ", ".join(BENCH_SERVING_DEFAULTS))
     p.set_defaults(run=run)
     return p
-
-
-def runs_from_file(path: str, profile: str | None) -> list[dict[str, Any]]:
-    """`Store.import_runs` argument sets for every record; raises ImportFileError naming file:line."""
-    import json
-    import math
-
-    from moe_tui.bench.sglang_adapter import CLIENT_NAME, BenchServingError, parse_bench_serving_jsonl, spec_fields_from_record
-    from moe_tui.spec import BenchmarkSpec, SpecError
-
-    try:
-        records = parse_bench_serving_jsonl(path)
-    except BenchServingError as exc:
-        raise ImportFileError(str(exc)) from None
-    # parse_bench_serving_jsonl skips blank lines; map records back to their line numbers
-    with open(path, encoding="utf-8") as f:
-        linenos = [i for i, line in enumerate(f, start=1) if line.strip()]
-    if not records:
-        raise ImportFileError(f"{path}: no bench_serving records in the file")
-    out = []
-    for record, lineno in zip(records, linenos):
-        where = f"{path}:{lineno}"
-        try:
-            fields = spec_fields_from_record(record)
-        except BenchServingError as exc:
-            raise ImportFileError(f"{where}: {exc}") from None
-        if fields.get("request_rate") == "trace":
-            raise ImportFileError(f"{where}: a trace-replay run (request_rate 'trace') has no comparable spec")
-        assumed = [k for k in BENCH_SERVING_DEFAULTS]
-        fields.update(BENCH_SERVING_DEFAULTS)
-        if "max_concurrency" not in fields:
-            fields["max_concurrency"] = fields.get("num_prompts", 1)
-            assumed.append("max_concurrency")
-        server_info = record.get("server_info") or {}
-        fields["client_version"] = str(server_info.get("version") or "unknown")
-        fields["client"] = CLIENT_NAME
-        try:
-            spec = BenchmarkSpec.from_dict(fields, where)
-        except SpecError as exc:
-            raise ImportFileError(str(exc)) from None
-        summary = {k: v for k, v in record.items() if k not in ("server_info",) and not isinstance(v, list)}
-        summary.setdefault("failed", len(record["errors"]) - record["completed"]
-                           if isinstance(record.get("errors"), list) else None)
-        for k, v in list(summary.items()):
-            if isinstance(v, float) and not math.isfinite(v):
-                summary[k] = None if math.isnan(v) else str(v)
-        name = profile or server_info.get("moe_runner_backend") or "imported"
-        out.append(dict(
-            profile_name=str(name), spec_json=spec.canonical_json(), fingerprint=spec.fingerprint,
-            client=f"{CLIENT_NAME} {spec.client_version}", summary=summary,
-            provenance={"source_file": str(path), "line": lineno, "server_info": server_info,
-                        "assumed_fields": assumed},
-            flags=["spec-assumed"], source="import", status="complete",
-        ))
-        json.dumps(out[-1]["provenance"], default=str)  # fail here, not in the transaction
-    return out
 
 
 class ImportFileError(ValueError):
     """The file cannot be imported; the message names the file and line."""
 
 
+def parse_assume(text: str) -> dict[str, Any]:
+    """`seed=1,ignore_eos=true` as checked spec values; ImportFileError names a bad one."""
+    from moe_tui.spec import BenchmarkSpec, SpecError
+
+    out: dict[str, Any] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        key, sep, raw = part.partition("=")
+        key = key.strip()
+        if not sep or key not in BENCH_SERVING_DEFAULTS:
+            raise ImportFileError(f"--assume {part!r}: give FIELD=VALUE with FIELD one of "
+                                  f"{', '.join(BENCH_SERVING_DEFAULTS)}")
+        value: Any = raw.strip()
+        if value.lower() in ("true", "false"):
+            value = value.lower() == "true"
+        try:
+            out[key] = getattr(BenchmarkSpec.from_dict({key: value}, "--assume"), key)
+        except SpecError as exc:
+            raise ImportFileError(str(exc)) from None
+    return out
+
+
+def content_hash(record: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _own_spec(record: Mapping[str, Any], where: str) -> Any:
+    """A moe-tui bench record's own spec, checked against its fingerprint."""
+    from moe_tui.spec import BenchmarkSpec, SpecError
+
+    try:
+        spec = BenchmarkSpec.from_dict(record["spec"], where)
+    except SpecError as exc:
+        raise ImportFileError(str(exc)) from None
+    if record.get("spec_fingerprint") and record["spec_fingerprint"] != spec.fingerprint:
+        raise ImportFileError(f"{where}: the record's spec hashes to {spec.short_fingerprint}, not to its "
+                              f"spec_fingerprint {str(record['spec_fingerprint'])[:12]}; edited record?")
+    return spec
+
+
+def _rebuilt_spec(record: Mapping[str, Any], where: str, assume: Mapping[str, Any]) -> tuple[Any, list[str]]:
+    from moe_tui.bench.sglang_adapter import CLIENT_NAME, BenchServingError, spec_fields_from_record
+    from moe_tui.spec import BenchmarkSpec, SpecError
+
+    try:
+        fields = spec_fields_from_record(record)
+    except BenchServingError as exc:
+        raise ImportFileError(f"{where}: {exc}") from None
+    if fields.get("request_rate") == "trace":
+        raise ImportFileError(f"{where}: a trace-replay run (request_rate 'trace') has no comparable spec")
+    unknown = [k for k in BENCH_SERVING_DEFAULTS if k not in assume]
+    fields.update(BENCH_SERVING_DEFAULTS)
+    fields.update(assume)
+    if "max_concurrency" not in fields:
+        fields["max_concurrency"] = fields.get("num_prompts", 1)
+        unknown.append("max_concurrency")
+    fields["client"] = CLIENT_NAME
+    fields["client_version"] = UNKNOWN_CLIENT_VERSION
+    try:
+        return BenchmarkSpec.from_dict(fields, where), unknown
+    except SpecError as exc:
+        raise ImportFileError(str(exc)) from None
+
+
+def output_tokens_problem(record: Mapping[str, Any], spec: Any) -> str | None:
+    """Why total_output_tokens does not match completed x output_len, or None (checked with ignore_eos)."""
+    total, completed = record.get("total_output_tokens"), record.get("completed")
+    if not spec.ignore_eos or not isinstance(total, (int, float)) or not isinstance(completed, (int, float)):
+        return None
+    high = completed * spec.output_len
+    low = completed * max(1, math.floor(spec.output_len * spec.range_ratio))
+    if low * (1 - OUTPUT_TOKENS_TOLERANCE) <= total <= high * (1 + OUTPUT_TOKENS_TOLERANCE):
+        return None
+    expect = f"{high:g}" if low == high else f"{low:g}..{high:g}"
+    return (f"total_output_tokens {total:g} but completed {completed:g} x output_len {spec.output_len} "
+            f"expects {expect}")
+
+
+def _summary(record: Mapping[str, Any]) -> dict[str, Any]:
+    skip = {"server_info", "spec", "spec_fingerprint", "selfcheck", "flags", "client", "status", "error"}
+    summary = {k: v for k, v in record.items() if k not in skip and not isinstance(v, (list, dict))}
+    summary.setdefault("failed", len(record["errors"]) - record["completed"]
+                       if isinstance(record.get("errors"), list) else None)
+    for k, v in list(summary.items()):
+        if isinstance(v, float) and not math.isfinite(v):
+            summary[k] = None if math.isnan(v) else str(v)
+    return summary
+
+
+def run_from_record(record: Mapping[str, Any], where: str, lineno: int, path: str, profile: str | None,
+                    assume: Mapping[str, Any]) -> dict[str, Any]:
+    """One `Store.import_runs` argument set."""
+    from moe_tui.bench.sglang_adapter import CLIENT_NAME
+
+    server_info = record.get("server_info") if isinstance(record.get("server_info"), dict) else {}
+    flags = {J.normalise_flag(f) for f in (record.get("flags") or []) if isinstance(f, str)}
+    if isinstance(record.get("spec"), dict):
+        spec, unknown = _own_spec(record, where), []
+        client = str(record.get("client") or f"{spec.client} {spec.client_version}".strip())
+        client_name, client_version = spec.client, spec.client_version or UNKNOWN_CLIENT_VERSION
+    else:
+        spec, unknown = _rebuilt_spec(record, where, assume)
+        client_name, client_version = CLIENT_NAME, UNKNOWN_CLIENT_VERSION
+        client = f"{CLIENT_NAME} {UNKNOWN_CLIENT_VERSION}"
+    problem = output_tokens_problem(record, spec)
+    if problem:
+        flags.add(J.FLAG_OUTPUT_TOKENS_MISMATCH)
+    status = record.get("status") if record.get("status") in ("complete", "incomplete", "failed") else "complete"
+    provenance = {
+        "source_file": str(path), "line": lineno, "content_sha256": content_hash(record),
+        "server_info": server_info, "unknown_fields": unknown,
+        "confirmed_fields": sorted(assume) if "spec" not in record else [],
+        "client": {"name": client_name, "version": client_version},
+        "server": {"sglang_version": server_info.get("version"), "resolved_args": server_info,
+                   "resolved_backend": server_info.get("moe_runner_backend")},
+        "output_tokens_check": problem or "ok",
+    }
+    name = profile or server_info.get("moe_runner_backend") or "imported"
+    return dict(profile_name=str(name), spec_json=spec.canonical_json(), fingerprint=spec.fingerprint,
+                client=client, summary=_summary(record), provenance=provenance, flags=sorted(flags),
+                source="import", status=status, selfcheck=record.get("selfcheck") or {})
+
+
+def runs_from_file(path: str, profile: str | None, assume: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """`Store.import_runs` argument sets for every record; raises ImportFileError naming file:line."""
+    from moe_tui.bench.sglang_adapter import BenchServingError, parse_bench_serving_jsonl
+
+    try:
+        records = parse_bench_serving_jsonl(path)
+    except BenchServingError as exc:
+        raise ImportFileError(str(exc)) from None
+    with open(path, encoding="utf-8") as f:
+        linenos = [i for i, line in enumerate(f, start=1) if line.strip()]
+    if not records:
+        raise ImportFileError(f"{path}: no benchmark records in the file")
+    out = []
+    for record, lineno in zip(records, linenos):
+        out.append(run_from_record(record, f"{path}:{lineno}", lineno, path, profile, assume or {}))
+        json.dumps(out[-1]["provenance"], default=str)  # fail here, not in the transaction
+    return out
+
+
+def existing_hashes(store: Any) -> dict[str, int]:
+    rows = store.query("SELECT id, json_extract(provenance_json, '$.content_sha256') AS h FROM runs "
+                       "WHERE source = 'import'")
+    return {r["h"]: r["id"] for r in rows if r["h"]}
+
+
 def run(args: argparse.Namespace) -> int:
     from moe_tui.store import Store, StoreError
 
     try:
-        runs = runs_from_file(args.file, args.profile)
+        runs = runs_from_file(args.file, args.profile, parse_assume(args.assume))
     except (ImportFileError, OSError) as exc:
         print(f"moe-tui import: {exc}; nothing imported", file=sys.stderr)
         return 1
     try:
         with Store.open_default() as store:
-            ids = store.import_runs(runs)
+            seen = existing_hashes(store)
+            new, skipped = [], []
+            for r in runs:
+                h = r["provenance"]["content_sha256"]
+                if h in seen:
+                    skipped.append((r["provenance"]["line"], seen[h]))
+                else:
+                    seen[h] = -r["provenance"]["line"]  # a duplicate line within this file
+                    new.append(r)
+            ids = store.import_runs(new) if new else []
     except StoreError as exc:
         print(f"moe-tui import: {exc}; nothing imported", file=sys.stderr)
         return 1
-    profiles = sorted({r["profile_name"] for r in runs})
-    print(f"imported {len(ids)} run(s) from {args.file} as profile {', '.join(profiles)}: ids {ids[0]}..{ids[-1]}")
+    for line, rid in skipped:
+        where = f"run {rid}" if rid > 0 else f"line {-rid} of this file"
+        print(f"{args.file}:{line}: already imported ({where}, same content); not stored again")
+    for r in new:
+        if r["provenance"]["output_tokens_check"] != "ok":
+            print(f"{args.file}:{r['provenance']['line']}: {r['provenance']['output_tokens_check']} "
+                  f"(flagged {J.FLAG_OUTPUT_TOKENS_MISMATCH})")
+        if r["provenance"]["unknown_fields"]:
+            print(f"{args.file}:{r['provenance']['line']}: spec fields unknown: "
+                  f"{', '.join(r['provenance']['unknown_fields'])} (cells over them say 'spec unverified'; "
+                  "confirm with --assume FIELD=VALUE,...)")
+    if not ids:
+        print(f"nothing new imported from {args.file}: all {len(runs)} record(s) already in the store")
+        return 0
+    profiles = sorted({r["profile_name"] for r in new})
+    print(f"imported {len(ids)} run(s) from {args.file} as profile {', '.join(profiles)}: ids {ids[0]}..{ids[-1]}"
+          + (f"; skipped {len(skipped)} already imported" if skipped else ""))
     return 0

@@ -32,9 +32,10 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     add.add_argument("--profiles", required=True, help="comma-separated profile names")
     add.add_argument("--concurrency", required=True, help="comma-separated max concurrencies, e.g. 1,2,10,64")
     add.add_argument("--repeats", type=int, default=1, help="runs of each (profile, concurrency) (default 1)")
-    add.add_argument("--order", default="grouped", choices=("grouped", "interleaved", "alternating"),
-                     help="grouped: one server start per profile; interleaved: A,B sweeps alternate "
-                          "across repeats (cancels drift); alternating: A,B item by item")
+    add.add_argument("--order", default="interleaved", choices=("grouped", "interleaved", "alternating"),
+                     help="interleaved (default): A,B sweeps alternate across repeats, so drift and "
+                          "warm-up fall on both sides alike; grouped: one server start per profile; "
+                          "alternating: A,B item by item")
     add.add_argument("--profiles-dir", default="server_profiles", help="folder of profile TOML files")
     add.add_argument("--name", default=None, help="campaign name (default: built from the arguments)")
     add.add_argument("--input-len", type=int)
@@ -51,6 +52,9 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
                      help="who measures: moe-tui's own client (default) or SGLang's bench_serving")
     add.add_argument("--no-warmup-pass", action="store_true",
                      help="no warmup pass at each item's concurrency before its timed run")
+    add.add_argument("--no-flush-cache", action="store_true",
+                     help="do not POST /flush_cache before each timed run (default: flush, recorded in the spec, "
+                          "so a repeat is never served from the previous repeat's radix cache)")
     add.add_argument("--dry-run", action="store_true", help="print the plan, add nothing")
 
     ls = actions.add_parser("list", help="list the queue")
@@ -85,7 +89,8 @@ def _csv(text: str, kind: type, what: str) -> list[Any]:
 def _spec_dict(args: argparse.Namespace) -> dict[str, Any]:
     fields = {"input_len": args.input_len, "output_len": args.output_len, "range_ratio": args.range_ratio,
               "num_prompts": args.num_prompts, "request_rate": args.request_rate, "seed": args.seed,
-              "warmup_requests": args.warmup_requests, "api": args.api, "client": args.client}
+              "warmup_requests": args.warmup_requests, "api": args.api, "client": args.client,
+              "flush_cache": False if getattr(args, "no_flush_cache", False) else None}
     return {k: v for k, v in fields.items() if v is not None}
 
 

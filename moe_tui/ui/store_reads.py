@@ -55,8 +55,9 @@ class StoreReads:
         ordered = [p.name for p in self.profiles if p.name in with_runs]
         return ordered + sorted(with_runs - set(ordered))
 
-    def comparison(self, baseline: str, candidate: str) -> compare.ComparisonGrid:
-        return compare.build_grid(self.store, baseline, candidate)
+    def comparison(self, baseline: str, candidate: str, include_flagged: bool = False) -> compare.ComparisonGrid:
+        return compare.build_grid(self.store, baseline, candidate,
+                                  settings=compare.CompareSettings(include_flagged=include_flagged))
 
     def export(self, baseline: str, candidate: str, fmt: str) -> Path:
         if fmt not in ("markdown", "csv"):

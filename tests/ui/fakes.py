@@ -141,10 +141,13 @@ class RecordingAdapter(ControlAdapter):
     def compared_profiles(self):
         return ["sim-flashinfer-cutedsl", "sim-flashinfer-cutlass"]
 
-    def comparison(self, baseline: str, candidate: str):
+    def comparison(self, baseline: str, candidate: str, include_flagged: bool = False):
+        from moe_tui.compare import CompareSettings
+
         a, b = demo_runs()
         runs = {"sim-flashinfer-cutlass": a, "sim-flashinfer-cutedsl": b}
-        return build_grid_from_runs(runs[baseline], runs[candidate], baseline_name=baseline, candidate_name=candidate)
+        return build_grid_from_runs(runs[baseline], runs[candidate], baseline_name=baseline, candidate_name=candidate,
+                                    settings=CompareSettings(include_flagged=include_flagged))
 
     def run_view(self, run_id: int):
         ttft = tuple(30.0 + (i * 7) % 40 for i in range(60))

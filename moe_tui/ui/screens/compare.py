@@ -1,7 +1,8 @@
 """CompareScreen: pick baseline and candidate; the profile diff, warnings, the grid and a chart.
 
 The grid comes from the core (`compare.build_grid` via the adapter) in a thread worker and is
-re-read when a run finishes. Export (e markdown, E csv) writes the pair on screen.
+re-read when a run finishes. Export (e markdown, E csv) writes the pair on screen; f includes flagged
+runs in the means (their cells then say unreliable) and back.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Header, Select, Static
 
+from moe_tui import judgement as J
 from moe_tui.ui.widgets.key_bar import KeyBar
 from moe_tui.ui import render
 from moe_tui.ui.screens.base import LiveScreen
@@ -35,11 +37,17 @@ def diff_text(grid: Any) -> Text:
         text.append(d.describe())
     if grid.launch_diff:
         text.append("\n")
-        text.append("launch settings differ (suspect): ", style="bold yellow")
+        text.append("launch settings differ (cells confounded): ", style="bold yellow")
         text.append("; ".join(d.describe() for d in grid.launch_diff), style="yellow")
     text.append("\n")
     text.append("control check: ", style="bold")
+    text.append(f"{J.CONTROL_WORDS[grid.control.state]}: ", style="bold red" if grid.control.failed else "bold")
     text.append(grid.control.text, style="bold red" if grid.control.failed else "dim")
+    for env in grid.control.environment_differences:
+        text.append("\n  beside it: ", style="dim")
+        text.append(env, style="dim")
+    if grid.settings.include_flagged:
+        text.append("\nflagged runs included (f toggles): their cells are unreliable", style="magenta")
     for warning in grid.warnings:
         text.append("\n⚠ ", style="yellow")
         text.append(warning, style="yellow")
@@ -53,6 +61,8 @@ class CompareScreen(LiveScreen):
         Binding("E", "export('csv')", "CSV", id="export.csv", key_display="E",
                 tooltip="Write the comparison grid as CSV"),
         Binding("w", "swap", "Swap", id="compare.swap", tooltip="Swap baseline and candidate"),
+        Binding("f", "toggle_flagged", "Flagged", id="compare.flagged",
+                tooltip="Include flagged runs in the means (their cells then say unreliable)"),
         Binding("g", "reload", "Reload", id="compare.reload", tooltip="Re-read the runs and rebuild the grid"),
     ]
 
@@ -60,6 +70,7 @@ class CompareScreen(LiveScreen):
         super().__init__()
         self.grid: Any | None = None
         self._choices: list[str] = []
+        self.include_flagged = False
 
     @property
     def control(self) -> "MoeTuiApp":
@@ -130,8 +141,17 @@ class CompareScreen(LiveScreen):
             return
         if pair[0] == pair[1]:
             self.notify("compare: baseline and candidate are the same profile", severity="warning")
-        self.control.call_core(f"compare {pair[0]} vs {pair[1]}", self.control.adapter.comparison, *pair,
+        self.control.call_core(f"compare {pair[0]} vs {pair[1]}", self._comparison, *pair,
                                done=self.show_grid, group="compare-build")
+
+    def _comparison(self, baseline: str, candidate: str) -> Any:
+        if self.include_flagged:
+            return self.control.adapter.comparison(baseline, candidate, include_flagged=True)
+        return self.control.adapter.comparison(baseline, candidate)
+
+    def action_toggle_flagged(self) -> None:
+        self.include_flagged = not self.include_flagged
+        self.reload()
 
     def show_grid(self, grid: Any) -> None:
         self.grid = grid
@@ -139,7 +159,7 @@ class CompareScreen(LiveScreen):
         table = self.query_one(CompareGrid)
         table.show(grid)
         counts = {k: v for k, v in grid.verdict_counts().items() if v}
-        table.border_subtitle = " · ".join(f"{v} {k}" for k, v in counts.items())
+        table.border_subtitle = " · ".join(f"{v} {J.VERDICT_WORDS[k]}" for k, v in counts.items())
         self.query_one(ThroughputChart).show(grid)
         self._show_cell()
 

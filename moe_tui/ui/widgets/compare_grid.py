@@ -1,8 +1,9 @@
 """CompareGrid: the comparison grid as a keyed table (row key = "concurrency/metric").
 
 Every string comes from the core's `GridCell` (`moe_tui.compare`); only colour and layout are
-decided here: better green, worse red, within noise dim, a refused cell (different spec) yellow
-naming the differing fields, no data dim, a flagged side marked ⚑. The verdict column is short;
+decided here: every judgement.VERDICTS state in its words (better green, worse red, confounded
+naming the fields, refused naming the spec fields, unreliable, interim, spec unverified ...), a
+flagged side marked ⚑. The verdict column is short;
 the highlighted cell's full verdict, refusal and flags are shown under the grid (`cell_detail`).
 """
 
@@ -12,6 +13,7 @@ from typing import Any
 
 from rich.text import Text
 
+from moe_tui import judgement as J
 from moe_tui.ui.widgets.keyed_table import KeyedTable
 
 # Column widths include one trailing space (the table is drawn without cell padding so all
@@ -27,21 +29,28 @@ COLUMNS = (
 )
 
 VERDICT_STYLES = {
-    "better": "bold green",
-    "worse": "bold red",
-    "within noise": "dim",
-    "n=1, noise unknown": "italic",
-    "different spec": "yellow",
-    "no data": "dim",
+    J.BETTER: "bold green",
+    J.WORSE: "bold red",
+    J.WITHIN_NOISE: "dim",
+    J.NOISE_UNKNOWN: "italic",
+    J.INTERIM: "italic cyan",
+    J.REFUSED: "yellow",
+    J.CONFOUNDED: "bold yellow",
+    J.UNRELIABLE: "bold magenta",
+    J.UNVERIFIED: "yellow",
+    J.NO_DATA: "dim",
 }
 
 
 def short_verdict(cell: Any) -> Text:
+    """The state in words (judgement.VERDICT_WORDS); user text stays plain Text, never markup."""
     style = VERDICT_STYLES.get(cell.verdict, "")
-    if cell.verdict == "different spec" and cell.spec_diffs:
+    if cell.verdict == J.REFUSED and cell.spec_diffs:
         return Text("≠ " + ", ".join(d.field for d in cell.spec_diffs), style=style)
-    # The column is narrow; the detail line under the grid spells the verdict out.
-    text = Text("n=1, noise ?" if cell.verdict == "n=1, noise unknown" else cell.verdict, style=style)
+    if cell.verdict == J.CONFOUNDED and cell.confounders:
+        return Text("confounded: " + ", ".join(c.field for c in cell.confounders), style=style)
+    # The column is narrow; the detail line under the grid spells the reasons out.
+    text = Text(J.VERDICT_WORDS.get(cell.verdict, cell.verdict), style=style)
     if cell.flagged:
         text.append(" ⚑", style="bold yellow")
     return text
@@ -72,6 +81,8 @@ def cell_detail(cell: Any) -> Text:
     text = Text.assemble((f"conc {cell.concurrency} {cell.label}", "bold"), " ",
                          (f"({'higher' if cell.higher_is_better else 'lower'} is better)", "dim"), ": ")
     text.append(cell.verdict_text, style=style)
+    for reason in cell.reasons:
+        text.append(f"\n· {reason}", style="dim")
     if cell.flags_text:
         text.append(f"\n⚑ {cell.flags_text}", style="yellow")
     return text

@@ -1,0 +1,42 @@
+"""The comparison grid: baseline vs candidate profile, rows = concurrency x metric, honest verdicts.
+
+A cell carries a better/worse verdict only when nothing but the compared field(s) differs between
+the columns, the runs are clean, the campaign's planned repeats are in, and the statistics hold
+over the whole grid; otherwise its state says why not (`judgement.VERDICTS`, in words from
+`judgement.VERDICT_WORDS`). Modules:
+- `model`: the frozen records the UI and exporters render (GridCell, ComparisonGrid, ...);
+- `runs`: stored runs as plain records, their flags and provenance, spec/profile diffs, formatting;
+- `points`: which spec and runs stand behind each (side, concurrency);
+- `confound`: every difference besides the varied fields (profile, server args, environment);
+- `stats`: Welch deltas, pooled relative noise, Holm, repeats to settle;
+- `control`: the equivalence test at concurrency 2 (else 1);
+- `grid`: per-cell states and the family tests; `build`: the entry points.
+The core never imports Textual; `build_grid` is the one function that reads (the store handed to it).
+"""
+
+from __future__ import annotations
+
+from moe_tui.judgement import (
+    BETTER, CONFOUNDED, CONTROL_ABSENT, CONTROL_AGREES, CONTROL_DIFFERS, CONTROL_INCONCLUSIVE, FLAG_BACKEND_MISMATCH,
+    FLAG_CLIENT_BOUND, FLAG_CLOCK_DROP, FLAG_ENVIRONMENT_DIFFERS, FLAG_FOREIGN_GPU_PROCESS, FLAG_INCOMPLETE,
+    FLAG_PROFILE_CHANGED, FLAG_REQUEST_ERRORS, FLAG_THROTTLED, INTERIM, NO_DATA, NOISE_UNKNOWN, REFUSED,
+    UNRELIABLE, UNVERIFIED, VERDICT_WORDS, VERDICTS, WITHIN_NOISE, WORSE,
+)
+from moe_tui.compare.build import build_grid, build_grid_from_runs, plan_counts
+from moe_tui.compare.model import (
+    BASELINE, CANDIDATE, METRIC_BY_KEY, METRICS, PRIMARY_METRIC, CompareError, CompareSettings, ComparisonGrid,
+    Confounder, ControlCheck, FamilySummary, GridCell, MetricDef, PlanCount, ProvenanceRow, SidePoint, SideStats,
+    ThroughputSeries,
+)
+from moe_tui.compare.runs import (
+    NOT_RECORDED, PROVENANCE_FIELDS, format_number, format_pct, run_flags_in_words, run_suspect_flags,
+    snapshot_diff, spec_field_diffs,
+)
+from moe_tui.compare.stats import (
+    CONFIDENCE, SETTLE_MAX_REPEATS, SETTLE_POWER, CellTest, DeltaStats, PooledNoise, cell_test, holm,
+    repeats_to_settle, welch_delta,
+)
+
+CONTROL_METRIC = PRIMARY_METRIC
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,233 @@
+"""`build_grid_from_runs` (pure: runs in, grid out) and `build_grid` (reads the store handed to it)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+from moe_tui import judgement as J
+from moe_tui.compare.control import control_check
+from moe_tui.compare.grid import (
+    Draft, cell_confounders, environment_beside, finish, method_lines, pooled_noise, pre_state, run_tests,
+    side_stats,
+)
+from moe_tui.compare.model import (
+    BASELINE, CANDIDATE, METRICS, PRIMARY_METRIC, CompareError, CompareSettings, ComparisonGrid, GridCell,
+    MetricDef, PlanCount, ProvenanceRow, SidePoint, ThroughputSeries,
+)
+from moe_tui.compare.confound import server_args_missing
+from moe_tui.compare.points import SideRuns, choose_fingerprints, side_point
+from moe_tui.compare.runs import (
+    NOT_RECORDED, PROVENANCE_ORDER, Run, concurrency_of, is_simulated, normalise, side_provenance, snapshot_diff,
+)
+from moe_tui.compare.stats import PooledNoise
+
+if TYPE_CHECKING:  # pragma: no cover
+    from moe_tui.store import Store
+
+
+def _group(runs: Sequence[Run], name: str, warnings: list[str]) -> dict[int, list[Run]]:
+    by_conc: dict[int, list[Run]] = {}
+    bad = []
+    for run in runs:
+        conc = concurrency_of(run)
+        if conc is None:
+            bad.append(run.id)
+        else:
+            by_conc.setdefault(conc, []).append(run)
+    if bad:
+        warnings.append(f"{name}: run(s) {', '.join(map(str, bad))} have no max_concurrency in their spec; left out")
+    return by_conc
+
+
+def _concurrencies(by_conc: Mapping[str, Mapping[int, list[Run]]], fingerprint: str | None,
+                   names: tuple[str, str]) -> list[int]:
+    concs = sorted(set(by_conc[BASELINE]) | set(by_conc[CANDIDATE]))
+    if fingerprint is None:
+        return concs
+    concs = [c for c in concs if any(r.fingerprint.startswith(fingerprint)
+                                     for s in (BASELINE, CANDIDATE) for r in by_conc[s].get(c, ()))]
+    if not concs:
+        raise CompareError(f"--fingerprint {fingerprint}: neither {names[0]} nor {names[1]} has a run with that "
+                           "fingerprint")
+    return concs
+
+
+def build_grid_from_runs(
+    baseline_runs: Iterable[Any], candidate_runs: Iterable[Any], *,
+    baseline_name: str = BASELINE, candidate_name: str = CANDIDATE, fingerprint: str | None = None,
+    metrics: Sequence[MetricDef] = METRICS, settings: CompareSettings | None = None,
+    plan: Mapping[tuple[str, str], PlanCount] | None = None,
+) -> ComparisonGrid:
+    """The comparison grid from two lists of runs (RunRecord or mappings with the same names).
+
+    `fingerprint` (6+ leading characters) limits the grid to the concurrencies where either side
+    has a run of it. `plan`: (profile name, requested spec fingerprint) -> PlanCount from the queue.
+    """
+    settings = settings or CompareSettings()
+    if fingerprint is not None and len(fingerprint) < 6:
+        raise CompareError(f"--fingerprint {fingerprint!r}: give at least 6 characters of the fingerprint")
+    names = (baseline_name, candidate_name)
+    runs = {BASELINE: [normalise(r, f"{baseline_name} run") for r in baseline_runs],
+            CANDIDATE: [normalise(r, f"{candidate_name} run") for r in candidate_runs]}
+    warnings: list[str] = []
+    by_conc = {s: _group(runs[s], n, warnings) for s, n in ((BASELINE, baseline_name), (CANDIDATE, candidate_name))}
+    concurrencies = _concurrencies(by_conc, fingerprint, names)
+    points: dict[tuple[str, int], SidePoint] = {}
+    side_runs: dict[tuple[str, int], SideRuns] = {}
+    for conc in concurrencies:
+        fa, fb = choose_fingerprints(by_conc[BASELINE].get(conc, []), by_conc[CANDIDATE].get(conc, []), fingerprint)
+        for side, fp, other in ((BASELINE, fa, fb), (CANDIDATE, fb, fa)):
+            points[(side, conc)], side_runs[(side, conc)] = side_point(
+                side, conc, by_conc[side].get(conc, []), fp, other, settings.include_flagged)
+    drafts = _drafts(concurrencies, metrics, points, side_runs, names, settings, plan or {})
+    pooled = pooled_noise(drafts)
+    control = control_check(points, {k: v.sa.values if k[0] == BASELINE else v.sb.values
+                                     for v in drafts if v.metric.key == PRIMARY_METRIC
+                                     for k in ((BASELINE, v.conc), (CANDIDATE, v.conc))},
+                            pooled.get(PRIMARY_METRIC, PooledNoise(0.0, 0)), settings.control_margin_pct,
+                            environment_beside(side_runs))
+    families = run_tests(drafts, pooled, settings)
+    differs = control.text.split(";")[0] if control.failed else None
+    cells = tuple(finish(d, differs, settings) for d in drafts)
+    return _assemble(names, metrics, concurrencies, cells, points, side_runs, runs, control, warnings,
+                     settings, families)
+
+
+def _drafts(concurrencies: Sequence[int], metrics: Sequence[MetricDef], points: Mapping, side_runs: Mapping,
+            names: tuple[str, str], settings: CompareSettings, plan: Mapping) -> list[Draft]:
+    drafts = []
+    for conc in concurrencies:
+        pa, pb = points[(BASELINE, conc)], points[(CANDIDATE, conc)]
+        ra, rb = side_runs[(BASELINE, conc)], side_runs[(CANDIDATE, conc)]
+        conf = cell_confounders((ra, rb), settings.vary) if pa.fingerprint and pb.fingerprint else ()
+        for metric in metrics:
+            sa, ma = side_stats(pa, ra, metric, settings.include_flagged)
+            sb, mb = side_stats(pb, rb, metric, settings.include_flagged)
+            d = Draft(conc, metric, pa, pb, sa, sb)
+            pre_state(d, names, (ra, rb), (ma, mb), conf, settings, plan)
+            drafts.append(d)
+    return drafts
+
+
+def _assemble(names: tuple[str, str], metrics: Sequence[MetricDef], concurrencies: Sequence[int],
+              cells: tuple[GridCell, ...], points: Mapping, side_runs: Mapping, runs: Mapping[str, list[Run]],
+              control: Any, warnings: list[str], settings: CompareSettings, families: list) -> ComparisonGrid:
+    used = {s: [r for (side, _), sr in side_runs.items() if side == s for r in sr.complete]
+            for s in (BASELINE, CANDIDATE)}
+    if control.failed:
+        warnings.insert(0, control.text)
+    snaps, diffs = _profiles(names, used, runs, warnings, settings)
+    provenance = _provenance_rows(names, used, runs, warnings)
+    conf = tuple(dict.fromkeys(c for cell in cells for c in cell.confounders))
+    if conf:
+        warnings.insert(0, f"confounded: {len(conf)} difference(s) besides {', '.join(sorted(settings.vary))}: "
+                        + "; ".join(c.describe() for c in conf))
+    missing = server_args_missing(used[BASELINE], used[CANDIDATE])
+    if missing:
+        warnings.append(f"resolved server args not recorded for the {' and '.join(missing)}: launch settings are "
+                        "compared from the profile snapshots only")
+    specs: dict[str, Mapping[str, Any]] = {}
+    spec_users: dict[str, list[str]] = {}
+    for conc in concurrencies:
+        for side in (BASELINE, CANDIDATE):
+            p = points[(side, conc)]
+            if p.fingerprint:
+                specs.setdefault(p.fingerprint, p.spec or {})
+                users = spec_users.setdefault(p.fingerprint, [])
+                if side not in users:
+                    users.append(side)
+    return ComparisonGrid(
+        baseline_name=names[0], candidate_name=names[1], metrics=tuple(metrics),
+        concurrencies=tuple(concurrencies), cells=cells, points=points,
+        baseline_series=_series(BASELINE, concurrencies, cells), candidate_series=_series(CANDIDATE, concurrencies, cells),
+        backend_diff=tuple(d for d in diffs if d.kind == "backend"),
+        launch_diff=tuple(d for d in diffs if d.kind == "launch"),
+        identity_diff=tuple(d for d in diffs if d.kind == "identity"),
+        baseline_profile=snaps[BASELINE], candidate_profile=snaps[CANDIDATE], provenance=provenance,
+        control=control, warnings=tuple(warnings),
+        flags=(J.FLAG_ENVIRONMENT_DIFFERS,) if control.failed else (),
+        simulated=any(is_simulated(r) for r in runs[BASELINE] + runs[CANDIDATE]), specs=specs,
+        spec_users={k: tuple(v) for k, v in spec_users.items()}, settings=settings, confounders=conf,
+        families=tuple(families), method=method_lines(settings, families),
+    )
+
+
+def _profiles(names: tuple[str, str], used: Mapping[str, list[Run]], runs: Mapping[str, list[Run]],
+              warnings: list[str], settings: CompareSettings) -> tuple[dict[str, dict], list]:
+    snaps = {}
+    for side, name in ((BASELINE, names[0]), (CANDIDATE, names[1])):
+        pool = used[side] or runs[side]
+        latest = max(pool, key=lambda r: r.order) if pool else None
+        snaps[side] = dict(latest.profile) if latest is not None else {}
+        distinct = {json.dumps({k: v for k, v in r.profile.items() if k != "source"}, sort_keys=True)
+                    for r in used[side] if r.profile}
+        if len(distinct) > 1:
+            warnings.append(f"{name}: the averaged runs were made with {len(distinct)} different profile snapshots "
+                            "(the profile was edited between runs)")
+    if not snaps[BASELINE] or not snaps[CANDIDATE]:
+        missing = [n for n, s in zip(names, (snaps[BASELINE], snaps[CANDIDATE])) if not s]
+        warnings.append(f"profile snapshot not recorded for {', '.join(missing)}: launch settings cannot be compared")
+        return snaps, []
+    return snaps, snapshot_diff(snaps[BASELINE], snaps[CANDIDATE], settings.vary)
+
+
+def _provenance_rows(names: tuple[str, str], used: Mapping[str, list[Run]], runs: Mapping[str, list[Run]],
+                     warnings: list[str]) -> tuple[ProvenanceRow, ...]:
+    prov_a = side_provenance(used[BASELINE] or runs[BASELINE])
+    prov_b = side_provenance(used[CANDIDATE] or runs[CANDIDATE])
+    keys = [k for k in PROVENANCE_ORDER if k in prov_a or k in prov_b]
+    keys += sorted((set(prov_a) | set(prov_b)) - set(keys))
+    rows = []
+    for key in keys:
+        va, vb = prov_a.get(key, NOT_RECORDED), prov_b.get(key, NOT_RECORDED)
+        rows.append(ProvenanceRow(key, va, vb, NOT_RECORDED not in (va, vb) and va != vb))
+    for name, prov in zip(names, (prov_a, prov_b)):
+        mixed = [k for k, v in prov.items() if v.startswith("mixed: ")]
+        if mixed:
+            warnings.append(f"{name}: runs disagree among themselves on {', '.join(mixed)}")
+    return tuple(rows)
+
+
+def _series(side: str, concurrencies: Sequence[int], cells: Sequence[GridCell]) -> ThroughputSeries:
+    by_conc = {c.concurrency: c for c in cells if c.metric == PRIMARY_METRIC}
+    means, stds, ns, comparable = [], [], [], []
+    for conc in concurrencies:
+        cell = by_conc.get(conc)
+        stats = None if cell is None else (cell.baseline if side == BASELINE else cell.candidate)
+        means.append(stats.mean if stats else None)
+        stds.append(stats.std if stats else None)
+        ns.append(stats.n if stats else 0)
+        comparable.append(bool(cell and cell.comparable and cell.verdict != J.CONFOUNDED))
+    return ThroughputSeries(tuple(concurrencies), tuple(means), tuple(stds), tuple(ns), tuple(comparable))
+
+
+def plan_counts(store: "Store") -> dict[tuple[str, str], PlanCount]:
+    """(profile, requested fingerprint) -> planned queue items and those still pending or running."""
+    rows = store.query("SELECT profile_name, fingerprint, state, COUNT(*) AS n FROM queue_items "
+                       "WHERE state NOT IN ('cancelled', 'skipped') GROUP BY profile_name, fingerprint, state")
+    out: dict[tuple[str, str], PlanCount] = {}
+    for r in rows:
+        key = (r["profile_name"], r["fingerprint"])
+        planned, pending = out.get(key, PlanCount(0, 0))
+        out[key] = PlanCount(planned + r["n"], pending + (r["n"] if r["state"] in ("pending", "running") else 0))
+    return out
+
+
+def build_grid(store: "Store", baseline: str, candidate: str, *, fingerprint: str | None = None,
+               metrics: Sequence[MetricDef] = METRICS, settings: CompareSettings | None = None) -> ComparisonGrid:
+    """The grid for two profile names, read from the store (runs and the queue's planned repeats)."""
+    known = store.profile_names_with_runs()
+    missing = [n for n in (baseline, candidate) if n not in known]
+    if missing:
+        import difflib
+
+        hints = [f"'{m}'" + (f" (did you mean '{h[0]}'?)" if (h := difflib.get_close_matches(m, known, n=1)) else "")
+                 for m in missing]
+        raise CompareError(f"no runs for profile {', '.join(hints)} in the store {store.path}; "
+                           f"profiles with runs: {', '.join(known) if known else 'none'}")
+    statuses = ("complete", "incomplete", "failed")
+    return build_grid_from_runs(
+        store.runs(profile_name=baseline, statuses=statuses), store.runs(profile_name=candidate, statuses=statuses),
+        baseline_name=baseline, candidate_name=candidate, fingerprint=fingerprint, metrics=metrics,
+        settings=settings, plan=plan_counts(store))

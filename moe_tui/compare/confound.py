@@ -1,0 +1,129 @@
+"""Confounders: every difference between the two columns other than the compared field(s).
+
+Three sources, each per run so that a side whose own runs disagree is caught too:
+- the profile snapshot (launch settings: engine, model, parallelism, quantization, GPUs, python,
+  each extra arg flag by flag, each env var and emulator setting); identity keys do not count;
+- the resolved server args the server reported (`/server_info`, or an imported record's
+  `server_info`), flattened with dots, minus `judgement.SERVER_ARGS_IGNORED`;
+- the environment: SGLang version, GPU model and count, driver (`judgement.ENVIRONMENT_CONFOUNDERS`).
+Fields named by `vary` (and their aliases, `judgement.VARY_ALIASES`) are what is compared and
+never confound. Host, clocks and the like are listed beside the control check (`environment_listed`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Mapping, Sequence
+
+from moe_tui import judgement as J
+from moe_tui.compare.model import Confounder
+from moe_tui.compare.runs import NOT_RECORDED, Run, dig, provenance_values
+from moe_tui.profiles import _flag_map
+
+NOT_SET = "(not set)"
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def profile_settings(snapshot: Mapping[str, Any]) -> dict[str, str]:
+    """A profile snapshot as flat launch settings (identity keys dropped)."""
+    out: dict[str, str] = {}
+    for key, value in snapshot.items():
+        if key in J.PROFILE_IDENTITY_KEYS:
+            continue
+        if key == "extra_args" and isinstance(value, (list, tuple)):
+            for flag, v in _flag_map(tuple(str(a) for a in value)).items():
+                out[f"extra_args {flag}"] = _text(v)
+        elif key in ("env", "sim") and isinstance(value, Mapping):
+            for k, v in value.items():
+                out[f"{key} {k}"] = _text(v)
+        else:
+            out[key] = _text(value)
+    return out
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, str]) -> None:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    else:
+        out[prefix] = _text(value)
+
+
+def server_args(run: Run) -> dict[str, str] | None:
+    """The run's resolved server args, flat, without ignored keys; None when not recorded."""
+    prov = run.provenance
+    info = dig(prov, ("server", "resolved_args")) or prov.get("server_info")
+    if not isinstance(info, Mapping) or not info:
+        return None
+    flat: dict[str, str] = {}
+    _flatten("", info, flat)
+    return {k: v for k, v in flat.items() if not J.server_arg_ignored(k) and k != "simulated"}
+
+
+def _compare(source: str, side_a: Sequence[Mapping[str, str]], side_b: Sequence[Mapping[str, str]],
+             vary: Iterable[str], missing: str) -> list[Confounder]:
+    """Keys whose values differ between the sides, or within a side; `missing` for an absent key."""
+    if not side_a or not side_b:
+        return []
+    keys = sorted({k for d in (*side_a, *side_b) for k in d})
+    out = []
+    for key in keys:
+        if J.varied(key, vary):
+            continue
+        va = sorted({d.get(key, missing) for d in side_a})
+        vb = sorted({d.get(key, missing) for d in side_b})
+        if va != vb or len(va) > 1 or len(vb) > 1:
+            out.append(Confounder(key, " | ".join(va), " | ".join(vb), source))
+    return out
+
+
+def confounders(runs_a: Sequence[Run], runs_b: Sequence[Run], vary: Iterable[str]) -> tuple[Confounder, ...]:
+    """Every confounding difference between two sides' runs (at one concurrency)."""
+    vary = tuple(vary)
+    found = _compare("profile", [profile_settings(r.profile) for r in runs_a if r.profile],
+                     [profile_settings(r.profile) for r in runs_b if r.profile], vary, NOT_SET)
+    args_a = [a for a in (server_args(r) for r in runs_a) if a is not None]
+    args_b = [a for a in (server_args(r) for r in runs_b) if a is not None]
+    found += _compare("server_args", args_a, args_b, vary, "(absent)")
+    env_a = [_env(r, J.ENVIRONMENT_CONFOUNDERS) for r in runs_a]
+    env_b = [_env(r, J.ENVIRONMENT_CONFOUNDERS) for r in runs_b]
+    for key in J.ENVIRONMENT_CONFOUNDERS:
+        va = sorted({e[key] for e in env_a if key in e})
+        vb = sorted({e[key] for e in env_b if key in e})
+        if va and vb and (va != vb or len(va) > 1 or len(vb) > 1) and not J.varied(key, vary):
+            found.append(Confounder(key, " | ".join(va), " | ".join(vb), "environment"))
+    return tuple(found)
+
+
+def _env(run: Run, keys: Sequence[str]) -> dict[str, str]:
+    values = provenance_values(run)
+    return {k: values[k] for k in keys if k in values and values[k] != NOT_RECORDED}
+
+
+def environment_listed(runs_a: Sequence[Run], runs_b: Sequence[Run]) -> tuple[str, ...]:
+    """Environment provenance that differs (host, clocks seen, CUDA, ...): listed, not confounding."""
+    out = []
+    for key in J.ENVIRONMENT_LISTED:
+        va = sorted({e[key] for e in (_env(r, (key,)) for r in runs_a) if key in e})
+        vb = sorted({e[key] for e in (_env(r, (key,)) for r in runs_b) if key in e})
+        if va and vb and va != vb:
+            out.append(f"{key}: {' | '.join(va)} vs {' | '.join(vb)}")
+    return tuple(out)
+
+
+def server_args_missing(runs_a: Sequence[Run], runs_b: Sequence[Run]) -> list[str]:
+    """Which sides recorded no resolved server args (their launch can only be compared by profile)."""
+    out = []
+    for side, runs in (("baseline", runs_a), ("candidate", runs_b)):
+        if runs and all(server_args(r) is None for r in runs):
+            out.append(side)
+    return out

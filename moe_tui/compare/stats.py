@@ -1,0 +1,183 @@
+"""Statistics of the grid: Welch deltas, pooled relative noise, Holm families, the equivalence test.
+
+Documented for the reader of a verdict (the README's "How a verdict is decided" says it in words):
+- Per side: mean and sample standard deviation (ddof=1) of the runs averaged.
+- `welch_delta`: delta = candidate - baseline with a Welch interval (matches scipy's ttest_ind
+  with equal_var=False); no interval when a side has one value or both sides have zero spread.
+- `cell_test`: the per-cell test behind a verdict. Three repeats give a side 2 degrees of freedom,
+  too few for a useful interval, so each metric's relative noise (coefficient of variation) is
+  pooled over every tested (side, concurrency) group of the grid (the cell's own runs included), and
+  the degrees of freedom combine by Welch-Satterthwaite. Assumes relative noise is similar across
+  concurrencies; a side whose own spread exceeds the pool beyond the F test's 99% quantile keeps
+  its own variance and df (a noisier cell never borrows a quieter estimate).
+- `holm`: step-down adjusted p-values within a family (valid under any dependence between cells).
+- `equivalence`: the control check's intervals (a 90% one for TOST agreement, a 99% one for "differs").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+CONFIDENCE = 0.95
+SETTLE_POWER = 0.80
+SETTLE_MAX_REPEATS = 1000
+
+
+@dataclass(frozen=True)
+class DeltaStats:
+    delta: float
+    delta_pct: float | None
+    ci_low: float | None
+    ci_high: float | None
+    df: float | None
+
+
+def t_ppf(q: float, df: float) -> float:
+    # scipy.special.stdtrit is the Student t quantile without scipy.stats' per-call overhead.
+    from scipy.special import stdtrit
+
+    return float(stdtrit(df, q))
+
+
+def t_sf2(t: float, df: float) -> float:
+    """Two-sided p-value of |t| with df degrees of freedom."""
+    from scipy.special import stdtr
+
+    return float(2.0 * stdtr(df, -abs(t)))
+
+
+def welch_delta(baseline: Sequence[float], candidate: Sequence[float], confidence: float = CONFIDENCE) -> DeltaStats:
+    """Delta of means (candidate - baseline) with a Welch CI; no CI with one value or zero spread."""
+    a = np.asarray(baseline, dtype=float)
+    b = np.asarray(candidate, dtype=float)
+    if a.size == 0 or b.size == 0:
+        raise ValueError("welch_delta needs at least one value on each side")
+    ma, mb = float(a.mean()), float(b.mean())
+    delta = mb - ma
+    pct = delta / ma * 100.0 if ma != 0 else None
+    if a.size < 2 or b.size < 2:
+        return DeltaStats(delta, pct, None, None, None)
+    va, vb = float(a.var(ddof=1)) / a.size, float(b.var(ddof=1)) / b.size
+    se2 = va + vb
+    if se2 == 0.0:
+        # Identical repeats: the noise is unknown, not zero; never a zero-width interval.
+        return DeltaStats(delta, pct, None, None, None)
+    df = se2 * se2 / (va * va / (a.size - 1) + vb * vb / (b.size - 1)) if va and vb else (
+        a.size - 1 if va else b.size - 1)
+    half = t_ppf(0.5 + confidence / 2.0, df) * math.sqrt(se2)
+    return DeltaStats(delta, pct, delta - half, delta + half, df)
+
+
+@dataclass(frozen=True)
+class PooledNoise:
+    """A metric's relative variance (cv^2) pooled over groups, with its degrees of freedom."""
+
+    cv2: float
+    df: int
+
+    @classmethod
+    def of(cls, groups: Iterable[Sequence[float]]) -> "PooledNoise":
+        ss, df = 0.0, 0
+        for values in groups:
+            arr = np.asarray(values, dtype=float)
+            mean = float(arr.mean()) if arr.size else 0.0
+            if arr.size < 2 or mean == 0 or float(arr.var()) == 0.0:
+                continue
+            ss += float(((arr / mean - 1.0) ** 2).sum())
+            df += arr.size - 1
+        return cls(ss / df if df else 0.0, df)
+
+
+@dataclass(frozen=True)
+class CellTest:
+    delta: float
+    delta_pct: float
+    se: float  # standard error of the delta, in the metric's unit
+    df: float
+    p_value: float
+
+    def interval(self, confidence: float) -> tuple[float, float]:
+        half = t_ppf(0.5 + confidence / 2.0, self.df) * self.se
+        return self.delta - half, self.delta + half
+
+
+# A side whose own spread exceeds the pool beyond this F quantile is "noisier than the rest" and
+# keeps its own variance and degrees of freedom.
+HETEROGENEITY_QUANTILE = 0.99
+
+
+def _side_var(values: np.ndarray, pooled: PooledNoise) -> tuple[float, float]:
+    """(variance of the side's mean, its df): the pooled one, unless the side is clearly noisier."""
+    from scipy.special import fdtri
+
+    mean = float(values.mean())
+    own = float(values.var(ddof=1))
+    pool = pooled.cv2 * mean * mean
+    if pooled.df > values.size - 1 and pool > 0:
+        if own <= pool * float(fdtri(values.size - 1, pooled.df, HETEROGENEITY_QUANTILE)):
+            return pool / values.size, float(pooled.df)
+    return own / values.size, float(values.size - 1)
+
+
+def cell_test(baseline: Sequence[float], candidate: Sequence[float], pooled: PooledNoise) -> CellTest | None:
+    """Welch-style test of candidate vs baseline with pooled relative noise; None when untestable."""
+    a = np.asarray(baseline, dtype=float)
+    b = np.asarray(candidate, dtype=float)
+    if a.size < 2 or b.size < 2 or float(a.mean()) == 0:
+        return None
+    va, dfa = _side_var(a, pooled)
+    vb, dfb = _side_var(b, pooled)
+    se2 = va + vb
+    if se2 <= 0:
+        return None
+    if dfa == dfb == float(pooled.df) and pooled.df > a.size - 1:
+        df = float(pooled.df)  # both sides use the one pooled estimate: its df, not a sum of two
+    else:
+        df = se2 * se2 / ((va * va / dfa if va else 0.0) + (vb * vb / dfb if vb else 0.0))
+    delta = float(b.mean() - a.mean())
+    se = math.sqrt(se2)
+    return CellTest(delta, delta / float(a.mean()) * 100.0, se, df, t_sf2(delta / se, df))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted p-values, in the input order (monotone, capped at 1)."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def repeats_to_settle(
+    std_baseline: float, std_candidate: float, delta: float, *,
+    confidence: float = CONFIDENCE, power: float = SETTLE_POWER, max_repeats: int = SETTLE_MAX_REPEATS,
+) -> int | None:
+    """Repeats per side for one Welch test at `confidence` to detect `delta` with `power`.
+
+    Starts from the normal approximation (a lower bound: t quantiles exceed z) and steps up until
+    the t-based condition holds. None when delta is 0 or more than `max_repeats` are needed. For a
+    single cell: a family correction asks for more.
+    """
+    from scipy.special import ndtri
+
+    if not math.isfinite(delta) or delta == 0:
+        return None
+    va, vb = std_baseline ** 2, std_candidate ** 2
+    if va + vb == 0:
+        return None
+    z = float(ndtri(0.5 + confidence / 2.0) + ndtri(power))
+    n = max(2, math.ceil(z * z * (va + vb) / (delta * delta)))
+    while n <= max_repeats:
+        df = (va + vb) ** 2 * (n - 1) / (va * va + vb * vb)
+        need = (t_ppf(0.5 + confidence / 2.0, df) + t_ppf(power, df)) * math.sqrt((va + vb) / n)
+        if need <= abs(delta):
+            return n
+        n += 1
+    return None

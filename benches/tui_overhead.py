@@ -38,8 +38,8 @@ from textual import events  # noqa: E402
 
 from moe_tui.events import BenchProgress, RunStarted, ServerLogLine, ServerMetrics  # noqa: E402
 from moe_tui.ui.app import MoeTuiApp  # noqa: E402
-from moe_tui.ui.messages import CoreEventArrived, TelemetryArrived  # noqa: E402
-from tests.ui.fakes import FP_A, RecordingAdapter, gpu_snapshot  # noqa: E402  (a no-op adapter with fixed data)
+from moe_tui.ui.messages import CoreEventArrived  # noqa: E402
+from tests.ui.fakes import FP_A, RecordingAdapter, gpu_snapshot, telemetry_message  # noqa: E402  (a no-op adapter with fixed data)
 
 GOALS = {"idle_cpu_pct": 5.0, "live_cpu_pct": 15.0, "key_p95_ms": 50.0}
 
@@ -53,7 +53,7 @@ async def feed(app: MoeTuiApp, seconds: float, live: bool) -> None:
     while time.monotonic() - start < seconds:
         t = time.time()
         if tick % 10 == 0:  # 1 Hz
-            app.post_message(TelemetryArrived(gpu_snapshot(t=t, util=50.0 + tick % 40)))
+            app.post_message(telemetry_message(gpu_snapshot(t=t, util=50.0 + tick % 40)))
             app.post_message(CoreEventArrived(ServerMetrics(profile="sim-flashinfer-cutlass", healthy=True,
                                                             running_requests=1024, queued_requests=17)))
         if live:
@@ -100,7 +100,7 @@ async def measure_keys(app: MoeTuiApp, pilot, presses: int) -> list[float]:
 
 
 async def main(seconds: float, presses: int) -> dict:
-    app = MoeTuiApp(RecordingAdapter(), sample_gpus=False)
+    app = MoeTuiApp(RecordingAdapter())
     async with app.run_test(size=(120, 40)) as pilot:
         await app.workers.wait_for_complete()
         idle = await measure_cpu(app, seconds, live=False)

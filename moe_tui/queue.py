@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
+from moe_tui.events import Subscribers
 from moe_tui.spec import BenchmarkSpec, SpecError
 from moe_tui.store import Store
 
@@ -232,22 +233,23 @@ class RunQueue:
 
     def __init__(self, store: Store):
         self.store = store
-        self._listeners: list[ChangeListener] = []
+        self._listeners: Subscribers[str] = Subscribers("queue changes")
 
     # -- change notification ------------------------------------------------------------------
     def subscribe(self, listener: ChangeListener) -> Callable[[], None]:
-        """`listener(reason)` after each committed mutation; returns the unsubscribe function."""
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+        """`listener(reason)` after each committed mutation; returns the unsubscribe function.
+        A broken listener must not undo a committed change or hide it from others: it is logged
+        and kept (`events.Subscribers`)."""
+        return self._listeners.add(listener)
 
     def _changed(self, reason: str) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener(reason)
-            except Exception:
-                pass  # a broken consumer must not undo a committed change or hide it from others
+        self._listeners.emit(reason)
 
     # -- reading ------------------------------------------------------------------------------
+    def campaign_names(self) -> dict[int, str]:
+        """Campaign id -> name, for every campaign."""
+        return {int(r[0]): r[1] for r in self.store.query("SELECT id, name FROM campaigns")}
+
     def items(self, states: Iterable[str] | None = None, campaign_id: int | None = None) -> list[QueueItem]:
         sql, params = "SELECT * FROM queue_items", []
         where = []

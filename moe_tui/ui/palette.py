@@ -9,15 +9,14 @@ matching key binding calls, so the palette can never do something a key cannot.
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Callable, Iterator, cast
+from typing import Callable, Iterator
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
-
-if TYPE_CHECKING:
-    from moe_tui.ui.app import MoeTuiApp
+from moe_tui.ui.room import Room, room
 
 
-def palette_verbs(app: "MoeTuiApp") -> list[tuple[str, Callable[[], object], str]]:
+
+def palette_verbs(app: Room) -> list[tuple[str, Callable[[], object], str]]:
     """(text, callback, help) for what makes sense right now."""
     live = app.live
     verbs: list[tuple[str, Callable[[], object], str]] = []
@@ -44,7 +43,7 @@ def palette_verbs(app: "MoeTuiApp") -> list[tuple[str, Callable[[], object], str
 
 class ControlRoomCommands(Provider):
     def _verbs(self) -> Iterator[tuple[str, Callable[[], object], str]]:
-        yield from palette_verbs(cast("MoeTuiApp", self.app))
+        yield from palette_verbs(room(self.app))
 
     async def discover(self) -> Hits:
         for text, callback, help_text in self._verbs():

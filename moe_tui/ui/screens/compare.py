@@ -6,7 +6,7 @@ re-read when a run finishes. Export (e markdown, E csv) writes the pair on scree
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -19,9 +19,8 @@ from moe_tui.ui import render
 from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.widgets.compare_grid import CompareGrid, cell_detail
 from moe_tui.ui.widgets.throughput_chart import ThroughputChart
+from moe_tui.ui.room import Room, room
 
-if TYPE_CHECKING:
-    from moe_tui.ui.app import MoeTuiApp
 
 
 def diff_text(grid: Any) -> Text:
@@ -62,8 +61,8 @@ class CompareScreen(LiveScreen):
         self._choices: list[str] = []
 
     @property
-    def control(self) -> "MoeTuiApp":
-        return cast("MoeTuiApp", self.app)
+    def control(self) -> Room:
+        return room(self.app)
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◆")
@@ -94,7 +93,7 @@ class CompareScreen(LiveScreen):
                 self.load_choices()
 
     def load_choices(self) -> None:
-        self.control.call_core("list profiles with runs", self.control.adapter.compared_profiles,
+        self.control.call_core("list profiles with runs", self.control.client.compared_profiles,
                                done=self._set_choices, group="compare-choices")
 
     def _set_choices(self, names: list[str]) -> None:
@@ -130,7 +129,7 @@ class CompareScreen(LiveScreen):
             return
         if pair[0] == pair[1]:
             self.notify("compare: baseline and candidate are the same profile", severity="warning")
-        self.control.call_core(f"compare {pair[0]} vs {pair[1]}", self.control.adapter.comparison, *pair,
+        self.control.call_core(f"compare {pair[0]} vs {pair[1]}", self.control.client.comparison, *pair,
                                done=self.show_grid, group="compare-build")
 
     def show_grid(self, grid: Any) -> None:

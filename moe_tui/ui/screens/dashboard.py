@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -15,9 +14,8 @@ from moe_tui.ui.widgets.bench_panel import BenchPanel
 from moe_tui.ui.widgets.gpu_panel import GpuPanel
 from moe_tui.ui.widgets.queue_summary import QueueSummary
 from moe_tui.ui.widgets.server_panel import ServerPanel
+from moe_tui.ui.room import Room, room
 
-if TYPE_CHECKING:
-    from moe_tui.ui.app import MoeTuiApp
 
 
 class DashboardScreen(LiveScreen):
@@ -33,8 +31,8 @@ class DashboardScreen(LiveScreen):
     ]
 
     @property
-    def control(self) -> "MoeTuiApp":
-        return cast("MoeTuiApp", self.app)
+    def control(self) -> Room:
+        return room(self.app)
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◆")

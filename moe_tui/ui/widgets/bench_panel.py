@@ -14,7 +14,7 @@ from textual.containers import Vertical
 from textual.widgets import ProgressBar, Sparkline, Static
 
 from moe_tui.ui import render
-from moe_tui.ui.live import LiveState
+from moe_tui.control import LiveState
 
 # The load generator reports how late it fires requests relative to plan; past this, the
 # numbers describe the client as much as the server (the core flags the finished run itself).

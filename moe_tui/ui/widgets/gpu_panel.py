@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from moe_tui.telemetry import SUSPECT_CLOCK_EVENTS, GpuSample, TelemetrySnapshot
+from moe_tui.control import SUSPECT_CLOCK_EVENTS, GpuSample, TelemetrySnapshot
 from moe_tui.ui import render
 from moe_tui.ui.widgets.keyed_table import KeyedTable
 

@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from moe_tui.ui import render
-from moe_tui.ui.live import LiveState
+from moe_tui.control import LiveState
 
 ORDER = ("running", "pending", "done", "failed", "interrupted", "skipped", "cancelled")
 

@@ -13,7 +13,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from moe_tui.ui import render
-from moe_tui.ui.live import LiveState, ServerLive
+from moe_tui.control import LiveState, ServerLive
 from moe_tui.ui.widgets.keyed_table import KeyedTable
 
 COLUMNS = (

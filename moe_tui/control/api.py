@@ -1,15 +1,16 @@
-"""The one seam between the control room and the core: `ControlAdapter`.
+"""The one typed control API: `ControlClient`, and the small frozen view rows it returns.
 
 The TUI either hosts a controller in its own process or attaches to a detached runner over its
-Unix socket. Both look the same to every screen: an adapter that
+Unix socket. Both look the same to every screen, to scripts and to tests: a client that
 
 - streams core events (`moe_tui.events`) to one callback, from any thread;
 - forwards commands (start/stop a server, pause/resume/skip, queue edits, add a campaign);
 - reads what the core recorded (queue rows, runs, the comparison grid, exports) from the store.
 
 Every method may block (a socket round trip, a SQLite read): the App only ever calls them from
-thread workers. The view rows below are the UI's own small, frozen shapes, so a change in a core
-class touches the adapter and nothing else. No Textual here.
+thread workers. The view rows below are small, frozen shapes, so a change in a core class touches
+the control package and nothing else. No Textual here. Implementations: `clients.InProcessClient`,
+`clients.AttachedClient` (and tests' `RecordingClient`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from moe_tui.events import Event
+from moe_tui.judgement import is_simulated
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ class ServerRow:
 
     @property
     def simulated(self) -> bool:
-        return self.engine == "sim"
+        return is_simulated(profile={"engine": self.engine})
 
 
 @dataclass(frozen=True)
@@ -107,13 +110,16 @@ class RunView:
     latencies_ms: dict[str, tuple[float, ...]] = field(default_factory=dict)  # ttft, latency, itl
 
 
-class ControlAdapter(abc.ABC):
-    """What the App needs from the core. Implementations: `InProcessAdapter`, `RunnerAdapter`."""
+class ControlClient(abc.ABC):
+    """What the control room needs from the core: events in, commands out, recorded data read."""
 
     #: shown in the header: "in-process" or "attached to runner <socket>"
     mode: str = "in-process"
     #: the controller may live on after the TUI exits (a detached runner)
     can_detach: bool = False
+
+    def start(self) -> None:  # noqa: B027 (optional hook: the fakes have nothing to start)
+        """Start the controller or connect to the runner (raises runner.RunnerBusy/RunnerUnavailable)."""
 
     # -- events ------------------------------------------------------------------------------
     @abc.abstractmethod

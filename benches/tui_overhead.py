@@ -90,7 +90,7 @@ async def measure_keys(app: MoeTuiApp, pilot, presses: int) -> list[float]:
             while app.current_mode != mode:
                 await asyncio.sleep(0.0005)
             painted = asyncio.get_running_loop().create_future()
-            app.screen.call_after_refresh(lambda: painted.done() or painted.set_result(None))
+            app.screen.call_after_refresh(lambda fut=painted: fut.done() or fut.set_result(None))
             await painted  # the switched screen has been refreshed
             latencies.append((time.perf_counter() - t0) * 1000.0)
             await asyncio.sleep(0.15)

@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from moe_tui.events import Subscribers
 from moe_tui.spec import BenchmarkSpec, SpecError
@@ -251,7 +252,7 @@ class RunQueue:
         return {int(r[0]): r[1] for r in self.store.query("SELECT id, name FROM campaigns")}
 
     def items(self, states: Iterable[str] | None = None, campaign_id: int | None = None) -> list[QueueItem]:
-        sql, params = "SELECT * FROM queue_items", []
+        sql, params = "SELECT * FROM queue_items", list[Any]()
         where = []
         if states is not None:
             states = list(states)
@@ -324,6 +325,7 @@ class RunQueue:
                 "INSERT INTO campaigns (created_at, name, policy, definition_json) VALUES (?,?,?,?)",
                 (now, name or plan.default_name(), plan.policy, json.dumps(plan.definition(), sort_keys=True)),
             )
+            assert cur.lastrowid is not None  # an INSERT always sets it
             campaign_id = int(cur.lastrowid)
             ids = self._insert(tx, planned, campaign_id, now)
         self._changed("campaign added")

@@ -13,10 +13,10 @@ Seeds are fixed, so these tests are deterministic; the thresholds are the contra
 from __future__ import annotations
 
 import numpy as np
+from compare_data import METRIC_KEYS, make_run, snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compare_data import METRIC_KEYS, make_run, snapshot
 from moe_tui.compare import BETTER, DIFFERENT_SPEC, WITHIN_NOISE, build_grid_from_runs
 from moe_tui.spec import BenchmarkSpec
 

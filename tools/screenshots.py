@@ -28,8 +28,8 @@ async def main() -> int:
     os.environ["MOE_TUI_HOME"] = tempfile.mkdtemp(prefix="moe-tui-screens-")
     sys.path.insert(0, str(ROOT))
     from moe_tui import paths
-    from moe_tui.events import RunFinished
     from moe_tui.control.launch import use_demo_home
+    from moe_tui.events import RunFinished
     from moe_tui.ui.launch import open_control_room
 
     use_demo_home()

@@ -38,7 +38,12 @@ def runs_from_file(path: str, profile: str | None) -> list[dict[str, Any]]:
     import json
     import math
 
-    from moe_tui.bench.sglang_adapter import CLIENT_NAME, BenchServingError, parse_bench_serving_jsonl, spec_fields_from_record
+    from moe_tui.bench.sglang_adapter import (
+        CLIENT_NAME,
+        BenchServingError,
+        parse_bench_serving_jsonl,
+        spec_fields_from_record,
+    )
     from moe_tui.spec import BenchmarkSpec, SpecError
 
     try:

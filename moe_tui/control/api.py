@@ -16,9 +16,9 @@ the control package and nothing else. No Textual here. Implementations: `clients
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 from moe_tui.events import Event

@@ -12,10 +12,9 @@ Both read the queue, runs and comparisons straight from the store (`StoreReads`)
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from moe_tui.control.api import CampaignRequest, ControlClient, ControlSnapshot

@@ -73,10 +73,10 @@ def connect(profiles_dir: Path, *, attach: bool | None = None, demo: bool = Fals
     attach=None (default): attach to this data dir's runner, starting a detached one if none runs;
     attach=True: attach only (refused when no runner runs); attach=False: host the controller in
     this process (refused when a runner holds the data dir). Raises SystemExit with a message."""
+    from moe_tui.control.clients import AttachedClient, InProcessClient
     from moe_tui.profiles import load_profiles
     from moe_tui.runner import RunnerBusy, RunnerUnavailable, runner_is_running
     from moe_tui.store import Store, StoreError
-    from moe_tui.control.clients import AttachedClient, InProcessClient
 
     profiles_dir = Path(profiles_dir).expanduser().resolve()
     profile_set = load_profiles(profiles_dir)
@@ -135,9 +135,10 @@ def start_detached_runner(profiles_dir: Path, data_dir: Path, wait_s: float = RU
     from moe_tui.runner import lock_holder_pid, runner_is_running, spawn_detached
 
     argv = [sys.executable, "-m", "moe_tui", "run", "--profiles-dir", str(profiles_dir), "--stay"]
+    opts = options or {}
     for key, flag in (("request_timeout_s", "--request-timeout"), ("stall_timeout_s", "--stall-timeout")):
-        if (options or {}).get(key) is not None:
-            argv += [flag, repr(float(options[key]))]
+        if opts.get(key) is not None:
+            argv += [flag, repr(float(opts[key]))]
     log_path = paths.logs_dir() / f"runner-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     try:
         return spawn_detached(argv, data_dir, log_path, wait_s=wait_s)

@@ -13,6 +13,7 @@ import collections
 import time
 from dataclasses import dataclass, field, replace
 
+from moe_tui.control.api import ControlSnapshot, QueueRow, ServerRow
 from moe_tui.events import (
     BenchProgress,
     ControllerStatus,
@@ -28,7 +29,6 @@ from moe_tui.events import (
 )
 from moe_tui.judgement import is_live
 from moe_tui.telemetry import TelemetrySnapshot
-from moe_tui.control.api import ControlSnapshot, QueueRow, ServerRow
 
 # 3 minutes of 1 Hz GPU samples; 2 minutes of 4 Hz benchmark progress.
 GPU_HISTORY = 180

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import collections
 import time
-from pathlib import Path
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from moe_tui import compare, export, paths
+from moe_tui.control.api import QueueRow, RunView, ServerRow
+from moe_tui.judgement import is_simulated
 from moe_tui.profiles import ServerProfile
 from moe_tui.queue import ORDER_POLICIES, RunQueue
 from moe_tui.store import Store
-from moe_tui.control.api import QueueRow, RunView, ServerRow
-from moe_tui.judgement import is_live, is_simulated
 
 POLICY_TEXT = {
     "grouped": "each profile's items together (fewest server starts)",
@@ -43,7 +43,7 @@ class StoreReads:
         return tuple(
             QueueRow(id=i.id, position=i.position, profile=i.profile_name, concurrency=i.spec.max_concurrency,
                      repeat_index=i.repeat_index, fingerprint=i.fingerprint, state=i.state, attempts=i.attempts,
-                     run_id=i.run_id, error=i.error, campaign=names.get(i.campaign_id, ""))
+                     run_id=i.run_id, error=i.error, campaign=names.get(i.campaign_id, "") if i.campaign_id is not None else "")
             for i in self._queue().items()
         )
 

@@ -13,8 +13,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from textual import events
 from textual.app import App
@@ -22,8 +23,8 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.worker import Worker, WorkerState
 
-from moe_tui.events import Notice, RunFinished
 from moe_tui.control import CampaignRequest, ControlClient, ControlSnapshot, LiveState
+from moe_tui.events import Notice, RunFinished
 from moe_tui.ui.messages import CoreEventArrived
 from moe_tui.ui.palette import ControlRoomCommands
 from moe_tui.ui.screens.base import LiveScreen
@@ -94,7 +95,7 @@ class MoeTuiApp(App):
         self._dirty: set[str] = set()
         self._flush_pending = False
         self._last_flush = 0.0
-        self._on_done: dict[Worker, Callable[[Any], None]] = {}
+        self._on_done: dict[Worker[Any], Callable[[Any], object]] = {}
         self._unsubscribe: Callable[[], None] | None = None
         self.sub_title = subtitle or client.mode
 
@@ -162,11 +163,11 @@ class MoeTuiApp(App):
         self._flush_pending = True
         wait = self._last_flush + FLUSH_INTERVAL_S - time.monotonic()
         if wait > 0:
-            self.set_timer(wait, self._flush)
+            self.set_timer(wait, self._flush_dirty)
         else:
-            self.call_later(self._flush)
+            self.call_later(self._flush_dirty)
 
-    def _flush(self) -> None:
+    def _flush_dirty(self) -> None:  # not `_flush`: that is Textual's own (stdout) method
         self._flush_pending = False
         self._last_flush = time.monotonic()
         topics, self._dirty = self._dirty, set()
@@ -197,7 +198,7 @@ class MoeTuiApp(App):
 
     # -- one place for blocking calls and their errors -----------------------------------------
     def call_core(self, what: str, fn: Callable[..., Any], *args: Any,
-                  done: Callable[[Any], None] | None = None, group: str = "core") -> Worker:
+                  done: Callable[[Any], object] | None = None, group: str = "core") -> Worker:
         worker = self.run_worker(lambda: fn(*args), name=what, group=group, thread=True,
                                  exit_on_error=False, exclusive=group != "core")
         if done is not None:
@@ -234,7 +235,7 @@ class MoeTuiApp(App):
     def queue_command(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
         self.call_core(what, fn, *args, done=lambda _: self.refresh_queue())
 
-    def add_campaign(self, request: CampaignRequest, done: Callable[[Any], None] | None = None) -> None:
+    def add_campaign(self, request: CampaignRequest, done: Callable[[Any], object] | None = None) -> None:
         def added(count: Any) -> None:
             self.notify(f"added campaign {request.name!r}: {count} item(s)")
             self.refresh_queue()

@@ -39,5 +39,5 @@ def open_control_room(profiles_dir: Path, *, attach: bool | None = None, demo: b
     subtitle = conn.client.mode + ("  ·  DEMO: simulated servers, no GPU needed" if demo else "")
     app = MoeTuiApp(conn.client, keymap=keymap, subtitle=subtitle, startup_notes=tuple(notes))
     if demo:
-        app.compare_pair = DEMO_CAMPAIGN.profiles[:2]  # baseline cutlass, candidate cutedsl
+        app.compare_pair = (DEMO_CAMPAIGN.profiles[0], DEMO_CAMPAIGN.profiles[1])  # baseline cutlass, candidate cutedsl
     return ControlRoom(app, conn.client, notes, conn.started_runner)

@@ -8,12 +8,12 @@ matching key binding calls, so the palette can never do something a key cannot.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from functools import partial
-from typing import Callable, Iterator
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
-from moe_tui.ui.room import Room, room
 
+from moe_tui.ui.room import Room, room
 
 
 def palette_verbs(app: Room) -> list[tuple[str, Callable[[], object], str]]:

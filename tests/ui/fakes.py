@@ -5,14 +5,15 @@ worker would produce are posted to the App as the same messages they would arriv
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from moe_tui.compare import build_grid_from_runs
+from moe_tui.control import CampaignRequest, ControlClient, ControlSnapshot, QueueRow, RunView, ServerRow
 from moe_tui.events import Event, GpuTelemetry
 from moe_tui.telemetry import GpuProcess, GpuSample, TelemetrySnapshot
-from moe_tui.control import CampaignRequest, ControlClient, ControlSnapshot, QueueRow, RunView, ServerRow
 
 FP_A = "3fa9c1e2b7d04c5e8a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f5a6b7"
 FP_B = "9b8a7c6d5e4f30211234567890abcdef1234567890abcdef1234567890abcdef"

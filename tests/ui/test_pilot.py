@@ -3,13 +3,17 @@ cause. Core events and GPU samples are injected as the messages a worker would p
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
-from textual.widgets import DataTable, Input, RichLog, Select, SelectionList, Static
+from textual.widgets import DataTable, Input, RichLog, Select, Static
 
 from moe_tui.events import (
-    BenchProgress, ControllerStatus, Notice, RunFinished, RunStarted, ServerLogLine, ServerMetrics,
+    BenchProgress,
+    ControllerStatus,
+    Notice,
+    RunFinished,
+    RunStarted,
+    ServerLogLine,
+    ServerMetrics,
     ServerStateChanged,
 )
 from moe_tui.ui.messages import CoreEventArrived

@@ -94,8 +94,8 @@ def test_runner_started_by_the_tui_gets_the_timeouts_given_to_the_tui(env):
     """`moe-tui --stall-timeout 7 --request-timeout 90` starts its runner with the same settings."""
     import psutil
 
-    from moe_tui.runner import call_runner_sync
     from moe_tui.control.launch import start_detached_runner
+    from moe_tui.runner import call_runner_sync
 
     env.profile("sim-a", "flashinfer_cutlass")
     pid = start_detached_runner(env.profiles, env.data_dir,

@@ -19,7 +19,6 @@ from textual.widgets import Button, Input, Label, Select, SelectionList
 from moe_tui.control import CampaignRequest
 from moe_tui.ui.room import Room, room
 
-
 # (spec field, label, default) for the fields a campaign usually varies.
 SPEC_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("input_len", "Input tokens", "1024"),

@@ -14,13 +14,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Header, Select, Static
 
-from moe_tui.ui.widgets.key_bar import KeyBar
 from moe_tui.ui import render
+from moe_tui.ui.room import Room, room
 from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.widgets.compare_grid import CompareGrid, cell_detail
+from moe_tui.ui.widgets.key_bar import KeyBar
 from moe_tui.ui.widgets.throughput_chart import ThroughputChart
-from moe_tui.ui.room import Room, room
-
 
 
 def diff_text(grid: Any) -> Text:

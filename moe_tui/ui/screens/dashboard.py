@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Header
 
-from moe_tui.ui.widgets.key_bar import KeyBar
+from moe_tui.ui.room import Room, room
 from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.widgets.bench_panel import BenchPanel
 from moe_tui.ui.widgets.gpu_panel import GpuPanel
+from moe_tui.ui.widgets.key_bar import KeyBar
 from moe_tui.ui.widgets.queue_summary import QueueSummary
 from moe_tui.ui.widgets.server_panel import ServerPanel
-from moe_tui.ui.room import Room, room
-
 
 
 class DashboardScreen(LiveScreen):

@@ -7,17 +7,15 @@ end; with it off the view stays where you scrolled while lines keep arriving.
 
 from __future__ import annotations
 
-
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Header, Input, RichLog, Static
 
-from moe_tui.ui.widgets.key_bar import KeyBar
-from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.room import Room, room
-
+from moe_tui.ui.screens.base import LiveScreen
+from moe_tui.ui.widgets.key_bar import KeyBar
 
 MAX_LINES = 5000
 

@@ -7,21 +7,21 @@ shown greyed in the footer when not allowed.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Header
 
-from moe_tui.ui.widgets.key_bar import KeyBar
 from moe_tui.control import QueueRow
+from moe_tui.ui.room import Room, room
 from moe_tui.ui.screens.add_campaign import AddCampaignScreen
 from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.screens.confirm import ConfirmScreen
+from moe_tui.ui.widgets.key_bar import KeyBar
 from moe_tui.ui.widgets.queue_summary import QueueSummary
 from moe_tui.ui.widgets.queue_table import QueueTable
-from moe_tui.ui.room import Room, room
-
 
 RETRYABLE = {"failed", "interrupted", "skipped", "cancelled"}
 MOVE = Binding.Group("Move", compact=True)
@@ -88,7 +88,7 @@ class QueueScreen(LiveScreen):
         }.get(action, True)
         return True if allowed else None
 
-    def binding_state(self) -> tuple:
+    def binding_state(self) -> Hashable:
         item = self._item()
         return (item.id, item.state, item.run_id) if item else None
 

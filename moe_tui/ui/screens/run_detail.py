@@ -13,13 +13,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Header, Static
 
-from moe_tui.ui.widgets.key_bar import KeyBar
-from moe_tui.ui import render
 from moe_tui.control import RunView
-from moe_tui.ui.screens.base import LiveScreen
-from moe_tui.ui.widgets.latency_histogram import LatencyHistogram
+from moe_tui.ui import render
 from moe_tui.ui.room import Room, room
-
+from moe_tui.ui.screens.base import LiveScreen
+from moe_tui.ui.widgets.key_bar import KeyBar
+from moe_tui.ui.widgets.latency_histogram import LatencyHistogram
 
 HISTOGRAMS = (("ttft", "TTFT"), ("latency", "E2E latency"), ("itl", "ITL"))
 SUMMARY_KEYS = (

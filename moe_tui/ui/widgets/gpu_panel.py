@@ -8,7 +8,7 @@ A machine without the driver shows one clean line saying so instead of an empty 
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult

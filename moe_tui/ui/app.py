@@ -49,6 +49,9 @@ NARROW_WIDTH = 118
 SHORT_HEIGHT = 34
 
 
+# After the first paint, while the user reads the dashboard.
+PREPARE_MODES_AFTER_S = 0.5
+
 SCREENS = Binding.Group("Dash/Queue/Compare", compact=True)
 
 
@@ -106,8 +109,18 @@ class MoeTuiApp(App):
         self._unsubscribe = self.client.subscribe(self._post_core_event)
         self.call_core("read the controller state", self.client.snapshot, done=self._loaded)
         self.set_interval(1.0, self._tick)
+        # Build the other modes' screens once the dashboard is up, so that a first visit is a
+        # switch (a few ms), not a compose and mount under a key press (100+ ms on a slow core).
+        self.set_timer(PREPARE_MODES_AFTER_S, self._prepare_modes)
         for note in self._startup_notes:
             self.notify(note, severity="warning", timeout=10)
+
+    def _prepare_modes(self) -> None:
+        for mode in self.MODES:
+            if self.is_running and mode not in self._screen_stacks:
+                # Textual has no public "mount a mode without showing it"; `_init_mode` is what
+                # switch_mode itself runs for a new mode, minus making it current.
+                self._init_mode(mode)
 
     def on_resize(self, event: events.Resize) -> None:
         width, height = event.size  # self.size may still be the old size while this runs

@@ -13,6 +13,7 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from moe_tui.judgement import can_start, can_stop
 from moe_tui.ui.room import Room, room
 
 
@@ -22,10 +23,10 @@ def palette_verbs(app: Room) -> list[tuple[str, Callable[[], object], str]]:
     verbs: list[tuple[str, Callable[[], object], str]] = []
     for name, server in live.servers.items():
         state = server.row.state
-        if state in ("stopped", "failed"):
+        if can_start(state):
             verbs.append((f"server: start {name}", partial(app.start_server, name),
                           f"launch {name} on port {server.row.port}"))
-        if state in ("starting", "ready"):
+        if can_stop(state):
             verbs.append((f"server: stop {name}", partial(app.confirm_stop_server, name),
                           "SIGTERM, grace, then SIGKILL the process group"))
     if live.paused:

@@ -12,6 +12,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.widgets import Header, Select, Static
 
 from moe_tui.ui import render
@@ -82,7 +83,8 @@ class CompareScreen(LiveScreen):
         self.load_choices()
 
     def on_screen_resume(self) -> None:
-        self.load_choices()
+        if self.is_current:  # not while the App prepares it in the background (not composed yet)
+            self.load_choices()
 
     def live_update(self, topics: set[str]) -> None:
         if "bench" in topics and self.control.live.bench.last_finished is not None:
@@ -96,8 +98,11 @@ class CompareScreen(LiveScreen):
                                done=self._set_choices, group="compare-choices")
 
     def _set_choices(self, names: list[str]) -> None:
-        base = self.query_one("#compare-baseline", Select)
-        cand = self.query_one("#compare-candidate", Select)
+        try:
+            base = self.query_one("#compare-baseline", Select)
+            cand = self.query_one("#compare-candidate", Select)
+        except NoMatches:
+            return  # the answer came while the App was quitting (the screen's children are gone)
         if names != self._choices:
             self._choices = list(names)
             keep = (base.value, cand.value)

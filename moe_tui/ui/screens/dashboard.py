@@ -7,6 +7,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Header
 
+from moe_tui.judgement import can_start, can_stop
 from moe_tui.ui.room import Room, room
 from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.widgets.bench_panel import BenchPanel
@@ -72,9 +73,9 @@ class DashboardScreen(LiveScreen):
         profile = self._profile()
         state = live.servers[profile].row.state if profile in live.servers else None
         if action == "start_server":
-            return True if state in ("stopped", "failed") else None
+            return True if state is not None and can_start(state) else None
         if action == "stop_server":
-            return True if state in ("starting", "ready") else None
+            return True if can_stop(state) else None
         if action == "open_log":
             return True if profile else None
         if action == "open_run":

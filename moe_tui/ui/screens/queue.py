@@ -60,7 +60,8 @@ class QueueScreen(LiveScreen):
         self.control.refresh_queue()
 
     def on_screen_resume(self) -> None:
-        self.live_update({"queue"})
+        if self.is_current:  # not while the App prepares it in the background (not composed yet)
+            self.live_update({"queue"})
 
     def live_update(self, topics: set[str]) -> None:
         if topics & {"queue", "status", "bench"}:

@@ -135,6 +135,7 @@ class Controller:
         self._telemetry_interval_s = telemetry_interval_s
         self._owns_telemetry = False
         self._telemetry_was_available: bool | None = None
+        self._last_telemetry: dict[str, Any] | None = None
         self._bench = bench or default_bench
         # Per-request limits for every item's benchmark (None: the client's defaults, 600 s+ and
         # 120 s of silence); passed to the bench only when set, and recorded in provenance.
@@ -327,8 +328,9 @@ class Controller:
     def _relay_telemetry(self, snapshot: Any) -> None:
         """The one GPU sampler feeds the TUI too: every snapshot while NVML answers, and the first
         one that says why it does not (no driver will not appear while we run)."""
+        self._last_telemetry = snapshot.to_dict()
         if snapshot.available or self._telemetry_was_available is not False:
-            self._emit(GpuTelemetry(snapshot=snapshot.to_dict()))
+            self._emit(GpuTelemetry(snapshot=self._last_telemetry))
         self._telemetry_was_available = bool(snapshot.available)
 
     def _stop_telemetry(self) -> None:
@@ -808,6 +810,7 @@ class Controller:
             "last_progress": self._last_progress.to_dict() if self._last_progress else None,
             "last_finished": self._last_finished.to_dict() if self._last_finished else None,
             "session": dict(self._session),
+            "telemetry": self._last_telemetry,  # the latest GPU snapshot (a TUI attaching late draws it)
         }
 
     async def call(self, op: str, **args: Any) -> Any:

@@ -78,6 +78,7 @@ class ControlSnapshot:
     paused: bool = False
     current_item: int | None = None
     logs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # profile -> recent log lines
+    telemetry: dict[str, Any] | None = None  # the controller's latest GPU snapshot (TelemetrySnapshot.to_dict())
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ def _snapshot(reads: StoreReads, snap: dict[str, Any]) -> ControlSnapshot:
         detail=snap.get("detail") or "",
         paused=bool(queue.get("paused")),
         current_item=current.get("id"),
+        telemetry=snap.get("telemetry"),
     )
 
 

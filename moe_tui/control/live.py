@@ -89,6 +89,8 @@ class LiveState:
         self.detail = snapshot.detail
         self.paused = snapshot.paused
         self.current_item = snapshot.current_item
+        if snapshot.telemetry is not None and self.telemetry is None:  # events may have brought a newer one
+            self.add_telemetry(TelemetrySnapshot.from_dict(snapshot.telemetry))
 
     def set_queue(self, rows: tuple[QueueRow, ...]) -> None:
         self.queue = rows

@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test install bench screenshots sglang-client clean
+.PHONY: demo test lint install bench screenshots sglang-client clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,7 +21,14 @@ demo: $(STAMP)
 sglang-client: $(STAMP)
 	$(PY) tools/sglang_client/build_env.py
 
-test: $(STAMP) sglang-client
+# Layers that fail the build: style and bugs (ruff), types (mypy: strict on the core), and the
+# import contracts in pyproject.toml (import-linter). `make test` runs them first.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check moe_tui tests benches tools
+	$(VENV)/bin/mypy
+	PYTHONPATH=$(CURDIR) $(VENV)/bin/lint-imports
+
+test: $(STAMP) sglang-client lint
 	$(PY) -m pytest -q -p no:cacheprovider
 
 bench: $(STAMP) sglang-client

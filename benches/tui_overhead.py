@@ -9,11 +9,15 @@ workers would post:
   log lines at 10 Hz.
 
 CPU is this process's CPU time (all threads) over wall time, in % of one core. Key-to-screen
-latency is the time from a key press to the switched screen having been refreshed, while live
-(alternating 1 and 2). Goals: < 5 % idle, < 15 % live, < 50 ms p95 key-to-screen.
+latency is the time from a key press to the switched screen having been refreshed, while live,
+cycling 1 -> 2 -> 3 (dashboard, queue, compare); the first visit to each screen is counted (and
+also reported on its own), since that is when a screen used to be built. Each trial is a fresh
+App; the figures are medians over trials (CPU) and percentiles over all presses of all trials
+(keys), because a shared, noisy machine moves single figures by more than the goals' margins.
+Goals (issue 14): < 2 % idle, < 6 % live, < 50 ms p99 key-to-screen including first visits.
 Writes benches/results/tui_overhead-<date>.json and .md.
 
-    .venv/bin/python benches/tui_overhead.py [--seconds 20]
+    .venv/bin/python benches/tui_overhead.py [--seconds 10] [--trials 3]
 """
 
 from __future__ import annotations
@@ -38,10 +42,11 @@ from textual import events  # noqa: E402
 
 from moe_tui.events import BenchProgress, RunStarted, ServerLogLine, ServerMetrics  # noqa: E402
 from moe_tui.ui.app import MoeTuiApp  # noqa: E402
-from moe_tui.ui.messages import CoreEventArrived, TelemetryArrived  # noqa: E402
-from tests.ui.fakes import FP_A, RecordingAdapter, gpu_snapshot  # noqa: E402  (a no-op adapter with fixed data)
+from moe_tui.ui.messages import CoreEventArrived  # noqa: E402
+from tests.ui.fakes import FP_A, RecordingAdapter, gpu_snapshot, telemetry_message  # noqa: E402  (a no-op adapter with fixed data)
 
-GOALS = {"idle_cpu_pct": 5.0, "live_cpu_pct": 15.0, "key_p95_ms": 50.0}
+GOALS = {"idle_cpu_pct": 2.0, "live_cpu_pct": 6.0, "key_p99_ms": 50.0}
+CYCLE = (("2", "queue"), ("3", "compare"), ("1", "dashboard"))
 
 
 async def feed(app: MoeTuiApp, seconds: float, live: bool) -> None:
@@ -53,7 +58,7 @@ async def feed(app: MoeTuiApp, seconds: float, live: bool) -> None:
     while time.monotonic() - start < seconds:
         t = time.time()
         if tick % 10 == 0:  # 1 Hz
-            app.post_message(TelemetryArrived(gpu_snapshot(t=t, util=50.0 + tick % 40)))
+            app.post_message(telemetry_message(gpu_snapshot(t=t, util=50.0 + tick % 40)))
             app.post_message(CoreEventArrived(ServerMetrics(profile="sim-flashinfer-cutlass", healthy=True,
                                                             running_requests=1024, queued_requests=17)))
         if live:
@@ -77,12 +82,14 @@ async def measure_cpu(app: MoeTuiApp, seconds: float, live: bool) -> float:
     return 100.0 * (time.process_time() - cpu0) / (time.monotonic() - wall0)
 
 
-async def measure_keys(app: MoeTuiApp, pilot, presses: int) -> list[float]:
+async def measure_keys(app: MoeTuiApp, presses: int) -> tuple[list[float], list[float]]:
+    """(every press's latency, the first visits' latencies)."""
     feeder = asyncio.create_task(feed(app, 3600, live=True))
-    latencies = []
+    latencies, first = [], []
+    seen = {app.current_mode}
     try:
         for k in range(presses):
-            key, mode = ("2", "queue") if k % 2 == 0 else ("1", "dashboard")
+            key, mode = CYCLE[k % len(CYCLE)]
             t0 = time.perf_counter()
             # The key arrives as a terminal driver would deliver it (not through Pilot, whose
             # press waits for the app to go idle, which a live feed never lets it do).
@@ -90,35 +97,56 @@ async def measure_keys(app: MoeTuiApp, pilot, presses: int) -> list[float]:
             while app.current_mode != mode:
                 await asyncio.sleep(0.0005)
             painted = asyncio.get_running_loop().create_future()
-            app.screen.call_after_refresh(lambda: painted.done() or painted.set_result(None))
+            app.screen.call_after_refresh(lambda fut=painted: fut.done() or fut.set_result(None))
             await painted  # the switched screen has been refreshed
-            latencies.append((time.perf_counter() - t0) * 1000.0)
+            ms = (time.perf_counter() - t0) * 1000.0
+            latencies.append(ms)
+            if mode not in seen:
+                seen.add(mode)
+                first.append(ms)
             await asyncio.sleep(0.15)
     finally:
         feeder.cancel()
-    return latencies
+    return latencies, first
 
 
-async def main(seconds: float, presses: int) -> dict:
-    app = MoeTuiApp(RecordingAdapter(), sample_gpus=False)
-    async with app.run_test(size=(120, 40)) as pilot:
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))], 2)
+
+
+async def trial(seconds: float, presses: int) -> dict:
+    app = MoeTuiApp(RecordingAdapter())
+    async with app.run_test(size=(120, 40)):
         await app.workers.wait_for_complete()
+        await asyncio.sleep(1.0)  # startup: what the App prepares after its first paint
+        keys, first = await measure_keys(app, presses)
         idle = await measure_cpu(app, seconds, live=False)
         live = await measure_cpu(app, seconds, live=True)
-        keys = await measure_keys(app, pilot, presses)
-    keys.sort()
+    return {"idle": idle, "live": live, "keys": keys, "first": first}
+
+
+async def main(seconds: float, presses: int, trials: int) -> dict:
+    runs = [await trial(seconds, presses) for _ in range(trials)]
+    keys = [k for r in runs for k in r["keys"]]
+    first = [k for r in runs for k in r["first"]]
     return {
         "date": datetime.date.today().isoformat(),
         "machine": f"{platform.node()} {platform.processor() or platform.machine()} ({os.cpu_count()} cpus)",
         "python": platform.python_version(),
         "terminal": "120x40 headless (Textual test driver: full layout and render, no terminal writes)",
         "seconds_per_phase": seconds,
-        "idle_cpu_pct": round(idle, 2),
-        "live_cpu_pct": round(live, 2),
+        "trials": trials,
+        "idle_cpu_pct": round(statistics.median(r["idle"] for r in runs), 2),
+        "live_cpu_pct": round(statistics.median(r["live"] for r in runs), 2),
+        "idle_cpu_pct_trials": [round(r["idle"], 2) for r in runs],
+        "live_cpu_pct_trials": [round(r["live"], 2) for r in runs],
         "key_presses": len(keys),
-        "key_p50_ms": round(statistics.median(keys), 2),
-        "key_p95_ms": round(keys[int(0.95 * (len(keys) - 1))], 2),
-        "key_max_ms": round(keys[-1], 2),
+        "key_p50_ms": _pct(keys, 0.50),
+        "key_p95_ms": _pct(keys, 0.95),
+        "key_p99_ms": _pct(keys, 0.99),
+        "key_max_ms": round(max(keys), 2),
+        "first_visit_ms": [round(k, 2) for k in first],
         "goals": GOALS,
     }
 
@@ -127,6 +155,8 @@ def write(result: dict) -> Path:
     out = ROOT / "benches" / "results"
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"tui_overhead-{result['date']}"
+    if result.get("out_stem"):
+        stem = out / result.pop("out_stem")
     stem.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
     ok = lambda v, g: "ok" if v < g else "MISSED"  # noqa: E731
     md = [
@@ -134,7 +164,7 @@ def write(result: dict) -> Path:
         "",
         f"Machine: {result['machine']}, Python {result['python']}; {result['terminal']}.",
         f"Load: 8 GPUs' NVML snapshots at 1 Hz; live adds a concurrency-1024 benchmark's progress at 4 Hz"
-        f" and server log lines at 10 Hz. {result['seconds_per_phase']:.0f} s per phase.",
+        f" and server log lines at 10 Hz. {result['seconds_per_phase']:.0f} s per phase, {result['trials']} trials.",
         "",
         "| measure | value | goal | |",
         "|---|---|---|---|",
@@ -143,9 +173,15 @@ def write(result: dict) -> Path:
         f"| CPU live (% of a core) | {result['live_cpu_pct']} | < {GOALS['live_cpu_pct']} | "
         f"{ok(result['live_cpu_pct'], GOALS['live_cpu_pct'])} |",
         f"| key to screen p50 (ms) | {result['key_p50_ms']} | | |",
-        f"| key to screen p95 (ms) | {result['key_p95_ms']} | < {GOALS['key_p95_ms']} | "
-        f"{ok(result['key_p95_ms'], GOALS['key_p95_ms'])} |",
+        f"| key to screen p95 (ms) | {result['key_p95_ms']} | | |",
+        f"| key to screen p99 (ms), first visits included | {result['key_p99_ms']} | < {GOALS['key_p99_ms']} | "
+        f"{ok(result['key_p99_ms'], GOALS['key_p99_ms'])} |",
         f"| key to screen max (ms) | {result['key_max_ms']} | | |",
+        f"| first visits (ms), every trial | {', '.join(map(str, result['first_visit_ms']))} | | |",
+        "",
+        f"CPU figures are medians of {result['trials']} fresh-App trials (idle {result['idle_cpu_pct_trials']}, "
+        f"live {result['live_cpu_pct_trials']}); key figures pool {result['key_presses']} presses. The machine is "
+        "shared and noisy: single figures move by more than the margins to the goals.",
         "",
     ]
     if result.get("note"):
@@ -156,11 +192,12 @@ def write(result: dict) -> Path:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--presses", type=int, default=40)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--presses", type=int, default=30)
+    parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--note", default="", help="a line saying what changed since the last result")
     ns = parser.parse_args()
-    result = asyncio.run(main(ns.seconds, ns.presses))
+    result = asyncio.run(main(ns.seconds, ns.presses, ns.trials))
     if ns.note:
         result["note"] = ns.note
     path = write(result)

@@ -54,11 +54,9 @@ No Textual here.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import inspect
 import os
-import sys
 import threading
 import time
 import traceback
@@ -66,9 +64,10 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable
 
 from moe_tui.events import (
-    BenchProgress, ControllerStatus, Event, Notice, QueueChanged, RunFinished, RunStarted,
-    ServerStateChanged,
+    BenchProgress, ControllerStatus, Event, GpuTelemetry, Notice, QueueChanged, RunFinished, RunStarted,
+    ServerStateChanged, Subscribers,
 )
+from moe_tui.judgement import LIVE_STATES
 from moe_tui.profiles import ProfileSet, ServerProfile, load_profiles
 from moe_tui.provenance import build_provenance, run_flags
 from moe_tui.queue import CampaignPlan, QueueError, QueueItem, RunQueue, warmup_spec
@@ -135,6 +134,8 @@ class Controller:
         self._telemetry = telemetry
         self._telemetry_interval_s = telemetry_interval_s
         self._owns_telemetry = False
+        self._telemetry_was_available: bool | None = None
+        self._last_telemetry: dict[str, Any] | None = None
         self._bench = bench or default_bench
         # Per-request limits for every item's benchmark (None: the client's defaults, 600 s+ and
         # 120 s of silence); passed to the bench only when set, and recorded in provenance.
@@ -151,7 +152,7 @@ class Controller:
         self.use_lock = use_lock
         self.stop_servers_when_drained = stop_servers_when_drained
 
-        self._subscribers: list[EventCallback] = []
+        self._subscribers: Subscribers[Event] = Subscribers("controller events")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._lock: Any = None
@@ -175,14 +176,9 @@ class Controller:
     # -- events -------------------------------------------------------------------------------
     def subscribe(self, callback: EventCallback) -> Callable[[], None]:
         """`callback(event)` for every event (controller, queue, servers, benchmark progress).
-        Called on the controller's event-loop thread; it must be quick and must not raise."""
-        self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            if callback in self._subscribers:
-                self._subscribers.remove(callback)
-
-        return unsubscribe
+        Called on the controller's event-loop thread; it must be quick (a failure is logged and
+        the callback kept: `events.Subscribers`)."""
+        return self._subscribers.add(callback)
 
     def _emit(self, event: Event) -> None:
         if self._loop is not None and threading.get_ident() != self._loop_thread and not self._loop.is_closed():
@@ -193,12 +189,7 @@ class Controller:
     def _emit_now(self, event: Event) -> None:
         if isinstance(event, BenchProgress):
             self._last_progress = event
-        for callback in list(self._subscribers):
-            try:
-                callback(event)
-            except Exception as exc:
-                with contextlib.suppress(Exception):  # stderr itself may be gone (SIGHUP'd terminal)
-                    print(f"moe-tui: controller event subscriber failed: {exc!r}", file=sys.stderr)
+        self._subscribers.emit(event)
 
     def _status(self, activity: str, detail: str = "") -> None:
         self._activity, self._detail = activity, detail
@@ -296,9 +287,8 @@ class Controller:
     def _stray_server_starts(self) -> list[dict[str, Any]]:
         """Server starts recorded live in the store that this controller does not manage."""
         ours = {s.start_id for s in self.servers.servers.values() if s.start_id is not None}
-        rows = self.store.query(
-            "SELECT id FROM server_starts WHERE state IN ('starting', 'ready', 'stopping')")
-        starts = [self.store.server_start(start_id) for (start_id,) in rows if start_id not in ours]
+        live = self.store.server_start_ids_in_states(sorted(LIVE_STATES))
+        starts = [self.store.server_start(start_id) for start_id in live if start_id not in ours]
         return [s for s in starts if s is not None]
 
     async def _stop_stray_servers(self, why: str) -> None:
@@ -332,6 +322,16 @@ class Controller:
             except Exception as exc:  # no telemetry is a flag on the run, never a stop
                 self._notice("warning", f"GPU telemetry unavailable: {exc}")
                 self._telemetry = None
+        if self._telemetry is not None:
+            self._unsubs.append(self._telemetry.subscribe(self._relay_telemetry))
+
+    def _relay_telemetry(self, snapshot: Any) -> None:
+        """The one GPU sampler feeds the TUI too: every snapshot while NVML answers, and the first
+        one that says why it does not (no driver will not appear while we run)."""
+        self._last_telemetry = snapshot.to_dict()
+        if snapshot.available or self._telemetry_was_available is not False:
+            self._emit(GpuTelemetry(snapshot=self._last_telemetry))
+        self._telemetry_was_available = bool(snapshot.available)
 
     def _stop_telemetry(self) -> None:
         if self._owns_telemetry and self._telemetry is not None:
@@ -340,7 +340,7 @@ class Controller:
     # -- external changes ---------------------------------------------------------------------
     def _read_data_version(self) -> int | None:
         try:
-            return int(self.store.query("PRAGMA data_version")[0][0])
+            return self.store.data_version()
         except Exception:
             return None
 
@@ -810,6 +810,7 @@ class Controller:
             "last_progress": self._last_progress.to_dict() if self._last_progress else None,
             "last_finished": self._last_finished.to_dict() if self._last_finished else None,
             "session": dict(self._session),
+            "telemetry": self._last_telemetry,  # the latest GPU snapshot (a TUI attaching late draws it)
         }
 
     async def call(self, op: str, **args: Any) -> Any:

@@ -4,15 +4,63 @@ Plain frozen dataclasses with a wall-clock `time`. Producers: `servers` (server 
 lines), `bench` (live progress, final result), `controller` (queue and run lifecycle). Consumers
 never need to know which process produced an event: each event turns into one JSON object with
 `to_json()`/`event_from_json()` so the detached runner can stream them to an attached TUI.
+
+`Subscribers` is the one subscriber list every producer uses (controller, queue, server manager,
+telemetry, the control clients), with one error policy: a callback that raises is logged (logger
+`moe_tui.events`, with its traceback) and KEPT. A consumer's bug must never undo or hide a change
+already committed, nor stop the other consumers from hearing of it; and one bad event must not
+silently cut a consumer off for the rest of the session. Callbacks run on the emitter's thread.
+
+Core module: imports nothing from moe_tui.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class Subscribers(Generic[T]):
+    """A thread-safe list of callbacks taking one value; `add` returns the unsubscribe function."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name  # named in the log line when a callback fails
+        self._callbacks: list[Callable[[T], object]] = []
+        self._lock = threading.Lock()
+
+    def add(self, callback: Callable[[T], object]) -> Callable[[], None]:
+        with self._lock:
+            self._callbacks.append(callback)
+
+        def remove() -> None:
+            with self._lock:
+                if callback in self._callbacks:
+                    self._callbacks.remove(callback)
+
+        return remove
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._callbacks)
+
+    def emit(self, value: T) -> None:
+        """Call every callback with `value`; a failing one is logged and kept (see module doc)."""
+        with self._lock:
+            callbacks = list(self._callbacks)
+        for callback in callbacks:
+            try:
+                callback(value)
+            except Exception:
+                log.exception("%s: subscriber %r failed on %r", self.name, callback, value)
 
 
 @dataclass(frozen=True)
@@ -126,10 +174,18 @@ class Notice(Event):
     message: str
 
 
+@dataclass(frozen=True)
+class GpuTelemetry(Event):
+    """One NVML snapshot of every GPU (`telemetry.TelemetrySnapshot.to_dict()`), from the
+    controller's one sampler, about once a second: the TUI draws from these and samples nothing."""
+
+    snapshot: dict[str, Any]
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
     for cls in (ServerStateChanged, ServerLogLine, ServerMetrics, BenchProgress, RunStarted,
-                RunFinished, QueueChanged, ControllerStatus, Notice)
+                RunFinished, QueueChanged, ControllerStatus, Notice, GpuTelemetry)
 }
 
 

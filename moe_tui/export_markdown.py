@@ -3,8 +3,6 @@ specs, the grid with every state in words, and the method. Untrusted text goes t
 
 from __future__ import annotations
 
-from typing import Any
-
 from moe_tui import judgement as J
 from moe_tui.compare import CONFIDENCE, ComparisonGrid
 from moe_tui.export import SIMULATED_BANNER, _point_notes, _spec_fields, _value, md

@@ -16,7 +16,8 @@ Rules are written once here; other modules import them and never re-spell them.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 # -- run flags ------------------------------------------------------------------------------------
 FLAG_BACKEND_MISMATCH = "backend_mismatch"

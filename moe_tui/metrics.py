@@ -32,7 +32,8 @@ prompt_len, output_len, ttft, latency, itl (list of seconds). Pure: numpy only, 
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

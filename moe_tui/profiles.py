@@ -15,9 +15,10 @@ import ipaddress
 import json
 import sys
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 ENGINES = ("sglang", "sim")
 

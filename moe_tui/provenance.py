@@ -20,7 +20,8 @@ from __future__ import annotations
 import platform
 import socket
 import sys
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 # Flags a run can carry. The comparison grid shows them; a delta over a flagged cell says so.
 RUN_FLAGS = {

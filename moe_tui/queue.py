@@ -39,9 +39,11 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
+from moe_tui.events import Subscribers
 from moe_tui.spec import BenchmarkSpec, SpecError
 from moe_tui.store import Store
 
@@ -232,24 +234,25 @@ class RunQueue:
 
     def __init__(self, store: Store):
         self.store = store
-        self._listeners: list[ChangeListener] = []
+        self._listeners: Subscribers[str] = Subscribers("queue changes")
 
     # -- change notification ------------------------------------------------------------------
     def subscribe(self, listener: ChangeListener) -> Callable[[], None]:
-        """`listener(reason)` after each committed mutation; returns the unsubscribe function."""
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+        """`listener(reason)` after each committed mutation; returns the unsubscribe function.
+        A broken listener must not undo a committed change or hide it from others: it is logged
+        and kept (`events.Subscribers`)."""
+        return self._listeners.add(listener)
 
     def _changed(self, reason: str) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener(reason)
-            except Exception:
-                pass  # a broken consumer must not undo a committed change or hide it from others
+        self._listeners.emit(reason)
 
     # -- reading ------------------------------------------------------------------------------
+    def campaign_names(self) -> dict[int, str]:
+        """Campaign id -> name, for every campaign."""
+        return {int(r[0]): r[1] for r in self.store.query("SELECT id, name FROM campaigns")}
+
     def items(self, states: Iterable[str] | None = None, campaign_id: int | None = None) -> list[QueueItem]:
-        sql, params = "SELECT * FROM queue_items", []
+        sql, params = "SELECT * FROM queue_items", list[Any]()
         where = []
         if states is not None:
             states = list(states)
@@ -322,6 +325,7 @@ class RunQueue:
                 "INSERT INTO campaigns (created_at, name, policy, definition_json) VALUES (?,?,?,?)",
                 (now, name or plan.default_name(), plan.policy, json.dumps(plan.definition(), sort_keys=True)),
             )
+            assert cur.lastrowid is not None  # an INSERT always sets it
             campaign_id = int(cur.lastrowid)
             ids = self._insert(tx, planned, campaign_id, now)
         self._changed("campaign added")

@@ -44,10 +44,10 @@ import os
 import signal
 import socket
 import struct
-import sys
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 from moe_tui.events import Event, event_from_dict
 
@@ -86,7 +86,7 @@ class RunnerLock:
         self.path = self.data_dir / LOCK_NAME
         self._fd: int | None = None
 
-    def acquire(self) -> "RunnerLock":
+    def acquire(self) -> RunnerLock:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -113,7 +113,7 @@ class RunnerLock:
     def held(self) -> bool:
         return self._fd is not None
 
-    def __enter__(self) -> "RunnerLock":
+    def __enter__(self) -> RunnerLock:
         return self.acquire()
 
     def __exit__(self, *exc: object) -> None:
@@ -360,12 +360,12 @@ class RunnerClient:
         self.closed = False
 
     @classmethod
-    async def connect(cls, data_dir: str | Path | None = None, *, timeout: float = 5.0) -> "RunnerClient":
+    async def connect(cls, data_dir: str | Path | None = None, *, timeout: float = 5.0) -> RunnerClient:
         path = _client_socket_path(data_dir)
         try:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_unix_connection(str(path), limit=LINE_LIMIT), timeout)
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             raise RunnerUnavailable(f"no moe-tui runner answers on {path}: {exc}") from None
         return cls(reader, writer, path)
 

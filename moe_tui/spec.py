@@ -14,8 +14,9 @@ import hashlib
 import json
 import math
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 # Bumped only if the meaning of an existing field changes; it is part of the canonical form so
 # fingerprints from different meanings never collide.
@@ -83,7 +84,7 @@ class BenchmarkSpec:
         return tuple(f.name for f in dataclasses.fields(cls))
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str | None = None) -> "BenchmarkSpec":
+    def from_dict(cls, data: Mapping[str, Any], where: str | None = None) -> BenchmarkSpec:
         names = cls.field_names()
         unknown = [k for k in data if k not in names and k != "spec_schema"]
         if unknown:
@@ -103,7 +104,7 @@ class BenchmarkSpec:
         return spec
 
     @classmethod
-    def from_json(cls, text: str, where: str | None = None) -> "BenchmarkSpec":
+    def from_json(cls, text: str, where: str | None = None) -> BenchmarkSpec:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -113,14 +114,14 @@ class BenchmarkSpec:
         return cls.from_dict(data, where)
 
     @classmethod
-    def from_toml(cls, text: str, where: str | None = None) -> "BenchmarkSpec":
+    def from_toml(cls, text: str, where: str | None = None) -> BenchmarkSpec:
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise SpecError("(toml)", f"not valid TOML: {exc}", where) from None
         return cls.from_dict(data, where)
 
-    def replace(self, **changes: Any) -> "BenchmarkSpec":
+    def replace(self, **changes: Any) -> BenchmarkSpec:
         data = self.to_dict()
         data.update(changes)
         return BenchmarkSpec.from_dict(data)
@@ -162,7 +163,7 @@ class BenchmarkSpec:
         return self.fingerprint[:12]
 
     # -- comparison ---------------------------------------------------------------------------
-    def diff(self, other: "BenchmarkSpec") -> list[FieldDiff]:
+    def diff(self, other: BenchmarkSpec) -> list[FieldDiff]:
         """Every field whose value differs, in declaration order."""
         mine, theirs = self.canonical_dict(), other.canonical_dict()
         return [FieldDiff(n, mine[n], theirs[n]) for n in self.field_names() if mine[n] != theirs[n]]

@@ -278,6 +278,17 @@ class Store:
             )
         return [_server_start_dict(r) for r in rows]
 
+    def server_start_ids_in_states(self, states: Iterable[str]) -> list[int]:
+        """Ids of the server starts recorded in one of `states` (e.g. the live ones)."""
+        states = list(states)
+        rows = self.query(f"SELECT id FROM server_starts WHERE state IN ({','.join('?' * len(states))}) "
+                          "ORDER BY id", states)
+        return [int(r[0]) for r in rows]
+
+    def data_version(self) -> int:
+        """SQLite's data_version: changes when another connection commits (cheap change polling)."""
+        return int(self.query("PRAGMA data_version")[0][0])
+
     # -- runs -----------------------------------------------------------------------------------
     def create_run(
         self, *, profile_name: str, spec_json: str, fingerprint: str, client: str,
@@ -364,14 +375,6 @@ class Store:
                 )
                 ids.append(int(cur.lastrowid))
         return ids
-
-    def add_run_flags(self, run_id: int, flags: Iterable[str]) -> None:
-        with self.transaction() as tx:
-            row = tx.execute("SELECT flags_json FROM runs WHERE id = ?", (run_id,)).fetchone()
-            if row is None:
-                raise StoreError(f"store file {self.path}: no run {run_id}")
-            merged = sorted(set(json.loads(row[0])) | set(flags))
-            tx.execute("UPDATE runs SET flags_json = ? WHERE id = ?", (_dump(merged), run_id))
 
     def run(self, run_id: int) -> RunRecord | None:
         rows = self.query("SELECT * FROM runs WHERE id = ?", (run_id,))

@@ -8,7 +8,8 @@ scenario behind the golden files in tests/golden/.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store import RunRecord

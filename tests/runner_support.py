@@ -82,7 +82,7 @@ class Env:
         except subprocess.TimeoutExpired:
             self.kill(proc)
             out, _ = proc.communicate()
-            raise AssertionError(f"moe-tui {' '.join(args)} did not finish in {timeout} s:\n{out}")
+            raise AssertionError(f"moe-tui {' '.join(args)} did not finish in {timeout} s:\n{out}") from None
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
 
     def popen(self, *args: str) -> subprocess.Popen:

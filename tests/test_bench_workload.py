@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from moe_tui.bench.workload import WorkloadError, build_workload
+from moe_tui.bench.workload import build_workload
 from moe_tui.spec import BenchmarkSpec
 
 

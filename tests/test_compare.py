@@ -8,13 +8,33 @@ import sys
 
 import numpy as np
 import pytest
+from compare_data import control_fail_runs, golden_runs, make_run, provenance, snapshot, summary
 from scipy import stats
 
-from compare_data import control_fail_runs, golden_runs, make_run, provenance, snapshot, summary
 from moe_tui.compare import (
-    BETTER, CONFOUNDED, REFUSED as DIFFERENT_SPEC, UNRELIABLE, FLAG_BACKEND_MISMATCH, FLAG_CLIENT_BOUND, FLAG_CLOCK_DROP, FLAG_ENVIRONMENT_DIFFERS,
-    FLAG_FOREIGN_GPU_PROCESS, FLAG_INCOMPLETE, FLAG_REQUEST_ERRORS, FLAG_THROTTLED, NO_DATA, NOISE_UNKNOWN,
-    WITHIN_NOISE, WORSE, CompareError, build_grid, build_grid_from_runs, repeats_to_settle, welch_delta,
+    BETTER,
+    CONFOUNDED,
+    FLAG_BACKEND_MISMATCH,
+    FLAG_CLIENT_BOUND,
+    FLAG_CLOCK_DROP,
+    FLAG_ENVIRONMENT_DIFFERS,
+    FLAG_FOREIGN_GPU_PROCESS,
+    FLAG_INCOMPLETE,
+    FLAG_REQUEST_ERRORS,
+    FLAG_THROTTLED,
+    NO_DATA,
+    NOISE_UNKNOWN,
+    UNRELIABLE,
+    WITHIN_NOISE,
+    WORSE,
+    CompareError,
+    build_grid,
+    build_grid_from_runs,
+    repeats_to_settle,
+    welch_delta,
+)
+from moe_tui.compare import (
+    REFUSED as DIFFERENT_SPEC,
 )
 
 SNAP_A = snapshot("a", "flashinfer_cutlass")

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from compare_data import golden_runs
 
-from compare_data import golden_runs, summary
 from moe_tui.store import Store
 
 
@@ -57,9 +57,9 @@ def test_compare_text_table(home):
     out = res.stdout
     assert out.startswith("glm5-cutlass (baseline) vs glm5-cutedsl (candidate)")
     assert "different spec: output_len: 1024 vs 512" in out and "no run: glm5-cutedsl at concurrency 256" in out
-    lines = [l for l in out.splitlines() if l.startswith("10 ") and "Output tok/s" in l]
+    lines = [ln for ln in out.splitlines() if ln.startswith("10 ") and "Output tok/s" in ln]
     assert len(lines) == 1 and "+67.0%" in lines[0] and "better" in lines[0]
-    header = next(l for l in out.splitlines() if l.startswith("conc"))
+    header = next(ln for ln in out.splitlines() if ln.startswith("conc"))
     assert header.index("delta") == lines[0].index("+67.0%")  # aligned columns
 
 

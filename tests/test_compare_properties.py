@@ -13,11 +13,12 @@ Seeds are fixed, so these tests are deterministic; the thresholds are the contra
 from __future__ import annotations
 
 import numpy as np
+from compare_data import METRIC_KEYS, make_run, snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compare_data import METRIC_KEYS, make_run, snapshot
-from moe_tui.compare import BETTER, REFUSED as DIFFERENT_SPEC, WITHIN_NOISE, build_grid_from_runs
+from moe_tui.compare import BETTER, WITHIN_NOISE, build_grid_from_runs
+from moe_tui.compare import REFUSED as DIFFERENT_SPEC
 from moe_tui.spec import BenchmarkSpec
 
 SNAP_A = snapshot("a", "flashinfer_cutlass")

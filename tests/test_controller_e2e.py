@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from runner_support import wait_gone
 
 import moe_tui
 from moe_tui.bench.engine import native_spec
 from moe_tui.spec import BenchmarkSpec
-from runner_support import wait_gone
 
 pytestmark = pytest.mark.slow
 

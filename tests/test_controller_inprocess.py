@@ -11,12 +11,12 @@ import subprocess
 import sys
 
 import pytest
+from runner_support import Env, wait_gone
 
 from moe_tui.controller import Controller, ControllerError
 from moe_tui.events import ControllerStatus, RunFinished, RunStarted
 from moe_tui.runner import RunnerBusy, RunnerLock
 from moe_tui.store import Store
-from runner_support import Env, wait_gone
 
 pytestmark = pytest.mark.slow
 

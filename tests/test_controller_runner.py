@@ -14,10 +14,10 @@ import time
 
 import psutil
 import pytest
+from runner_support import Env, wait_for, wait_gone
 
 from moe_tui.events import QueueChanged, RunFinished, RunStarted, ServerStateChanged
 from moe_tui.runner import RunnerClient, RunnerOpError
-from runner_support import Env, wait_for, wait_gone
 
 pytestmark = pytest.mark.slow
 

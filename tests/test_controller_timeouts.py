@@ -9,7 +9,6 @@ import json
 import time
 
 import pytest
-
 from runner_support import wait_gone
 
 SMALL = ["--num-prompts", "4", "--input-len", "32", "--output-len", "8", "--warmup-requests", "0",

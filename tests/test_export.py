@@ -12,12 +12,18 @@ import os
 from pathlib import Path
 
 import pytest
-
 from compare_data import control_fail_runs, golden_runs
+
 from moe_tui import export as export_mod
 from moe_tui.compare import build_grid_from_runs
 from moe_tui.export import (
-    CSV_COLUMNS, SIMULATED_BANNER, export_comparison, render_csv, render_markdown, render_text, write_atomic,
+    CSV_COLUMNS,
+    SIMULATED_BANNER,
+    export_comparison,
+    render_csv,
+    render_markdown,
+    render_text,
+    write_atomic,
 )
 
 GOLDEN = Path(__file__).parent / "golden"

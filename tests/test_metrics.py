@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from moe_tui.metrics import MetricsError, SUMMARY_FIELDS, calculate_metrics, peak_bins, split_chunk_gaps
+from moe_tui.metrics import SUMMARY_FIELDS, MetricsError, calculate_metrics, peak_bins, split_chunk_gaps
 
 # Four requests, one failed. Times in seconds.
 RECORDS = [

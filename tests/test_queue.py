@@ -8,7 +8,12 @@ import sqlite3
 import pytest
 
 from moe_tui.queue import (
-    CampaignPlan, QueueError, RunQueue, order_keys, server_starts, warmup_spec,
+    CampaignPlan,
+    QueueError,
+    RunQueue,
+    order_keys,
+    server_starts,
+    warmup_spec,
 )
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store import Store

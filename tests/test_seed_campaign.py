@@ -10,7 +10,6 @@ import csv
 import io
 
 import pytest
-
 from runner_support import Env, free_port, wait_gone
 
 pytestmark = pytest.mark.slow

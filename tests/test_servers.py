@@ -27,9 +27,23 @@ from moe_tui import servers
 from moe_tui.events import Notice, ServerLogLine, ServerMetrics, ServerStateChanged
 from moe_tui.profiles import REDACTED, ServerProfile
 from moe_tui.servers import (
-    FAILED, READY, STARTING, STOPPED, GpuConflictError, GpuView, ForeignGpuProcessError,
-    ManagedServer, PortInUseError, ServerFailed, ServerInfoError, ServerManager, SERVER_ID_ENV,
-    check_gpus, parse_prometheus_text, parse_server_info, metrics_event,
+    FAILED,
+    READY,
+    SERVER_ID_ENV,
+    STARTING,
+    STOPPED,
+    ForeignGpuProcessError,
+    GpuConflictError,
+    GpuView,
+    ManagedServer,
+    PortInUseError,
+    ServerFailed,
+    ServerInfoError,
+    ServerManager,
+    check_gpus,
+    metrics_event,
+    parse_prometheus_text,
+    parse_server_info,
 )
 from moe_tui.store import Store
 

@@ -28,14 +28,15 @@ async def main() -> int:
     os.environ["MOE_TUI_HOME"] = tempfile.mkdtemp(prefix="moe-tui-screens-")
     sys.path.insert(0, str(ROOT))
     from moe_tui import paths
+    from moe_tui.control.launch import use_demo_home
     from moe_tui.events import RunFinished
-    from moe_tui.ui.launch import open_control_room, use_demo_home
+    from moe_tui.ui.launch import open_control_room
 
     use_demo_home()
     room = open_control_room(paths.bundled_demo_profiles_dir(), demo=True)
     app = room.app
     finished: list[RunFinished] = []
-    room.adapter.subscribe(lambda e: finished.append(e) if isinstance(e, RunFinished) else None)
+    room.client.subscribe(lambda e: finished.append(e) if isinstance(e, RunFinished) else None)
     OUT.mkdir(exist_ok=True)
     started = time.monotonic()
 

@@ -8,5 +8,7 @@
 - `report`: bench_serving's printed summary block and JSONL record.
 - `sglang_adapter`: run and read sglang.bench_serving itself.
 
-Nothing here imports textual. Import the submodules directly; this package file stays light.
+Service layer. May import the core (spec, metrics, judgement, events) and the standard library
+and aiohttp/numpy; never the controller, runner, control package or Textual (import contracts in
+pyproject.toml). Import the submodules directly; this package file stays light.
 """

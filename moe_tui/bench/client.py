@@ -20,8 +20,9 @@ benches/results/client_headroom-2026-12-01.txt), which measures connection setup
 sglang.bench_serving differs: it opens a new aiohttp session, hence a new connection, per
 request, so each of its TTFTs includes a TCP handshake on a cold connection (at low concurrency a
 fraction of a millisecond on loopback; in a burst of 1024 on the emulator, client-added TTFT
-was 455 ms for bench_serving, 289 ms here before the pool was pre-opened, 157 ms after). The pool's connections are counted (`ConnectionCountingConnector.opened`), so
-a run can state how many connections its timed phase still had to open. Bytes are taken as each socket read delivers them
+was 455 ms for bench_serving, 289 ms here before the pool was pre-opened, 157 ms after). The
+pool's connections are counted (`ConnectionCountingConnector.opened`), so a run can state how many
+connections its timed phase still had to open. Bytes are taken as each socket read delivers them
 (`StreamReader.iter_any`), never line by line: one wake-up per read instead of one per line, and no
 line-length limit. The session's read buffer is 1 MiB (`READ_BUFSIZE`): aiohttp pauses the socket
 when a response's unread bytes pass twice that, and a 64 KiB buffer throttled long outputs in
@@ -52,8 +53,9 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import aiohttp
 import orjson
@@ -161,7 +163,7 @@ async def open_connections(session: aiohttp.ClientSession, base_url: str, count:
             await asyncio.gather(*(one() for _ in range(count)))
     except TimeoutError:
         errors.append(f"not all answered within {timeout_s:g} s")
-    opened = None if before is None else getattr(connector, "opened") - before
+    opened = None if before is None else connector.opened - before
     return {"connections_preopen_target": count, "connections_preopened": opened,
             "connections_preopen_s": time.perf_counter() - started,
             "connections_preopen_errors": len(errors), "connections_preopen_error": errors[0][:200] if errors else ""}
@@ -211,7 +213,7 @@ def _generate_fields_fast(buf: bytes, start: int = 0, end: int | None = None) ->
     so the byte pattern cannot occur there."""
     if end is None:
         end = len(buf)
-    for opening, offset in _TEXT_OPENINGS:
+    for opening, offset in _TEXT_OPENINGS:  # noqa: B007 (offset is read after the break)
         if buf.startswith(opening, start, end):
             break
     else:

@@ -26,7 +26,7 @@ def _row(label: str, value: Any, fmt: str = "") -> str:
         text = format(value, fmt)
     else:
         text = str(value)
-    return "{:<40} {:<10}".format(label, text)
+    return f"{label:<40} {text:<10}"
 
 
 def summary_block(spec: BenchmarkSpec, result: BenchResult) -> str:

@@ -25,9 +25,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 CLIENT_NAME = "sglang.bench_serving"
 REPO_ROOT = Path(__file__).resolve().parents[2]

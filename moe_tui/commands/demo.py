@@ -25,8 +25,8 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from moe_tui import paths
     from moe_tui.commands.tui import controller_options_from, launch
-    from moe_tui.ui.launch import use_demo_home
+    from moe_tui.control.launch import use_demo_home
 
     use_demo_home()
     return launch(paths.bundled_demo_profiles_dir(), attach=args.attach, demo=True,
-                  sample_gpus=not args.no_gpu_sampling, controller_options=controller_options_from(args))
+                  controller_options=controller_options_from(args))

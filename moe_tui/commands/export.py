@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     grid, code = load_grid(args, "export")
     if grid is None:
         return code
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
         paths = export_comparison(grid, args.dir or exports_dir(), generated_at=now, version=__version__)
     except OSError as exc:

@@ -26,7 +26,8 @@ import hashlib
 import json
 import math
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from moe_tui import judgement as J
 

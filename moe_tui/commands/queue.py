@@ -83,7 +83,7 @@ def _csv(text: str, kind: type, what: str) -> list[Any]:
     try:
         return [kind(x) for x in parts]
     except ValueError:
-        raise SystemExit(f"moe-tui queue add: {what} expects comma-separated {kind.__name__}s, got {text!r}")
+        raise SystemExit(f"moe-tui queue add: {what} expects comma-separated {kind.__name__}s, got {text!r}") from None
 
 
 def _spec_dict(args: argparse.Namespace) -> dict[str, Any]:

@@ -30,16 +30,19 @@ def add_mode_args(p: argparse.ArgumentParser) -> None:
     mode.add_argument("--in-process", dest="attach", action="store_const", const=False,
                       help="host the controller in the TUI: no runner, everything stops when the TUI quits "
                            "(refused while a runner holds the data dir)")
-    p.add_argument("--no-gpu-sampling", action="store_true", help="do not sample NVML in the TUI")
+    p.add_argument("--no-gpu-sampling", action="store_true",
+                   help="an in-process controller samples no GPUs (a runner keeps its own setting)")
     p.add_argument("--request-timeout", type=float, default=None, metavar="S",
                    help="per-request limit for every benchmark the controller runs (as `moe-tui run`)")
     p.add_argument("--stall-timeout", type=float, default=None, metavar="S",
                    help="fail a request whose stream is silent this long (as `moe-tui run`)")
 
 
-def controller_options_from(args: argparse.Namespace) -> dict[str, float]:
-    """The controller settings given on the command line; the runner gets the same as flags."""
-    options = {}
+def controller_options_from(args: argparse.Namespace) -> dict[str, Any]:
+    """The controller settings given on the command line; the runner gets the timeouts as flags."""
+    options: dict[str, Any] = {}
+    if getattr(args, "no_gpu_sampling", False):
+        options["telemetry"] = False  # the TUI draws the controller's samples: none taken, none drawn
     if args.request_timeout is not None:
         options["request_timeout_s"] = args.request_timeout
     if args.stall_timeout is not None:
@@ -68,18 +71,17 @@ def profiles_dir_from(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     return launch(profiles_dir_from(args), attach=args.attach, demo=False,
-                  sample_gpus=not args.no_gpu_sampling, controller_options=controller_options_from(args))
+                  controller_options=controller_options_from(args))
 
 
-def launch(profiles_dir: Any, *, attach: bool | None, demo: bool, sample_gpus: bool = True,
-           controller_options: dict[str, float] | None = None) -> int:
+def launch(profiles_dir: Any, *, attach: bool | None, demo: bool,
+           controller_options: dict[str, Any] | None = None) -> int:
     from moe_tui.servers import install_exit_handlers
     from moe_tui.ui.launch import open_control_room
 
     # Servers this process starts (--in-process only) are stopped if it dies (SIGTERM, a dropped
     # SSH session): nothing else would ever stop them. Attached, the runner owns the servers.
     install_exit_handlers()
-    room = open_control_room(profiles_dir, attach=attach, demo=demo, sample_gpus=sample_gpus,
-                             controller_options=controller_options)
+    room = open_control_room(profiles_dir, attach=attach, demo=demo, controller_options=controller_options)
     room.app.run()
     return int(room.app.return_code or 0)

@@ -16,25 +16,75 @@ The core never imports Textual; `build_grid` is the one function that reads (the
 
 from __future__ import annotations
 
-from moe_tui.judgement import (
-    BETTER, CONFOUNDED, CONTROL_ABSENT, CONTROL_AGREES, CONTROL_DIFFERS, CONTROL_INCONCLUSIVE, FLAG_BACKEND_MISMATCH,
-    FLAG_CLIENT_BOUND, FLAG_CLOCK_DROP, FLAG_ENVIRONMENT_DIFFERS, FLAG_FOREIGN_GPU_PROCESS, FLAG_INCOMPLETE,
-    FLAG_PROFILE_CHANGED, FLAG_REQUEST_ERRORS, FLAG_THROTTLED, INTERIM, NO_DATA, NOISE_UNKNOWN, REFUSED,
-    UNRELIABLE, UNVERIFIED, VERDICT_WORDS, VERDICTS, WITHIN_NOISE, WORSE,
-)
 from moe_tui.compare.build import build_grid, build_grid_from_runs, plan_counts
 from moe_tui.compare.model import (
-    BASELINE, CANDIDATE, METRIC_BY_KEY, METRICS, PRIMARY_METRIC, CompareError, CompareSettings, ComparisonGrid,
-    Confounder, ControlCheck, FamilySummary, GridCell, MetricDef, PlanCount, ProvenanceRow, SidePoint, SideStats,
+    BASELINE,
+    CANDIDATE,
+    METRIC_BY_KEY,
+    METRICS,
+    PRIMARY_METRIC,
+    CompareError,
+    CompareSettings,
+    ComparisonGrid,
+    Confounder,
+    ControlCheck,
+    FamilySummary,
+    GridCell,
+    MetricDef,
+    PlanCount,
+    ProvenanceRow,
+    SidePoint,
+    SideStats,
     ThroughputSeries,
 )
 from moe_tui.compare.runs import (
-    NOT_RECORDED, PROVENANCE_FIELDS, format_number, format_pct, run_flags_in_words, run_suspect_flags,
-    snapshot_diff, spec_field_diffs,
+    NOT_RECORDED,
+    PROVENANCE_FIELDS,
+    format_number,
+    format_pct,
+    run_flags_in_words,
+    run_suspect_flags,
+    snapshot_diff,
+    spec_field_diffs,
 )
 from moe_tui.compare.stats import (
-    CONFIDENCE, SETTLE_MAX_REPEATS, SETTLE_POWER, CellTest, DeltaStats, PooledNoise, cell_test, holm,
-    repeats_to_settle, welch_delta,
+    CONFIDENCE,
+    SETTLE_MAX_REPEATS,
+    SETTLE_POWER,
+    CellTest,
+    DeltaStats,
+    PooledNoise,
+    cell_test,
+    holm,
+    repeats_to_settle,
+    welch_delta,
+)
+from moe_tui.judgement import (
+    BETTER,
+    CONFOUNDED,
+    CONTROL_ABSENT,
+    CONTROL_AGREES,
+    CONTROL_DIFFERS,
+    CONTROL_INCONCLUSIVE,
+    FLAG_BACKEND_MISMATCH,
+    FLAG_CLIENT_BOUND,
+    FLAG_CLOCK_DROP,
+    FLAG_ENVIRONMENT_DIFFERS,
+    FLAG_FOREIGN_GPU_PROCESS,
+    FLAG_INCOMPLETE,
+    FLAG_PROFILE_CHANGED,
+    FLAG_REQUEST_ERRORS,
+    FLAG_THROTTLED,
+    INTERIM,
+    NO_DATA,
+    NOISE_UNKNOWN,
+    REFUSED,
+    UNRELIABLE,
+    UNVERIFIED,
+    VERDICT_WORDS,
+    VERDICTS,
+    WITHIN_NOISE,
+    WORSE,
 )
 
 CONTROL_METRIC = PRIMARY_METRIC

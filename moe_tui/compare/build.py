@@ -3,22 +3,48 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from moe_tui import judgement as J
+from moe_tui.compare.confound import server_args_missing
 from moe_tui.compare.control import control_check
 from moe_tui.compare.grid import (
-    Draft, cell_confounders, environment_beside, finish, method_lines, pooled_noise, pre_state, run_tests,
+    Draft,
+    cell_confounders,
+    environment_beside,
+    finish,
+    method_lines,
+    pooled_noise,
+    pre_state,
+    run_tests,
     side_stats,
 )
 from moe_tui.compare.model import (
-    BASELINE, CANDIDATE, METRICS, PRIMARY_METRIC, CompareError, CompareSettings, ComparisonGrid, GridCell,
-    MetricDef, PlanCount, ProvenanceRow, SidePoint, ThroughputSeries,
+    BASELINE,
+    CANDIDATE,
+    METRICS,
+    PRIMARY_METRIC,
+    CompareError,
+    CompareSettings,
+    ComparisonGrid,
+    GridCell,
+    MetricDef,
+    PlanCount,
+    ProvenanceRow,
+    SidePoint,
+    ThroughputSeries,
 )
-from moe_tui.compare.confound import server_args_missing
 from moe_tui.compare.points import SideRuns, choose_fingerprints, side_point
 from moe_tui.compare.runs import (
-    NOT_RECORDED, PROVENANCE_ORDER, Run, concurrency_of, is_simulated, normalise, side_provenance, snapshot_diff,
+    NOT_RECORDED,
+    PROVENANCE_ORDER,
+    Run,
+    concurrency_of,
+    is_simulated,
+    normalise,
+    side_provenance,
+    snapshot_diff,
 )
 from moe_tui.compare.stats import PooledNoise
 
@@ -202,7 +228,7 @@ def _series(side: str, concurrencies: Sequence[int], cells: Sequence[GridCell]) 
     return ThroughputSeries(tuple(concurrencies), tuple(means), tuple(stds), tuple(ns), tuple(comparable))
 
 
-def plan_counts(store: "Store") -> dict[tuple[str, str], PlanCount]:
+def plan_counts(store: Store) -> dict[tuple[str, str], PlanCount]:
     """(profile, requested fingerprint) -> planned queue items and those still pending or running."""
     rows = store.query("SELECT profile_name, fingerprint, state, COUNT(*) AS n FROM queue_items "
                        "WHERE state NOT IN ('cancelled', 'skipped') GROUP BY profile_name, fingerprint, state")
@@ -214,7 +240,7 @@ def plan_counts(store: "Store") -> dict[tuple[str, str], PlanCount]:
     return out
 
 
-def build_grid(store: "Store", baseline: str, candidate: str, *, fingerprint: str | None = None,
+def build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str | None = None,
                metrics: Sequence[MetricDef] = METRICS, settings: CompareSettings | None = None) -> ComparisonGrid:
     """The grid for two profile names, read from the store (runs and the queue's planned repeats)."""
     known = store.profile_names_with_runs()

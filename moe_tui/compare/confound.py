@@ -13,7 +13,8 @@ never confound. Host, clocks and the like are listed beside the control check (`
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from moe_tui import judgement as J
 from moe_tui.compare.model import Confounder

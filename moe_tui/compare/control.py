@@ -12,7 +12,7 @@ Output throughput's noise is the grid's pooled estimate (`stats.cell_test`).
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from moe_tui import judgement as J
 from moe_tui.compare.model import BASELINE, CANDIDATE, ControlCheck, SidePoint

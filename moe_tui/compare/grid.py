@@ -14,13 +14,21 @@ says "differs" turns every tested cell into confounded.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
 
 from moe_tui import judgement as J
 from moe_tui.compare.confound import confounders, environment_listed
 from moe_tui.compare.model import (
-    BASELINE, CANDIDATE, CompareSettings, Confounder, FamilySummary, GridCell, MetricDef, PlanCount, SidePoint,
+    BASELINE,
+    CANDIDATE,
+    CompareSettings,
+    Confounder,
+    FamilySummary,
+    GridCell,
+    MetricDef,
+    PlanCount,
+    SidePoint,
     SideStats,
 )
 from moe_tui.compare.points import SideRuns
@@ -93,7 +101,7 @@ def pre_state(d: Draft, names: tuple[str, str], runs: tuple[SideRuns, SideRuns],
     if d.pa.fingerprint != d.pb.fingerprint:
         diffs = spec_field_diffs(d.pa.spec or {}, d.pb.spec or {}, d.pa.fingerprint, d.pb.fingerprint)
         return _set(d, J.REFUSED, "different spec: " + "; ".join(x.describe() for x in diffs))
-    for name, point, stats, sr, miss in sides:
+    for name, _point, stats, sr, miss in sides:
         if not sr.complete:
             return _set(d, J.NO_DATA, f"no complete run: {name} has only {len(sr.all)} incomplete/failed "
                                       "run(s) of this spec")
@@ -109,7 +117,7 @@ def pre_state(d: Draft, names: tuple[str, str], runs: tuple[SideRuns, SideRuns],
     reasons = _flag_reasons(sides, settings)
     if reasons:
         return _set(d, J.UNRELIABLE, *reasons)
-    for name, point, stats, sr, _ in sides:
+    for name, _point, stats, _sr, _ in sides:
         if stats.n_flagged_excluded:
             d.reasons.append(f"{name}: {stats.n_flagged_excluded} flagged run(s) left out of the mean")
     pending = [(n, _pending(n, sr, plan)) for n, _, _, sr, _ in sides]
@@ -117,7 +125,7 @@ def pre_state(d: Draft, names: tuple[str, str], runs: tuple[SideRuns, SideRuns],
     if pending:
         return _set(d, J.INTERIM, *(f"{n}: {p.planned - p.pending} of {p.planned} planned repeats done; "
                                     "no verdict until the campaign's repeats are in" for n, p in pending))
-    for name, point, stats, *_ in sides:
+    for name, _point, stats, *_ in sides:
         if stats.n < 2:
             return _set(d, J.NOISE_UNKNOWN, f"{name} has {stats.n} run(s)")
         if stats.std == 0:

@@ -6,8 +6,9 @@ renderers only format. Verdict and control-state codes are `moe_tui.judgement`'s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from moe_tui import judgement as J
 from moe_tui.profiles import SettingDiff
@@ -299,7 +300,7 @@ class ComparisonGrid:
                             "environment_differences": list(ctl.environment_differences)},
                 "cells": cells}
 
-    def to_frame(self) -> "pd.DataFrame":
+    def to_frame(self) -> pd.DataFrame:
         """One row per cell with the raw numbers (for analysis; the exporters format their own)."""
         import pandas as pd
 

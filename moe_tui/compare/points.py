@@ -7,8 +7,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from moe_tui import judgement as J
 from moe_tui.compare.model import SidePoint

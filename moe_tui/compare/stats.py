@@ -17,8 +17,8 @@ Documented for the reader of a verdict (the README's "How a verdict is decided" 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -80,7 +80,7 @@ class PooledNoise:
     df: int
 
     @classmethod
-    def of(cls, groups: Iterable[Sequence[float]]) -> "PooledNoise":
+    def of(cls, groups: Iterable[Sequence[float]]) -> PooledNoise:
         ss, df = 0.0, 0
         for values in groups:
             arr = np.asarray(values, dtype=float)

@@ -8,6 +8,9 @@ Everything it reports is marked SIMULATED. `launch` starts it as a subprocess fo
 demo; `loadgen` is a tiny streaming client used to calibrate and test it.
 
 Run it with `python -m moe_tui.sim ARGS...` or `moe-tui sim ARGS...`.
+
+Service layer: may import the core (spec, metrics, judgement, events); never the controller,
+runner, control package or Textual.
 """
 
 SIM_VERSION = "0.5.23-sim"

@@ -1,9 +1,10 @@
-"""MoeTuiApp: wiring only. Core events and GPU samples in, screens out, commands to the adapter.
+"""MoeTuiApp: wiring only. Core events in, screens out, commands to the control client.
 
-- Core events arrive through `ControlAdapter.subscribe` on any thread and are posted as messages;
-  GPU samples come from a thread worker (NVML is blocking C). Both fold into `LiveState`, and the
-  visible screens are told which topics changed, at most every `FLUSH_INTERVAL_S`.
-- Every adapter call runs in a thread worker (`call_core`); results come back through a callback
+- Core events arrive through `ControlClient.subscribe` on any thread and are posted as messages;
+  GPU snapshots are core events too (`GpuTelemetry`, from the controller's one sampler: the TUI
+  runs no NVML loop of its own). They fold into `LiveState`, and the visible screens are told
+  which topics changed, at most every `FLUSH_INTERVAL_S`.
+- Every client call runs in a thread worker (`call_core`); results come back through a callback
   on the App's thread and every failure becomes one error toast naming the action (one place:
   `on_worker_state_changed`).
 - Keys: each Binding has an id and a tooltip; `[keys]` in the config file remaps them by id.
@@ -12,20 +13,19 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from textual import events, work
+from textual import events
 from textual.app import App
 from textual.binding import Binding
 from textual.screen import ModalScreen
-from textual.worker import Worker, WorkerState, get_current_worker
+from textual.worker import Worker, WorkerState
 
+from moe_tui.control import CampaignRequest, ControlClient, ControlSnapshot, LiveState
 from moe_tui.events import Notice, RunFinished
-from moe_tui.telemetry import TelemetrySnapshot
-from moe_tui.ui.adapter import CampaignRequest, ControlAdapter, ControlSnapshot
-from moe_tui.ui.live import LiveState
-from moe_tui.ui.messages import CoreEventArrived, TelemetryArrived
+from moe_tui.ui.messages import CoreEventArrived
 from moe_tui.ui.palette import ControlRoomCommands
 from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.screens.compare import CompareScreen
@@ -40,7 +40,6 @@ from moe_tui.ui.screens.run_detail import RunDetailScreen
 # Repaints are coalesced: a burst of log lines or progress events costs one repaint per interval.
 # Each repaint can reflow the screen (tens of ms on a slow core), so 4 per second is the ceiling.
 FLUSH_INTERVAL_S = 0.25
-GPU_SAMPLE_INTERVAL_S = 1.0
 # From this width on, the servers and live benchmark panels sit side by side instead of stacking.
 WIDE_WIDTH = 170
 # Below this width the GPU panel shows its compact table (one short line per GPU).
@@ -49,6 +48,9 @@ NARROW_WIDTH = 118
 # GPUs, servers, the live benchmark and the queue line all stay on screen (80x24 included).
 SHORT_HEIGHT = 34
 
+
+# After the first paint, while the user reads the dashboard.
+PREPARE_MODES_AFTER_S = 0.5
 
 SCREENS = Binding.Group("Dash/Queue/Compare", compact=True)
 
@@ -79,42 +81,46 @@ class MoeTuiApp(App):
 
     def __init__(
         self,
-        adapter: ControlAdapter,
+        client: ControlClient,
         *,
         keymap: dict[str, str] | None = None,
-        sample_gpus: bool = True,
-        sampler_factory: Callable[[], Any] | None = None,
         clock: Callable[[], float] = time.time,
         subtitle: str = "",
         startup_notes: tuple[str, ...] = (),
     ) -> None:
         super().__init__()
-        self.adapter = adapter
+        self.client = client
         self.live = LiveState()
         self.clock = clock
         self.compare_pair: tuple[str, str] | None = None
         self._keymap = dict(keymap or {})
-        self._sample_gpus = sample_gpus
-        self._sampler_factory = sampler_factory
         self._startup_notes = startup_notes
         self._dirty: set[str] = set()
         self._flush_pending = False
         self._last_flush = 0.0
-        self._on_done: dict[Worker, Callable[[Any], None]] = {}
+        self._on_done: dict[Worker[Any], Callable[[Any], object]] = {}
         self._unsubscribe: Callable[[], None] | None = None
-        self.sub_title = subtitle or adapter.mode
+        self.sub_title = subtitle or client.mode
 
     # -- lifecycle -----------------------------------------------------------------------------
     def on_mount(self) -> None:
         if self._keymap:
             self.set_keymap(self._keymap)
-        self._unsubscribe = self.adapter.subscribe(self._post_core_event)
-        self.call_core("read the controller state", self.adapter.snapshot, done=self._loaded)
-        if self._sample_gpus:
-            self.sample_gpus()
+        self._unsubscribe = self.client.subscribe(self._post_core_event)
+        self.call_core("read the controller state", self.client.snapshot, done=self._loaded)
         self.set_interval(1.0, self._tick)
+        # Build the other modes' screens once the dashboard is up, so that a first visit is a
+        # switch (a few ms), not a compose and mount under a key press (100+ ms on a slow core).
+        self.set_timer(PREPARE_MODES_AFTER_S, self._prepare_modes)
         for note in self._startup_notes:
             self.notify(note, severity="warning", timeout=10)
+
+    def _prepare_modes(self) -> None:
+        for mode in self.MODES:
+            if self.is_running and mode not in self._screen_stacks:
+                # Textual has no public "mount a mode without showing it"; `_init_mode` is what
+                # switch_mode itself runs for a new mode, minus making it current.
+                self._init_mode(mode)
 
     def on_resize(self, event: events.Resize) -> None:
         width, height = event.size  # self.size may still be the old size while this runs
@@ -142,30 +148,7 @@ class MoeTuiApp(App):
     def _tick(self) -> None:
         self.mark_dirty("tick")
 
-    @work(thread=True, exclusive=True, group="nvml", exit_on_error=False)
-    def sample_gpus(self) -> None:
-        """Sample NVML once a second; one poll never overlaps the next (same thread, sequential)."""
-        if self._sampler_factory is not None:
-            sampler = self._sampler_factory()
-        else:
-            from moe_tui.telemetry import NvmlSampler
-
-            sampler = NvmlSampler()
-        worker = get_current_worker()
-        next_at = time.monotonic()
-        while not worker.is_cancelled:
-            snapshot = sampler.sample()
-            self.post_message(TelemetryArrived(snapshot))
-            if not snapshot.available:
-                return  # no driver: it will not appear while we run; one clean message is enough
-            next_at += GPU_SAMPLE_INTERVAL_S
-            time.sleep(max(0.0, next_at - time.monotonic()))
-
     # -- messages up ---------------------------------------------------------------------------
-    def on_telemetry_arrived(self, message: TelemetryArrived) -> None:
-        self.live.add_telemetry(message.snapshot)
-        self.mark_dirty("gpus")
-
     def on_core_event_arrived(self, message: CoreEventArrived) -> None:
         event = message.event
         topic = self.live.apply(event)
@@ -179,7 +162,7 @@ class MoeTuiApp(App):
         self.mark_dirty(topic)
 
     def refresh_queue(self) -> None:
-        self.call_core("read the queue", self.adapter.queue_rows, done=self._queue_loaded, group="queue-read")
+        self.call_core("read the queue", self.client.queue_rows, done=self._queue_loaded, group="queue-read")
 
     def _queue_loaded(self, rows: tuple) -> None:
         self.live.set_queue(tuple(rows))
@@ -193,11 +176,11 @@ class MoeTuiApp(App):
         self._flush_pending = True
         wait = self._last_flush + FLUSH_INTERVAL_S - time.monotonic()
         if wait > 0:
-            self.set_timer(wait, self._flush)
+            self.set_timer(wait, self._flush_dirty)
         else:
-            self.call_later(self._flush)
+            self.call_later(self._flush_dirty)
 
-    def _flush(self) -> None:
+    def _flush_dirty(self) -> None:  # not `_flush`: that is Textual's own (stdout) method
         self._flush_pending = False
         self._last_flush = time.monotonic()
         topics, self._dirty = self._dirty, set()
@@ -228,7 +211,7 @@ class MoeTuiApp(App):
 
     # -- one place for blocking calls and their errors -----------------------------------------
     def call_core(self, what: str, fn: Callable[..., Any], *args: Any,
-                  done: Callable[[Any], None] | None = None, group: str = "core") -> Worker:
+                  done: Callable[[Any], object] | None = None, group: str = "core") -> Worker:
         worker = self.run_worker(lambda: fn(*args), name=what, group=group, thread=True,
                                  exit_on_error=False, exclusive=group != "core")
         if done is not None:
@@ -249,10 +232,10 @@ class MoeTuiApp(App):
 
     # -- verbs (bindings, screens and the command palette all end here) ------------------------
     def start_server(self, profile: str) -> None:
-        self.call_core(f"start server {profile}", self.adapter.start_server, profile)
+        self.call_core(f"start server {profile}", self.client.start_server, profile)
 
     def stop_server(self, profile: str) -> None:
-        self.call_core(f"stop server {profile}", self.adapter.stop_server, profile)
+        self.call_core(f"stop server {profile}", self.client.stop_server, profile)
 
     def confirm_stop_server(self, profile: str) -> None:
         def answer(yes: bool | None) -> None:
@@ -265,14 +248,14 @@ class MoeTuiApp(App):
     def queue_command(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
         self.call_core(what, fn, *args, done=lambda _: self.refresh_queue())
 
-    def add_campaign(self, request: CampaignRequest, done: Callable[[Any], None] | None = None) -> None:
+    def add_campaign(self, request: CampaignRequest, done: Callable[[Any], object] | None = None) -> None:
         def added(count: Any) -> None:
             self.notify(f"added campaign {request.name!r}: {count} item(s)")
             self.refresh_queue()
             if done is not None:
                 done(count)
 
-        self.call_core("add campaign", self.adapter.add_campaign, request, done=added)
+        self.call_core("add campaign", self.client.add_campaign, request, done=added)
 
     def export(self, fmt: str) -> None:
         if self.compare_pair is None:
@@ -284,7 +267,7 @@ class MoeTuiApp(App):
         def written(path: Path) -> None:
             self.notify(f"{fmt} written to {path}", title="Exported", timeout=12)
 
-        self.call_core(f"export {fmt}", self.adapter.export, baseline, candidate, fmt, done=written)
+        self.call_core(f"export {fmt}", self.client.export, baseline, candidate, fmt, done=written)
 
     def open_log(self, profile: str) -> None:
         self.push_screen(LogScreen(profile))
@@ -310,13 +293,13 @@ class MoeTuiApp(App):
         self.switch_mode(mode)
 
     def action_pause(self) -> None:
-        self.queue_command("pause the queue", self.adapter.pause)
+        self.queue_command("pause the queue", self.client.pause)
 
     def action_resume(self) -> None:
-        self.queue_command("resume the queue", self.adapter.resume)
+        self.queue_command("resume the queue", self.client.resume)
 
     def action_skip(self) -> None:
-        self.queue_command("skip the running item", self.adapter.skip)
+        self.queue_command("skip the running item", self.client.skip)
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
@@ -326,7 +309,7 @@ class MoeTuiApp(App):
 
     async def action_quit(self) -> None:
         running = self.live.running_servers()
-        if not running and not self.adapter.can_detach:
+        if not running and not self.client.can_detach:
             self._leave(stop_servers=False)
             return
         # Attached to a runner, quitting always asks: the runner (and its queue) lives on unless
@@ -337,14 +320,14 @@ class MoeTuiApp(App):
             if choice in ("stop", "leave"):
                 self._leave(stop_servers=choice == "stop")
 
-        self.push_screen(QuitScreen(running, can_detach=self.adapter.can_detach, pending=pending), answer)
+        self.push_screen(QuitScreen(running, can_detach=self.client.can_detach, pending=pending), answer)
 
     def _leave(self, stop_servers: bool) -> None:
-        if self.adapter.can_detach:
+        if self.client.can_detach:
             what = "stop the servers and the runner" if stop_servers else "detach from the runner"
         else:
             what = "stop servers and quit" if stop_servers else "quit"
         if stop_servers:
-            self.notify("stopping the servers" + (" and the runner" if self.adapter.can_detach else "") + "…",
+            self.notify("stopping the servers" + (" and the runner" if self.client.can_detach else "") + "…",
                         timeout=30)
-        self.call_core(what, self.adapter.shutdown, stop_servers, done=lambda _: self.exit())
+        self.call_core(what, self.client.shutdown, stop_servers, done=lambda _: self.exit())

@@ -16,6 +16,8 @@ from pathlib import Path
 
 def known_binding_ids() -> dict[str, str]:
     """Every binding id in the app -> its description (for validation and the docs)."""
+    from textual.binding import Binding
+
     from moe_tui.ui.app import MoeTuiApp
     from moe_tui.ui.screens.add_campaign import AddCampaignScreen
     from moe_tui.ui.screens.compare import CompareScreen
@@ -31,7 +33,7 @@ def known_binding_ids() -> dict[str, str]:
     for cls in (MoeTuiApp, DashboardScreen, QueueScreen, CompareScreen, LogScreen, RunDetailScreen,
                 AddCampaignScreen, ConfirmScreen, QuitScreen, HelpScreen):
         for binding in cls.BINDINGS:
-            if getattr(binding, "id", None):
+            if isinstance(binding, Binding) and binding.id:
                 ids[binding.id] = binding.description
     return ids
 

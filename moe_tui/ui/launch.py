@@ -1,175 +1,43 @@
-"""Building the control room: profiles, store, the adapter (attached or in-process) and the App.
+"""Building the control room: a connected control client (`control.launch.connect`) and the App.
 
 `open_control_room` is what `moe-tui` and `moe-tui demo` run, and what the screenshot script and
-the end-to-end tests use, so all of them exercise the same startup.
-
-Runner mode is the default: the campaign must survive the terminal (a dropped SSH session sends
-SIGHUP; a killed TUI gets no say at all), so the controller lives in a detached runner process
-(`moe-tui run --detach --stay` for this data dir) and the TUI only attaches to it over its Unix
-socket. If a runner already holds the data dir the TUI attaches to it; otherwise it starts one and
-waits for its socket. `--in-process` keeps the old mode (the controller inside the TUI, stopped
-with it) for tests and for people who want nothing left behind.
-
-`use_demo_home` points the data dir at a separate demo home (demo runs never mix with real ones);
-a demo that starts its controller (runner or in-process) queues the demo campaign, paused, so `r`
-starts it; a demo that attaches to a runner already at work leaves its queue alone.
-
-Every startup problem (corrupt store, no usable profile, a runner that will not start) raises
-SystemExit with one line naming what and where; problems found among otherwise usable profiles
-become warning toasts instead.
+the end-to-end tests use, so all of them exercise the same startup. Every startup problem raises
+SystemExit with one line naming what and where (from `connect`).
 """
 
 from __future__ import annotations
 
-import os
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from moe_tui import paths
-from moe_tui.ui.adapter import CampaignRequest
-
-DEMO_CAMPAIGN = CampaignRequest(
-    name="demo: sim cutlass vs cutedsl",
-    profiles=("sim-flashinfer-cutlass", "sim-flashinfer-cutedsl"),
-    concurrencies=(1, 2, 10, 64),
-    repeats=2,
-    spec={"input_len": 128, "output_len": 32, "num_prompts": 16, "range_ratio": 1.0, "seed": 42},
-    policy="interleaved",
-    prompts_per_concurrency=2,
-)
-# A runner's first answer on its socket: imports, store open, controller start.
-RUNNER_START_WAIT_S = 30.0
+from moe_tui.control import ControlClient
+from moe_tui.control.launch import DEMO_CAMPAIGN, config_file, connect
+from moe_tui.ui.app import MoeTuiApp
+from moe_tui.ui.keymap import load_keymap
 
 
 @dataclass
 class ControlRoom:
-    app: Any
-    adapter: Any
+    app: MoeTuiApp
+    client: ControlClient
     notes: list[str] = field(default_factory=list)
     started_runner: int | None = None  # pid of the runner this startup spawned, if any
 
-
-def demo_home() -> Path:
-    """MOE_TUI_HOME for the demo: beside the real data, never inside it."""
-    override = paths.home_override()
-    if override is not None and override.name == "demo-home":
-        return override
-    base = override if override is not None else Path(paths.data_dir())
-    return base / "demo-home"
+    @property
+    def adapter(self) -> ControlClient:
+        """The old name of `client` (scripts and tests written before the control package)."""
+        return self.client
 
 
 def open_control_room(profiles_dir: Path, *, attach: bool | None = None, demo: bool = False,
-                      sample_gpus: bool = True, controller_options: dict[str, Any] | None = None) -> ControlRoom:
-    """Load profiles, open the store, connect the adapter and build the App.
-
-    attach=None (default): attach to this data dir's runner, starting a detached one if none runs;
-    attach=True: attach only (refused when no runner runs); attach=False: host the controller in
-    this process (refused when a runner holds the data dir). Raises SystemExit with a message."""
-    from moe_tui.profiles import load_profiles
-    from moe_tui.runner import RunnerBusy, RunnerUnavailable, runner_is_running
-    from moe_tui.store import Store, StoreError
-    from moe_tui.ui.adapters import InProcessAdapter, RunnerAdapter
-    from moe_tui.ui.app import MoeTuiApp
-    from moe_tui.ui.keymap import load_keymap
-
-    profiles_dir = Path(profiles_dir).expanduser().resolve()
-    profile_set = load_profiles(profiles_dir)
-    notes = list(profile_set.problems)
-    if not profile_set.profiles:
-        raise SystemExit(f"moe-tui: no usable server profiles in {profiles_dir}"
-                         + (f": {'; '.join(profile_set.problems)}" if profile_set.problems else
-                            " (put *.toml profiles there, pass --profiles-dir, or try `moe-tui demo`)"))
-    data_dir = paths.data_dir()
-    try:
-        store = Store(paths.store_path())
-    except StoreError as exc:
-        raise SystemExit(f"moe-tui: {exc}") from None
-    started_runner: int | None = None
-    try:
-        runner_pid = runner_is_running(data_dir)
-        if attach is False:
-            adapter: Any = InProcessAdapter(store, profile_set.profiles, profiles_dir, data_dir,
-                                            controller_options=controller_options)
-            if demo:
-                _pause_before_start(store)
-        else:
-            if runner_pid is None:
-                if attach:
-                    raise SystemExit(f"moe-tui: no runner holds {data_dir} (start one with "
-                                     f"`moe-tui run --detach`, or run `moe-tui` without --attach)")
-                if demo:
-                    _pause_before_start(store)  # the runner works pending items the moment it starts
-                started_runner = start_detached_runner(profiles_dir, data_dir, options=controller_options)
-            adapter = RunnerAdapter(store, profile_set.profiles, data_dir)
-        try:
-            adapter.start()
-        except RunnerBusy as exc:
-            raise SystemExit(f"moe-tui: {exc} (attach to it: run `moe-tui` without --in-process)") from None
-        except RunnerUnavailable as exc:
-            raise SystemExit(f"moe-tui: cannot attach to the runner of {data_dir}: {exc}") from None
-        except Exception as exc:
-            raise SystemExit(f"moe-tui: cannot start the control room: {exc}") from None
-        if demo and (attach is False or started_runner is not None):
-            notes += _queue_demo_campaign(adapter, store)
-        elif demo:
-            notes.append("demo: attached to the runner already working this demo's queue")
-    except StoreError as exc:
-        raise SystemExit(f"moe-tui: {exc}") from None
-    keymap, problems = load_keymap(paths.config_file())
-    notes += problems
-    if started_runner is not None:
-        notes.append(f"started a detached runner (pid {started_runner}): campaigns keep running if this "
-                     "terminal goes away; `moe-tui` again attaches")
-    subtitle = adapter.mode + ("  ·  DEMO: simulated servers, no GPU needed" if demo else "")
-    app = MoeTuiApp(adapter, keymap=keymap, sample_gpus=sample_gpus, subtitle=subtitle,
-                    startup_notes=tuple(notes))
+                      controller_options: dict[str, Any] | None = None) -> ControlRoom:
+    """Connect the control client (see `control.launch.connect`) and build the App around it."""
+    conn = connect(profiles_dir, attach=attach, demo=demo, controller_options=controller_options)
+    keymap, problems = load_keymap(config_file())
+    notes = conn.notes + problems
+    subtitle = conn.client.mode + ("  ·  DEMO: simulated servers, no GPU needed" if demo else "")
+    app = MoeTuiApp(conn.client, keymap=keymap, subtitle=subtitle, startup_notes=tuple(notes))
     if demo:
-        app.compare_pair = DEMO_CAMPAIGN.profiles[:2]  # baseline cutlass, candidate cutedsl
-    return ControlRoom(app, adapter, notes, started_runner)
-
-
-def start_detached_runner(profiles_dir: Path, data_dir: Path, wait_s: float = RUNNER_START_WAIT_S,
-                          options: dict[str, Any] | None = None) -> int:
-    """`moe-tui run --stay` in a new session for this data dir (what `moe-tui run --detach` does),
-    waiting until it answers on its socket. Returns its pid. A runner that another TUI started in
-    the meantime wins the lock; then this one exits and we attach to the winner."""
-    from moe_tui.runner import lock_holder_pid, runner_is_running, spawn_detached
-
-    argv = [sys.executable, "-m", "moe_tui", "run", "--profiles-dir", str(profiles_dir), "--stay"]
-    for key, flag in (("request_timeout_s", "--request-timeout"), ("stall_timeout_s", "--stall-timeout")):
-        if (options or {}).get(key) is not None:
-            argv += [flag, repr(float(options[key]))]
-    log_path = paths.logs_dir() / f"runner-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    try:
-        return spawn_detached(argv, data_dir, log_path, wait_s=wait_s)
-    except RuntimeError as exc:
-        if runner_is_running(data_dir):
-            return lock_holder_pid(data_dir) or -1
-        raise SystemExit(f"moe-tui: could not start a runner for {data_dir}: {exc}") from None
-
-
-def _pause_before_start(store: Any) -> None:
-    # The controller starts working pending items as soon as it starts; the demo waits for `r`.
-    from moe_tui.queue import RunQueue
-
-    RunQueue(store).pause()
-
-
-def _queue_demo_campaign(adapter: Any, store: Any) -> list[str]:
-    from moe_tui.queue import RunQueue
-
-    queue = RunQueue(store)
-    counts = queue.counts()
-    if counts.get("pending") or counts.get("running"):
-        return ["demo: the queue already holds pending items; press r to resume"]
-    adapter.add_campaign(DEMO_CAMPAIGN)
-    return ["demo campaign queued (sim cutlass vs cutedsl, conc 1/2/10/64 x 2, interleaved): press r to start"]
-
-
-def use_demo_home() -> Path:
-    home = demo_home()
-    os.environ["MOE_TUI_HOME"] = str(home)
-    return home
+        app.compare_pair = (DEMO_CAMPAIGN.profiles[0], DEMO_CAMPAIGN.profiles[1])  # baseline cutlass, candidate cutedsl
+    return ControlRoom(app, conn.client, notes, conn.started_runner)

@@ -8,25 +8,25 @@ matching key binding calls, so the palette can never do something a key cannot.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING, Callable, Iterator, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-if TYPE_CHECKING:
-    from moe_tui.ui.app import MoeTuiApp
+from moe_tui.judgement import can_start, can_stop
+from moe_tui.ui.room import Room, room
 
 
-def palette_verbs(app: "MoeTuiApp") -> list[tuple[str, Callable[[], object], str]]:
+def palette_verbs(app: Room) -> list[tuple[str, Callable[[], object], str]]:
     """(text, callback, help) for what makes sense right now."""
     live = app.live
     verbs: list[tuple[str, Callable[[], object], str]] = []
     for name, server in live.servers.items():
         state = server.row.state
-        if state in ("stopped", "failed"):
+        if can_start(state):
             verbs.append((f"server: start {name}", partial(app.start_server, name),
                           f"launch {name} on port {server.row.port}"))
-        if state in ("starting", "ready"):
+        if can_stop(state):
             verbs.append((f"server: stop {name}", partial(app.confirm_stop_server, name),
                           "SIGTERM, grace, then SIGKILL the process group"))
     if live.paused:
@@ -44,7 +44,7 @@ def palette_verbs(app: "MoeTuiApp") -> list[tuple[str, Callable[[], object], str
 
 class ControlRoomCommands(Provider):
     def _verbs(self) -> Iterator[tuple[str, Callable[[], object], str]]:
-        yield from palette_verbs(cast("MoeTuiApp", self.app))
+        yield from palette_verbs(room(self.app))
 
     async def discover(self) -> Hits:
         for text, callback, help_text in self._verbs():

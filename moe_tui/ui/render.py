@@ -7,7 +7,7 @@ also compute. Rich, not Textual, so the functions are trivially testable.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from rich.text import Text
 

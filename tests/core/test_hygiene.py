@@ -1,14 +1,19 @@
-"""Import hygiene and CLI speed: the core never imports Textual; `--help` stays light."""
+"""Import hygiene and CLI speed: the core never imports Textual; `--help` stays light; the import
+contracts of pyproject.toml hold (and would catch a violation)."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 CORE = ["moe_tui.spec", "moe_tui.profiles", "moe_tui.store", "moe_tui.metrics", "moe_tui.compare",
         "moe_tui.servers", "moe_tui.bench", "moe_tui.telemetry", "moe_tui.queue", "moe_tui.controller",
-        "moe_tui.events", "moe_tui.paths"]
+        "moe_tui.events", "moe_tui.paths", "moe_tui.judgement", "moe_tui.runner", "moe_tui.control",
+        "moe_tui.control.clients", "moe_tui.control.launch", "moe_tui.results"]
 
 
 def _modules_after(code: str) -> set[str]:
@@ -59,3 +64,31 @@ def test_bare_options_go_to_the_default_tui_command():
     assert proc.stdout.startswith("usage: moe-tui tui")
     proc = subprocess.run([sys.executable, "-m", "moe_tui", "--no-such-option"], capture_output=True, text=True)
     assert proc.returncode == 2 and "unrecognized arguments: --no-such-option" in proc.stderr
+
+
+# -- import contracts (pyproject.toml [tool.importlinter]) ----------------------------------------
+ROOT = Path(__file__).resolve().parents[2]
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def _lint_imports(tree: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    return subprocess.run([str(LINT_IMPORTS), "--config", str(tree / "pyproject.toml"), "--no-cache"],
+                          cwd=tree, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_import_contracts_hold():
+    proc = _lint_imports(ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 broken" in proc.stdout
+
+
+def test_import_contracts_catch_a_widget_that_reads_the_store(tmp_path):
+    """The contracts bite: the same tree with one forbidden import fails."""
+    shutil.copytree(ROOT / "moe_tui", tmp_path / "moe_tui", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    widget = tmp_path / "moe_tui" / "ui" / "widgets" / "queue_table.py"
+    widget.write_text(widget.read_text() + "\nfrom moe_tui.store import Store  # noqa\n")
+    proc = _lint_imports(tmp_path)
+    assert proc.returncode != 0
+    assert "moe_tui.ui.widgets.queue_table -> moe_tui.store" in proc.stdout

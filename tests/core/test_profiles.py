@@ -8,8 +8,14 @@ from pathlib import Path
 import pytest
 
 from moe_tui.profiles import (
-    REDACTED, ProfileError, ServerProfile, load_profile, load_profiles, profile_diff,
-    profile_from_dict, redact_argv,
+    REDACTED,
+    ProfileError,
+    ServerProfile,
+    load_profile,
+    load_profiles,
+    profile_diff,
+    profile_from_dict,
+    redact_argv,
 )
 
 REPO = Path(__file__).resolve().parents[2]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from moe_tui.spec import BenchmarkSpec, SpecError
 
@@ -150,7 +152,7 @@ def test_malformed_json_and_toml_are_clear_errors():
 
 def test_spec_is_frozen():
     spec = BenchmarkSpec()
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         spec.output_len = 5  # type: ignore[misc]
 
 

@@ -56,7 +56,7 @@ def test_failed_write_rolls_back_everything(tmp_path):
     store = Store(tmp_path / "s.sqlite3")
     run_id = new_run(store)
     # The second request row has a duplicate idx AND a broken type: the whole finish must roll back.
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 (sqlite and JSON errors alike: any failure must roll back)
         store.finish_run(run_id, status="complete", summary={"x": 1},
                          requests=[{"ok": True}, {"ok": True, "itl": object()}])
     run = store.run(run_id)

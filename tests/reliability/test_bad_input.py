@@ -202,7 +202,7 @@ def test_malformed_profile_tui_toast(env):
     write_profile(env.profiles, "ok", "flashinfer_cutlass", 30008)
     bad = _write(env, "broken.toml", GOOD.format(name="broken", port=30009) + "port = = 1\n")
     env.data_dir.mkdir(parents=True, exist_ok=True)
-    room = open_control_room(env.profiles, attach=False, sample_gpus=False)
+    room = open_control_room(env.profiles, attach=False)
     seen: list[tuple[str, str]] = []
     original = room.app.notify
 
@@ -219,7 +219,7 @@ def test_malformed_profile_tui_toast(env):
     try:
         asyncio.run(drive())
     finally:
-        close = getattr(room.adapter, "close", None) or getattr(room.adapter, "stop", None)
+        close = getattr(room.client, "close", None) or getattr(room.client, "stop", None)
         if close is not None:
             try:
                 close()

@@ -24,7 +24,7 @@ def make_app():
 
     def factory(**kwargs):
         adapter = kwargs.pop("adapter", None) or RecordingAdapter()
-        app = MoeTuiApp(adapter, sample_gpus=False, clock=lambda: T0, **kwargs)
+        app = MoeTuiApp(adapter, clock=lambda: T0, **kwargs)
         return app, adapter
 
     return factory

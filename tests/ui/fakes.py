@@ -1,18 +1,19 @@
-"""A recording ControlAdapter for pilot tests: it records every command the UI sends and
+"""A recording ControlClient for pilot tests: it records every command the UI sends and
 serves fixed, deterministic data. Injected only at the adapter boundary; events a controller or
 worker would produce are posted to the App as the same messages they would arrive as."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from moe_tui.compare import build_grid_from_runs
-from moe_tui.events import Event
+from moe_tui.control import CampaignRequest, ControlClient, ControlSnapshot, QueueRow, RunView, ServerRow
+from moe_tui.events import Event, GpuTelemetry
 from moe_tui.telemetry import GpuProcess, GpuSample, TelemetrySnapshot
-from moe_tui.ui.adapter import CampaignRequest, ControlAdapter, ControlSnapshot, QueueRow, RunView, ServerRow
 
 FP_A = "3fa9c1e2b7d04c5e8a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f5a6b7"
 FP_B = "9b8a7c6d5e4f30211234567890abcdef1234567890abcdef1234567890abcdef"
@@ -92,7 +93,7 @@ def demo_runs() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return a, b
 
 
-class RecordingAdapter(ControlAdapter):
+class RecordingAdapter(ControlClient):
     mode = "in-process (test)"
     can_detach = False
 
@@ -198,3 +199,10 @@ class RecordingAdapter(ControlAdapter):
 
     def shutdown(self, stop_servers):
         self._record("shutdown", stop_servers)
+
+
+def telemetry_message(snapshot: TelemetrySnapshot) -> Any:
+    """A GPU snapshot as it reaches the App: the controller's sample relayed as a core event."""
+    from moe_tui.ui.messages import CoreEventArrived
+
+    return CoreEventArrived(GpuTelemetry(snapshot=snapshot.to_dict()))

@@ -3,16 +3,20 @@ cause. Core events and GPU samples are injected as the messages a worker would p
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
-from textual.widgets import DataTable, Input, RichLog, Select, SelectionList, Static
+from textual.widgets import DataTable, Input, RichLog, Select, Static
 
 from moe_tui.events import (
-    BenchProgress, ControllerStatus, Notice, RunFinished, RunStarted, ServerLogLine, ServerMetrics,
+    BenchProgress,
+    ControllerStatus,
+    Notice,
+    RunFinished,
+    RunStarted,
+    ServerLogLine,
+    ServerMetrics,
     ServerStateChanged,
 )
-from moe_tui.ui.messages import CoreEventArrived, TelemetryArrived
+from moe_tui.ui.messages import CoreEventArrived
 from moe_tui.ui.screens.add_campaign import AddCampaignScreen
 from moe_tui.ui.screens.compare import CompareScreen
 from moe_tui.ui.screens.confirm import ConfirmScreen
@@ -24,7 +28,7 @@ from moe_tui.ui.screens.run_detail import RunDetailScreen
 from moe_tui.ui.widgets.bench_panel import BenchPanel
 from moe_tui.ui.widgets.gpu_panel import GpuPanel
 from moe_tui.ui.widgets.server_panel import ServerPanel
-from tests.ui.fakes import FP_A, gpu_snapshot, no_driver_snapshot
+from tests.ui.fakes import FP_A, gpu_snapshot, no_driver_snapshot, telemetry_message
 
 SIZE = (120, 40)
 
@@ -56,7 +60,7 @@ async def test_dashboard_shows_eight_gpus_from_injected_samples(make_app):
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)
         for k in range(3):
-            app.post_message(TelemetryArrived(gpu_snapshot(util=60.0 + k)))
+            app.post_message(telemetry_message(gpu_snapshot(util=60.0 + k)))
         await settle(pilot, app)
         table = app.screen.query_one(GpuPanel).query_one(DataTable)
         assert table.row_count == 8
@@ -71,7 +75,7 @@ async def test_dashboard_shows_eight_gpus_from_injected_samples(make_app):
 async def test_dashboard_without_driver_says_so_cleanly(make_app):
     app, _ = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        app.post_message(TelemetryArrived(no_driver_snapshot()))
+        app.post_message(telemetry_message(no_driver_snapshot()))
         await settle(pilot, app)
         panel = app.screen.query_one(GpuPanel)
         assert "no NVIDIA driver" in plain(panel.query_one("#gpu-unavailable", Static))
@@ -121,7 +125,7 @@ def test_progress_messages_collapse_to_the_newest():
     log = CoreEventArrived(ServerLogLine(profile="x", line="y"))
     assert a.can_replace(b)
     assert not log.can_replace(CoreEventArrived(ServerLogLine(profile="x", line="z")))
-    assert TelemetryArrived(gpu_snapshot()).can_replace(TelemetryArrived(gpu_snapshot()))
+    assert telemetry_message(gpu_snapshot()).can_replace(telemetry_message(gpu_snapshot()))
 
 
 async def test_start_and_stop_server_keys_call_the_adapter(make_app):
@@ -452,7 +456,7 @@ async def test_quit_asks_about_running_servers(make_app):
 async def test_narrow_terminal_still_renders_everything(make_app):
     app, _ = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        app.post_message(TelemetryArrived(gpu_snapshot()))
+        app.post_message(telemetry_message(gpu_snapshot()))
         await settle(pilot, app)
         assert app.screen.query_one(GpuPanel).query_one(DataTable).row_count == 8
         for key in ("2", "3", "1"):
@@ -470,7 +474,7 @@ async def test_dashboard_fits_without_scrolling(make_app, size, compact, start):
 
     app, _ = make_app()
     async with app.run_test(size=start or size) as pilot:
-        app.post_message(TelemetryArrived(gpu_snapshot()))
+        app.post_message(telemetry_message(gpu_snapshot()))
         await settle(pilot, app)
         if start:
             await pilot.resize_terminal(*size)

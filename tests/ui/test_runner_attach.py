@@ -14,7 +14,7 @@ import time
 import pytest
 from textual.widgets import Static
 
-from moe_tui.ui.adapter import CampaignRequest
+from moe_tui.control import CampaignRequest
 from moe_tui.ui.screens.quit import QuitScreen
 from moe_tui.ui.widgets.queue_summary import QueueSummary
 from tests.runner_support import Env, wait_gone
@@ -49,12 +49,12 @@ def test_app_attached_to_live_runner_shows_progress_result_and_logs(env):
     from moe_tui.ui.launch import open_control_room
 
     profile = env.profile("sim-a", "flashinfer_cutlass")
-    room = open_control_room(env.profiles, sample_gpus=False)
-    assert room.started_runner and room.adapter.can_detach
+    room = open_control_room(env.profiles)
+    assert room.started_runner and room.client.can_detach
     assert runner_is_running(env.data_dir) == room.started_runner  # a separate process owns the queue
     app = room.app
     seen: list[str] = []
-    room.adapter.subscribe(lambda e: seen.append(type(e).__name__))
+    room.client.subscribe(lambda e: seen.append(type(e).__name__))
 
     async def drive() -> None:
         async with app.run_test(size=(120, 40)) as pilot:
@@ -83,7 +83,7 @@ def test_app_attached_to_live_runner_shows_progress_result_and_logs(env):
         asyncio.run(drive())
     finally:
         if runner_is_running(env.data_dir):
-            room.adapter.close()
+            room.client.close()
     assert runner_is_running(env.data_dir) is None
     assert env.query("SELECT state FROM queue_items") == [("done",)]
     assert env.query("SELECT COUNT(*) FROM runs WHERE status = 'complete'") == [(1,)]
@@ -94,8 +94,8 @@ def test_runner_started_by_the_tui_gets_the_timeouts_given_to_the_tui(env):
     """`moe-tui --stall-timeout 7 --request-timeout 90` starts its runner with the same settings."""
     import psutil
 
+    from moe_tui.control.launch import start_detached_runner
     from moe_tui.runner import call_runner_sync
-    from moe_tui.ui.launch import start_detached_runner
 
     env.profile("sim-a", "flashinfer_cutlass")
     pid = start_detached_runner(env.profiles, env.data_dir,

@@ -12,7 +12,7 @@ SIZE = (120, 40)
 
 
 def build_app() -> MoeTuiApp:
-    return MoeTuiApp(RecordingAdapter(), sample_gpus=False, clock=lambda: T0, subtitle="snapshot")
+    return MoeTuiApp(RecordingAdapter(), clock=lambda: T0, subtitle="snapshot")
 
 
 async def feed(pilot) -> None:

@@ -7,7 +7,7 @@ checked field by field; a bad value gets an error toast naming the field and not
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -16,10 +16,8 @@ from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, SelectionList
 
-from moe_tui.ui.adapter import CampaignRequest
-
-if TYPE_CHECKING:
-    from moe_tui.ui.app import MoeTuiApp
+from moe_tui.control import CampaignRequest
+from moe_tui.ui.room import Room, room
 
 # (spec field, label, default) for the fields a campaign usually varies.
 SPEC_FIELDS: tuple[tuple[str, str, str], ...] = (
@@ -93,8 +91,8 @@ class AddCampaignScreen(ModalScreen[CampaignRequest | None]):
         self.defaults = defaults
 
     @property
-    def control(self) -> "MoeTuiApp":
-        return cast("MoeTuiApp", self.app)
+    def control(self) -> Room:
+        return room(self.app)
 
     def compose(self) -> ComposeResult:
         d = self.defaults
@@ -123,7 +121,7 @@ class AddCampaignScreen(ModalScreen[CampaignRequest | None]):
                 yield Button("Cancel (esc)", id="campaign-cancel")
 
     def on_mount(self) -> None:
-        self.control.call_core("read ordering policies", self.control.adapter.policies, done=self._policies)
+        self.control.call_core("read ordering policies", self.control.client.policies, done=self._policies)
 
     def _policies(self, policies: dict[str, str]) -> None:
         select = self.query_one("#campaign-policy", Select)
@@ -150,7 +148,7 @@ class AddCampaignScreen(ModalScreen[CampaignRequest | None]):
         except FormError as exc:
             self.query_one("#campaign-costs", Label).update(Text(str(exc), style="yellow"))
             return
-        self.control.call_core("count server starts", self.control.adapter.restart_counts, request,
+        self.control.call_core("count server starts", self.control.client.restart_counts, request,
                                done=lambda costs: self._show_costs(request, costs), group="campaign-costs")
 
     def _show_costs(self, request: CampaignRequest, costs: dict[str, int]) -> None:

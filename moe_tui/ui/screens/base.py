@@ -7,7 +7,8 @@ and `maybe_refresh_bindings()` compares it (with the App's own) to the last one 
 
 from __future__ import annotations
 
-from typing import Any, Hashable
+from collections.abc import Hashable
+from typing import Any
 
 from textual.screen import Screen
 

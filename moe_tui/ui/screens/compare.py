@@ -7,23 +7,22 @@ runs in the means (their cells then say unreliable) and back.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.widgets import Header, Select, Static
 
 from moe_tui import judgement as J
-from moe_tui.ui.widgets.key_bar import KeyBar
 from moe_tui.ui import render
+from moe_tui.ui.room import Room, room
 from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.widgets.compare_grid import CompareGrid, cell_detail
+from moe_tui.ui.widgets.key_bar import KeyBar
 from moe_tui.ui.widgets.throughput_chart import ThroughputChart
-
-if TYPE_CHECKING:
-    from moe_tui.ui.app import MoeTuiApp
 
 
 def diff_text(grid: Any) -> Text:
@@ -73,8 +72,8 @@ class CompareScreen(LiveScreen):
         self.include_flagged = False
 
     @property
-    def control(self) -> "MoeTuiApp":
-        return cast("MoeTuiApp", self.app)
+    def control(self) -> Room:
+        return room(self.app)
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◆")
@@ -95,7 +94,8 @@ class CompareScreen(LiveScreen):
         self.load_choices()
 
     def on_screen_resume(self) -> None:
-        self.load_choices()
+        if self.is_current:  # not while the App prepares it in the background (not composed yet)
+            self.load_choices()
 
     def live_update(self, topics: set[str]) -> None:
         if "bench" in topics and self.control.live.bench.last_finished is not None:
@@ -105,12 +105,15 @@ class CompareScreen(LiveScreen):
                 self.load_choices()
 
     def load_choices(self) -> None:
-        self.control.call_core("list profiles with runs", self.control.adapter.compared_profiles,
+        self.control.call_core("list profiles with runs", self.control.client.compared_profiles,
                                done=self._set_choices, group="compare-choices")
 
     def _set_choices(self, names: list[str]) -> None:
-        base = self.query_one("#compare-baseline", Select)
-        cand = self.query_one("#compare-candidate", Select)
+        try:
+            base = self.query_one("#compare-baseline", Select)
+            cand = self.query_one("#compare-candidate", Select)
+        except NoMatches:
+            return  # the answer came while the App was quitting (the screen's children are gone)
         if names != self._choices:
             self._choices = list(names)
             keep = (base.value, cand.value)
@@ -146,8 +149,8 @@ class CompareScreen(LiveScreen):
 
     def _comparison(self, baseline: str, candidate: str) -> Any:
         if self.include_flagged:
-            return self.control.adapter.comparison(baseline, candidate, include_flagged=True)
-        return self.control.adapter.comparison(baseline, candidate)
+            return self.control.client.comparison(baseline, candidate, include_flagged=True)
+        return self.control.client.comparison(baseline, candidate)
 
     def action_toggle_flagged(self) -> None:
         self.include_flagged = not self.include_flagged

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
-
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Header
 
-from moe_tui.ui.widgets.key_bar import KeyBar
+from moe_tui.judgement import can_start, can_stop
+from moe_tui.ui.room import Room, room
 from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.widgets.bench_panel import BenchPanel
 from moe_tui.ui.widgets.gpu_panel import GpuPanel
+from moe_tui.ui.widgets.key_bar import KeyBar
 from moe_tui.ui.widgets.queue_summary import QueueSummary
 from moe_tui.ui.widgets.server_panel import ServerPanel
-
-if TYPE_CHECKING:
-    from moe_tui.ui.app import MoeTuiApp
 
 
 class DashboardScreen(LiveScreen):
@@ -33,8 +30,8 @@ class DashboardScreen(LiveScreen):
     ]
 
     @property
-    def control(self) -> "MoeTuiApp":
-        return cast("MoeTuiApp", self.app)
+    def control(self) -> Room:
+        return room(self.app)
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◆")
@@ -76,9 +73,9 @@ class DashboardScreen(LiveScreen):
         profile = self._profile()
         state = live.servers[profile].row.state if profile in live.servers else None
         if action == "start_server":
-            return True if state in ("stopped", "failed") else None
+            return True if state is not None and can_start(state) else None
         if action == "stop_server":
-            return True if state in ("starting", "ready") else None
+            return True if can_stop(state) else None
         if action == "open_log":
             return True if profile else None
         if action == "open_run":

@@ -31,7 +31,7 @@ class HelpScreen(ModalScreen[None]):
         table.add_columns("Key", "Action", "Id", "What it does")
         seen: set[str] = set()
         # The screen's own bindings first, then the App's; the active keymap decides the key shown.
-        for key, active in self.under.active_bindings.items():
+        for active in self.under.active_bindings.values():
             binding = active.binding
             if binding.system or not binding.id or binding.id in seen:
                 continue

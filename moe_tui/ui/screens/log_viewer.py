@@ -7,19 +7,15 @@ end; with it off the view stays where you scrolled while lines keep arriving.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
-
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Header, Input, RichLog, Static
 
-from moe_tui.ui.widgets.key_bar import KeyBar
+from moe_tui.ui.room import Room, room
 from moe_tui.ui.screens.base import LiveScreen
-
-if TYPE_CHECKING:
-    from moe_tui.ui.app import MoeTuiApp
+from moe_tui.ui.widgets.key_bar import KeyBar
 
 MAX_LINES = 5000
 
@@ -41,8 +37,8 @@ class LogScreen(LiveScreen):
         self._seen = 0  # how many lines of the live ring were already shown
 
     @property
-    def control(self) -> "MoeTuiApp":
-        return cast("MoeTuiApp", self.app)
+    def control(self) -> Room:
+        return room(self.app)
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◆")
@@ -56,7 +52,7 @@ class LogScreen(LiveScreen):
         self.query_one("#log-search", Input).display = False
         self.query_one(RichLog).focus()
         self._status()
-        self.control.call_core(f"read the log of {self.profile}", self.control.adapter.log_lines, self.profile,
+        self.control.call_core(f"read the log of {self.profile}", self.control.client.log_lines, self.profile,
                                done=self._initial)
 
     def _initial(self, lines: list[str]) -> None:

@@ -7,23 +7,21 @@ shown greyed in the footer when not allowed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from collections.abc import Hashable
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Header
 
-from moe_tui.ui.widgets.key_bar import KeyBar
-from moe_tui.ui.adapter import QueueRow
+from moe_tui.control import QueueRow
+from moe_tui.ui.room import Room, room
 from moe_tui.ui.screens.add_campaign import AddCampaignScreen
 from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.screens.confirm import ConfirmScreen
+from moe_tui.ui.widgets.key_bar import KeyBar
 from moe_tui.ui.widgets.queue_summary import QueueSummary
 from moe_tui.ui.widgets.queue_table import QueueTable
-
-if TYPE_CHECKING:
-    from moe_tui.ui.app import MoeTuiApp
 
 RETRYABLE = {"failed", "interrupted", "skipped", "cancelled"}
 MOVE = Binding.Group("Move", compact=True)
@@ -46,8 +44,8 @@ class QueueScreen(LiveScreen):
     ]
 
     @property
-    def control(self) -> "MoeTuiApp":
-        return cast("MoeTuiApp", self.app)
+    def control(self) -> Room:
+        return room(self.app)
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◆")
@@ -62,7 +60,8 @@ class QueueScreen(LiveScreen):
         self.control.refresh_queue()
 
     def on_screen_resume(self) -> None:
-        self.live_update({"queue"})
+        if self.is_current:  # not while the App prepares it in the background (not composed yet)
+            self.live_update({"queue"})
 
     def live_update(self, topics: set[str]) -> None:
         if topics & {"queue", "status", "bench"}:
@@ -90,7 +89,7 @@ class QueueScreen(LiveScreen):
         }.get(action, True)
         return True if allowed else None
 
-    def binding_state(self) -> tuple:
+    def binding_state(self) -> Hashable:
         item = self._item()
         return (item.id, item.state, item.run_id) if item else None
 
@@ -103,12 +102,12 @@ class QueueScreen(LiveScreen):
     def action_move(self, direction: str) -> None:
         item = self._item()
         if item is not None:
-            self.control.queue_command(f"move item {item.id} {direction}", self.control.adapter.move, item.id, direction)
+            self.control.queue_command(f"move item {item.id} {direction}", self.control.client.move, item.id, direction)
 
     def action_retry(self) -> None:
         item = self._item()
         if item is not None:
-            self.control.queue_command(f"retry item {item.id}", self.control.adapter.retry, item.id)
+            self.control.queue_command(f"retry item {item.id}", self.control.client.retry, item.id)
 
     def action_cancel_item(self) -> None:
         item = self._item()
@@ -117,7 +116,7 @@ class QueueScreen(LiveScreen):
 
         def answer(yes: bool | None) -> None:
             if yes:
-                self.control.queue_command(f"cancel item {item.id}", self.control.adapter.cancel, item.id)
+                self.control.queue_command(f"cancel item {item.id}", self.control.client.cancel, item.id)
 
         self.app.push_screen(ConfirmScreen(f"Cancel item {item.id} ({item.profile}, conc {item.concurrency})?",
                                            "It stays in the queue as cancelled; retry brings it back.",
@@ -130,7 +129,7 @@ class QueueScreen(LiveScreen):
 
         def answer(yes: bool | None) -> None:
             if yes:
-                self.control.queue_command(f"delete item {item.id}", self.control.adapter.delete, item.id)
+                self.control.queue_command(f"delete item {item.id}", self.control.client.delete, item.id)
 
         self.app.push_screen(ConfirmScreen(f"Delete item {item.id} ({item.profile}, conc {item.concurrency})?",
                                            "Its recorded runs stay in the store.", confirm="Delete"), answer)

@@ -4,7 +4,7 @@ latency distribution (h cycles TTFT / E2E latency / ITL)."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
@@ -13,14 +13,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Header, Static
 
-from moe_tui.ui.widgets.key_bar import KeyBar
+from moe_tui.control import RunView
 from moe_tui.ui import render
-from moe_tui.ui.adapter import RunView
+from moe_tui.ui.room import Room, room
 from moe_tui.ui.screens.base import LiveScreen
+from moe_tui.ui.widgets.key_bar import KeyBar
 from moe_tui.ui.widgets.latency_histogram import LatencyHistogram
-
-if TYPE_CHECKING:
-    from moe_tui.ui.app import MoeTuiApp
 
 HISTOGRAMS = (("ttft", "TTFT"), ("latency", "E2E latency"), ("itl", "ITL"))
 SUMMARY_KEYS = (
@@ -63,8 +61,8 @@ class RunDetailScreen(LiveScreen):
         self.histogram = 0
 
     @property
-    def control(self) -> "MoeTuiApp":
-        return cast("MoeTuiApp", self.app)
+    def control(self) -> Room:
+        return room(self.app)
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◆")
@@ -78,7 +76,7 @@ class RunDetailScreen(LiveScreen):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.control.call_core(f"read run {self.run_id}", self.control.adapter.run_view, self.run_id, done=self._show)
+        self.control.call_core(f"read run {self.run_id}", self.control.client.run_view, self.run_id, done=self._show)
 
     def _show(self, run: RunView | None) -> None:
         if run is None:

@@ -13,8 +13,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import ProgressBar, Sparkline, Static
 
+from moe_tui.control import LiveState
 from moe_tui.ui import render
-from moe_tui.ui.live import LiveState
 
 # The load generator reports how late it fires requests relative to plan; past this, the
 # numbers describe the client as much as the server (the core flags the finished run itself).
@@ -70,7 +70,7 @@ class BenchPanel(Vertical):
             last = bench.last_finished
             _put(stats, Text(f"last run #{last.run_id} {last.profile}: {last.status}") if last else "")
             return
-        parts = [Text(f"run #{run.run_id}", style="bold")]
+        parts: list[Text | str] = [Text(f"run #{run.run_id}", style="bold")]
         if run.queue_item_id is not None:
             parts.append(f"item {run.queue_item_id}")
         parts.append(Text(run.profile, style="cyan"))

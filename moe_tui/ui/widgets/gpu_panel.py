@@ -8,14 +8,14 @@ A machine without the driver shows one clean line saying so instead of an empty 
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from moe_tui.telemetry import SUSPECT_CLOCK_EVENTS, GpuSample, TelemetrySnapshot
+from moe_tui.control import SUSPECT_CLOCK_EVENTS, GpuSample, TelemetrySnapshot
 from moe_tui.ui import render
 from moe_tui.ui.widgets.keyed_table import KeyedTable
 

@@ -10,7 +10,8 @@ carry every column's cell; the table rebuilds itself from them only when the set
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist
@@ -43,7 +44,7 @@ class KeyedTable(DataTable):
         """Show only these columns (None: all); a mapping also gives their widths. Rebuilds the
         table only when the set changes."""
         wanted = [c[0] for c in self._column_spec if keys is None or c[0] in keys]
-        widths = dict(keys) if isinstance(keys, Mapping) else {}
+        widths: dict[str, int | None] = dict(keys) if isinstance(keys, Mapping) else {}
         if wanted == self._visible and widths == self._widths:
             return
         self._visible, self._widths = wanted, widths

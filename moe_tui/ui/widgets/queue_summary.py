@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from moe_tui.control import LiveState
 from moe_tui.ui import render
-from moe_tui.ui.live import LiveState
 
 ORDER = ("running", "pending", "done", "failed", "interrupted", "skipped", "cancelled")
 

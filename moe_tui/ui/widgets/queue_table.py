@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from rich.text import Text
 
+from moe_tui.control import QueueRow
 from moe_tui.ui import render
-from moe_tui.ui.adapter import QueueRow
 from moe_tui.ui.widgets.keyed_table import KeyedTable
 
 COLUMNS = (

@@ -12,8 +12,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from moe_tui.control import LiveState, ServerLive
 from moe_tui.ui import render
-from moe_tui.ui.live import LiveState, ServerLive
 from moe_tui.ui.widgets.keyed_table import KeyedTable
 
 COLUMNS = (

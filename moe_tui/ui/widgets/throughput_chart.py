@@ -27,5 +27,5 @@ class ThroughputChart(PlotextPlot):
         if concs:
             plt.multiple_bar([str(c) for c in concs], [base, cand],
                              labels=[grid.baseline_name[:30], grid.candidate_name[:30]],
-                             color=["blue", "orange"])
+                             color=["blue", "orange"])  # type: ignore[call-arg, arg-type]  # plotext's stubs lag its API
         self.refresh()

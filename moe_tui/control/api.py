@@ -1,25 +1,28 @@
-"""The one seam between the control room and the core: `ControlAdapter`.
+"""The one typed control API: `ControlClient`, and the small frozen view rows it returns.
 
 The TUI either hosts a controller in its own process or attaches to a detached runner over its
-Unix socket. Both look the same to every screen: an adapter that
+Unix socket. Both look the same to every screen, to scripts and to tests: a client that
 
 - streams core events (`moe_tui.events`) to one callback, from any thread;
 - forwards commands (start/stop a server, pause/resume/skip, queue edits, add a campaign);
 - reads what the core recorded (queue rows, runs, the comparison grid, exports) from the store.
 
 Every method may block (a socket round trip, a SQLite read): the App only ever calls them from
-thread workers. The view rows below are the UI's own small, frozen shapes, so a change in a core
-class touches the adapter and nothing else. No Textual here.
+thread workers. The view rows below are small, frozen shapes, so a change in a core class touches
+the control package and nothing else. No Textual here. Implementations: `clients.InProcessClient`,
+`clients.AttachedClient` (and tests' `RecordingClient`).
 """
 
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from moe_tui.events import Event
+from moe_tui.judgement import is_simulated
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ class ServerRow:
 
     @property
     def simulated(self) -> bool:
-        return self.engine == "sim"
+        return is_simulated(profile={"engine": self.engine})
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class ControlSnapshot:
     paused: bool = False
     current_item: int | None = None
     logs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # profile -> recent log lines
+    telemetry: dict[str, Any] | None = None  # the controller's latest GPU snapshot (TelemetrySnapshot.to_dict())
 
 
 @dataclass(frozen=True)
@@ -107,13 +111,16 @@ class RunView:
     latencies_ms: dict[str, tuple[float, ...]] = field(default_factory=dict)  # ttft, latency, itl
 
 
-class ControlAdapter(abc.ABC):
-    """What the App needs from the core. Implementations: `InProcessAdapter`, `RunnerAdapter`."""
+class ControlClient(abc.ABC):
+    """What the control room needs from the core: events in, commands out, recorded data read."""
 
     #: shown in the header: "in-process" or "attached to runner <socket>"
     mode: str = "in-process"
     #: the controller may live on after the TUI exits (a detached runner)
     can_detach: bool = False
+
+    def start(self) -> None:  # noqa: B027 (optional hook: the fakes have nothing to start)
+        """Start the controller or connect to the runner (raises runner.RunnerBusy/RunnerUnavailable)."""
 
     # -- events ------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -143,8 +150,9 @@ class ControlAdapter(abc.ABC):
         """Profiles with recorded runs (the comparison pickers' choices)."""
 
     @abc.abstractmethod
-    def comparison(self, baseline: str, candidate: str) -> Any:
-        """The core's comparison grid model (`moe_tui.compare`)."""
+    def comparison(self, baseline: str, candidate: str, include_flagged: bool = False) -> Any:
+        """The core's comparison grid model (`moe_tui.compare`); `include_flagged` averages
+        suspect runs in (those cells then never carry a verdict)."""
 
     @abc.abstractmethod
     def run_view(self, run_id: int) -> RunView | None: ...

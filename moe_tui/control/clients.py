@@ -1,9 +1,9 @@
-"""The two ControlAdapters: host a controller in this process, or attach to a detached runner.
+"""The two ControlClients: host a controller in this process, or attach to a detached runner.
 
-- `InProcessAdapter`: a `controller.Controller` on its own asyncio loop thread (`LoopThread`);
+- `InProcessClient`: a `controller.Controller` on its own asyncio loop thread (`LoopThread`);
   commands go through `Controller.call(op, ...)`, the same op names the runner serves, so both
-  adapters speak one vocabulary. Quitting shuts the controller down (servers stopped or left).
-- `RunnerAdapter`: a `runner.RunnerClient` on a loop thread; events stream from the socket;
+  clients speak one vocabulary. Quitting shuts the controller down (servers stopped or left).
+- `AttachedClient`: a `runner.RunnerClient` on a loop thread; events stream from the socket;
   quitting only detaches (or asks the runner to stop its servers).
 
 Both read the queue, runs and comparisons straight from the store (`StoreReads`). No Textual.
@@ -12,18 +12,19 @@ Both read the queue, runs and comparisons straight from the store (`StoreReads`)
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from moe_tui.events import Event, Notice
+from moe_tui.control.api import CampaignRequest, ControlClient, ControlSnapshot
+from moe_tui.control.loop_thread import LoopThread
+from moe_tui.control.reads import StoreReads, campaign_args
+from moe_tui.events import Event, Notice, Subscribers
+from moe_tui.judgement import FAILED, is_live
 from moe_tui.profiles import ServerProfile
 from moe_tui.runner import read_runner_info
 from moe_tui.store import Store
-from moe_tui.ui.adapter import CampaignRequest, ControlAdapter, ControlSnapshot
-from moe_tui.ui.loop_thread import LoopThread
-from moe_tui.ui.store_reads import StoreReads, campaign_args
 
 # A server start waits for /health_generate; the profile's own startup timeout bounds it.
 COMMAND_TIMEOUT_S = 60.0
@@ -33,29 +34,6 @@ RUNNER_STOP_WAIT_S = 90.0
 ATTACH_LOG_LINES = 200
 
 
-class _Subscribers:
-    def __init__(self) -> None:
-        self._callbacks: list[Callable[[Event], None]] = []
-        self._lock = threading.Lock()
-
-    def add(self, callback: Callable[[Event], None]) -> Callable[[], None]:
-        with self._lock:
-            self._callbacks.append(callback)
-
-        def remove() -> None:
-            with self._lock:
-                if callback in self._callbacks:
-                    self._callbacks.remove(callback)
-
-        return remove
-
-    def emit(self, event: Event) -> None:
-        with self._lock:
-            callbacks = list(self._callbacks)
-        for cb in callbacks:
-            cb(event)
-
-
 def _snapshot(reads: StoreReads, snap: dict[str, Any]) -> ControlSnapshot:
     current = snap.get("current_item") or {}
     queue = snap.get("queue") or {}
@@ -63,7 +41,7 @@ def _snapshot(reads: StoreReads, snap: dict[str, Any]) -> ControlSnapshot:
     # A TUI that attaches mid-campaign has missed the log lines streamed so far: the servers' log
     # files (named in the store) fill the tails; new lines then arrive as events.
     logs = {row.profile: tuple(reads.log_lines(row.profile, ATTACH_LOG_LINES))
-            for row in servers if row.state in ("starting", "ready", "failed", "stopping")}
+            for row in servers if is_live(row.state) or row.state == FAILED}
     return ControlSnapshot(
         servers=servers,
         logs={k: v for k, v in logs.items() if v},
@@ -72,13 +50,14 @@ def _snapshot(reads: StoreReads, snap: dict[str, Any]) -> ControlSnapshot:
         detail=snap.get("detail") or "",
         paused=bool(queue.get("paused")),
         current_item=current.get("id"),
+        telemetry=snap.get("telemetry"),
     )
 
 
-class _OpsAdapter(StoreReads, ControlAdapter):
+class _OpsClient(StoreReads, ControlClient):
     """Commands as controller op names (`controller.OPS`): the same words in-process and remote."""
 
-    _subs: _Subscribers
+    _subs: Subscribers[Event]
 
     def _op(self, op: str, timeout: float | None = COMMAND_TIMEOUT_S, **args: Any) -> Any:
         raise NotImplementedError
@@ -125,7 +104,7 @@ class _OpsAdapter(StoreReads, ControlAdapter):
         return len(result.get("item_ids") or ())
 
 
-class InProcessAdapter(_OpsAdapter):
+class InProcessClient(_OpsClient):
     mode = "in-process controller"
     can_detach = False
 
@@ -136,7 +115,7 @@ class InProcessAdapter(_OpsAdapter):
         self.store = store
         self.profiles = profiles
         self.exports_dir = exports_dir
-        self._subs = _Subscribers()
+        self._subs = Subscribers("control client events")
         self._loop = LoopThread("moe-tui-controller")
         self.controller = Controller(store, profiles_dir, data_dir=data_dir, **(controller_options or {}))
         self.controller.subscribe(self._subs.emit)
@@ -161,7 +140,7 @@ class InProcessAdapter(_OpsAdapter):
         self.shutdown(stop_servers=True)
 
 
-class RunnerAdapter(_OpsAdapter):
+class AttachedClient(_OpsClient):
     can_detach = True
 
     def __init__(self, store: Store, profiles: list[ServerProfile], data_dir: Path,
@@ -170,7 +149,7 @@ class RunnerAdapter(_OpsAdapter):
         self.profiles = profiles
         self.exports_dir = exports_dir
         self.data_dir = data_dir
-        self._subs = _Subscribers()
+        self._subs = Subscribers("control client events")
         self._loop = LoopThread("moe-tui-runner-client")
         self._client: Any = None
         self._pump: Any = None

@@ -1,20 +1,23 @@
-"""StoreReads: what both adapters read straight from the SQLite store (WAL: a reader never
-waits for the runner) and turn into the UI's view rows: the queue, runs, the comparison grid,
-exports, server log files. Shared by the in-process and the attached adapter. No Textual.
+"""StoreReads: what both control clients read straight from the SQLite store (WAL: a reader
+never waits for the runner) and turn into view rows: the queue, runs, the comparison grid,
+exports, server log files. Shared by the in-process and the attached client. No SQL here (the
+store and the queue own their tables' reads), no Textual.
 """
 
 from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from moe_tui import compare, export, paths
+from moe_tui.control.api import QueueRow, RunView, ServerRow
+from moe_tui.judgement import is_simulated
 from moe_tui.profiles import ServerProfile
 from moe_tui.queue import ORDER_POLICIES, RunQueue
 from moe_tui.store import Store
-from moe_tui.ui.adapter import QueueRow, RunView, ServerRow
 
 POLICY_TEXT = {
     "grouped": "each profile's items together (fewest server starts)",
@@ -36,11 +39,11 @@ class StoreReads:
         return queue
 
     def queue_rows(self) -> tuple[QueueRow, ...]:
-        names = {r[0]: r[1] for r in self.store.query("SELECT id, name FROM campaigns")}
+        names = self._queue().campaign_names()
         return tuple(
             QueueRow(id=i.id, position=i.position, profile=i.profile_name, concurrency=i.spec.max_concurrency,
                      repeat_index=i.repeat_index, fingerprint=i.fingerprint, state=i.state, attempts=i.attempts,
-                     run_id=i.run_id, error=i.error, campaign=names.get(i.campaign_id, ""))
+                     run_id=i.run_id, error=i.error, campaign=names.get(i.campaign_id, "") if i.campaign_id is not None else "")
             for i in self._queue().items()
         )
 
@@ -81,7 +84,7 @@ class StoreReads:
             if r.get("latency") is not None:
                 lat["latency"].append(r["latency"] * 1000.0)
             lat["itl"].extend(x * 1000.0 for x in r.get("itl") or ())
-        simulated = run.profile.get("engine") == "sim" or run.provenance.get("engine") == "sim"
+        simulated = is_simulated(profile=run.profile, provenance=run.provenance, flags=run.flags)
         return RunView(id=run.id, profile=run.profile_name, status=run.status, fingerprint=run.fingerprint,
                        spec=run.spec, provenance=run.provenance, summary=run.summary, flags=tuple(run.flags),
                        error=run.error, simulated=simulated,

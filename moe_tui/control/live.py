@@ -12,12 +12,13 @@ from __future__ import annotations
 import collections
 import time
 from dataclasses import dataclass, field, replace
-from typing import Deque
 
+from moe_tui.control.api import ControlSnapshot, QueueRow, ServerRow
 from moe_tui.events import (
     BenchProgress,
     ControllerStatus,
     Event,
+    GpuTelemetry,
     Notice,
     QueueChanged,
     RunFinished,
@@ -26,8 +27,8 @@ from moe_tui.events import (
     ServerMetrics,
     ServerStateChanged,
 )
+from moe_tui.judgement import is_live
 from moe_tui.telemetry import TelemetrySnapshot
-from moe_tui.ui.adapter import ControlSnapshot, QueueRow, ServerRow
 
 # 3 minutes of 1 Hz GPU samples; 2 minutes of 4 Hz benchmark progress.
 GPU_HISTORY = 180
@@ -43,7 +44,7 @@ class ServerLive:
     queued_requests: float | None = None
     token_usage: float | None = None
     reason: str = ""
-    log: Deque[str] = field(default_factory=lambda: collections.deque(maxlen=LOG_RING))
+    log: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=LOG_RING))
 
 
 @dataclass
@@ -51,7 +52,7 @@ class BenchLive:
     run: RunStarted | None = None
     progress: BenchProgress | None = None  # the current run's (timed phase and its own warmup requests)
     warmup: BenchProgress | None = None  # the warmup pass before a run (no run id yet; discarded)
-    tok_s: Deque[float] = field(default_factory=lambda: collections.deque(maxlen=BENCH_HISTORY))
+    tok_s: collections.deque[float] = field(default_factory=lambda: collections.deque(maxlen=BENCH_HISTORY))
     last_finished: RunFinished | None = None
 
 
@@ -67,9 +68,9 @@ class LiveState:
         self.paused = False
         self.current_item: int | None = None
         self.telemetry: TelemetrySnapshot | None = None
-        self.gpu_util: dict[int, Deque[float]] = {}
-        self.gpu_mem: dict[int, Deque[float]] = {}
-        self.notices: Deque[Notice] = collections.deque(maxlen=50)
+        self.gpu_util: dict[int, collections.deque[float]] = {}
+        self.gpu_mem: dict[int, collections.deque[float]] = {}
+        self.notices: collections.deque[Notice] = collections.deque(maxlen=50)
 
     # -- snapshots -----------------------------------------------------------------------------
     def load(self, snapshot: ControlSnapshot) -> None:
@@ -88,6 +89,8 @@ class LiveState:
         self.detail = snapshot.detail
         self.paused = snapshot.paused
         self.current_item = snapshot.current_item
+        if snapshot.telemetry is not None and self.telemetry is None:  # events may have brought a newer one
+            self.add_telemetry(TelemetrySnapshot.from_dict(snapshot.telemetry))
 
     def set_queue(self, rows: tuple[QueueRow, ...]) -> None:
         self.queue = rows
@@ -102,7 +105,7 @@ class LiveState:
 
     # -- events --------------------------------------------------------------------------------
     def apply(self, event: Event) -> str:
-        """Fold one event in; returns its topic: servers, logs, bench, queue, status, notice."""
+        """Fold one event in; returns its topic: servers, logs, bench, gpus, queue, status, notice."""
         if isinstance(event, ServerStateChanged):
             live = self._server(event.profile)
             ready_since = live.row.ready_since
@@ -159,6 +162,9 @@ class LiveState:
             self.paused = event.activity == "paused"
             self.current_item = event.queue_item_id
             return "status"
+        if isinstance(event, GpuTelemetry):
+            self.add_telemetry(TelemetrySnapshot.from_dict(event.snapshot))
+            return "gpus"
         if isinstance(event, QueueChanged):
             return "queue"
         if isinstance(event, Notice):
@@ -174,7 +180,7 @@ class LiveState:
 
     # -- questions the screens ask -----------------------------------------------------------
     def running_servers(self) -> list[str]:
-        return [name for name, s in self.servers.items() if s.row.state in ("starting", "ready", "stopping")]
+        return [name for name, s in self.servers.items() if is_live(s.row.state)]
 
     def uptime_s(self, profile: str, now: float | None = None) -> float | None:
         live = self.servers.get(profile)

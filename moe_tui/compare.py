@@ -243,6 +243,7 @@ class ComparisonGrid:
     simulated: bool  # any run came from the emulator
     specs: Mapping[str, Mapping[str, Any]]  # fingerprint -> spec dict, every fingerprint shown
     spec_users: Mapping[str, tuple[str, ...]]  # fingerprint -> sides that use it
+    extras: Any = None  # issue 15: grid_extras.GridExtras (roofline %, correctness gate)
 
     def cell(self, concurrency: int, metric: str) -> GridCell:
         for c in self.cells:
@@ -259,7 +260,7 @@ class ComparisonGrid:
     def verdict_counts(self) -> dict[str, int]:
         counts = {v: 0 for v in VERDICTS}
         for c in self.cells:
-            counts[c.verdict] += 1
+            counts[c.verdict] = counts.get(c.verdict, 0) + 1  # issue 15: "unreliable" (output differs)
         return counts
 
     def to_frame(self) -> "pd.DataFrame":
@@ -773,10 +774,14 @@ def build_grid(store: "Store", baseline: str, candidate: str, *, fingerprint: st
             f"profiles with runs: {', '.join(known) if known else 'none'}"
         )
     statuses = ("complete", "incomplete", "failed")
-    return build_grid_from_runs(
+    grid = build_grid_from_runs(
         store.runs(profile_name=baseline, statuses=statuses), store.runs(profile_name=candidate, statuses=statuses),
         baseline_name=baseline, candidate_name=candidate, fingerprint=fingerprint, metrics=metrics,
     )
+    # issue 15: roofline % per concurrency and the correctness gate (moe_tui/grid_extras.py)
+    from moe_tui.grid_extras import apply_gate, build_extras
+
+    return apply_gate(grid, build_extras(store, baseline, candidate))
 
 
 # -- internals --------------------------------------------------------------------------------------

@@ -142,6 +142,9 @@ def render_text(grid: ComparisonGrid) -> str:
     if notes:
         out.append("")
         out.extend(notes)
+    from moe_tui.grid_extras import extras_lines  # issue 15: roofline % and correctness gate
+
+    out.extend(["", *extras_lines(grid.extras)] if grid.extras is not None else [])
     return "\n".join(out) + "\n"
 
 
@@ -263,6 +266,10 @@ def render_markdown(grid: ComparisonGrid, *, generated_at: str | None = None, pl
     out += notes or ["None."]
     out.append("")
 
+    from moe_tui.grid_extras import extras_lines  # issue 15: roofline % and correctness gate
+
+    if grid.extras is not None:
+        out += ["## Roofline and correctness", "", *(f"- {_md(line.strip())}" for line in extras_lines(grid.extras)), ""]
     out += ["## Method", "",
             "- A delta is computed only where both sides ran the identical benchmark spec (same fingerprint); "
             "otherwise the cell names the spec fields that differ, with both values.",
@@ -386,6 +393,12 @@ def export_comparison(grid: ComparisonGrid, directory: str | Path, *, stem: str 
     write_atomic(paths.png, png)
     write_atomic(paths.svg, svg)
     write_atomic(paths.csv, render_csv(grid))
+    if grid.extras is not None:  # issue 15: roofline % per concurrency and the gate, beside the grid CSV
+        from moe_tui.grid_extras import extras_csv_rows
+
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows(extras_csv_rows(grid.extras))
+        write_atomic(directory / f"{stem}-roofline.csv", buf.getvalue())
     write_atomic(paths.markdown, render_markdown(grid, generated_at=generated_at, plot_name=paths.png.name,
                                                  version=version))
     return paths

@@ -81,6 +81,18 @@ def run_roofline(run: Any) -> Roofline:
     return run_setup(run).at(int(run.spec.get("max_concurrency", 1)))
 
 
+def run_roofline_terms(run: Any) -> tuple[tuple[str, str], ...]:
+    """(term, value) lines of one run's ceiling and its % of it, or why there is none (run detail)."""
+    try:
+        ceiling = run_roofline(run)
+    except (RooflineInputError, RooflineError) as exc:
+        return (("roofline", f"not available: {exc}"),)
+    measured = (run.summary or {}).get("output_throughput")
+    pct = percent_of_roofline(measured, ceiling) if isinstance(measured, (int, float)) else None
+    shown = f"{pct:.1f}% ({measured:,.2f} of {ceiling.ceiling_tok_s:,.1f} tok/s)" if pct is not None else "no measurement"
+    return (("% of roofline", shown), *ceiling.terms(), *((f"note {i + 1}", n) for i, n in enumerate(ceiling.notes)))
+
+
 def roofline_cells(runs: Sequence[Any], fingerprints: Mapping[int, str] | None = None) -> dict[int, RooflineCell]:
     """Per concurrency: the ceiling and % of it for complete runs (of the grid's fingerprint at
     that concurrency when given; else the most recent fingerprint there)."""

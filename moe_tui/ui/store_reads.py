@@ -68,6 +68,8 @@ class StoreReads:
         return written.markdown if fmt == "markdown" else written.csv
 
     def run_view(self, run_id: int) -> RunView | None:
+        from moe_tui.grid_extras import run_roofline_terms
+
         run = self.store.run(run_id)
         if run is None:
             return None
@@ -84,7 +86,8 @@ class StoreReads:
         return RunView(id=run.id, profile=run.profile_name, status=run.status, fingerprint=run.fingerprint,
                        spec=run.spec, provenance=run.provenance, summary=run.summary, flags=tuple(run.flags),
                        error=run.error, simulated=simulated,
-                       latencies_ms={k: tuple(v) for k, v in lat.items()})
+                       latencies_ms={k: tuple(v) for k, v in lat.items()},
+                       roofline=run_roofline_terms(run))  # issue 15: grid_extras
 
     def log_lines(self, profile: str, limit: int = 2000) -> list[str]:
         starts = self.store.server_starts(profile, limit=1)

@@ -153,7 +153,8 @@ class RecordingAdapter(ControlAdapter):
                        provenance={"engine": "sim", "sglang_version": "0.5.23-sim"},
                        summary={"completed": 40, "output_throughput": 702.5, "mean_ttft_ms": 48.1},
                        flags=(), simulated=True,
-                       latencies_ms={"ttft": ttft, "latency": tuple(x * 10 for x in ttft), "itl": (9.0,) * 50})
+                       latencies_ms={"ttft": ttft, "latency": tuple(x * 10 for x in ttft), "itl": (9.0,) * 50},
+                       roofline=_roofline_terms(run_id))
 
     def log_lines(self, profile: str, limit: int = 2000):
         return [f"[2025-01-01 00:00:0{i}] {profile} line {i}" for i in range(5)] + ["ERROR something odd"]
@@ -195,3 +196,14 @@ class RecordingAdapter(ControlAdapter):
 
     def shutdown(self, stop_servers):
         self._record("shutdown", stop_servers)
+
+
+def _roofline_terms(run_id: int) -> tuple[tuple[str, str], ...]:
+    """The core's own roofline terms for a run like the one shown (GLM-5-NVFP4 sim, conc 10)."""
+    from compare_data import make_run, snapshot, summary
+    from moe_tui.grid_extras import run_roofline_terms
+
+    run = make_run(run_id, "sim-flashinfer-cutlass", concurrency=10, summary=summary(702.5),
+                   spec_changes={"input_len": 128, "output_len": 64},
+                   profile=snapshot("sim-flashinfer-cutlass", "flashinfer_cutlass", engine="sim"))
+    return run_roofline_terms(run)

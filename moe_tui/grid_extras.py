@@ -42,6 +42,8 @@ class RooflineCell:
         if self.ceiling is None:
             return f"no roofline: {self.why_not}"
         measured = "no complete run" if self.pct is None else f"{self.pct:.1f}% of"
+        if self.pct is not None and self.pct > 100:  # a measurement above a ceiling: wrong inputs
+            measured = f"{self.pct:.1f}% (above the ceiling: check the GPU, model config and KV dtype) of"
         return f"{measured} {self.ceiling.ceiling_tok_s:,.0f} tok/s ({self.ceiling.bound}-bound)"
 
 
@@ -54,6 +56,19 @@ class GridExtras:
     @property
     def output_differs(self) -> bool:
         return self.gate.output_differs
+
+
+_RUN_FIELDS = ("status", "spec", "created_at", "fingerprint", "summary", "profile", "provenance")
+
+
+def _as_run(run: Any) -> Any:
+    """A RunRecord, or a mapping with the same names (as compare.build_grid_from_runs takes)."""
+    if not isinstance(run, Mapping):
+        return run
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**{k: run.get(k) for k in _RUN_FIELDS} | {"spec": run.get("spec") or {},
+                                                                    "created_at": run.get("created_at") or 0.0})
 
 
 def _nvml_names(run: Any) -> list[str]:
@@ -97,7 +112,7 @@ def roofline_cells(runs: Sequence[Any], fingerprints: Mapping[int, str] | None =
     """Per concurrency: the ceiling and % of it for complete runs (of the grid's fingerprint at
     that concurrency when given; else the most recent fingerprint there)."""
     by_conc: dict[int, list[Any]] = {}
-    for run in runs:
+    for run in map(_as_run, runs):
         if run.status == "complete":
             by_conc.setdefault(int(run.spec.get("max_concurrency", 1)), []).append(run)
     out: dict[int, RooflineCell] = {}
@@ -196,6 +211,27 @@ def extras_lines(extras: GridExtras | None) -> list[str]:
         b, c = extras.baseline_roofline.get(conc), extras.candidate_roofline.get(conc)
         lines.append(f"  conc {conc}: baseline {b.text if b else 'no run'}; candidate {c.text if c else 'no run'}")
     return lines
+
+
+def extras_compact_lines(extras: GridExtras | None) -> list[str]:
+    """Two lines for a narrow panel: the gate verdict, and % of roofline per concurrency (B/C)."""
+    if extras is None:
+        return []
+
+    def pct(cell: RooflineCell | None) -> str:
+        if cell is None or cell.pct is None:
+            return "-"
+        return f"{cell.pct:.1f}%" + ("!" if cell.pct > 100 else "")
+
+    cells = [*extras.baseline_roofline.values(), *extras.candidate_roofline.values()]
+    if cells and all(c.ceiling is None for c in cells):
+        return [f"correctness gate: {extras.gate.words}", f"% of decode roofline: none: {cells[0].why_not}"]
+    concs = sorted(set(extras.baseline_roofline) | set(extras.candidate_roofline))
+    parts = [f"{c}: {pct(extras.baseline_roofline.get(c))} / {pct(extras.candidate_roofline.get(c))}" for c in concs]
+    above = any(c.pct is not None and c.pct > 100 for c in cells)
+    return [f"correctness gate: {extras.gate.words}",
+            "% of decode roofline, baseline / candidate, per concurrency: " + (" · ".join(parts) or "no complete runs")
+            + (" (! above the ceiling: the GPU, model config or KV dtype it assumes must be wrong)" if above else "")]
 
 
 def extras_csv_rows(extras: GridExtras | None) -> list[list[str]]:

@@ -20,7 +20,7 @@ Reads files (config.json) but holds no state.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -169,12 +169,29 @@ def gpu_for(profile: Mapping[str, Any], nvml_names: Sequence[str] = (), gpu: str
     return spec, int(count), source
 
 
+def _sim_time_scale(profile: Mapping[str, Any]) -> float:
+    if profile.get("engine") != "sim":
+        return 1.0
+    value = (profile.get("sim") or {}).get("time_scale", 1.0)
+    try:
+        scale = float(value)
+    except (TypeError, ValueError):
+        return 1.0
+    return scale if scale > 0 else 1.0
+
+
 def roofline_setup(profile: Mapping[str, Any], *, context: int, nvml_names: Sequence[str] = (),
                    resolved_args: Mapping[str, Any] | None = None, gpu: str | None = None,
                    gpu_count: int | None = None, kv_cache_dtype: str | None = None) -> RooflineSetup:
     """The roofline inputs of one profile (a `ServerProfile.snapshot()` or a run's stored one)."""
     shape, path = load_shape(profile)
     spec, count, source = gpu_for(profile, nvml_names, gpu, gpu_count)
+    scale = _sim_time_scale(profile)
+    if scale != 1.0:  # the emulator runs its modelled box this many times faster: so does the ceiling
+        spec = replace(spec, hbm_gbps=spec.hbm_gbps * scale, bf16_tflops=spec.bf16_tflops * scale,
+                       fp8_tflops=spec.fp8_tflops * scale,
+                       fp4_tflops=None if spec.fp4_tflops is None else spec.fp4_tflops * scale,
+                       label=f"{spec.label} (x{scale:g}: emulator time scale)")
     table = profile.get("roofline") or {}
     extra = [str(a) for a in profile.get("extra_args") or ()]
     kv = (kv_cache_dtype or table.get("kv_cache_dtype") or (resolved_args or {}).get("kv_cache_dtype")

@@ -123,3 +123,9 @@ def test_campaign_gates_each_profile_before_its_first_timed_run(env):
         assert gated_at < first_run
     verdict = env.run("gate", b, "--against", a, "--no-send", "--profiles-dir", str(env.profiles))
     assert verdict.returncode == 3 and "diverges at token 4" in verdict.stdout
+    grid = env.run("compare", a, b)
+    assert grid.returncode == 0, grid.stdout
+    assert "correctness gate: output differs: prompt" in grid.stdout
+    assert "C: output_differs" in grid.stdout  # one repeat per side: no verdict to withhold, the flag shows
+    assert "conc 1: baseline" in grid.stdout and "% of" in grid.stdout and "(memory-bound)" in grid.stdout
+    assert " better " not in grid.stdout

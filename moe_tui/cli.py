@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("moe_tui.commands.run", "work the queue headless (or detached with --detach)"),
     "compare": ("moe_tui.commands.compare", "print the comparison grid of two profiles"),
     "export": ("moe_tui.commands.export", "export a comparison as Markdown and CSV with provenance"),
+    "roofline": ("moe_tui.commands.roofline", "print the decode roofline of a profile's model on its GPUs"),
+    "gate": ("moe_tui.commands.gate", "run the greedy correctness gate against a running server"),
     "sim": ("moe_tui.commands.sim", "run the SGLang emulator (simulated server)"),
 }
 

@@ -91,6 +91,7 @@ OPS: dict[str, str] = {
     "move_item": "move_item", "skip_item": "skip_item", "cancel_item": "cancel_item",
     "retry_item": "retry_item", "delete_item": "delete_item", "clear_queue": "clear_queue",
     "profiles": "profile_names",
+    "gate": "run_gate_now",  # issue 15: the correctness gate on demand
 }
 
 
@@ -439,6 +440,7 @@ class Controller:
             self._finish_item(item, *self._abort_verdict)
             return
 
+        await self._gate_if_needed(item, profile, server)  # issue 15: before the first timed run
         warmup_info: dict[str, Any] | None = None
         if item.warmup:
             warmup_info = await self._warmup_pass(item, server)
@@ -450,6 +452,22 @@ class Controller:
                                                    f"{warmup_info.get('error', '')}")
                 return
         await self._timed_run(item, profile, server, warmup_info)
+
+    # -- correctness gate (issue 15; the logic lives in moe_tui/gate.py) --------------------------
+    async def _gate_if_needed(self, item: QueueItem, profile: ServerProfile, server: Any) -> None:
+        from moe_tui.gate import gate_before_first_run
+
+        if await gate_before_first_run(self.store, item.campaign_id, profile.name, server, self._notice):
+            self._status("gate", f"{profile.name}: greedy correctness prompts stored")
+
+    async def run_gate_now(self, name: str) -> dict[str, Any]:
+        """The gate on demand against a profile's ready server (op "gate")."""
+        from moe_tui.gate import GateError, gate_server
+
+        try:
+            return await gate_server(self.store, name, self.servers.get(name))
+        except GateError as exc:
+            raise ControllerError(str(exc)) from None
 
     def _profile_for(self, item: QueueItem) -> ServerProfile:
         """The item's profile, read fresh (an edited file applies from the next item on): from the

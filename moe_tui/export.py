@@ -174,6 +174,10 @@ def render_text(grid: ComparisonGrid) -> str:
     if notes:
         out.append("")
         out.extend(t(n) for n in notes)
+    if grid.extras is not None:  # roofline % and the correctness gate
+        from moe_tui.grid_extras import extras_lines
+
+        out.extend(["", *(t(line) for line in extras_lines(grid.extras))])
     return "\n".join(out) + "\n"
 
 
@@ -251,6 +255,12 @@ def export_comparison(grid: ComparisonGrid, directory: str | Path, *, stem: str 
     write_atomic(paths.png, png)
     write_atomic(paths.svg, svg)
     write_atomic(paths.csv, render_csv(grid))
+    if grid.extras is not None:  # issue 15: roofline % per concurrency and the gate, beside the grid CSV
+        from moe_tui.grid_extras import extras_csv_rows
+
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows(extras_csv_rows(grid.extras))
+        write_atomic(directory / f"{stem}-roofline.csv", buf.getvalue())
     write_atomic(paths.markdown, render_markdown(grid, generated_at=generated_at, plot_name=paths.png.name,
                                                  version=version))
     return paths

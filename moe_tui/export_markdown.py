@@ -54,6 +54,10 @@ def render_markdown(grid: ComparisonGrid, *, generated_at: str | None = None, pl
                 f"concurrency (different spec, confounded or one side missing). Vector version: [{stem}.svg]({stem}.svg).",
                 ""]
     out += _grid_table(grid)
+    if grid.extras is not None:  # roofline % per concurrency and the correctness gate
+        from moe_tui.grid_extras import extras_lines
+
+        out += ["## Roofline and correctness", "", *(f"- {md(line.strip())}" for line in extras_lines(grid.extras)), ""]
     out += ["## Method", "", *(f"- {md(line)}" for line in grid.method), ""]
     return "\n".join(out)
 

@@ -76,6 +76,7 @@ class ServerProfile:
     python: str = ""
     description: str = ""
     sim: Mapping[str, Any] = field(default_factory=dict)
+    roofline: Mapping[str, Any] = field(default_factory=dict)  # roofline inputs; not a launch setting
     source: str = ""  # file it was loaded from; not a launch setting
 
     # -- argv / environment ------------------------------------------------------------------
@@ -127,6 +128,7 @@ class ServerProfile:
         """Everything that shapes the server, as plain JSON-safe data (the profile snapshot)."""
         data = dataclasses.asdict(self)
         data.pop("source")
+        data.pop("roofline")  # roofline inputs do not shape the server
         data["gpus"] = list(self.gpus)
         data["extra_args"] = list(self.extra_args)
         data["env"] = redact_env(dict(self.env))
@@ -136,6 +138,8 @@ class ServerProfile:
     def snapshot(self) -> dict[str, Any]:
         snap = self.launch_settings()
         snap["source"] = self.source
+        if self.roofline:
+            snap["roofline"] = dict(self.roofline)
         return snap
 
     def snapshot_json(self) -> str:
@@ -148,6 +152,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "served_model_name": (str,), "tp_size": (int,), "ep_size": (int,), "quantization": (str,),
     "gpus": (list,), "host": (str,), "port": (int,), "startup_timeout_s": (int, float),
     "extra_args": (list,), "env": (dict,), "python": (str,), "description": (str,), "sim": (dict,),
+    "roofline": (dict,),
 }
 _REQUIRED = ("name", "engine", "model_path", "moe_runner_backend")
 
@@ -220,6 +225,12 @@ def profile_from_dict(data: Mapping[str, Any], where: str = "<profile>") -> Serv
         raise ProfileError(where, "sim", "is only valid with engine = \"sim\"")
     for k, v in sim.items():
         need(isinstance(v, (str, int, float, bool)), "sim", f"value of {k} must be a scalar, got {v!r}")
+    roofline = data.get("roofline", {})
+    if roofline:
+        from moe_tui.roofline_inputs import check_roofline_table
+
+        problem = check_roofline_table(roofline)
+        need(problem is None, "roofline", problem or "")
 
     return ServerProfile(
         name=data["name"],
@@ -239,6 +250,7 @@ def profile_from_dict(data: Mapping[str, Any], where: str = "<profile>") -> Serv
         python=data.get("python", ""),
         description=data.get("description", ""),
         sim=dict(sim),
+        roofline=dict(roofline),
         source=where,
     )
 

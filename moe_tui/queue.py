@@ -287,6 +287,13 @@ class RunQueue:
             counts[row[0]] = row[1]
         return counts
 
+    def plan_rows(self) -> list[dict[str, Any]]:
+        """Items per (profile, requested spec fingerprint, state): what the grid needs to tell a
+        finished cell from an interim one (`compare.plan_counts`)."""
+        rows = self.store.query("SELECT profile_name, fingerprint, state, COUNT(*) AS n FROM queue_items "
+                                "GROUP BY profile_name, fingerprint, state")
+        return [{"profile_name": r[0], "fingerprint": r[1], "state": r[2], "n": r[3]} for r in rows]
+
     @property
     def paused(self) -> bool:
         rows = self.store.query("SELECT value FROM queue_settings WHERE key = 'paused'")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -119,6 +119,22 @@ _MIGRATIONS: dict[int, str] = {
     # this table on the fly.
     2: """
     CREATE TABLE IF NOT EXISTS queue_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    """,
+    # Correctness gate samples (issue 15, moe_tui/gate.py): one row per gate pass of a profile's
+    # server, every prompt's greedy token ids and logprobs in samples_json. IF NOT EXISTS, so the
+    # integrator may renumber this migration freely.
+    3: """
+    CREATE TABLE IF NOT EXISTS gate_samples (
+        id INTEGER PRIMARY KEY,
+        created_at REAL NOT NULL,
+        profile_name TEXT NOT NULL,
+        campaign_id INTEGER,
+        server_start_id INTEGER,
+        prompt_set TEXT NOT NULL,
+        resolved_backend TEXT,
+        samples_json TEXT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS gate_samples_profile ON gate_samples(profile_name, created_at);
     """,
 }
 
@@ -418,6 +434,36 @@ class Store:
     def gpu_samples(self, run_id: int) -> list[tuple[float, dict[str, Any]]]:
         rows = self.query("SELECT t, sample_json FROM gpu_samples WHERE run_id = ? ORDER BY t", (run_id,))
         return [(r[0], json.loads(r[1])) for r in rows]
+
+    # -- correctness gate samples (issue 15; moe_tui/gate.py) -------------------------------------
+    def record_gate_samples(
+        self, *, profile_name: str, prompt_set: str, samples: Sequence[Mapping[str, Any]],
+        campaign_id: int | None = None, server_start_id: int | None = None,
+        resolved_backend: str | None = None,
+    ) -> int:
+        """Store one gate pass (every prompt's token ids and logprobs); returns its id."""
+        with self.transaction() as tx:
+            cur = tx.execute(
+                "INSERT INTO gate_samples (created_at, profile_name, campaign_id, server_start_id, prompt_set,"
+                " resolved_backend, samples_json) VALUES (?,?,?,?,?,?,?)",
+                (time.time(), profile_name, campaign_id, server_start_id, prompt_set, resolved_backend,
+                 _dump(list(samples))),
+            )
+            return int(cur.lastrowid)
+
+    def gate_samples(self, profile_name: str, *, campaign_id: int | None = None) -> dict[str, Any] | None:
+        """The latest gate pass of a profile (of that campaign when given), or None."""
+        sql = "SELECT * FROM gate_samples WHERE profile_name = ?"
+        params: list[Any] = [profile_name]
+        if campaign_id is not None:
+            sql += " AND campaign_id = ?"
+            params.append(campaign_id)
+        rows = self.query(sql + " ORDER BY created_at DESC, id DESC LIMIT 1", params)
+        if not rows:
+            return None
+        row = dict(rows[0])
+        row["samples"] = json.loads(row.pop("samples_json"))
+        return row
 
     def mark_running_runs(self, status: str, error: str) -> int:
         """After a crash: runs left 'running' become `status` (their data is partial)."""

@@ -28,7 +28,6 @@ from moe_tui.compare import (
     WITHIN_NOISE,
     WORSE,
     CompareError,
-    build_grid,
     build_grid_from_runs,
     repeats_to_settle,
     welch_delta,
@@ -36,6 +35,7 @@ from moe_tui.compare import (
 from moe_tui.compare import (
     REFUSED as DIFFERENT_SPEC,
 )
+from moe_tui.grids import build_grid
 
 SNAP_A = snapshot("a", "flashinfer_cutlass")
 SNAP_B = snapshot("b", "flashinfer_cutedsl", port=30001)

@@ -59,7 +59,9 @@ def test_json_contract_keys_and_vocabulary(tmp_path):
     assert _cli(home, "import", str(g), "--assume", "seed=1,ignore_eos=true,warmup_requests=1,temperature=0,"
                 "flush_cache=false").returncode == 0
     grid = grid_json(home, "a", "b")
-    assert set(grid) == {"control", "cells"} and grid["control"]["state"] == "absent"
+    # The issue's two keys, plus the roofline % and the correctness gate (issue 15) under "extras".
+    assert set(grid) == {"control", "cells", "extras"} and grid["control"]["state"] == "absent"
+    assert set(grid["extras"]) == {"gate", "roofline"} and set(grid["extras"]["roofline"]) == {"baseline", "candidate"}
     c = cell(grid, 64)
     assert set(c) == {"concurrency", "metric", "verdict", "n_baseline", "n_candidate", "delta_pct", "ci_pct",
                       "reasons"}

@@ -44,7 +44,8 @@ def settings_from_args(args: argparse.Namespace) -> Any:
 
 def load_grid(args: argparse.Namespace, command: str) -> tuple[Any, int]:
     """(grid, 0), or (None, exit code) after printing why: 2 for unknown profiles/options, 1 for the store."""
-    from moe_tui.compare import CompareError, build_grid
+    from moe_tui.compare import CompareError
+    from moe_tui.grids import build_grid
     from moe_tui.store import Store, StoreError
 
     try:

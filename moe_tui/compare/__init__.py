@@ -11,12 +11,12 @@ over the whole grid; otherwise its state says why not (`judgement.VERDICTS`, in 
 - `stats`: Welch deltas, pooled relative noise, Holm, repeats to settle;
 - `control`: the equivalence test at concurrency 2 (else 1);
 - `grid`: per-cell states and the family tests; `build`: the entry points.
-The core never imports Textual; `build_grid` is the one function that reads (the store handed to it).
+The core never imports Textual and reads nothing: `moe_tui.grids.build_grid` reads the store and calls it.
 """
 
 from __future__ import annotations
 
-from moe_tui.compare.build import build_grid, build_grid_from_runs, plan_counts
+from moe_tui.compare.build import build_grid_from_runs, plan_counts, unknown_profiles
 from moe_tui.compare.model import (
     BASELINE,
     CANDIDATE,

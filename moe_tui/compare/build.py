@@ -1,10 +1,10 @@
-"""`build_grid_from_runs` (pure: runs in, grid out) and `build_grid` (reads the store handed to it)."""
+"""`build_grid_from_runs`: pure, runs in, grid out (`moe_tui.grids.build_grid` reads them from the store)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from moe_tui import judgement as J
 from moe_tui.compare.confound import server_args_missing
@@ -47,9 +47,6 @@ from moe_tui.compare.runs import (
     snapshot_diff,
 )
 from moe_tui.compare.stats import PooledNoise
-
-if TYPE_CHECKING:  # pragma: no cover
-    from moe_tui.store import Store
 
 
 def _group(runs: Sequence[Run], name: str, warnings: list[str]) -> dict[int, list[Run]]:
@@ -228,32 +225,27 @@ def _series(side: str, concurrencies: Sequence[int], cells: Sequence[GridCell]) 
     return ThroughputSeries(tuple(concurrencies), tuple(means), tuple(stds), tuple(ns), tuple(comparable))
 
 
-def plan_counts(store: Store) -> dict[tuple[str, str], PlanCount]:
-    """(profile, requested fingerprint) -> planned queue items and those still pending or running."""
-    rows = store.query("SELECT profile_name, fingerprint, state, COUNT(*) AS n FROM queue_items "
-                       "WHERE state NOT IN ('cancelled', 'skipped') GROUP BY profile_name, fingerprint, state")
+def plan_counts(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], PlanCount]:
+    """(profile, requested fingerprint) -> planned queue items and those still pending or running,
+    from the queue's per-state counts (`RunQueue.plan_rows()`: profile_name, fingerprint, state, n)."""
     out: dict[tuple[str, str], PlanCount] = {}
     for r in rows:
+        if r["state"] in ("cancelled", "skipped"):
+            continue
         key = (r["profile_name"], r["fingerprint"])
         planned, pending = out.get(key, PlanCount(0, 0))
         out[key] = PlanCount(planned + r["n"], pending + (r["n"] if r["state"] in ("pending", "running") else 0))
     return out
 
 
-def build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str | None = None,
-               metrics: Sequence[MetricDef] = METRICS, settings: CompareSettings | None = None) -> ComparisonGrid:
-    """The grid for two profile names, read from the store (runs and the queue's planned repeats)."""
-    known = store.profile_names_with_runs()
-    missing = [n for n in (baseline, candidate) if n not in known]
-    if missing:
-        import difflib
+def unknown_profiles(known: Sequence[str], names: Sequence[str], where: str) -> CompareError | None:
+    """The error for profile names without runs (with a did-you-mean), or None when all are known."""
+    missing = [n for n in names if n not in known]
+    if not missing:
+        return None
+    import difflib
 
-        hints = [f"'{m}'" + (f" (did you mean '{h[0]}'?)" if (h := difflib.get_close_matches(m, known, n=1)) else "")
-                 for m in missing]
-        raise CompareError(f"no runs for profile {', '.join(hints)} in the store {store.path}; "
-                           f"profiles with runs: {', '.join(known) if known else 'none'}")
-    statuses = ("complete", "incomplete", "failed")
-    return build_grid_from_runs(
-        store.runs(profile_name=baseline, statuses=statuses), store.runs(profile_name=candidate, statuses=statuses),
-        baseline_name=baseline, candidate_name=candidate, fingerprint=fingerprint, metrics=metrics,
-        settings=settings, plan=plan_counts(store))
+    hints = [f"'{m}'" + (f" (did you mean '{h[0]}'?)" if (h := difflib.get_close_matches(m, known, n=1)) else "")
+             for m in missing]
+    return CompareError(f"no runs for profile {', '.join(hints)} in the store {where}; "
+                        f"profiles with runs: {', '.join(known) if known else 'none'}")

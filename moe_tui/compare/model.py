@@ -260,6 +260,9 @@ class ComparisonGrid:
     confounders: tuple[Confounder, ...] = ()  # union over the grid, for the summary
     families: tuple[FamilySummary, ...] = ()
     method: tuple[str, ...] = ()  # the rules in force, in words
+    # Roofline % per concurrency and the correctness gate (grid_extras.GridExtras), attached by the
+    # service that reads them; None for a grid built from runs alone.
+    extras: Any = None
 
     def cell(self, concurrency: int, metric: str) -> GridCell:
         for c in self.cells:
@@ -298,7 +301,7 @@ class ComparisonGrid:
                             "margin_pct": ctl.margin_pct, "n_baseline": ctl.n_baseline,
                             "n_candidate": ctl.n_candidate, "text": ctl.text,
                             "environment_differences": list(ctl.environment_differences)},
-                "cells": cells}
+                "cells": cells, **({"extras": self.extras.to_json()} if self.extras is not None else {})}
 
     def to_frame(self) -> pd.DataFrame:
         """One row per cell with the raw numbers (for analysis; the exporters format their own)."""

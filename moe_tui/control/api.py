@@ -109,6 +109,7 @@ class RunView:
     error: str = ""
     simulated: bool = False
     latencies_ms: dict[str, tuple[float, ...]] = field(default_factory=dict)  # ttft, latency, itl
+    roofline: tuple[tuple[str, str], ...] = ()  # issue 15: (term, value) of the decode ceiling
 
 
 class ControlClient(abc.ABC):

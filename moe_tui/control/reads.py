@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from moe_tui import compare, export, paths
+from moe_tui import compare, export, grids, paths
 from moe_tui.control.api import QueueRow, RunView, ServerRow
 from moe_tui.judgement import is_simulated
 from moe_tui.profiles import ServerProfile
@@ -59,7 +59,7 @@ class StoreReads:
         return ordered + sorted(with_runs - set(ordered))
 
     def comparison(self, baseline: str, candidate: str, include_flagged: bool = False) -> compare.ComparisonGrid:
-        return compare.build_grid(self.store, baseline, candidate,
+        return grids.build_grid(self.store, baseline, candidate,
                                   settings=compare.CompareSettings(include_flagged=include_flagged))
 
     def export(self, baseline: str, candidate: str, fmt: str) -> Path:
@@ -72,6 +72,8 @@ class StoreReads:
         return written.markdown if fmt == "markdown" else written.csv
 
     def run_view(self, run_id: int) -> RunView | None:
+        from moe_tui.grid_extras import run_roofline_terms
+
         run = self.store.run(run_id)
         if run is None:
             return None
@@ -88,7 +90,8 @@ class StoreReads:
         return RunView(id=run.id, profile=run.profile_name, status=run.status, fingerprint=run.fingerprint,
                        spec=run.spec, provenance=run.provenance, summary=run.summary, flags=tuple(run.flags),
                        error=run.error, simulated=simulated,
-                       latencies_ms={k: tuple(v) for k, v in lat.items()})
+                       latencies_ms={k: tuple(v) for k, v in lat.items()},
+                       roofline=run_roofline_terms(run))  # issue 15: grid_extras
 
     def log_lines(self, profile: str, limit: int = 2000) -> list[str]:
         starts = self.store.server_starts(profile, limit=1)

@@ -109,6 +109,8 @@ SIM_FLAGS: tuple[FlagSpec, ...] = (
           help="answer HTTP 500 to a seeded fraction F of generation requests"),
     _flag("--sim-cut-stream-after-tokens", type=int, default=None, metavar="N",
           help="close each stream abruptly (no [DONE]) after N tokens"),
+    _flag("--sim-fault-output-drift-after", type=int, default=None, metavar="N",  # roofline/gate
+          help="greedy outputs (return_logprob) leave the faithful continuation from output token N on"),
     _flag("--sim-hang-after-tokens", type=int, default=None, metavar="N",
           help="stop sending on each stream after N tokens, keeping the connection open"),
 )
@@ -168,6 +170,8 @@ def parse_args(argv: list[str], prog: str = "python -m moe_tui.sim") -> argparse
              args.sim_slow_start) >= 0, "--sim-*-seconds and --sim-slow-start must be >= 0"),
         (args.sim_crash_after_requests is None or args.sim_crash_after_requests >= 1,
          "--sim-crash-after-requests must be >= 1"),
+        (args.sim_fault_output_drift_after is None or args.sim_fault_output_drift_after >= 0,
+         "--sim-fault-output-drift-after must be >= 0"),
     ]
     for ok, message in checks:
         if not ok:

@@ -886,6 +886,9 @@ class SimServer:
 
     def build_app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
+        from moe_tui.sim.outputs import greedy_outputs_middleware  # /generate with return_logprob
+
+        app.middlewares.append(greedy_outputs_middleware(self.args, self._not_ready))
         r = app.router
         r.add_route("POST", "/generate", self.handle_generate)
         r.add_route("PUT", "/generate", self.handle_generate)

@@ -71,7 +71,8 @@ def _run(run_id: int, profile: str, backend: str, conc: int, tok_s: float, fp_sp
     return dict(
         id=run_id, created_at=T0 + run_id, started_at=T0 + run_id, finished_at=T0 + run_id + 5, status="complete",
         profile_name=profile, spec=bs.canonical_dict(), fingerprint=bs.fingerprint, client="moe-tui",
-        profile={"name": profile, "engine": "sim", "moe_runner_backend": backend, "tp_size": 8, "ep_size": 8},
+        profile={"name": profile, "engine": "sim", "moe_runner_backend": backend, "tp_size": 8, "ep_size": 8,
+                 "model_path": "GLM-5-NVFP4", "quantization": "modelopt_fp4", "gpus": list(range(8))},
         provenance={"engine": "sim", "sglang_version": "0.5.23-sim"},
         summary={"output_throughput": tok_s, "mean_ttft_ms": 40.0 + conc, "p99_ttft_ms": 80.0 + conc,
                  "mean_tpot_ms": 9.0, "mean_itl_ms": 9.0, "mean_e2e_latency_ms": 600.0 + conc},
@@ -147,8 +148,9 @@ class RecordingAdapter(ControlClient):
 
         a, b = demo_runs()
         runs = {"sim-flashinfer-cutlass": a, "sim-flashinfer-cutedsl": b}
-        return build_grid_from_runs(runs[baseline], runs[candidate], baseline_name=baseline, candidate_name=candidate,
+        grid = build_grid_from_runs(runs[baseline], runs[candidate], baseline_name=baseline, candidate_name=candidate,
                                     settings=CompareSettings(include_flagged=include_flagged))
+        return _with_extras(grid, runs[baseline], runs[candidate])
 
     def run_view(self, run_id: int):
         ttft = tuple(30.0 + (i * 7) % 40 for i in range(60))
@@ -157,7 +159,8 @@ class RecordingAdapter(ControlClient):
                        provenance={"engine": "sim", "sglang_version": "0.5.23-sim"},
                        summary={"completed": 40, "output_throughput": 702.5, "mean_ttft_ms": 48.1},
                        flags=(), simulated=True,
-                       latencies_ms={"ttft": ttft, "latency": tuple(x * 10 for x in ttft), "itl": (9.0,) * 50})
+                       latencies_ms={"ttft": ttft, "latency": tuple(x * 10 for x in ttft), "itl": (9.0,) * 50},
+                       roofline=_roofline_terms(run_id))
 
     def log_lines(self, profile: str, limit: int = 2000):
         return [f"[2025-01-01 00:00:0{i}] {profile} line {i}" for i in range(5)] + ["ERROR something odd"]
@@ -206,3 +209,26 @@ def telemetry_message(snapshot: TelemetrySnapshot) -> Any:
     from moe_tui.ui.messages import CoreEventArrived
 
     return CoreEventArrived(GpuTelemetry(snapshot=snapshot.to_dict()))
+
+
+def _roofline_terms(run_id: int) -> tuple[tuple[str, str], ...]:
+    """The core's own roofline terms for a run like the one shown (GLM-5-NVFP4 sim, conc 10)."""
+    from compare_data import make_run, snapshot, summary
+
+    from moe_tui.grid_extras import run_roofline_terms
+
+    run = make_run(run_id, "sim-flashinfer-cutlass", concurrency=10, summary=summary(702.5),
+                   spec_changes={"input_len": 128, "output_len": 64},
+                   profile=snapshot("sim-flashinfer-cutlass", "flashinfer_cutlass", engine="sim"))
+    return run_roofline_terms(run)
+
+
+def _with_extras(grid, base_runs, cand_runs):
+    """The grid as the store-backed core returns it: roofline % per concurrency and a gate verdict
+    (both sides answered the gate prompts identically here), computed by the core from plain data."""
+    from moe_tui.correctness import GateSample, compare_gate
+    from moe_tui.grid_extras import GridExtras, apply_gate, roofline_cells
+
+    samples = [GateSample(f"p{i}", tuple(range(i, i + 16)), (-0.05,) * 16) for i in range(8)]
+    extras = GridExtras(compare_gate(samples, samples), roofline_cells(base_runs), roofline_cells(cand_runs))
+    return apply_gate(grid, extras)

@@ -3,6 +3,8 @@ cause. Core events and GPU samples are injected as the messages a worker would p
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from textual.widgets import DataTable, Input, RichLog, Select, Static
 
@@ -267,6 +269,13 @@ async def test_queue_enter_opens_run_detail_and_h_cycles_histogram(make_app):
         assert isinstance(app.screen, RunDetailScreen)
         head = plain(app.screen.query_one("#detail-head", Static))
         assert "run #1" in head and "SIMULATED" in head
+        from rich.console import Console
+
+        console = Console(width=200, record=True, file=io.StringIO())
+        console.print(app.screen.query_one("#detail-roofline", Static).content)
+        roofline = console.export_text()
+        assert "Roofline (decode ceiling)" in roofline and "% of roofline" in roofline
+        assert "distinct experts per MoE layer" in roofline and "memory" in roofline
         await pilot.press("h")
         assert app.screen.histogram == 1
         await pilot.press("escape")

@@ -70,6 +70,7 @@ class RunDetailScreen(LiveScreen):
         with Horizontal(id="detail-body"):
             with VerticalScroll(id="detail-left", classes="panel"):
                 yield Static("", id="detail-summary")
+                yield Static("", id="detail-roofline")  # issue 15: the decode ceiling's terms
                 yield Static("", id="detail-spec")
                 yield Static("", id="detail-provenance")
             yield LatencyHistogram(id="detail-histogram", classes="panel")
@@ -96,6 +97,8 @@ class RunDetailScreen(LiveScreen):
             head.append("\n" + run.error, style="red")
         self.query_one("#detail-head", Static).update(head)
         self.query_one("#detail-summary", Static).update(kv_table("Metrics", run.summary, SUMMARY_KEYS))
+        roofline = dict(run.roofline)
+        self.query_one("#detail-roofline", Static).update(kv_table("Roofline (decode ceiling)", roofline, tuple(roofline)))
         self.query_one("#detail-spec", Static).update(kv_table("Spec", run.spec))
         self.query_one("#detail-provenance", Static).update(kv_table("Provenance", run.provenance))
         self._show_histogram()

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -119,6 +119,10 @@ _MIGRATIONS: dict[int, str] = {
     # this table on the fly.
     2: """
     CREATE TABLE IF NOT EXISTS queue_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    """,
+    # Investigations (issue 17): an item may ask for a fresh server start before it runs.
+    3: """
+    ALTER TABLE queue_items ADD COLUMN fresh_start INTEGER NOT NULL DEFAULT 0;
     """,
 }
 

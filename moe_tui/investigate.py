@@ -171,6 +171,8 @@ class InvestigationPlan:
     minutes: float | None
     cap: int = DEFAULT_CAP
     min_effect_pct: float = MIN_EFFECT_PCT
+    spread_pct: float | None = None  # the grid's median spread for the metric when planned
+    _costs: Any = field(default=None, compare=False, repr=False)  # the cost model it was made with
 
     @property
     def name(self) -> str:
@@ -186,9 +188,9 @@ class InvestigationPlan:
         starts, minutes = _sequence_cost(
             [i for p in kept for i in p.items], self._costs)
         return InvestigationPlan(self.baseline, self.candidate, self.concurrency, self.metric, kept,
-                                 self.notes, self.before, starts, minutes, self.cap, self.min_effect_pct)
+                                 self.notes, self.before, starts, minutes, self.cap, self.min_effect_pct,
+                                 self.spread_pct, self._costs)
 
-    _costs: Any = field(default=None, compare=False, repr=False)  # the cost model it was made with
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -350,4 +352,5 @@ def plan_investigation(grid: GridEvidence, concurrency: int, metric: str = PRIMA
     proposals = tuple(p for p in found if p is not None)
     starts, minutes = _sequence_cost([i for p in proposals for i in p.items], costs)
     return InvestigationPlan(grid.baseline, grid.candidate, cell.concurrency, metric, proposals, tuple(notes),
-                             cell_snapshot(cell, grid), starts, minutes, cap, min_effect_pct, costs)
+                             cell_snapshot(cell, grid), starts, minutes, cap, min_effect_pct,
+                             pooled_cv(grid.cells, metric), costs)

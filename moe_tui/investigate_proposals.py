@@ -231,8 +231,11 @@ def propose_prefix_cache(grid: GridEvidence, cell: CellEvidence, costs: CostMode
         notes.append("prefix cache: the spec flushes the cache before each run" if cell.flush_cache else
                      "prefix cache: no shared spec")
         return None
-    sides = [s for s in SIDES if s in grid.radix_cache_sides
-             and len({x for x in cell.side(s).server_start_ids if x is not None}) < cell.side(s).n]
+    def repeated_on_one_start(side: str) -> bool:
+        known = [x for x in cell.side(side).server_start_ids if x is not None]
+        return len(known) == cell.side(side).n and len(set(known)) < len(known)
+
+    sides = [s for s in SIDES if s in grid.radix_cache_sides and repeated_on_one_start(s)]
     if not sides:
         notes.append("prefix cache: no side repeated the spec on one server start with its radix cache on")
         return None

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from moe_tui import judgement
-from moe_tui.investigate import SIDES, GridEvidence, cell_snapshot, pooled_cv
+from moe_tui.investigate import SIDES, GridEvidence, cell_snapshot
 
 DECISIVE = frozenset({judgement.BETTER, judgement.WORSE})
 
@@ -80,8 +80,8 @@ def _value(store: Any, run_id: int | None, metric: str) -> float | None:
 
 def _pairs(store: Any, record: Any, evidence: GridEvidence) -> list[PairResult]:
     metric = record.metric
-    spread = pooled_cv(evidence.cells, metric)
-    bar = judgement.pair_effect_threshold_pct(spread)
+    # The spread as it was when planned: the pairs' own runs (a cold one!) must not widen the bar.
+    bar = judgement.pair_effect_threshold_pct(record.definition.get("spread_pct"))
     higher = next((c.higher_is_better for c in evidence.cells if c.metric == metric), True)
     out = []
     for kind, first_role, second_role in (("cold_warm", "cold", "warm"), ("prefix_cache", "cache-empty", "cache-hot")):
@@ -133,6 +133,12 @@ def report(store: Any, record: Any, evidence: GridEvidence) -> InvestigationRepo
         mid = evidence.cell(conc, record.metric)
         lines.append(f"bisect   concurrency {conc}: " +
                      (describe_cell(cell_snapshot(mid)) if mid is not None else "not measured yet"))
+    cold = sorted(i.run_id for r, i in record.roles() if r.get("role") == "cold" and i.run_id is not None)
+    in_cell = [rid for rid in cold if rid in set((after.get("baseline") or {}).get("run_ids", ()))
+               | set((after.get("candidate") or {}).get("run_ids", ()))]
+    if in_cell:
+        lines.append(f"      note: 'after' includes cold run(s) {', '.join(f'#{r}' for r in in_cell)} "
+                     f"(no warmup pass, on purpose); a grid that leaves diagnostic runs out shows the cell without them")
     pairs = _pairs(store, record, evidence)
     lines += [f"pair     {p.words(record.metric)}" for p in pairs]
     flags = sorted({"warmup_effect" if p.kind == "cold_warm" else "prefix_cache_effect" for p in pairs if p.effect})

@@ -132,6 +132,7 @@ def enqueue_plan_dict(queue: Any, plan: Mapping[str, Any], *, profiles_dir: str 
         "proposals": [{k: p.get(k) for k in ("kind", "reason", "server_starts", "minutes", "expect")}
                       for p in plan.get("proposals") or ()],
         "notes": list(plan.get("notes") or ()), "cap": plan.get("cap"), "min_effect_pct": plan.get("min_effect_pct"),
+        "spread_pct": plan.get("spread_pct"),
         "item_roles": roles, "profiles_dir": profiles_dir,
         "server_starts": plan.get("server_starts"), "minutes": plan.get("minutes"),
     }

@@ -37,6 +37,10 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     return p
 
 
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
 def _fail(message: str, code: int) -> int:
     print(f"moe-tui investigate: {message}", file=sys.stderr)
     return code
@@ -68,12 +72,13 @@ def run(args: argparse.Namespace) -> int:
             if only is not None:
                 plan = plan.only(only)
             _print_plan(plan, earlier, args.json, evidence.simulated)
+            say = _stderr if args.json else print  # --json keeps stdout one JSON document
             if not plan.proposals or args.dry_run:
                 if args.dry_run and plan.proposals:
-                    print("nothing queued (--dry-run)")
+                    say("nothing queued (--dry-run)")
                 return 0
             if not args.yes and not _confirm(plan):
-                print("nothing queued")
+                say("nothing queued")
                 return 0
             return _queue(args, store, plan)
     except InvestigateError as exc:

@@ -54,6 +54,8 @@ class CompareScreen(LiveScreen):
                 tooltip="Write the comparison grid as CSV"),
         Binding("w", "swap", "Swap", id="compare.swap", tooltip="Swap baseline and candidate"),
         Binding("g", "reload", "Reload", id="compare.reload", tooltip="Re-read the runs and rebuild the grid"),
+        Binding("i", "investigate", "Investigate", id="compare.investigate",
+                tooltip="Propose and queue the runs that would settle the highlighted cell"),
     ]
 
     def __init__(self) -> None:
@@ -176,3 +178,12 @@ class CompareScreen(LiveScreen):
 
     def action_reload(self) -> None:
         self.load_choices()
+
+    def action_investigate(self) -> None:
+        from moe_tui.ui.screens.investigate import InvestigateScreen
+
+        pair, cell = self._pair(), self.query_one(CompareGrid).highlighted_cell
+        if pair is None or cell is None:
+            self.notify("investigate: highlight a cell of the grid first", severity="warning")
+            return
+        self.app.push_screen(InvestigateScreen(*pair, cell.concurrency, cell.metric))

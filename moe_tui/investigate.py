@@ -102,6 +102,7 @@ class CellEvidence:
     planned_repeats: int | None = None  # the grid's own repeats-to-settle, when it gave one
     spec: Mapping[str, Any] | None = None  # the shared spec (None when refused / no data)
     fingerprint: str | None = None
+    flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # side -> suspect flag codes
 
     def side(self, name: str) -> SideEvidence:
         return self.baseline if name == "baseline" else self.candidate
@@ -172,6 +173,7 @@ class InvestigationPlan:
     cap: int = DEFAULT_CAP
     min_effect_pct: float = MIN_EFFECT_PCT
     spread_pct: float | None = None  # the grid's median spread for the metric when planned
+    cautions: tuple[str, ...] = ()  # what makes the cell's runs themselves suspect
     _costs: Any = field(default=None, compare=False, repr=False)  # the cost model it was made with
 
     @property
@@ -189,7 +191,7 @@ class InvestigationPlan:
             [i for p in kept for i in p.items], self._costs)
         return InvestigationPlan(self.baseline, self.candidate, self.concurrency, self.metric, kept,
                                  self.notes, self.before, starts, minutes, self.cap, self.min_effect_pct,
-                                 self.spread_pct, self._costs)
+                                 self.spread_pct, self.cautions, self._costs)
 
 
     def to_dict(self) -> dict[str, Any]:
@@ -353,4 +355,15 @@ def plan_investigation(grid: GridEvidence, concurrency: int, metric: str = PRIMA
     starts, minutes = _sequence_cost([i for p in proposals for i in p.items], costs)
     return InvestigationPlan(grid.baseline, grid.candidate, cell.concurrency, metric, proposals, tuple(notes),
                              cell_snapshot(cell, grid), starts, minutes, cap, min_effect_pct,
-                             pooled_cv(grid.cells, metric), costs)
+                             pooled_cv(grid.cells, metric), _cautions(cell), costs)
+
+
+def _cautions(cell: CellEvidence) -> tuple[str, ...]:
+    out = []
+    for side in SIDES:
+        codes = tuple(cell.flags.get(side, ()))
+        if codes:
+            words = "; ".join(judgement.flag_words(c) for c in codes)
+            out.append(f"the {side} runs are flagged ({', '.join(codes)}: {words}): their number measures "
+                       f"that, not the backend; the runs below re-measure the cell, but fix the cause first")
+    return tuple(out)

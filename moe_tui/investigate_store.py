@@ -68,6 +68,7 @@ def evidence_from_grid(grid: Any, store: Any) -> GridEvidence:
             candidate=sides["candidate"], delta_pct=c.delta_pct, ci_pct=ci, planned_repeats=c.repeats_needed,
             spec=dict(grid.specs[c.fingerprint]) if c.comparable and c.fingerprint in grid.specs else None,
             fingerprint=c.fingerprint if c.comparable else None,
+            flags={s: tuple(f) for s, f in (("baseline", c.baseline_flags), ("candidate", c.candidate_flags)) if f},
         ))
     control_conc = grid.control.concurrency
     if grid.control.status == "agrees":

@@ -178,3 +178,11 @@ def test_plan_totals_and_subset():
     only = plan.only(["bisect"])
     assert kinds(only) == ["bisect"] and only.server_starts == only.proposals[0].server_starts
     assert plan.to_dict()["before"]["verdict"] == judgement.NOISE_UNKNOWN
+
+
+def test_flagged_runs_are_a_caution_in_words():
+    c = cell(256, 718.83, 515.58)
+    c = CellEvidence(**{**c.__dict__, "flags": {"baseline": ("client_bound",)}})
+    plan = plan_investigation(grid([c]), 256)
+    (caution,) = plan.cautions
+    assert "baseline runs are flagged (client_bound" in caution and "could not keep up" in caution

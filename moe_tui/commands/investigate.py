@@ -111,6 +111,8 @@ def _print_plan(plan: Any, earlier: list[Any], as_json: bool, simulated: bool) -
 
     print(f"{plan.name}{'  [SIMULATED]' if simulated else ''}")
     print(f"cell now: {describe_cell(plan.before)}; control: {plan.before.get('control')}")
+    for caution in plan.cautions:
+        print(f"caution: {caution}")
     n = 0
     for p in plan.proposals:
         minutes = f"~{p.minutes:g} min" if p.minutes is not None else "minutes unknown"

@@ -90,6 +90,9 @@ class InvestigateScreen(ModalScreen[None]):
         cell = Text("cell now: ", style="bold")
         cell.append(describe_cell(plan.before))
         cell.append(f"; control: {plan.before.get('control', '?')}", style="dim")
+        for caution in plan.cautions:
+            cell.append("\n⚠ caution: ", style="bold yellow")
+            cell.append(caution, style="yellow")
         self.query_one("#investigate-cell", Static).update(cell)
         options = self.query_one("#investigate-proposals", SelectionList)
         options.clear_options()

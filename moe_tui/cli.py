@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "queue": ("moe_tui.commands.queue", "add, list and edit the persistent run queue"),
     "run": ("moe_tui.commands.run", "work the queue headless (or detached with --detach)"),
     "compare": ("moe_tui.commands.compare", "print the comparison grid of two profiles"),
+    "investigate": ("moe_tui.commands.investigate", "propose and queue the runs that would settle one grid cell"),
     "export": ("moe_tui.commands.export", "export a comparison as Markdown and CSV with provenance"),
     "roofline": ("moe_tui.commands.roofline", "print the decode roofline of a profile's model on its GPUs"),
     "gate": ("moe_tui.commands.gate", "run the greedy correctness gate against a running server"),

@@ -46,6 +46,7 @@ The facade (what the TUI calls in-process, or as `op` names through `RunnerClien
     queue_items(states=None) -> list[dict]
     move_item(id, direction) / skip_item(id) / cancel_item(id) / retry_item(id) / delete_item(id)
     clear_queue(finished_only=False) -> int
+    add_investigation(plan) -> dict           queue an investigation plan as one campaign
     await call(op, **args)                    dispatch by name (the ops above; the runner uses it)
 
 No Textual here.
@@ -90,8 +91,8 @@ OPS: dict[str, str] = {
     "add_campaign": "add_campaign", "plan_campaign": "plan_campaign", "queue_items": "queue_items",
     "move_item": "move_item", "skip_item": "skip_item", "cancel_item": "cancel_item",
     "retry_item": "retry_item", "delete_item": "delete_item", "clear_queue": "clear_queue",
-    "profiles": "profile_names",
-    "gate": "run_gate_now",  # issue 15: the correctness gate on demand
+    "profiles": "profile_names", "add_investigation": "add_investigation",
+    "gate": "run_gate_now",  # the correctness gate on demand
 }
 
 
@@ -494,7 +495,11 @@ class Controller:
         await self._stop_stray_servers(f"the queue needs '{profile.name}'")
         current = self.servers.get(profile.name)
         if current is not None and current.state == "ready" and current.profile == profile:
-            return current
+            if not item.fresh_start:
+                return current
+            # The item asked for a fresh start (an investigation's cold run or restart).
+            self._status("stopping-server", f"{profile.name} (item #{item.id} asks for a fresh start)")
+            await current.stop(f"item #{item.id} asks for a fresh server start")
         self._status("starting-server", profile.name)
         from moe_tui.servers import ServerError
 
@@ -784,6 +789,16 @@ class Controller:
         campaign_id, items = self.queue.add_campaign(plan, name)
         return {"campaign_id": campaign_id, "item_ids": [i.id for i in items],
                 "server_starts": plan.start_costs()}
+
+    def add_investigation(self, plan: dict[str, Any]) -> dict[str, Any]:
+        """Queue an investigation plan (`moe_tui.investigate.InvestigationPlan.to_dict()`) as one
+        campaign; its items run through the same queue as any other."""
+        from moe_tui.investigate_store import enqueue_plan_dict
+
+        profiles_dir = str(self.profiles_dir.resolve()) if self.profiles_dir else None
+        self._check_profiles({i["profile"] for p in plan.get("proposals", ()) for i in p.get("items", ())})
+        campaign_id, items = enqueue_plan_dict(self.queue, plan, profiles_dir=profiles_dir)
+        return {"campaign_id": campaign_id, "item_ids": [i.id for i in items]}
 
     def queue_items(self, states: Iterable[str] | None = None) -> list[dict[str, Any]]:
         return [i.to_dict() for i in self.queue.items(states)]

@@ -277,3 +277,21 @@ def owner_of(pid: int, families: Mapping[str, Iterable[int]]) -> str | None:
         if pid in set(pids):
             return name
     return None
+
+
+# -- investigations (what a follow-up of a surprising cell may suspect) --------------------------
+# MoE runner backends that compile kernels at run time for each new batch shape: a run that meets a
+# shape first can pay compilation inside its timed window (the seed's CuTe-DSL JIT hypothesis).
+JIT_BACKENDS: frozenset[str] = frozenset({"flashinfer_cutedsl", "triton", "triton_kernel", "deep_gemm"})
+# A cold/warm (or cache-empty/cache-hot) pair differing by more than this, or by more than three
+# standard deviations of a difference of two single runs at the grid's spread, shows an effect.
+PAIR_EFFECT_MIN_PCT = 5.0
+
+
+def compiles_per_shape(backend: str | None) -> bool:
+    return (backend or "") in JIT_BACKENDS
+
+
+def pair_effect_threshold_pct(spread_pct: float | None) -> float:
+    """How far apart (in % of the warm run) two single runs must be to call it an effect."""
+    return max(PAIR_EFFECT_MIN_PCT, 3.0 * 2 ** 0.5 * (spread_pct or 0.0))

@@ -80,6 +80,7 @@ class QueueItem:
     error: str
     created_at: float
     updated_at: float
+    fresh_start: bool = False  # stop and start its server before it, even if that server is up
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe (the spec in canonical form)."""
@@ -90,7 +91,7 @@ class QueueItem:
             "warmup": self.warmup, "state": self.state, "attempts": self.attempts,
             "run_id": self.run_id, "error": self.error, "created_at": self.created_at,
             "updated_at": self.updated_at, "concurrency": self.spec.max_concurrency,
-            "num_prompts": self.spec.num_prompts,
+            "num_prompts": self.spec.num_prompts, "fresh_start": self.fresh_start,
         }
 
     def describe(self) -> str:
@@ -104,6 +105,7 @@ class PlannedItem:
     spec: BenchmarkSpec
     repeat_index: int
     warmup: bool
+    fresh_start: bool = False
 
 
 @dataclass(frozen=True)
@@ -347,6 +349,22 @@ class RunQueue:
         self._changed("item added")
         return self.item(item_id)
 
+    def add_planned_campaign(self, name: str, policy: str, definition: dict[str, Any],
+                             planned: Sequence[PlannedItem]) -> tuple[int, list[QueueItem]]:
+        """A campaign of explicit items (an investigation: items of their own concurrency, warmup
+        and fresh-start choice), appended in the given order with its row: one transaction."""
+        if not planned:
+            raise QueueError(f"campaign {name!r}: no items to add")
+        now = time.time()
+        with self.store.transaction() as tx:
+            cur = tx.execute(
+                "INSERT INTO campaigns (created_at, name, policy, definition_json) VALUES (?,?,?,?)",
+                (now, name, policy, json.dumps(definition, sort_keys=True)))
+            campaign_id = int(cur.lastrowid)
+            ids = self._insert(tx, planned, campaign_id, now)
+        self._changed("campaign added")
+        return campaign_id, [self.item(i) for i in ids]
+
     @staticmethod
     def _insert(tx: Any, planned: Sequence[PlannedItem], campaign_id: int | None, now: float) -> list[int]:
         top = tx.execute("SELECT COALESCE(MAX(position), 0) FROM queue_items").fetchone()[0]
@@ -354,10 +372,10 @@ class RunQueue:
         for offset, p in enumerate(planned, start=1):
             cur = tx.execute(
                 "INSERT INTO queue_items (position, campaign_id, profile_name, spec_json, fingerprint,"
-                " repeat_index, warmup, state, attempts, created_at, updated_at)"
-                " VALUES (?,?,?,?,?,?,?, 'pending', 0, ?, ?)",
+                " repeat_index, warmup, state, attempts, created_at, updated_at, fresh_start)"
+                " VALUES (?,?,?,?,?,?,?, 'pending', 0, ?, ?, ?)",
                 (float(int(top) + offset), campaign_id, p.profile_name, p.spec.canonical_json(),
-                 p.spec.fingerprint, p.repeat_index, int(p.warmup), now, now),
+                 p.spec.fingerprint, p.repeat_index, int(p.warmup), now, now, int(p.fresh_start)),
             )
             ids.append(int(cur.lastrowid))
         return ids
@@ -544,4 +562,5 @@ def _item(row: Any) -> QueueItem:
         fingerprint=row["fingerprint"], repeat_index=row["repeat_index"], warmup=bool(row["warmup"]),
         state=row["state"], attempts=row["attempts"], run_id=row["run_id"], error=row["error"],
         created_at=row["created_at"], updated_at=row["updated_at"],
+        fresh_start=bool(row["fresh_start"]) if "fresh_start" in row.keys() else False,
     )

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -135,6 +135,10 @@ _MIGRATIONS: dict[int, str] = {
         samples_json TEXT NOT NULL
     );
     CREATE INDEX IF NOT EXISTS gate_samples_profile ON gate_samples(profile_name, created_at);
+    """,
+    # Investigations (issue 17): an item may ask for a fresh server start before it runs.
+    4: """
+    ALTER TABLE queue_items ADD COLUMN fresh_start INTEGER NOT NULL DEFAULT 0;
     """,
 }
 

@@ -198,6 +198,15 @@ class ControlClient(abc.ABC):
     def export(self, baseline: str, candidate: str, fmt: str) -> Path:
         """Write the comparison as `fmt` ("markdown" or "csv"); returns the file written."""
 
+    # -- investigations (issue 17): concrete so an adapter without them still builds ------------
+    def investigation_plan(self, baseline: str, candidate: str, concurrency: int, metric: str) -> Any:
+        """The follow-up the grid proposes for one cell (`moe_tui.investigate.InvestigationPlan`)."""
+        raise NotImplementedError("this adapter cannot plan investigations")
+
+    def queue_investigation(self, plan: Any) -> dict[str, Any]:
+        """Queue a plan as one campaign; returns {"campaign_id", "item_ids"}."""
+        raise NotImplementedError("this adapter cannot queue investigations")
+
     @abc.abstractmethod
     def shutdown(self, stop_servers: bool) -> None:
         """The TUI is leaving: stop the servers, or leave them to a detached runner."""

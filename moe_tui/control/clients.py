@@ -103,6 +103,9 @@ class _OpsClient(StoreReads, ControlClient):
         result = self._op("add_campaign", **campaign_args(request))
         return len(result.get("item_ids") or ())
 
+    def queue_investigation(self, plan: Any) -> dict[str, Any]:
+        return dict(self._op("add_investigation", plan=plan.to_dict()))
+
 
 class InProcessClient(_OpsClient):
     mode = "in-process controller"

@@ -62,6 +62,13 @@ class StoreReads:
         return grids.build_grid(self.store, baseline, candidate,
                                   settings=compare.CompareSettings(include_flagged=include_flagged))
 
+    def investigation_plan(self, baseline: str, candidate: str, concurrency: int, metric: str) -> Any:
+        from moe_tui.investigate import plan_investigation
+        from moe_tui.investigate_store import evidence_from_grid
+
+        evidence = evidence_from_grid(grids.build_grid(self.store, baseline, candidate), self.store)
+        return plan_investigation(evidence, concurrency, metric)
+
     def export(self, baseline: str, candidate: str, fmt: str) -> Path:
         if fmt not in ("markdown", "csv"):
             raise ValueError(f"export: format must be markdown or csv, got {fmt!r}")

@@ -1,6 +1,6 @@
 """CompareScreen: pick baseline and candidate; the profile diff, warnings, the grid and a chart.
 
-The grid comes from the core (`compare.build_grid` via the adapter) in a thread worker and is
+The grid comes from the core (`grids.build_grid` via the control client) in a thread worker and is
 re-read when a run finishes. Export (e markdown, E csv) writes the pair on screen; f includes flagged
 runs in the means (their cells then say unreliable) and back.
 """
@@ -67,6 +67,8 @@ class CompareScreen(LiveScreen):
         Binding("f", "toggle_flagged", "Flagged", id="compare.flagged",
                 tooltip="Include flagged runs in the means (their cells then say unreliable)"),
         Binding("g", "reload", "Reload", id="compare.reload", tooltip="Re-read the runs and rebuild the grid"),
+        Binding("i", "investigate", "Investigate", id="compare.investigate",
+                tooltip="Propose and queue the runs that would settle the highlighted cell"),
     ]
 
     def __init__(self) -> None:
@@ -203,3 +205,12 @@ class CompareScreen(LiveScreen):
 
     def action_reload(self) -> None:
         self.load_choices()
+
+    def action_investigate(self) -> None:
+        from moe_tui.ui.screens.investigate import InvestigateScreen
+
+        pair, cell = self._pair(), self.query_one(CompareGrid).highlighted_cell
+        if pair is None or cell is None:
+            self.notify("investigate: highlight a cell of the grid first", severity="warning")
+            return
+        self.app.push_screen(InvestigateScreen(*pair, cell.concurrency, cell.metric))

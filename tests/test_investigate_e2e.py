@@ -1,0 +1,144 @@
+"""Investigations end to end, on real emulator servers: `moe-tui queue add` + `moe-tui run` measure
+a sweep, `moe-tui investigate` proposes and queues the follow-up, `moe-tui run` works it, and
+`moe-tui investigate --report` says what changed.
+
+- a cell with one run a side gets pilot repeats that, once run, settle it (and a sweep without
+  concurrency 2 gets a control proposal, which once run makes the control check agree);
+- the seed's 64 -> 256 sign change gets bisection items at 128, which once run measure there;
+- a JIT-stall fault on the candidate gets a cold/warm pair whose result flags the warmup effect.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from runner_support import Env, free_port, wait_gone
+
+pytestmark = pytest.mark.slow
+
+PROFILE = """
+name = "{name}"
+engine = "sim"
+model_path = "GLM-5-NVFP4"
+moe_runner_backend = "{backend}"
+tp_size = 8
+ep_size = 8
+quantization = "modelopt_fp4"
+port = {port}
+startup_timeout_s = 30
+extra_args = ["--enable-metrics", "--stream-interval", "16"]
+
+[sim]
+time_scale = {time_scale}
+load_seconds = 0.1
+graph_seconds = 0.05
+warmup_seconds = 0.05
+noise_pct = 2.0
+{extra}
+"""
+
+WORKLOAD = ["--input-len", "128", "--output-len", "32", "--num-prompts", "8", "--prompts-per-concurrency", "1"]
+
+
+def add_profile(env: Env, name: str, backend: str, time_scale: int = 50, extra: str = "") -> str:
+    port = free_port()
+    env.ports.append(port)
+    (env.profiles / f"{name}.toml").write_text(
+        PROFILE.format(name=name, backend=backend, port=port, time_scale=time_scale, extra=extra))
+    return name
+
+
+def ok(proc) -> str:
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    return proc.stdout
+
+
+def work_queue(env: Env, pdir: list[str]) -> None:
+    ok(env.run("run", *pdir, timeout=600))
+    states = dict(env.query("SELECT state, count(*) FROM queue_items GROUP BY state"))
+    assert set(states) == {"done"}, states
+    wait_gone(env)
+
+
+def report(env: Env, a: str, b: str, conc: int) -> dict:
+    out = ok(env.run("investigate", a, b, "--concurrency", str(conc), "--report", "--json"))
+    (latest, *_) = json.loads(out)[::-1]
+    return latest
+
+
+def test_too_few_repeats_settle_and_the_missing_control_is_proposed(env):
+    a = add_profile(env, "sim-cutlass", "flashinfer_cutlass")
+    b = add_profile(env, "sim-cutedsl", "flashinfer_cutedsl")
+    pdir = ["--profiles-dir", str(env.profiles)]
+    ok(env.run("queue", "add", "--profiles", f"{a},{b}", "--concurrency", "1,10", "--order", "interleaved",
+               *pdir, *WORKLOAD))
+    work_queue(env, pdir)
+
+    dry = ok(env.run("investigate", a, b, "--concurrency", "10", "--dry-run", *pdir))
+    assert "[repeats]" in dry and "[control]" in dry, dry
+    assert "n=1 vs 1" in dry  # the cell as it stands: one run a side, noise unknown
+    control_lines = [ln for ln in dry.splitlines() if " control" in ln and "conc=" in ln]
+    assert len(control_lines) == 6 and all("conc=2 " in ln for ln in control_lines), dry
+    assert "nothing queued (--dry-run)" in dry
+    assert env.query("SELECT count(*) FROM queue_items WHERE state = 'pending'") == [(0,)]
+
+    queued = ok(env.run("investigate", a, b, "--concurrency", "10", "--only", "repeats,control", "--yes", *pdir))
+    assert f"investigate:{a}-vs-{b}:c=10:output_throughput" in queued
+    name, definition = env.query("SELECT name, definition_json FROM campaigns ORDER BY id DESC LIMIT 1")[0]
+    definition = json.loads(definition)
+    assert definition["before"]["verdict"] == "noise_unknown"
+    assert definition["before"]["control"] == "inconclusive"  # concurrency 1, one run a side
+    under = report(env, a, b, 10)
+    assert under["state"] == "under investigation"
+
+    work_queue(env, pdir)
+    after = report(env, a, b, 10)
+    assert after["state"] == "complete", after
+    assert after["after"]["baseline"]["n"] == 3 and after["after"]["candidate"]["n"] == 3
+    assert after["settled"] == "settled: better", after  # cutedsl's +67% at concurrency 10 holds
+    assert after["after"]["ci_pct"][0] > 2.0
+    assert any("control  before: inconclusive -> after: agrees" in ln for ln in after["lines"]), after["lines"]
+
+
+def test_seed_sign_change_is_bisected_and_a_jit_stall_is_flagged_by_the_cold_warm_pair(env):
+    # time scale 5 (steps long next to CPU jitter on a loaded box) and stream interval 16 keep the
+    # client ahead of the server at concurrency 256;
+    # the candidate JIT-compiles each new batch bucket once per server start (0.3 s a bucket here).
+    a = add_profile(env, "sim-cutlass", "flashinfer_cutlass", time_scale=5)
+    b = add_profile(env, "sim-cutedsl", "flashinfer_cutedsl", time_scale=5, extra="jit_stall_ms = 1500.0")
+    pdir = ["--profiles-dir", str(env.profiles)]
+    ok(env.run("queue", "add", "--profiles", f"{a},{b}", "--concurrency", "64,256", "--order", "interleaved",
+               *pdir, *WORKLOAD))
+    work_queue(env, pdir)
+    grid = ok(env.run("compare", a, b, "--format", "csv"))
+    assert grid  # the sweep is in the grid
+
+    out = ok(env.run("investigate", a, b, "--concurrency", "256", "--json", "--dry-run", *pdir))
+    plan = json.loads(out.splitlines()[0])  # stderr's "nothing queued" follows (merged by env.run)
+    by_kind = {p["kind"]: p for p in plan["proposals"]}
+    assert {"bisect", "cold_warm"} <= set(by_kind), (list(by_kind), plan["notes"], grid)
+    assert {i["concurrency"] for i in by_kind["bisect"]["items"]} == {128}
+    assert "changes sign between concurrency 64" in by_kind["bisect"]["reason"]
+    cold, warm = by_kind["cold_warm"]["items"]
+    assert (cold["profile"], cold["fresh_start"], cold["warmup"]) == (b, True, False)
+    assert (warm["profile"], warm["fresh_start"], warm["warmup"]) == (b, False, True)
+    assert by_kind["cold_warm"]["minutes"] is not None  # priced from the runs already measured
+
+    ok(env.run("investigate", a, b, "--concurrency", "256", "--only", "bisect,cold_warm", "--yes", *pdir))
+    fresh = env.query("SELECT fresh_start, warmup FROM queue_items WHERE state = 'pending' ORDER BY id")
+    assert (1, 0) in fresh  # the cold item: fresh server start, no warmup pass
+    work_queue(env, pdir)
+
+    # The cold item really ran on its own server start, without a warmup pass.
+    rows = env.query("SELECT q.fresh_start, q.warmup, r.server_start_id, r.flags_json FROM queue_items q "
+                     "JOIN runs r ON r.id = q.run_id WHERE q.campaign_id = (SELECT max(id) FROM campaigns) "
+                     "ORDER BY q.id")
+    cold_row, warm_row = rows[-2], rows[-1]
+    assert cold_row[0] == 1 and "no_warmup_pass" in json.loads(cold_row[3])
+    assert warm_row[2] == cold_row[2]  # the warm run reused the cold run's server
+
+    done = report(env, a, b, 256)
+    assert done["state"] == "complete"
+    assert "warmup_effect" in done["flags"], done["lines"]
+    assert any(ln.startswith("bisect   concurrency 128: ") and "no data" not in ln for ln in done["lines"])

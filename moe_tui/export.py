@@ -188,6 +188,7 @@ def _point_notes(grid: ComparisonGrid) -> list[str]:
             p = grid.point(side, conc)
             for text in (*p.flag_notes, *p.notes):
                 lines.append(f"- concurrency {conc}, {side} {_side_name(grid, side)}: {text}")
+    lines += [f"- concurrency {c.concurrency}, {c.label}: {c.investigation}" for c in grid.cells if c.investigation]
     return lines
 
 

@@ -8,6 +8,7 @@ of a grid sees the same grid.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from moe_tui.compare import (
@@ -20,6 +21,8 @@ from moe_tui.compare import (
     unknown_profiles,
 )
 from moe_tui.grid_extras import apply_gate, build_extras
+from moe_tui.investigate_report import describe_cell, report
+from moe_tui.investigate_store import diagnostic_run_ids, evidence_from_grid, under_investigation
 from moe_tui.queue import RunQueue
 from moe_tui.store import Store
 
@@ -34,8 +37,37 @@ def build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str 
     error = unknown_profiles(store.profile_names_with_runs(), (baseline, candidate), str(store.path))
     if error is not None:
         raise error
+    # Cold runs of an investigation (no warmup pass, on purpose) are evidence about warmup, not about
+    # the backends: they never enter a cell's mean (the investigation's report reads them itself).
+    cold = diagnostic_run_ids(store)
+    runs = {name: [r for r in store.runs(profile_name=name, statuses=RUN_STATUSES) if r.id not in cold]
+            for name in (baseline, candidate)}
     grid = build_grid_from_runs(
-        store.runs(profile_name=baseline, statuses=RUN_STATUSES), store.runs(profile_name=candidate, statuses=RUN_STATUSES),
-        baseline_name=baseline, candidate_name=candidate, fingerprint=fingerprint, metrics=metrics,
-        settings=settings, plan=plan_counts(RunQueue(store).plan_rows()))
+        runs[baseline], runs[candidate], baseline_name=baseline, candidate_name=candidate,
+        fingerprint=fingerprint, metrics=metrics, settings=settings, plan=plan_counts(RunQueue(store).plan_rows()))
+    grid = mark_investigations(store, grid)
     return apply_gate(grid, build_extras(store, baseline, candidate)) if extras else grid
+
+
+def mark_investigations(store: Store, grid: ComparisonGrid) -> ComparisonGrid:
+    """Cells under investigation say so; a finished investigation shows the cell before and after."""
+    marks = under_investigation(store, grid.baseline_name, grid.candidate_name)
+    if not marks:
+        return grid
+    evidence = evidence_from_grid(grid, store)
+    cells = []
+    for cell in grid.cells:
+        record = marks.get((cell.concurrency, cell.metric))
+        if record is None:
+            cells.append(cell)
+            continue
+        rep = report(store, record, evidence)
+        if rep.state == "complete":
+            words = f"investigated: {describe_cell(rep.before)} -> {describe_cell(rep.after)}"
+            words += f"; {rep.settled}" if rep.settled else ""
+        else:
+            words = f"{rep.state} ({record.name})"
+        if rep.flags:
+            words += f"; {', '.join(rep.flags)}"
+        cells.append(dataclasses.replace(cell, investigation=words))
+    return dataclasses.replace(grid, cells=tuple(cells))

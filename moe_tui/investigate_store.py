@@ -23,7 +23,6 @@ from typing import Any
 
 from moe_tui import judgement
 from moe_tui.investigate import (
-    PRIMARY_METRIC,
     SIDES,
     CellEvidence,
     GridEvidence,

@@ -169,6 +169,9 @@ class GridCell:
     ci_text: str  # "[+8.1%, +19.9%]" or ""
     verdict_text: str  # judgement.VERDICT_WORDS[verdict] plus a short qualifier
     flags_text: str  # "B: client_bound; C: backend_mismatch" or ""
+    # An investigation of this cell (moe-tui investigate), in words: "under investigation: 3 of 8
+    # runs done" while open, "investigated: before -> after" once complete; "" when none.
+    investigation: str = ""
 
     @property
     def flagged(self) -> bool:
@@ -301,7 +304,10 @@ class ComparisonGrid:
                             "margin_pct": ctl.margin_pct, "n_baseline": ctl.n_baseline,
                             "n_candidate": ctl.n_candidate, "text": ctl.text,
                             "environment_differences": list(ctl.environment_differences)},
-                "cells": cells, **({"extras": self.extras.to_json()} if self.extras is not None else {})}
+                "cells": cells, **({"extras": self.extras.to_json()} if self.extras is not None else {}),
+                **({"investigations": [{"concurrency": c.concurrency, "metric": c.metric, "state": c.investigation}
+                                       for c in self.cells if c.investigation]}
+                   if any(c.investigation for c in self.cells) else {})}
 
     def to_frame(self) -> pd.DataFrame:
         """One row per cell with the raw numbers (for analysis; the exporters format their own)."""

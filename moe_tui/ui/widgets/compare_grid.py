@@ -53,6 +53,8 @@ def short_verdict(cell: Any) -> Text:
     text = Text(J.VERDICT_WORDS.get(cell.verdict, cell.verdict), style=style)
     if cell.flagged:
         text.append(" ⚑", style="bold yellow")
+    if getattr(cell, "investigation", ""):
+        text.append(" ⌕", style="bold cyan")  # under investigation, or investigated
     return text
 
 
@@ -85,6 +87,8 @@ def cell_detail(cell: Any) -> Text:
         text.append(f"\n· {reason}", style="dim")
     if cell.flags_text:
         text.append(f"\n⚑ {cell.flags_text}", style="yellow")
+    if getattr(cell, "investigation", ""):
+        text.append(f"\n⌕ {cell.investigation}", style="cyan")
     return text
 
 

@@ -107,8 +107,9 @@ def compare_prompt(base: GateSample, cand: GateSample, tol: Tolerance = Toleranc
     diffs = _prefix_logprob_diffs(base, cand, common if first is None else first)
     mean_diff = sum(diffs) / len(diffs) if diffs else None
     p_div = None
-    if first is not None and first < len(base.logprobs) and base.logprobs[first] is not None:
-        p_div = math.exp(base.logprobs[first])
+    lp_first = base.logprobs[first] if first is not None and first < len(base.logprobs) else None
+    if lp_first is not None:
+        p_div = math.exp(lp_first)
     noisy = mean_diff is not None and mean_diff > tol.max_mean_abs_logprob_diff
     if first is None:
         accepted, why = not noisy, "identical tokens"

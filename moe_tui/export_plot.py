@@ -7,6 +7,7 @@ pyplot state is touched. Profile names are untrusted: `$` is escaped so mathtext
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from moe_tui.compare import ComparisonGrid
 
@@ -24,7 +25,9 @@ def render_throughput_plot(grid: ComparisonGrid) -> tuple[bytes, bytes]:
     fig = Figure(figsize=(7.5, 4.5), dpi=120)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
-    plotted, values, refused_seen = [], [], False
+    plotted: list[Any] = []
+    values: list[float] = []
+    refused_seen = False
     for series, name, marker, color in ((grid.baseline_series, grid.baseline_name, "o", "tab:blue"),
                                         (grid.candidate_series, grid.candidate_name, "s", "tab:orange")):
         pts = [(c, m, s or 0.0, ok) for c, m, s, ok in

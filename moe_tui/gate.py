@@ -70,7 +70,7 @@ def parse_answer(prompt_id: str, body: Any) -> GateSample:
     output_ids = body.get("output_ids")
     if isinstance(output_ids, list) and output_ids and output_ids != ids:
         raise GateError(f"gate prompt '{prompt_id}': output_ids and output_token_logprobs disagree")
-    finish = meta.get("finish_reason")
+    finish = meta.get("finish_reason") if isinstance(meta, dict) else None
     reason = finish.get("type") if isinstance(finish, dict) else finish
     return GateSample(prompt_id, tuple(ids), tuple(logprobs), reason)
 

@@ -189,8 +189,10 @@ def propose_bisect(grid: GridEvidence, cell: CellEvidence, costs: CostModel, *, 
     said: list[str] = []
     for other in [measured[j] for j in (k - 1, k + 1) if 0 <= j < len(measured)]:
         lo, hi = sorted((cell.concurrency, other))
-        dlo = grid.cell(lo, cell.metric).delta_pct  # type: ignore[union-attr]
-        dhi = grid.cell(hi, cell.metric).delta_pct  # type: ignore[union-attr]
+        clo, chi = grid.cell(lo, cell.metric), grid.cell(hi, cell.metric)
+        dlo, dhi = (clo.delta_pct if clo else None), (chi.delta_pct if chi else None)
+        if dlo is None or dhi is None:  # a neighbour without a delta (refused, no data) bounds nothing
+            continue
         flips = (dlo > 0) != (dhi > 0)
         crosses = (abs(dlo) >= min_effect) != (abs(dhi) >= min_effect)
         if not (flips or crosses):

@@ -96,7 +96,7 @@ def _pairs(store: Any, record: Any, evidence: GridEvidence) -> list[PairResult]:
             diff = (a - b) / b * 100.0 if a is not None and b else None
             # An effect is the cold (or cache-empty) run doing worse than the warm one.
             worse = diff is not None and ((diff < 0) if higher else (diff > 0))
-            out.append(PairResult(kind, side, a, b, diff, bar, bool(worse and abs(diff) > bar)))
+            out.append(PairResult(kind, side, a, b, diff, bar, bool(worse and diff is not None and abs(diff) > bar)))
     return out
 
 

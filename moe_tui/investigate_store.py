@@ -109,7 +109,8 @@ def enqueue_plan_dict(queue: Any, plan: Mapping[str, Any], *, profiles_dir: str 
     from moe_tui.queue import PlannedItem, QueueError
     from moe_tui.spec import BenchmarkSpec
 
-    planned, roles = [], []
+    planned: list[Any] = []
+    roles: list[dict[str, Any]] = []
     for p in plan.get("proposals") or ():
         for item in p.get("items") or ():
             where = f"investigation item {len(planned) + 1} ({p.get('kind')}, {item.get('profile')})"

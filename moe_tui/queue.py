@@ -335,7 +335,7 @@ class RunQueue:
                 (now, name or plan.default_name(), plan.policy, json.dumps(plan.definition(), sort_keys=True)),
             )
             assert cur.lastrowid is not None  # an INSERT always sets it
-            campaign_id = int(cur.lastrowid)
+            campaign_id = int(cur.lastrowid or 0)
             ids = self._insert(tx, planned, campaign_id, now)
         self._changed("campaign added")
         return campaign_id, [self.item(i) for i in ids]
@@ -360,7 +360,7 @@ class RunQueue:
             cur = tx.execute(
                 "INSERT INTO campaigns (created_at, name, policy, definition_json) VALUES (?,?,?,?)",
                 (now, name, policy, json.dumps(definition, sort_keys=True)))
-            campaign_id = int(cur.lastrowid)
+            campaign_id = int(cur.lastrowid or 0)
             ids = self._insert(tx, planned, campaign_id, now)
         self._changed("campaign added")
         return campaign_id, [self.item(i) for i in ids]

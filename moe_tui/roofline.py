@@ -120,10 +120,10 @@ def kv_replication(shape: ModelShape, attention_tp: int) -> int:
 
 
 def _weight_bytes(shape: ModelShape, batch: int) -> tuple[dict[str, float], float]:
-    per_group = shape.group_params()
+    per_group: dict[str, float] = dict(shape.group_params())
     touched = distinct_experts(shape.n_experts, shape.experts_per_token, batch)
     per_group["routed_experts"] = shape.moe_layers * touched * shape.expert_params
-    out = {g: n * WEIGHT_BITS[shape.precision[g]] / 8 for g, n in per_group.items()}
+    out = {g: float(n) * WEIGHT_BITS[shape.precision[g]] / 8 for g, n in per_group.items()}
     return out, touched
 
 

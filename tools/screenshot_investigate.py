@@ -20,12 +20,12 @@ SIZE = (120, 40)
 
 async def main(profiles_dir: Path, baseline: str, candidate: str, conc: int) -> int:
     sys.path.insert(0, str(ROOT))
+    from moe_tui.ui.adapters import InProcessAdapter
     from textual.widgets import DataTable
 
     from moe_tui import paths
     from moe_tui.profiles import load_profiles
     from moe_tui.store import Store
-    from moe_tui.ui.adapters import InProcessAdapter
     from moe_tui.ui.app import MoeTuiApp
 
     store = Store.open_default()

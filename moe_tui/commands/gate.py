@@ -68,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
                 backend = _resolved_backend(url)
                 gate_id = asyncio.run(run_gate(store, profile.name, url, resolved_backend=backend))
                 row = store.gate_samples(profile.name)
+                if row is None:
+                    _err(f"gate pass #{gate_id} of {profile.name} was not stored")
+                    return 1
                 print(f"gate pass #{gate_id} of {profile.name} stored: {len(row['samples'])} prompts, "
                       f"set {row['prompt_set']}, backend {backend or 'unknown'}")
             if not args.against:

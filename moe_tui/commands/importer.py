@@ -147,10 +147,11 @@ def run_from_record(record: Mapping[str, Any], where: str, lineno: int, path: st
     """One `Store.import_runs` argument set."""
     from moe_tui.bench.sglang_adapter import CLIENT_NAME
 
-    server_info = record.get("server_info") if isinstance(record.get("server_info"), dict) else {}
+    raw_info = record.get("server_info")
+    server_info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
     flags = {J.normalise_flag(f) for f in (record.get("flags") or []) if isinstance(f, str)}
     if isinstance(record.get("spec"), dict):
-        spec, unknown = _own_spec(record, where), []
+        spec, unknown = _own_spec(record, where), list[str]()
         client = str(record.get("client") or f"{spec.client} {spec.client_version}".strip())
         client_name, client_version = spec.client, spec.client_version or UNKNOWN_CLIENT_VERSION
     else:

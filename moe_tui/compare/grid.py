@@ -174,7 +174,7 @@ def run_tests(drafts: Sequence[Draft], pooled: Mapping[str, PooledNoise], settin
             if d.test is None:
                 _set(d, J.NOISE_UNKNOWN, "no spread to judge from")
         tested = [d for d in members if d.test is not None]
-        for d, p in zip(tested, holm([d.test.p_value for d in tested])):
+        for d, p in zip(tested, holm([d.test.p_value for d in tested if d.test is not None])):
             d.p_adjusted = p
             _decide(d, len(tested), name, settings)
         metrics = tuple(dict.fromkeys(d.metric.key for d in drafts if d.metric.primary == primary))
@@ -217,6 +217,7 @@ def finish(d: Draft, control_differs: str | None, settings: CompareSettings) -> 
         ci_text = f"[{format_pct(lo_pct)}, {format_pct(hi_pct)}]" if sa.mean else ""
         if d.verdict == J.WITHIN_NOISE and abs(d.test.delta_pct) >= settings.min_effect_pct:
             repeats = repeats_to_settle(sa.std or 0.0, sb.std or 0.0, d.test.delta)
+    assert d.verdict is not None, "every draft is decided before it is finished"
     words = J.VERDICT_WORDS[d.verdict]
     detail = f"~{repeats} repeats/side to settle" if repeats else (d.reasons[0] if d.reasons and d.verdict not in (
         J.BETTER, J.WORSE, J.WITHIN_NOISE) else "")

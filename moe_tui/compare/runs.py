@@ -222,7 +222,7 @@ _NOT_PROVENANCE = {"spec", "fingerprint", "spec_summary", "profile", "provenance
 NOT_RECORDED = "(not recorded)"
 
 
-def dig(data: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+def dig(data: Any, path: tuple[str, ...]) -> Any:
     for key in path:
         if not isinstance(data, Mapping):
             return None

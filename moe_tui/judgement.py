@@ -176,16 +176,25 @@ CONTROL_STATES = (CONTROL_AGREES, CONTROL_DIFFERS, CONTROL_INCONCLUSIVE, CONTROL
 
 
 # -- who owns a GPU process -----------------------------------------------------------------------
-def server_family(leader_pid: int, parent_of: Mapping[int, int]) -> frozenset[int]:
-    """The leader and every descendant of it, from a pid -> parent pid map of the process table.
+# The environment marker moe-tui puts on every server it launches (one value per start); children
+# inherit it, so it still names a scheduler that was reparented away from its dead leader.
+SERVER_ID_ENV = "MOE_TUI_SERVER_ID"
+
+
+def server_family(leader_pid: int | None, parent_of: Mapping[int, int],
+                  marked: Iterable[int] = ()) -> frozenset[int]:
+    """The leader and every descendant of it, from a pid -> parent pid map of the process table,
+    plus every process carrying this start's `SERVER_ID_ENV` marker (`marked`) and their
+    descendants (a reparented scheduler is still the server's).
 
     SGLang's launch_server is a parent plus one scheduler per TP rank and a detokenizer; the
     schedulers hold the GPUs, so ownership must follow the tree, not the leader pid alone."""
     children: dict[int, list[int]] = {}
     for pid, ppid in parent_of.items():
         children.setdefault(ppid, []).append(pid)
-    family = {leader_pid}
-    stack = [leader_pid]
+    roots = ([leader_pid] if leader_pid is not None else []) + [int(p) for p in marked]
+    family = set(roots)
+    stack = list(roots)
     while stack:
         for child in children.get(stack.pop(), ()):
             if child not in family:

@@ -150,3 +150,14 @@ class SimGpuBoard:
                 "clock_event_bits": gpu.bits, "processes": procs, "lost": False,
             })
         return out
+
+
+def idle_sample(index: int, now_wall: float, now_mono: float) -> dict[str, Any]:
+    """A simulated GPU no running emulator holds: idle, empty, cool (a `GpuSample` dict)."""
+    return {"index": index, "t": now_mono, "wall": now_wall, "name": GPU_NAME,
+            "uuid": f"GPU-5130{index:04d}-sim0-0000-0000-00000000000{index % 10}",
+            "util_gpu_pct": 0.0, "util_mem_pct": 0.0, "mem_used_bytes": 0,
+            "mem_total_bytes": MEM_TOTAL_BYTES, "power_w": IDLE_POWER_W, "power_limit_w": POWER_LIMIT_W,
+            "temperature_c": round(TEMP_AMBIENT_C + 2), "sm_clock_mhz": SM_CLOCK_IDLE_MHZ,
+            "sm_clock_max_mhz": SM_CLOCK_MAX_MHZ, "mem_clock_mhz": MEM_CLOCK_MHZ,
+            "clock_event_bits": BIT_GPU_IDLE, "processes": [], "lost": False}

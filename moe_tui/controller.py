@@ -324,9 +324,11 @@ class Controller:
             return
         if self._telemetry is None:
             try:
-                from moe_tui.telemetry import TelemetryThread
+                from moe_tui.telemetry import ControlRoomSampler, TelemetryThread, sim_sources
 
-                self._telemetry = TelemetryThread(interval_s=self._telemetry_interval_s)
+                # NVML when a driver answers, else the simulated GPUs of the emulators we run.
+                sampler = ControlRoomSampler(lambda: sim_sources(self.servers.live()))
+                self._telemetry = TelemetryThread(sampler.sample, interval_s=self._telemetry_interval_s)
                 self._telemetry.start()
                 self._owns_telemetry = True
             except Exception as exc:  # no telemetry is a flag on the run, never a stop

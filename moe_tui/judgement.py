@@ -31,6 +31,7 @@ FLAG_SERVER_STALL = "server_stall"
 FLAG_OUTPUT_DIFFERS = "output_differs"
 FLAG_SIMULATED = "simulated"
 FLAG_NO_WARMUP_PASS = "no_warmup_pass"
+FLAG_GPU_LOST = "gpu_lost"
 # Grid-level flags (about a side or the whole comparison, not one run).
 FLAG_PROFILE_CHANGED = "profile_changed"
 FLAG_ENVIRONMENT_DIFFERS = "environment_differs"
@@ -48,6 +49,7 @@ FLAG_WORDS: Mapping[str, str] = {
     FLAG_OUTPUT_DIFFERS: "the backend's greedy outputs differ from the baseline's beyond tolerance",
     FLAG_SIMULATED: "measured against the SGLang emulator, not a GPU",
     FLAG_NO_WARMUP_PASS: "no warmup pass at this concurrency before the timed run",
+    FLAG_GPU_LOST: "a GPU fell off the bus during the run (NVML: GPU is lost)",
     FLAG_PROFILE_CHANGED: "the averaged runs used different profile snapshots",
     FLAG_ENVIRONMENT_DIFFERS: "the control check found the environments differ",
 }
@@ -57,7 +59,7 @@ FLAG_WORDS: Mapping[str, str] = {
 # emulator run carries it alike); "no_warmup_pass" and "backend_unverified" are shown, not excluding.
 SUSPECT_FLAGS: frozenset[str] = frozenset({
     FLAG_BACKEND_MISMATCH, FLAG_CLIENT_BOUND, FLAG_REQUEST_ERRORS, FLAG_INCOMPLETE,
-    FLAG_THROTTLED, FLAG_CLOCK_DROP, FLAG_FOREIGN_GPU_PROCESS, FLAG_SERVER_STALL,
+    FLAG_THROTTLED, FLAG_CLOCK_DROP, FLAG_FOREIGN_GPU_PROCESS, FLAG_SERVER_STALL, FLAG_GPU_LOST,
 })
 INFORMATIONAL_FLAGS: frozenset[str] = frozenset({FLAG_SIMULATED, FLAG_NO_WARMUP_PASS, FLAG_BACKEND_UNVERIFIED})
 

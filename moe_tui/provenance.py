@@ -34,6 +34,7 @@ RUN_FLAGS = {
     "foreign_gpu_process": "a process other than the server used the GPUs during the run",
     "simulated": "measured against the SGLang emulator, not a GPU",
     "no_warmup_pass": "no warmup pass at this concurrency before the timed run",
+    "gpu_lost": "a GPU fell off the bus during the run (NVML: GPU is lost)",
 }
 
 
@@ -177,4 +178,6 @@ def run_flags(
             flags.add("clock_drop")
         if telemetry.get("foreign_processes"):
             flags.add("foreign_gpu_process")
+        if overall.get("gpus_lost"):
+            flags.add("gpu_lost")
     return sorted(flags)

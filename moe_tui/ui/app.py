@@ -144,19 +144,20 @@ class MoeTuiApp(App):
 
     @work(thread=True, exclusive=True, group="nvml", exit_on_error=False)
     def sample_gpus(self) -> None:
-        """Sample NVML once a second; one poll never overlaps the next (same thread, sequential)."""
+        """Sample the GPUs once a second (NVML, else the simulated servers' GPUs); one poll never
+        overlaps the next (same thread, sequential)."""
         if self._sampler_factory is not None:
             sampler = self._sampler_factory()
         else:
-            from moe_tui.telemetry import NvmlSampler
+            from moe_tui.telemetry import ControlRoomSampler, sim_sources
 
-            sampler = NvmlSampler()
+            sampler = ControlRoomSampler(lambda: sim_sources([s.row for s in list(self.live.servers.values())]))
         worker = get_current_worker()
         next_at = time.monotonic()
         while not worker.is_cancelled:
             snapshot = sampler.sample()
             self.post_message(TelemetryArrived(snapshot))
-            if not snapshot.available:
+            if not snapshot.available and not getattr(sampler, "may_appear", False):
                 return  # no driver: it will not appear while we run; one clean message is enough
             next_at += GPU_SAMPLE_INTERVAL_S
             time.sleep(max(0.0, next_at - time.monotonic()))
@@ -224,7 +225,20 @@ class MoeTuiApp(App):
         return (live.paused, live.current_item is not None or live.bench.run is not None, self.current_mode)
 
     def gpu_owners(self) -> dict[int, str]:
-        return {s.row.pid: name for name, s in self.live.servers.items() if s.row.pid}
+        """pid -> profile name for the GPU processes of the latest snapshot that belong to a server:
+        its leader or any descendant (SGLang's TP schedulers hold the GPUs), by judgement's one rule
+        (`telemetry.gpu_owners`); cached per snapshot, since the process table is read for it."""
+        from moe_tui.telemetry import gpu_owners
+
+        leaders = {name: s.row.pid for name, s in self.live.servers.items() if s.row.pid}
+        snapshot = self.live.telemetry
+        pids = sorted({p.pid for g in (snapshot.gpus if snapshot else ()) for p in g.processes or ()})
+        key = (id(snapshot), tuple(sorted(leaders.items())), tuple(pids))
+        cached = getattr(self, "_gpu_owners_cache", None)
+        if cached is None or cached[0] != key:
+            owners = gpu_owners(pids, leaders) | {pid: name for name, pid in leaders.items()}
+            self._gpu_owners_cache = cached = (key, owners)
+        return cached[1]
 
     # -- one place for blocking calls and their errors -----------------------------------------
     def call_core(self, what: str, fn: Callable[..., Any], *args: Any,

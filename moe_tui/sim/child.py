@@ -62,6 +62,9 @@ def main(argv):
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent_pid:  # the parent died before the request took effect
             return 0
+    # Tell the parent we are up (SGLang's scheduler sends its init info down a pipe the same way).
+    os.write(1, b"ready\n")
+    os.close(1)
     _wait_for_eof()
     if orphan_s > 0:
         # Orphaned (a graceful parent SIGTERMs its children first, so EOF means it died): still

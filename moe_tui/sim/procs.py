@@ -56,14 +56,22 @@ class ChildProcs:
     def _spawn(self, title: str, role: str) -> subprocess.Popen:
         return subprocess.Popen(
             [title, str(CHILD_SCRIPT), role, str(os.getpid()), str(self.orphan_seconds), title],
-            executable=sys.executable, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            executable=sys.executable, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, close_fds=True)
 
     def start(self) -> list[int]:
-        """Start the tree; returns the scheduler pids by rank."""
+        """Start the tree and wait until every child is up (titled, death signal armed), as
+        SGLang's launcher waits for each scheduler's init info; returns the scheduler pids by rank.
+        Blocking: the server calls it in an executor."""
         for rank in range(self.tp_size):
             self.schedulers.append(self._spawn(scheduler_title(rank, self.tp_size, self.ep_size), "scheduler"))
         self.detokenizer = self._spawn(DETOKENIZER_TITLE, "detokenizer")
+        for proc in self.schedulers + [self.detokenizer]:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            proc.stdout.close()
+            if line.strip() != b"ready":
+                raise RuntimeError(f"child {proc.pid} exited before it was up (rc {proc.poll()})")
         return [p.pid for p in self.schedulers]
 
     @property

@@ -40,7 +40,7 @@ async def startup(engine: SimEngine) -> None:
         log(note, level="WARNING server_args.py:" if level == "WARNING" else "")
     if engine.disable_shared_experts_fusion and not a.disable_shared_experts_fusion:
         log(f"Disable shared experts fusion for moe_runner_backend='{engine.resolved_backend}'.")
-    pids = engine.children.start()
+    pids = await asyncio.get_running_loop().run_in_executor(None, engine.children.start)
     engine.board.set_holders(pids)
     engine.board.mem_phase = "context"
     titles = ", ".join(f"{p}" for p in engine.children.pids)

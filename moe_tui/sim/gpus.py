@@ -4,7 +4,7 @@ One `SimGpuBoard` per emulator, one `SimGpu` per rank (the profile's GPU set, fr
 CUDA_VISIBLE_DEVICES like SGLang's own processes see it). Modelled (figures of an H200 SXM):
 
 - utilization follows how busy the engine was over the last second and how full the batch is
-  (`load` = busy x (0.35 + 0.65 x sqrt(running / max_running))); NVML's own figure is only the
+  (`load` = busy x (0.55 + 0.45 x sqrt(running / max_running))); NVML's own figure is only the
   share of time a kernel ran, a batch of 1 shows 100% on a real box: documented in docs/emulator.md;
 - memory as SGLang fills it: CUDA context at init, weights during the load phase, then the static
   KV pool (`--mem-fraction-static` of the card) and CUDA graphs; flat after start (SGLang
@@ -92,7 +92,7 @@ class SimGpuBoard:
             return
         dt = 0.0 if self._last_t is None else now - self._last_t
         self._last_t = now
-        load = max(0.0, min(1.0, busy)) * (0.35 + 0.65 * math.sqrt(max(0.0, min(1.0, occupancy))))
+        load = max(0.0, min(1.0, busy)) * (0.55 + 0.45 * math.sqrt(max(0.0, min(1.0, occupancy))))
         slowest = 1.0
         for gpu in self.gpus:
             demand = (IDLE_POWER_W + (PEAK_DEMAND_FRACTION * POWER_LIMIT_W - IDLE_POWER_W)

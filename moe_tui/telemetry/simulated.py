@@ -48,6 +48,8 @@ def sim_sources(servers: Iterable[Any]) -> list[SimSource]:
     out = []
     for server in servers:
         profile = getattr(server, "profile", server)
+        if isinstance(profile, str):  # a dashboard row: `profile` is the name, the facts are on it
+            profile = server
         if getattr(profile, "engine", None) != SIM_ENGINE:
             continue
         host = getattr(profile, "host", "127.0.0.1") or "127.0.0.1"

@@ -68,7 +68,9 @@ def gpu_cells(gpu: GpuSample, util_hist: Sequence[float], mem_hist: Sequence[flo
     elif not gpu.processes:
         procs.append("—", style="dim")
     else:
-        for n, proc in enumerate(gpu.processes[:3]):
+        # Foreign processes first: in a narrow cell they are what must not be cut off.
+        ordered = sorted(gpu.processes, key=lambda p: owners.get(p.pid) is not None)
+        for n, proc in enumerate(ordered[:3]):
             if n:
                 procs.append(" ")
             owner = owners.get(proc.pid)
@@ -80,7 +82,11 @@ def gpu_cells(gpu: GpuSample, util_hist: Sequence[float], mem_hist: Sequence[flo
             procs.append(f" +{len(gpu.processes) - 3}", style="dim")
         procs.truncate(PROCS_WIDTH, overflow="ellipsis")
     total = gpu.mem_total_bytes
-    mem_gib = f"{render.gib(gpu.mem_used_bytes)}/{total / 2**30:.0f}" if total else render.NA
+    if total and total >= 100 * 2**30 and gpu.mem_used_bytes is not None:
+        # A 141 GB card: whole GiB, else "122.3/140" would not fit the column.
+        mem_gib: str = f"{gpu.mem_used_bytes / 2**30:.0f}/{total / 2**30:.0f}"
+    else:
+        mem_gib = f"{render.gib(gpu.mem_used_bytes)}/{total / 2**30:.0f}" if total else render.NA
     return (
         Text.assemble((f"{gpu.index} ", "bold"), name[:12], no_wrap=True, overflow="ellipsis"),
         render.bar(gpu.util_gpu_pct, BAR_WIDTH),

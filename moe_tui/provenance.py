@@ -86,6 +86,9 @@ def telemetry_facts(telemetry: Mapping[str, Any] | None) -> dict[str, Any]:
         "clock_events_seen": overall.get("clock_events_seen") or [],
         "suspect_clock_events": overall.get("suspect_clock_events") or [],
         "foreign_processes": telemetry.get("foreign_processes"),
+        "gpus_lost": overall.get("gpus_lost") or [],
+        # the emulator's simulated GPUs, not NVML: names and clocks above are modelled
+        "simulated": bool(telemetry.get("simulated")),
     }
 
 

@@ -25,11 +25,13 @@ PHASE_READY = "ready"
 PHASES = (PHASE_LAUNCHING, PHASE_LOADING, PHASE_GRAPHS, PHASE_WARMUP, PHASE_READY)
 
 # Log line fragments (SGLang's own wording, which the emulator reproduces) -> phase reached.
+# Matched case-insensitively: SGLang 0.5.23 logs "Capture target decode CUDA graph begin." (srt/
+# model_executor/model_runner_components/cuda_graph_setup.py); older releases "Capture cuda graph begin".
 _PHASE_MARKERS: tuple[tuple[str, str], ...] = (
     ("Load weight begin", PHASE_LOADING),
     ("Load weight end", PHASE_LOADING),
-    ("Capture cuda graph begin", PHASE_GRAPHS),
-    ("Capture cuda graph end", PHASE_WARMUP),
+    ("CUDA graph begin", PHASE_GRAPHS),
+    ("CUDA graph end", PHASE_WARMUP),
     ("Application startup complete", PHASE_WARMUP),
     ("Uvicorn running on", PHASE_WARMUP),
     ("The server is fired up and ready to roll", PHASE_WARMUP),

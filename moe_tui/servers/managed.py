@@ -263,8 +263,9 @@ class ManagedServer(ServerWatchMixin):
                 self._phase_from(line)
 
     def _phase_from(self, line: str) -> None:
+        lowered = line.lower()
         for marker, phase in _PHASE_MARKERS:
-            if marker in line:
+            if marker.lower() in lowered:
                 if PHASES.index(phase) > PHASES.index(self.phase or PHASE_LAUNCHING):
                     self.phase = phase
                     self._set_state(STARTING, f"phase: {phase}")

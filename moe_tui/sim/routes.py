@@ -350,6 +350,7 @@ class SimServer:
             "startup_time": dict(self.e.startup_time),
             "status": self.e.state,
             "internal_states": [self.e.internal_state()],
+            "frontend": "python",
             "simulated": True,
             "sim": self.e.sim_settings(),
         })

@@ -1,9 +1,11 @@
 """The emulator's startup: SGLang's log lines through load, KV allocation, CUDA graphs and warmup,
 the process tree spawned at "Init torch distributed", GPU memory filling as each phase passes.
 
-Log wording follows SGLang 0.5.23 (srt/model_executor/model_runner.py: "Load weight begin/end",
-"KV Cache is allocated", "Capture cuda graph begin/end"; srt/entrypoints/http_server.py: "The
-server is fired up and ready to roll!"); moe-tui's lifecycle reads its phases from them.
+Log wording follows SGLang 0.5.23 (srt/model_executor/model_runner.py: "Load weight begin/end";
+srt/mem_cache/kv_cache_configurator.py: "Memory pool end"; srt/model_executor/
+model_runner_components/cuda_graph_setup.py: "Capture target decode CUDA graph begin/end";
+srt/entrypoints/http_server.py: "The server is fired up and ready to roll!"); moe-tui's lifecycle
+reads its phases from them (see docs/emulator.md).
 """
 
 from __future__ import annotations
@@ -61,20 +63,21 @@ async def startup(engine: SimEngine) -> None:
     log(f"Load weight end. elapsed={t1 - t0:.2f} s, type=GlmMoeDsaForCausalLM, "
         f"dtype=torch.bfloat16, avail mem={139.8 - WEIGHTS_GIB:.2f} GB, mem usage={WEIGHTS_GIB:.2f} GB.", prefix)
     engine.board.mem_phase = "kv"
-    log(f"KV Cache is allocated. #tokens: {TOKEN_POOL_SIZE}, K size: 9.80 GB, V size: 9.80 GB", prefix)
+    log("Memory pool end. avail mem=18.10 GB", prefix)
     engine.startup_time["kv_cache_allocation"] = 0.0
     if a.disable_cuda_graph:
         engine.startup_time["cuda_graph"] = 0.0
     else:
         bs = a.cuda_graph_max_bs_decode or min(engine.max_running, 512)
-        log(f"Capture cuda graph begin. This can take up to several minutes. avail mem=18.10 GB"
-            f" (max bs {bs})", prefix)
+        backend = a.attention_backend or "flashinfer"
+        log(f"Capture target decode CUDA graph begin. backend={backend}, num_tokens_per_req=1, "
+            f"avail mem=18.10 GB (SIMULATED, max bs {bs})", prefix)
         await asyncio.sleep(a.sim_graph_seconds)
         t2 = time.monotonic()
         engine.startup_time["cuda_graph"] = t2 - t1
         engine.board.mem_phase = "graphs"
-        log(f"Capture cuda graph end. Time elapsed: {t2 - t1:.2f} s. mem usage=2.10 GB. "
-            f"avail mem=16.00 GB.", prefix)
+        log(f"Capture target decode CUDA graph end. bs=[1, 2, 4, 8, ..., {bs}], elapsed={t2 - t1:.2f} s, "
+            f"mem usage=2.10 GB, avail mem=16.00 GB.", prefix)
     total = time.monotonic() - t0
     engine.startup_time["total"] = total
     timings = ", ".join(f"{k}={v:.2f}" for k, v in engine.startup_time.items())

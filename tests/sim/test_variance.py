@@ -68,3 +68,18 @@ def test_each_start_records_its_factor_and_a_big_sigma_shows():
     assert f1 != f2
     # Step time scales with the factor, so throughput scales with its inverse.
     assert abs((tps1 / tps2) / (f2 / f1) - 1) < 0.15, seen
+
+
+def test_variance_flags_parse_like_sglangs_parser():
+    import pytest
+
+    from moe_tui.sim.args import parse_args
+
+    exact = parse_args(["--sim-exact", "--sim-noise-pct", "2"])
+    assert (exact.sim_start_sigma, exact.sim_drift_sigma, exact.sim_run_jitter, exact.sim_noise_pct) == (0, 0, 0, 2)
+    assert parse_args([]).sim_start_sigma == 1.5
+    for bad in (["--sim-start-sigma", "-1"], ["--sim-drift-tau-min", "0"], ["--sim-gpu-lost", "-2"],
+                ["--sim-start-sigmaa", "1"]):
+        with pytest.raises(SystemExit) as exc:
+            parse_args(bad)
+        assert exc.value.code == 2

@@ -646,6 +646,11 @@ async def test_tp8_orphans_of_a_sigkilled_parent_are_owned_by_marker_and_swept(s
     orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
                               env={**os.environ, SERVER_ID_ENV: server.server_id})
     try:
+        from moe_tui.telemetry.ownership import marker_of
+
+        deadline = time.monotonic() + 5  # /proc/PID/environ reads empty for a moment after exec
+        while marker_of(orphan.pid) != server.server_id and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert gpu_owners([orphan.pid], {profile.name: None}, {profile.name: server.server_id}) == {
             orphan.pid: profile.name}
         assert gpu_owners([orphan.pid], {profile.name: leader}) == {}  # no marker given: foreign

@@ -42,6 +42,17 @@ def scheduler_title(tp_rank: int, tp_size: int, ep_size: int) -> str:
 DETOKENIZER_TITLE = "sglang::detokenizer"
 
 
+def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a child exec'd with argv[0] = its title. Python finds its standard
+    library from argv[0]; a bare title (and a cwd of "/", as the detached runner uses) makes it
+    pick the wrong prefix, so PYTHONHOME names the interpreter's own. The child needs nothing
+    but the standard library; everything else (the MOE_TUI_SERVER_ID marker) is inherited."""
+    out = dict(os.environ if env is None else env)
+    out["PYTHONHOME"] = os.pathsep.join(dict.fromkeys([sys.base_prefix, sys.base_exec_prefix]))
+    out.pop("PYTHONPATH", None)
+    return out
+
+
 class ChildProcs:
     """One scheduler per TP rank plus a detokenizer, all children of this process."""
 
@@ -57,7 +68,7 @@ class ChildProcs:
         return subprocess.Popen(
             [title, str(CHILD_SCRIPT), role, str(os.getpid()), str(self.orphan_seconds), title],
             executable=sys.executable, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, close_fds=True)
+            stderr=subprocess.DEVNULL, close_fds=True, env=child_env())
 
     def start(self) -> list[int]:
         """Start the tree and wait until every child is up (titled, death signal armed), as
@@ -86,7 +97,7 @@ class ChildProcs:
 
     def start_foreign(self) -> int:
         """A process outside this tree and outside moe-tui's marker, alive while we are."""
-        env = {k: v for k, v in os.environ.items() if k != "MOE_TUI_SERVER_ID"}
+        env = {k: v for k, v in child_env().items() if k != "MOE_TUI_SERVER_ID"}
         read_end, write_end = os.pipe()
         proc = subprocess.Popen(["foreign-burn", str(CHILD_SCRIPT), "foreign", str(os.getpid()), "0", "foreign-burn"],
                                 executable=sys.executable, stdin=read_end, stdout=subprocess.PIPE,

@@ -42,7 +42,13 @@ async def startup(engine: SimEngine) -> None:
         log(note, level="WARNING server_args.py:" if level == "WARNING" else "")
     if engine.disable_shared_experts_fusion and not a.disable_shared_experts_fusion:
         log(f"Disable shared experts fusion for moe_runner_backend='{engine.resolved_backend}'.")
-    pids = await asyncio.get_running_loop().run_in_executor(None, engine.children.start)
+    try:
+        pids = await asyncio.get_running_loop().run_in_executor(None, engine.children.start)
+    except (OSError, RuntimeError) as exc:
+        # SGLang exits when a scheduler dies during init; so does the emulator (never hangs).
+        log(f"Scheduler process failed to start: {exc} (SIMULATED)", prefix, "ERROR")
+        await asyncio.get_running_loop().run_in_executor(None, engine.children.stop)
+        os._exit(1)
     engine.board.set_holders(pids)
     engine.board.mem_phase = "context"
     titles = ", ".join(f"{p}" for p in engine.children.pids)

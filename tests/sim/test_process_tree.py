@@ -87,3 +87,17 @@ def test_orphans_outlive_the_parent_and_the_sweep_leaves_zero_survivors():
         report = terminate_server(leader, marker, grace_s=1.0)
         assert report.clean and set(report.signalled) == found, report.describe()
         assert alive(kids) == []
+
+
+def test_tree_starts_from_a_root_cwd_like_the_detached_runner():
+    """The detached runner runs with cwd "/": a child exec'd with argv[0] = its title must still find
+    its own standard library (it once picked /lib/python3.x and the emulator never got ready)."""
+    import subprocess
+    import sys
+
+    code = ("from moe_tui.sim.procs import ChildProcs; c = ChildProcs(2, 2); pids = c.start(); "
+            "import psutil; print(sorted(psutil.Process(p).name() for p in pids)); c.stop()")
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    out = subprocess.run([sys.executable, "-c", code], cwd="/", env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['sglang::scheduler_TP0_EP0', 'sglang::scheduler_TP1_EP1']"

@@ -89,9 +89,11 @@ def engine_steps_per_second(base_url: str) -> tuple[list[dict], float]:
 
 
 def test_a_low_power_limit_throttles_clocks_and_slows_the_engine():
-    with start_sim(ARGS) as sim:
+    # Time scale 5: steps of ~20 ms, so the engine, not a loaded client, sets the step rate.
+    slow = [a if a != "20" else "5" for a in ARGS]
+    with start_sim(slow) as sim:
         _, free_rate = engine_steps_per_second(sim.base_url)
-    with start_sim(ARGS + ["--sim-gpu-power-limit-w", "300"]) as sim:
+    with start_sim(slow + ["--sim-gpu-power-limit-w", "300"]) as sim:
         capped, capped_rate = engine_steps_per_second(sim.base_url)
     for g in capped:
         assert g["clock_event_bits"] & BIT_SW_POWER_CAP

@@ -1,6 +1,9 @@
 """A/A and power check of the comparison grid against the real emulator, over many seeds.
 
-For each seed: a fresh store, three emulator profiles with per-step noise on (`--sim-noise-pct`):
+For each seed: a fresh store, three emulator profiles with the emulator's hardware-like variance
+(a per-start performance factor, slow drift within a start, per-run jitter: `--sim-start-sigma`,
+`--sim-drift-sigma`, `--sim-run-jitter`, defaults 1.5% / 0.3% per sqrt(min) / 0.5%; optional
+per-step noise `--sim-noise-pct`, default off):
   A1, A2  the same backend model (an A/A pair: every verdict other than "within noise" is false)
   B       a model whose decode steps are 15% faster (a real +15% throughput difference)
 and one campaign, interleaved, 5 repeats at concurrency 1, 8 and 64, worked by `moe-tui run`.
@@ -62,6 +65,9 @@ load_seconds = 0.2
 graph_seconds = 0.1
 warmup_seconds = 0.1
 noise_pct = {noise}
+start_sigma = {start_sigma}
+drift_sigma = {drift_sigma}
+run_jitter = {run_jitter}
 backends_file = "{backends}"
 """
 
@@ -80,7 +86,7 @@ def moe_tui(env: dict, *args: str, timeout: float = 1800) -> str:
     return proc.stdout
 
 
-def one_seed(seed: int, noise: float, repeats: int) -> dict:
+def one_seed(seed: int, noise: float, repeats: int, variance: dict, order: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="aa-") as tmp:
         tmp_path = Path(tmp)
         backends = tmp_path / "backends.toml"
@@ -91,10 +97,10 @@ def one_seed(seed: int, noise: float, repeats: int) -> dict:
         # (a fixed seed would replay the same noise at every restart of a profile).
         for name, backend in (("A1", "triton"), ("A2", "triton"), ("B", "cutlass")):
             (profiles / f"{name}.toml").write_text(PROFILE.format(
-                name=name, backend=backend, port=free_port(), noise=noise, backends=backends))
+                name=name, backend=backend, port=free_port(), noise=noise, backends=backends, **variance))
         env = {**os.environ, "MOE_TUI_HOME": str(tmp_path / "home")}
         moe_tui(env, "queue", "add", "--profiles", "A1,A2,B", "--concurrency", "1,8,64", "--repeats",
-                str(repeats), "--order", "interleaved", "--profiles-dir", str(profiles),
+                str(repeats), "--order", order, "--profiles-dir", str(profiles),
                 "--input-len", "64", "--output-len", "32", "--num-prompts", "8",
                 "--prompts-per-concurrency", "2", "--seed", str(seed))
         moe_tui(env, "run", "--profiles-dir", str(profiles))
@@ -111,13 +117,19 @@ def one_seed(seed: int, noise: float, repeats: int) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--noise-pct", type=float, default=3.0)
+    parser.add_argument("--noise-pct", type=float, default=0.0, help="per-step noise (default off)")
+    parser.add_argument("--start-sigma", type=float, default=1.5)
+    parser.add_argument("--drift-sigma", type=float, default=0.3)
+    parser.add_argument("--run-jitter", type=float, default=0.5)
+    parser.add_argument("--order", default="interleaved", choices=("interleaved", "grouped", "alternating"))
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     started = time.time()
     results = []
     for seed in range(args.seeds):
-        r = one_seed(seed, args.noise_pct, args.repeats)
+        variance = {"start_sigma": args.start_sigma, "drift_sigma": args.drift_sigma,
+                    "run_jitter": args.run_jitter}
+        r = one_seed(seed, args.noise_pct, args.repeats, variance, args.order)
         results.append(r)
         print(json.dumps(r), flush=True)
     cells = sum(r["aa_cells"] for r in results)
@@ -127,8 +139,9 @@ def main() -> int:
     lines = [
         f"# A/A and power on the emulator ({dt.date.today().isoformat()})",
         "",
-        f"seeds {args.seeds}, per-step noise {args.noise_pct}% , {args.repeats} repeats per side, "
-        f"concurrency 1/8/64, interleaved; {time.time() - started:.0f} s; load average at end "
+        f"seeds {args.seeds}, variance: start sigma {args.start_sigma}%, drift sigma {args.drift_sigma}%/sqrt(min), "
+        f"run jitter {args.run_jitter}%, per-step noise {args.noise_pct}%; {args.repeats} repeats per side, "
+        f"concurrency 1/8/64, {args.order}; {time.time() - started:.0f} s; load average at end "
         f"{load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f} on {os.cpu_count()} CPUs",
         "",
         f"- A/A cells within noise: {within}/{cells} = {100 * within / max(cells, 1):.1f}% (target >= 95%)",
@@ -141,7 +154,8 @@ def main() -> int:
           f"{' (false: ' + ', '.join('/'.join(x) for x in r['aa_false_calls']) + ')' if r['aa_false_calls'] else ''};"
           f" B at 64: {r['b_call_at_64']}" for r in results],
     ]
-    out = REPO / "benches" / "results" / f"aa_emulator-{dt.date.today().isoformat()}.md"
+    suffix = "" if args.order == "interleaved" else f"-{args.order}"
+    out = REPO / "benches" / "results" / f"aa_emulator{suffix}-{dt.date.today().isoformat()}.md"
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     print(f"written {out}")

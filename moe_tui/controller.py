@@ -316,9 +316,11 @@ class Controller:
             return
         if self._telemetry is None:
             try:
-                from moe_tui.telemetry import TelemetryThread
+                from moe_tui.telemetry import ControlRoomSampler, TelemetryThread, sim_sources
 
-                self._telemetry = TelemetryThread(interval_s=self._telemetry_interval_s)
+                # NVML when a driver answers, else the simulated GPUs of the emulators we run.
+                sampler = ControlRoomSampler(lambda: sim_sources(self.servers.live()))
+                self._telemetry = TelemetryThread(sampler.sample, interval_s=self._telemetry_interval_s)
                 self._telemetry.start()
                 self._owns_telemetry = True
             except Exception as exc:  # no telemetry is a flag on the run, never a stop
@@ -332,8 +334,23 @@ class Controller:
         one that says why it does not (no driver will not appear while we run)."""
         self._last_telemetry = snapshot.to_dict()
         if snapshot.available or self._telemetry_was_available is not False:
-            self._emit(GpuTelemetry(snapshot=self._last_telemetry))
+            self._emit(GpuTelemetry(snapshot=self._last_telemetry, owners=self._gpu_owners(snapshot)))
         self._telemetry_was_available = bool(snapshot.available)
+
+    def _gpu_owners(self, snapshot: Any) -> dict[str, str]:
+        """pid -> profile for the snapshot's GPU processes that are a server's (leader or descendant,
+        or carrying its marker): the dashboard's owner column, decided here once, not in the UI."""
+        try:
+            from moe_tui.telemetry import gpu_owners
+
+            live = self.servers.live()
+            leaders = {s.name: s.pid for s in live if s.pid}
+            markers = {s.name: s.server_id for s in live}
+            pids = {p.pid for g in snapshot.gpus for p in (g.processes or ())}
+            owners = gpu_owners(pids, leaders, markers) | {pid: name for name, pid in leaders.items() if pid}
+            return {str(pid): name for pid, name in owners.items()}
+        except Exception:  # a process that vanished mid-read: no owners this second, never a stop
+            return {}
 
     def _stop_telemetry(self) -> None:
         if self._owns_telemetry and self._telemetry is not None:

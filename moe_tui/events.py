@@ -180,6 +180,9 @@ class GpuTelemetry(Event):
     controller's one sampler, about once a second: the TUI draws from these and samples nothing."""
 
     snapshot: dict[str, Any]
+    # pid (as text: JSON keys) -> server profile for the GPU processes that belong to a server (its
+    # leader or any descendant, judgement's one rule); a listed pid absent here is foreign.
+    owners: dict[str, str] = field(default_factory=dict)
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

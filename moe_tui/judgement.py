@@ -33,6 +33,7 @@ FLAG_OUTPUT_DIFFERS = "output_differs"
 FLAG_SIMULATED = "simulated"
 FLAG_NO_WARMUP_PASS = "no_warmup_pass"
 FLAG_OUTPUT_TOKENS_MISMATCH = "output_tokens_mismatch"
+FLAG_GPU_LOST = "gpu_lost"
 # Grid-level flags (about a side or the whole comparison, not one run).
 FLAG_PROFILE_CHANGED = "profile_changed"
 FLAG_ENVIRONMENT_DIFFERS = "environment_differs"
@@ -51,6 +52,7 @@ FLAG_WORDS: Mapping[str, str] = {
     FLAG_SIMULATED: "measured against the SGLang emulator, not a GPU",
     FLAG_NO_WARMUP_PASS: "no warmup pass at this concurrency before the timed run",
     FLAG_OUTPUT_TOKENS_MISMATCH: "output tokens differ from completed requests x output_len (the spec was not followed)",
+    FLAG_GPU_LOST: "a GPU fell off the bus during the run (NVML: GPU is lost)",
     FLAG_PROFILE_CHANGED: "the averaged runs used different profile snapshots",
     FLAG_ENVIRONMENT_DIFFERS: "the control check found the environments differ",
 }
@@ -60,7 +62,7 @@ FLAG_WORDS: Mapping[str, str] = {
 # emulator run carries it alike); "no_warmup_pass" and "backend_unverified" are shown, not excluding.
 SUSPECT_FLAGS: frozenset[str] = frozenset({
     FLAG_BACKEND_MISMATCH, FLAG_CLIENT_BOUND, FLAG_REQUEST_ERRORS, FLAG_INCOMPLETE,
-    FLAG_THROTTLED, FLAG_CLOCK_DROP, FLAG_FOREIGN_GPU_PROCESS, FLAG_SERVER_STALL,
+    FLAG_THROTTLED, FLAG_CLOCK_DROP, FLAG_FOREIGN_GPU_PROCESS, FLAG_SERVER_STALL, FLAG_GPU_LOST,
     FLAG_OUTPUT_DIFFERS, FLAG_OUTPUT_TOKENS_MISMATCH,
 })
 INFORMATIONAL_FLAGS: frozenset[str] = frozenset({FLAG_SIMULATED, FLAG_NO_WARMUP_PASS, FLAG_BACKEND_UNVERIFIED})
@@ -253,16 +255,25 @@ def varied(key: str, vary: Iterable[str]) -> bool:
 
 
 # -- who owns a GPU process -----------------------------------------------------------------------
-def server_family(leader_pid: int, parent_of: Mapping[int, int]) -> frozenset[int]:
-    """The leader and every descendant of it, from a pid -> parent pid map of the process table.
+# The environment marker moe-tui puts on every server it launches (one value per start); children
+# inherit it, so it still names a scheduler that was reparented away from its dead leader.
+SERVER_ID_ENV = "MOE_TUI_SERVER_ID"
+
+
+def server_family(leader_pid: int | None, parent_of: Mapping[int, int],
+                  marked: Iterable[int] = ()) -> frozenset[int]:
+    """The leader and every descendant of it, from a pid -> parent pid map of the process table,
+    plus every process carrying this start's `SERVER_ID_ENV` marker (`marked`) and their
+    descendants (a reparented scheduler is still the server's).
 
     SGLang's launch_server is a parent plus one scheduler per TP rank and a detokenizer; the
     schedulers hold the GPUs, so ownership must follow the tree, not the leader pid alone."""
     children: dict[int, list[int]] = {}
     for pid, ppid in parent_of.items():
         children.setdefault(ppid, []).append(pid)
-    family = {leader_pid}
-    stack = [leader_pid]
+    roots = ([leader_pid] if leader_pid is not None else []) + [int(p) for p in marked]
+    family = set(roots)
+    stack = list(roots)
     while stack:
         for child in children.get(stack.pop(), ()):
             if child not in family:

@@ -35,6 +35,7 @@ RUN_FLAGS = {
     "foreign_gpu_process": "a process other than the server used the GPUs during the run",
     "simulated": "measured against the SGLang emulator, not a GPU",
     "no_warmup_pass": "no warmup pass at this concurrency before the timed run",
+    "gpu_lost": "a GPU fell off the bus during the run (NVML: GPU is lost)",
 }
 
 
@@ -86,6 +87,9 @@ def telemetry_facts(telemetry: Mapping[str, Any] | None) -> dict[str, Any]:
         "clock_events_seen": overall.get("clock_events_seen") or [],
         "suspect_clock_events": overall.get("suspect_clock_events") or [],
         "foreign_processes": telemetry.get("foreign_processes"),
+        "gpus_lost": overall.get("gpus_lost") or [],
+        # the emulator's simulated GPUs, not NVML: names and clocks above are modelled
+        "simulated": bool(telemetry.get("simulated")),
     }
 
 
@@ -178,4 +182,6 @@ def run_flags(
             flags.add("clock_drop")
         if telemetry.get("foreign_processes"):
             flags.add("foreign_gpu_process")
+        if overall.get("gpus_lost"):
+            flags.add("gpu_lost")
     return sorted(flags)

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 
+import psutil
 import pytest
 
 from moe_tui.telemetry import (
@@ -296,3 +297,101 @@ def test_thread_rejects_bad_settings():
         TelemetryThread(lambda: snap(0.0), interval_s=0)
     with pytest.raises(ValueError, match="history"):
         TelemetryThread(lambda: snap(0.0), history=0)
+
+
+# ---- simulated GPUs, the control room's source, ownership ---------------------------------
+
+
+def test_lost_gpu_is_summarised_and_named_a_reason():
+    lost = GpuSample(index=5, t=1.0, wall=1.0, name="NVIDIA H200", lost=True)
+    s = summarize_run([snap(0.0, gpu(0, 0.0)), snap(1.0, gpu(0, 1.0), lost)], our_pids=[])
+    assert s["overall"]["gpus_lost"] == [5] and s["gpus"]["5"]["lost_samples"] == 1
+    assert any("GPU 5 was lost" in r for r in suspect_reasons(s))
+    assert GpuSample.from_dict(lost.to_dict()) == lost
+
+
+def test_simulated_sampler_merges_live_servers_and_fills_idle_gpus():
+    from moe_tui.sim.launch import start_sim
+    from moe_tui.telemetry import SimSource, SimulatedGpuSampler
+
+    with start_sim(["--tp-size", "2"], env={**os.environ, "CUDA_VISIBLE_DEVICES": "2,3"}) as sim:
+        sources = [SimSource(sim.base_url, (2, 3), live=True),
+                   SimSource("http://127.0.0.1:9", (0, 1, 2, 3, 4, 5, 6, 7), live=False)]  # stopped
+        shot = SimulatedGpuSampler(lambda: sources).sample()
+        children = {p.pid: p.name() for p in psutil.Process(sim.proc.pid).children()}
+    assert shot.available and shot.simulated and [g.index for g in shot.gpus] == list(range(8))
+    held = {g.index: [(p.pid, p.name) for p in g.processes] for g in shot.gpus if g.processes}
+    assert set(held) == {2, 3}
+    for index, procs in held.items():
+        (pid, name), = procs
+        assert children[pid] == name == f"sglang::scheduler_TP{index - 2}"
+    idle = shot.gpu(0)
+    assert idle.util_gpu_pct == 0 and idle.mem_used_bytes == 0 and "gpu_idle" in idle.clock_events
+
+
+def test_control_room_sampler_prefers_nvml_and_falls_back_to_simulated():
+    from moe_tui.telemetry import ControlRoomSampler, SimSource, SimulatedGpuSampler
+
+    class Fixed:
+        def __init__(self, shot):
+            self.shot = shot
+
+        def sample(self):
+            return self.shot
+
+    real = snap(1.0, gpu(0, 1.0))
+    none = TelemetrySnapshot(t=1.0, wall=1.0, available=False, reason="no NVIDIA driver: not found")
+    sim_shot = SimulatedGpuSampler(lambda: [SimSource("http://127.0.0.1:9", (0, 1))]).sample()
+    assert sim_shot.simulated and len(sim_shot.gpus) == 2  # nothing running: idle simulated GPUs
+    assert ControlRoomSampler(lambda: [], nvml=Fixed(real), simulated=Fixed(sim_shot)).sample() is real
+    assert ControlRoomSampler(lambda: [], nvml=Fixed(none), simulated=Fixed(sim_shot)).sample() is sim_shot
+    nothing = ControlRoomSampler(lambda: [], nvml=Fixed(none)).sample()
+    assert not nothing.available and "no NVIDIA driver" in nothing.reason and "simulated" in nothing.reason
+
+
+def test_sim_sources_from_dashboard_rows_and_managed_servers():
+    from types import SimpleNamespace
+
+    from moe_tui.telemetry import sim_sources
+
+    row = SimpleNamespace(profile="sim-a", engine="sim", state="ready", port=31000, gpus=(0, 1))
+    real = SimpleNamespace(profile="glm", engine="sglang", state="ready", port=30000, gpus=(0,))
+    managed = SimpleNamespace(profile=SimpleNamespace(engine="sim", host="0.0.0.0", port=31001, gpus=(2,)),
+                              state="stopped")
+    got = sim_sources([row, real, managed])
+    assert [(s.url, s.gpus, s.live) for s in got] == [
+        ("http://127.0.0.1:31000", (0, 1), True), ("http://127.0.0.1:31001", (2,), False)]
+
+
+def test_ownership_rule_on_plain_data():
+    from moe_tui.judgement import owner_of, server_family
+
+    # launcher 100 -> schedulers 101..108 + detokenizer 109; 108 has a child 200; 300 is a stranger;
+    # 400 is a scheduler of server B reparented to init (1) after its leader 399 died.
+    parents = {101 + r: 100 for r in range(9)} | {200: 108, 300: 1, 400: 1, 100: 1}
+    fam_a = server_family(100, parents)
+    assert fam_a == {100, *range(101, 110), 200}
+    fam_b = server_family(399, parents, marked=[400])  # found by its MOE_TUI_SERVER_ID marker
+    assert fam_b == {399, 400}
+    families = {"a": fam_a, "b": fam_b}
+    assert owner_of(105, families) == "a" and owner_of(400, families) == "b" and owner_of(300, families) is None
+
+
+def test_gpu_owners_follow_the_live_tree():
+    from moe_tui.telemetry import gpu_owners
+
+    code = ("import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+            "print(c.pid, flush=True); time.sleep(60)")
+    leader = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        child = int(leader.stdout.readline())
+        owners = gpu_owners([child, stranger.pid], {"srv": leader.pid})
+        assert owners == {child: "srv"}
+    finally:
+        for p in psutil.Process(leader.pid).children(recursive=True):
+            p.kill()
+        leader.kill()
+        stranger.kill()
+        leader.wait()
+        stranger.wait()

@@ -68,6 +68,7 @@ class LiveState:
         self.paused = False
         self.current_item: int | None = None
         self.telemetry: TelemetrySnapshot | None = None
+        self.gpu_owners: dict[int, str] = {}  # pid -> profile, decided by the controller
         self.gpu_util: dict[int, collections.deque[float]] = {}
         self.gpu_mem: dict[int, collections.deque[float]] = {}
         self.notices: collections.deque[Notice] = collections.deque(maxlen=50)
@@ -163,6 +164,7 @@ class LiveState:
             self.current_item = event.queue_item_id
             return "status"
         if isinstance(event, GpuTelemetry):
+            self.gpu_owners = {int(pid): name for pid, name in event.owners.items()}
             self.add_telemetry(TelemetrySnapshot.from_dict(event.snapshot))
             return "gpus"
         if isinstance(event, QueueChanged):

@@ -76,6 +76,8 @@ SGLANG_FLAGS: tuple[FlagSpec, ...] = (
     _flag("--dist-init-addr", type=str, default=None),
     _flag("--nnodes", type=int, default=1),
     _flag("--node-rank", type=int, default=0),
+    _flag("--disable-radix-cache", action="store_true",
+          help="no prefix cache: every prompt is prefilled in full"),
 )
 
 # The emulator's own flags. Startup phase lengths are wall seconds (not divided by the time scale).
@@ -89,6 +91,21 @@ SIM_FLAGS: tuple[FlagSpec, ...] = (
           help="no modelled delay at all: steps run as fast as the process can (throughput bench)"),
     _flag("--sim-noise-pct", type=float, default=0.0,
           help="multiplicative gaussian noise on each step time, std dev in percent"),
+    _flag("--sim-start-sigma", type=float, default=1.5, metavar="PCT",
+          help="per-server-start performance factor, log-normal std dev in percent (recorded in "
+               "/server_info as sim.perf_factor_start)"),
+    _flag("--sim-drift-sigma", type=float, default=0.3, metavar="PCT",
+          help="slow random drift within a start, percent per sqrt(modelled minute)"),
+    _flag("--sim-drift-tau-min", type=float, default=10.0, metavar="MIN",
+          help="how fast the random drift is pulled back to the start factor (modelled minutes)"),
+    _flag("--sim-run-jitter", type=float, default=0.5, metavar="PCT",
+          help="per-run performance factor std dev in percent, drawn when work resumes after an "
+               "idle gap or a /flush_cache"),
+    _flag("--sim-run-gap-seconds", type=float, default=0.25, metavar="S",
+          help="idle wall seconds that end a 'run' for --sim-run-jitter"),
+    _flag("--sim-exact", action="store_true",
+          help="no run-to-run variance (start sigma, drift sigma and run jitter 0; --sim-noise-pct "
+               "still applies): calibration and model tests"),
     _flag("--sim-seed", type=int, default=None,
           help="seed for noise and error-rate draws (default: fresh at every start, so repeats "
                "measured on separate starts see independent noise, as on a real GPU)"),
@@ -113,6 +130,18 @@ SIM_FLAGS: tuple[FlagSpec, ...] = (
           help="greedy outputs (return_logprob) leave the faithful continuation from output token N on"),
     _flag("--sim-hang-after-tokens", type=int, default=None, metavar="N",
           help="stop sending on each stream after N tokens, keeping the connection open"),
+    _flag("--sim-orphan-children", type=float, default=0.0, metavar="SECONDS",
+          help="children do not die with a killed parent (no PR_SET_PDEATHSIG, as in field reports "
+               "of orphaned schedulers): they live SECONDS more, holding their GPU"),
+    _flag("--sim-gpu-power-limit-w", type=float, default=700.0, metavar="W",
+          help="enforced power limit of each simulated GPU; below ~630 W load hits the cap: "
+               "power-cap throttle (sw_power_cap), lower SM clock, slower steps"),
+    _flag("--sim-gpu-foreign-process", type=int, default=None, metavar="GPU",
+          help="a foreign process (not of this server) appears on GPU index GPU"),
+    _flag("--sim-gpu-lost", type=int, default=None, metavar="GPU",
+          help="GPU index GPU falls off the bus (NVML answers GPU_IS_LOST for it)"),
+    _flag("--sim-gpu-fault-after", type=float, default=0.0, metavar="SECONDS",
+          help="wall seconds after ready before --sim-gpu-foreign-process / --sim-gpu-lost strike"),
 )
 
 
@@ -173,7 +202,20 @@ def parse_args(argv: list[str], prog: str = "python -m moe_tui.sim") -> argparse
         (args.sim_fault_output_drift_after is None or args.sim_fault_output_drift_after >= 0,
          "--sim-fault-output-drift-after must be >= 0"),
     ]
+    gpus = (args.sim_gpu_foreign_process, args.sim_gpu_lost)
+    checks += [
+        (min(args.sim_start_sigma, args.sim_drift_sigma, args.sim_run_jitter) >= 0,
+         "--sim-start-sigma, --sim-drift-sigma and --sim-run-jitter must be >= 0"),
+        (args.sim_drift_tau_min > 0, "--sim-drift-tau-min must be > 0"),
+        (args.sim_run_gap_seconds >= 0, "--sim-run-gap-seconds must be >= 0"),
+        (args.sim_orphan_children >= 0, "--sim-orphan-children must be >= 0"),
+        (args.sim_gpu_power_limit_w > 0, "--sim-gpu-power-limit-w must be > 0"),
+        (args.sim_gpu_fault_after >= 0, "--sim-gpu-fault-after must be >= 0"),
+        (all(g is None or g >= 0 for g in gpus), "--sim-gpu-foreign-process / --sim-gpu-lost take a GPU index >= 0"),
+    ]
     for ok, message in checks:
         if not ok:
             parser.error(message)
+    if args.sim_exact:
+        args.sim_start_sigma = args.sim_drift_sigma = args.sim_run_jitter = 0.0
     return args

@@ -106,6 +106,7 @@ class SeqState:
     first_token_step: int = -1  # step whose end produced the first token
     finish_step: int = -1
     aborted: bool = False
+    cached_tokens: int = 0  # leading prompt tokens found in the prefix cache (not prefilled)
     payload: object = None  # the server's per-request state
 
     def __post_init__(self) -> None:

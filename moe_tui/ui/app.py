@@ -207,7 +207,11 @@ class MoeTuiApp(App):
         return (live.paused, live.current_item is not None or live.bench.run is not None, self.current_mode)
 
     def gpu_owners(self) -> dict[int, str]:
-        return {s.row.pid: name for name, s in self.live.servers.items() if s.row.pid}
+        """pid -> profile name for the GPU processes of the latest snapshot that belong to a server
+        (its leader or any descendant: SGLang's TP schedulers hold the GPUs). The controller decides
+        it with judgement's one rule and sends it with each snapshot; the UI only shows it."""
+        leaders = {s.row.pid: name for name, s in self.live.servers.items() if s.row.pid}
+        return leaders | self.live.gpu_owners
 
     # -- one place for blocking calls and their errors -----------------------------------------
     def call_core(self, what: str, fn: Callable[..., Any], *args: Any,

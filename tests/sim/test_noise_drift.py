@@ -13,7 +13,8 @@ import httpx
 from tests.sim_helpers import sim_server
 
 # 40 decode steps of ~96.6 ms each (flashinfer_cutlass at batch 1), 50x faster: ~77 ms a request.
-ARGS = ["--moe-runner-backend", "flashinfer_cutlass", "--sim-time-scale", "50"]
+# --sim-exact: no start/drift/run variance, so only the flag under test moves the times.
+ARGS = ["--moe-runner-backend", "flashinfer_cutlass", "--sim-time-scale", "50", "--sim-exact"]
 PAYLOAD = {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 40, "ignore_eos": True}}
 
 

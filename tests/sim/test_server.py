@@ -169,7 +169,8 @@ def test_readiness_order_and_log_lines():
         assert http_status(sim.base_url + "/model_info") == 200
         sim.wait_for_log("ready to roll", timeout=5)
         wanted = ["SIMULATED", "server_args=ServerArgs(", "Load weight begin", "Load weight end. elapsed=",
-                  "Capture cuda graph begin", "Capture cuda graph end", "Engine startup timings (s):",
+                  "Memory pool end.", "Capture target decode CUDA graph begin.",
+                  "Capture target decode CUDA graph end.", "Engine startup timings (s):",
                   f"Uvicorn running on http://127.0.0.1:{sim.port}", "POST /generate",
                   "The server is fired up and ready to roll!"]
         lines = list(sim.lines)

@@ -28,7 +28,7 @@ INPUT_LEN, OUTPUT_LEN = 128, 512
 def test_seed_sweep_ratios_at_fast_time_scale():
     measured: dict[tuple[str, int], float] = {}
     for backend in SEED:
-        args = ["--moe-runner-backend", backend, "--sim-time-scale", str(TIME_SCALE),
+        args = ["--sim-exact", "--moe-runner-backend", backend, "--sim-time-scale", str(TIME_SCALE),
                 "--stream-interval", "64"]
         with sim_server(args) as sim:
             for conc in SEED[backend]:

@@ -204,11 +204,13 @@ class RecordingAdapter(ControlClient):
         self._record("shutdown", stop_servers)
 
 
-def telemetry_message(snapshot: TelemetrySnapshot) -> Any:
-    """A GPU snapshot as it reaches the App: the controller's sample relayed as a core event."""
+def telemetry_message(snapshot: TelemetrySnapshot, owners: dict[int, str] | None = None) -> Any:
+    """A GPU snapshot as it reaches the App: the controller's sample (and the GPU processes' owners
+    it decided) relayed as a core event."""
     from moe_tui.ui.messages import CoreEventArrived
 
-    return CoreEventArrived(GpuTelemetry(snapshot=snapshot.to_dict()))
+    return CoreEventArrived(GpuTelemetry(snapshot=snapshot.to_dict(),
+                                         owners={str(pid): name for pid, name in (owners or {}).items()}))
 
 
 def _roofline_terms(run_id: int) -> tuple[tuple[str, str], ...]:

@@ -2,8 +2,10 @@
 
 Columns: index and name; utilization bar and a sparkline of the last minutes; memory bar, used
 GiB and its sparkline; power, temperature, SM clock; a clock-event badge when NVML reports a
-stress reason; the processes holding the GPU (a managed server's profile when the PID is ours).
-A machine without the driver shows one clean line saying so instead of an empty table.
+stress reason, or LOST when NVML says the GPU fell off the bus; the processes holding the GPU (a
+managed server's profile when the PID belongs to its family, a highlighted name:pid when foreign).
+A machine without the driver shows one clean line saying so instead of an empty table; the
+emulator's simulated GPUs say SIMULATED in the panel title.
 """
 
 from __future__ import annotations
@@ -52,31 +54,39 @@ def gpu_cells(gpu: GpuSample, util_hist: Sequence[float], mem_hist: Sequence[flo
               owners: Mapping[int, str]) -> tuple[object, ...]:
     name = (gpu.name or "GPU").replace("NVIDIA ", "")
     stress = [e for e in gpu.clock_events if e in SUSPECT_CLOCK_EVENTS]
-    if stress:
-        events: Text | str = Text(SHORT_EVENTS.get(stress[0], stress[0])[:8], style="bold white on red")
+    if gpu.lost:
+        events: Text | str = Text("GPU LOST", style="bold white on red")
+    elif stress:
+        events = Text(SHORT_EVENTS.get(stress[0], stress[0])[:8], style="bold white on red")
     elif "gpu_idle" in gpu.clock_events:
         events = Text("idle", style="dim")
     else:
         events = ""
     procs = Text()
     if gpu.processes is None:
-        procs.append("n/a", style="dim")
+        procs.append("lost" if gpu.lost else "n/a", style="dim")
     elif not gpu.processes:
         procs.append("—", style="dim")
     else:
-        for n, proc in enumerate(gpu.processes[:3]):
+        # Foreign processes first: in a narrow cell they are what must not be cut off.
+        ordered = sorted(gpu.processes, key=lambda p: owners.get(p.pid) is not None)
+        for n, proc in enumerate(ordered[:3]):
             if n:
                 procs.append(" ")
             owner = owners.get(proc.pid)
             if owner:
                 procs.append(owner, style="cyan")
             else:
-                procs.append(f"{proc.name or '?'}:{proc.pid}", style="yellow")
+                procs.append(f"{proc.name or '?'}:{proc.pid}", style="bold black on yellow")  # foreign
         if len(gpu.processes) > 3:
             procs.append(f" +{len(gpu.processes) - 3}", style="dim")
         procs.truncate(PROCS_WIDTH, overflow="ellipsis")
     total = gpu.mem_total_bytes
-    mem_gib = f"{render.gib(gpu.mem_used_bytes)}/{total / 2**30:.0f}" if total else render.NA
+    if total and total >= 100 * 2**30 and gpu.mem_used_bytes is not None:
+        # A 141 GB card: whole GiB, else "122.3/140" would not fit the column.
+        mem_gib: str = f"{gpu.mem_used_bytes / 2**30:.0f}/{total / 2**30:.0f}"
+    else:
+        mem_gib = f"{render.gib(gpu.mem_used_bytes)}/{total / 2**30:.0f}" if total else render.NA
     return (
         Text.assemble((f"{gpu.index} ", "bold"), name[:12], no_wrap=True, overflow="ellipsis"),
         render.bar(gpu.util_gpu_pct, BAR_WIDTH),
@@ -128,9 +138,14 @@ class GpuPanel(Vertical):
             return
         note.display = False
         table.display = True
-        driver = f"driver {snapshot.driver_version}" if snapshot.driver_version else ""
-        cuda = f"CUDA {snapshot.cuda_driver_version}" if snapshot.cuda_driver_version else ""
-        self.border_subtitle = " ".join(p for p in (driver, cuda) if p)
+        if snapshot.simulated:
+            self.border_title = "GPUs — SIMULATED"
+            self.border_subtitle = "emulator, not NVML"
+        else:
+            self.border_title = "GPUs"
+            driver = f"driver {snapshot.driver_version}" if snapshot.driver_version else ""
+            cuda = f"CUDA {snapshot.cuda_driver_version}" if snapshot.cuda_driver_version else ""
+            self.border_subtitle = " ".join(p for p in (driver, cuda) if p)
         table.sync({
             str(g.index): gpu_cells(g, util.get(g.index, ()), mem.get(g.index, ()), owners)
             for g in snapshot.gpus

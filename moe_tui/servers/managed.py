@@ -1,0 +1,444 @@
+"""`ManagedServer`: one profile's server as a child process in its own session, watched from
+launch to stop (log tail, startup phases, readiness, /server_info, health probes, /metrics)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from moe_tui.events import Event, Notice, ServerLogLine, ServerMetrics, ServerStateChanged
+from moe_tui.profiles import ServerProfile, redact_argv, redact_env
+from moe_tui.servers.base import (
+    _PHASE_MARKERS,
+    DEFAULT_GRACE_S,
+    DEFAULT_RING_LINES,
+    FAILED,
+    LIVE_STATES,
+    LOG_TAIL_LINES,
+    PHASE_LAUNCHING,
+    PHASES,
+    READY,
+    SERVER_ID_ENV,
+    STARTING,
+    STOPPED,
+    STOPPING,
+    EventCallback,
+    GpuProbe,
+    ServerFailed,
+    ServerStartError,
+    nvml_gpu_view,
+)
+from moe_tui.servers.preflight import preflight
+from moe_tui.servers.registry import _REGISTRY, _REGISTRY_LOCK, managed_servers
+from moe_tui.servers.teardown import StopReport, _split_returncode, signal_name, terminate_server
+from moe_tui.servers.watch import ServerWatchMixin
+
+
+# -- the managed server --------------------------------------------------------------------------
+class ManagedServer(ServerWatchMixin):
+    """One profile's server process. Create, `subscribe`, then `await start()` / `wait_ready()` /
+    `stop()`. Every method runs on the asyncio loop that called `start()`, except `stop_sync()`,
+    which is for exit handlers and may run with no loop."""
+
+    def __init__(
+        self,
+        profile: ServerProfile,
+        *,
+        store: Any = None,
+        keep_running: bool = False,
+        grace_s: float | None = None,
+        ready_poll_s: float = 0.5,
+        health_interval_s: float = 5.0,
+        health_timeout_s: float = 20.0,
+        health_failures: int = 3,
+        metrics_interval_s: float = 1.0,
+        ring_lines: int = DEFAULT_RING_LINES,
+        gpu_probe: GpuProbe | None = nvml_gpu_view,
+        stop_on_failure: bool = True,
+        python: str | None = None,
+    ):
+        self.profile = profile
+        self.store = store
+        self.keep_running = keep_running
+        self.grace_s = DEFAULT_GRACE_S.get(profile.engine, 20.0) if grace_s is None else grace_s
+        self.ready_poll_s = ready_poll_s
+        self.health_interval_s = health_interval_s
+        self.health_timeout_s = health_timeout_s
+        self.health_failures = health_failures
+        self.metrics_interval_s = metrics_interval_s
+        self.gpu_probe = gpu_probe
+        self.stop_on_failure = stop_on_failure
+        # SGLang's /health pushes a 1-token generation through the scheduler: a controller may
+        # pause the probes during a timed run so they do not share the batch with it. Exit
+        # detection goes on regardless.
+        self.health_paused = False
+        self.python = python
+        self.log_lines: collections.deque[str] = collections.deque(maxlen=ring_lines)
+        self.warnings: list[str] = []
+        self._subscribers: list[EventCallback] = []
+        self._reset()
+
+    def _reset(self) -> None:
+        self.state = STOPPED
+        self.phase = ""
+        self.reason = ""
+        self.pid: int | None = None
+        self.start_id: int | None = None
+        self.server_id: str | None = None
+        self.log_path: Path | None = None
+        self.started_at: float | None = None
+        self.ready_at: float | None = None
+        self.resolved_backend: str | None = None
+        self.backend_mismatch = False
+        self.sglang_version: str | None = None
+        self.server_info: dict[str, Any] | None = None
+        self.model_info: dict[str, Any] | None = None
+        self.server_info_error: str | None = None
+        self.exit_code: int | None = None
+        self.exit_signal: int | None = None
+        self.failure: ServerStateChanged | None = None
+        self.last_metrics: ServerMetrics | None = None
+        self.metrics_exposed: bool | None = None
+        self.last_stop: StopReport | None = None
+        self._popen: subprocess.Popen | None = None
+        self._log_file: Any = None
+        self._log_reader: Any = None
+        self._partial = ""
+        self._tasks: list[asyncio.Task] = []
+        self._client: Any = None
+        self._stop_task: asyncio.Task | None = None
+        self._stopping = False
+        self._ready_event: asyncio.Event | None = None
+        self._done_event: asyncio.Event | None = None
+        self._deadline = 0.0
+
+    # -- events -------------------------------------------------------------------------------
+    def subscribe(self, callback: EventCallback) -> Callable[[], None]:
+        """Call `callback(event)` for every event of this server (on the loop's thread, or the
+        exiting thread for stop_sync). A TUI posts a message from it; a runner prints or queues."""
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def _emit(self, event: Event) -> None:
+        for callback in list(self._subscribers):
+            try:
+                callback(event)
+            except Exception as exc:  # a broken consumer must not take the lifecycle down
+                print(f"moe-tui: server event subscriber failed: {exc!r}", file=sys.stderr)
+
+    def _set_state(self, state: str, reason: str, **extra: Any) -> ServerStateChanged:
+        self.state = state
+        self.reason = reason
+        event = ServerStateChanged(
+            profile=self.profile.name, state=state, reason=reason, phase=self.phase, pid=self.pid,
+            port=self.profile.port, resolved_backend=self.resolved_backend,
+            backend_mismatch=self.backend_mismatch, **extra,
+        )
+        self._emit(event)
+        return event
+
+    def _notice(self, level: str, message: str) -> None:
+        if level == "warning":
+            self.warnings.append(message)
+        self._emit(Notice(level=level, message=message))
+
+    def _record(self, **fields: Any) -> None:
+        if self.store is not None and self.start_id is not None:
+            try:
+                self.store.update_server_start(self.start_id, **fields)
+            except Exception as exc:  # the server lifecycle goes on; the person is told
+                self._emit(Notice(level="error", message=f"store update for {self.profile.name} failed: {exc}"))
+
+    # -- properties for the UI ------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        return self.profile.base_url
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+    @property
+    def is_live(self) -> bool:
+        return self.state in LIVE_STATES
+
+    def log_tail(self, n: int = LOG_TAIL_LINES) -> list[str]:
+        lines = list(self.log_lines)
+        return lines[-n:] if n else lines
+
+    # -- start ----------------------------------------------------------------------------------
+    async def start(self, *, force: bool = False) -> None:
+        """Run the pre-start checks, launch the child and return while it starts (state starting).
+        Idempotent while starting or ready. Raises ServerStartError when a check refuses."""
+        if self.state in (STARTING, READY):
+            return
+        if self.state == STOPPING and self._stop_task is not None:
+            await asyncio.shield(self._stop_task)
+        if self.state == FAILED and self._done_event is not None:
+            await self._done_event.wait()  # the failure's cleanup must not close the new start's files
+        live = [s for s in managed_servers() if s is not self and s.is_live]
+        probe = self.gpu_probe if self.profile.engine != "sim" else None
+        warnings = await asyncio.to_thread(preflight, self.profile, live, probe, force=force)
+
+        self._reset()
+        self.log_lines.clear()
+        self.warnings = []
+        for message in warnings:
+            self._notice("warning", message)
+
+        from moe_tui import paths
+
+        self.server_id = f"{self.profile.name}-{uuid.uuid4().hex[:12]}"
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        self.log_path = paths.logs_dir() / f"{self.profile.name}-{stamp}-{self.server_id[-12:]}.log"
+        argv = self.profile.argv(self.python)
+        ours = {SERVER_ID_ENV: self.server_id, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, **self.profile.launch_env(), **ours}
+        recorded_env = redact_env({**self.profile.launch_env(), **ours})
+        if self.store is not None:
+            self.start_id = self.store.record_server_start(
+                profile_name=self.profile.name, profile=self.profile.snapshot(), argv=redact_argv(argv),
+                env=recorded_env, log_path=str(self.log_path), pid=None, state=STARTING,
+            )
+        self._log_file = open(self.log_path, "ab", buffering=0)
+        self._log_file.write(f"# moe-tui: {' '.join(redact_argv(argv))}\n".encode())
+        try:
+            self._popen = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT,
+                env=env, start_new_session=True, close_fds=True,
+            )
+        except OSError as exc:
+            self._log_file.close()
+            reason = f"cannot launch {argv[0]}: {exc.strerror or exc}"
+            self._record(state=FAILED, reason=reason, stopped_at=time.time())
+            self.failure = self._set_state(FAILED, reason)
+            raise ServerStartError(reason) from None
+        self.pid = self._popen.pid
+        self.started_at = time.time()
+        self._deadline = time.monotonic() + self.profile.startup_timeout_s
+        self._record(pid=self.pid)
+        with _REGISTRY_LOCK:
+            _REGISTRY.add(self)
+        self._log_reader = open(self.log_path, "rb")
+        self._ready_event = asyncio.Event()
+        self._done_event = asyncio.Event()
+        import httpx
+
+        self._client = httpx.AsyncClient(base_url=self.base_url, trust_env=False, timeout=10.0)
+        self.phase = PHASE_LAUNCHING
+        self._set_state(STARTING, f"launched pid {self.pid} on port {self.profile.port}")
+        self._tasks = [
+            asyncio.create_task(self._follow_log(), name=f"{self.name}-log"),
+            asyncio.create_task(self._watch_exit(), name=f"{self.name}-exit"),
+            asyncio.create_task(self._await_ready(), name=f"{self.name}-ready"),
+        ]
+
+    async def wait_ready(self, timeout: float | None = None) -> ManagedServer:
+        """Until ready. Raises ServerFailed (with the failure event) if it failed or was stopped."""
+        if self.state == READY:
+            return self
+        if self._ready_event is None or self._done_event is None:
+            raise ServerFailed(f"server '{self.name}' was not started", self.failure)
+        ready = asyncio.create_task(self._ready_event.wait())
+        done = asyncio.create_task(self._done_event.wait())
+        try:
+            await asyncio.wait({ready, done}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ready.cancel()
+            done.cancel()
+        if self.state == READY:
+            return self
+        if self.state in (FAILED, STOPPED, STOPPING):
+            raise ServerFailed(f"server '{self.name}' {self.state}: {self.reason}", self.failure)
+        raise TimeoutError(f"server '{self.name}' not ready after {timeout} s (still {self.state})")
+
+    # -- background work ------------------------------------------------------------------------
+    def _drain_log(self) -> None:
+        if self._log_reader is None:
+            return
+        chunk = self._log_reader.read()
+        if not chunk:
+            return
+        text = self._partial + chunk.decode("utf-8", "replace")
+        *lines, self._partial = text.replace("\r\n", "\n").split("\n")
+        for line in lines:
+            self.log_lines.append(line)
+            self._emit(ServerLogLine(profile=self.name, line=line))
+            if self.state == STARTING:
+                self._phase_from(line)
+
+    def _phase_from(self, line: str) -> None:
+        lowered = line.lower()
+        for marker, phase in _PHASE_MARKERS:
+            if marker.lower() in lowered:
+                if PHASES.index(phase) > PHASES.index(self.phase or PHASE_LAUNCHING):
+                    self.phase = phase
+                    self._set_state(STARTING, f"phase: {phase}")
+                return
+
+    async def _follow_log(self) -> None:
+        while True:
+            self._drain_log()
+            if self._popen is None or self._popen.poll() is not None and self.state not in (STARTING, READY):
+                self._drain_log()
+                return
+            await asyncio.sleep(0.1)
+
+    async def _watch_exit(self) -> None:
+        assert self._popen is not None
+        while True:
+            rc = self._popen.poll()
+            if self._stopping:
+                return
+            if rc is not None:
+                code, sig = _split_returncode(rc)
+                how = f"killed by {signal_name(sig)}" if sig else f"exit code {code}"
+                when = "while starting" if self.state == STARTING else "while ready"
+                await self._fail(f"server process exited {when} ({how})", exit_code=code, exit_signal=sig)
+                return
+            if self.state == STARTING and time.monotonic() >= self._deadline:
+                await self._fail(
+                    f"not ready within startup_timeout_s={self.profile.startup_timeout_s:g} s "
+                    f"(last phase: {self.phase or 'none'})"
+                )
+                return
+            await asyncio.sleep(0.1)
+
+    async def _await_ready(self) -> None:
+        import httpx
+
+        while self.state == STARTING:
+            try:
+                resp = await self._client.get("/health_generate", timeout=max(self.ready_poll_s * 4, 5.0))
+                if resp.status_code == 200:
+                    await self._become_ready()
+                    return
+            except httpx.HTTPError:
+                pass  # not listening yet, or warming up
+            await asyncio.sleep(self.ready_poll_s)
+
+    async def _fail(self, reason: str, *, exit_code: int | None = None, exit_signal: int | None = None) -> None:
+        if self._stopping or self.state not in (STARTING, READY):
+            return
+        self._stopping = True  # nothing else may fail or stop it concurrently
+        self._drain_log()
+        if self._partial:
+            self.log_lines.append(self._partial)
+            self._partial = ""
+        tail = tuple(self.log_tail(LOG_TAIL_LINES))
+        self.exit_code, self.exit_signal = exit_code, exit_signal
+        self._record(state=FAILED, reason=reason, exit_code=exit_code, exit_signal=exit_signal,
+                     log_tail="\n".join(tail), stopped_at=time.time())
+        self.failure = self._set_state(FAILED, reason, exit_code=exit_code, exit_signal=exit_signal, log_tail=tail)
+        me = asyncio.current_task()
+        for task in self._tasks:
+            if task is not me:
+                task.cancel()
+        if self.stop_on_failure:
+            report = await asyncio.to_thread(self._terminate)
+            if not report.clean:
+                self._notice("error", f"server '{self.name}' after failure: {report.describe()}")
+        await self._close()
+
+    def _terminate(self) -> StopReport:
+        report = terminate_server(
+            self.pid, self.server_id, grace_s=self.grace_s, popen=self._popen,
+            gpus=self.profile.gpus if self.profile.engine != "sim" else (), gpu_probe=self.gpu_probe,
+        )
+        self.last_stop = report
+        return report
+
+    async def _close(self) -> None:
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._client.aclose()
+        self._close_files()
+        with _REGISTRY_LOCK:
+            _REGISTRY.discard(self)
+        if self._done_event is not None:
+            self._done_event.set()
+
+    def _close_files(self) -> None:
+        for f in (self._log_file, self._log_reader):
+            if f is not None:
+                with contextlib.suppress(Exception):
+                    f.close()
+
+    # -- stop -----------------------------------------------------------------------------------
+    async def stop(self, reason: str = "stopped by request") -> StopReport | None:
+        """SIGTERM the group, wait grace_s, SIGKILL, confirm nothing is left. Idempotent: a
+        concurrent call waits for the same stop; a stopped server returns the last report."""
+        if self._stop_task is not None:
+            return await asyncio.shield(self._stop_task)
+        if self.state not in (STARTING, READY):
+            if self.state == FAILED and self._done_event is not None:
+                await self._done_event.wait()  # the failure path is already cleaning up
+                if self.last_stop is None and self._popen is not None:  # stop_on_failure=False
+                    self.last_stop = await asyncio.to_thread(self._terminate)
+            return self.last_stop
+        self._stop_task = asyncio.create_task(self._stop(reason))
+        return await asyncio.shield(self._stop_task)
+
+    async def _stop(self, reason: str) -> StopReport:
+        self._stopping = True
+        me = asyncio.current_task()
+        for task in self._tasks:
+            if task is not me:
+                task.cancel()
+        self._set_state(STOPPING, reason)
+        self._record(state=STOPPING, reason=reason)
+        report = await asyncio.to_thread(self._terminate)
+        self._drain_log()
+        self.exit_code, self.exit_signal = report.exit_code, report.exit_signal
+        final = f"{reason}; {report.describe()}"
+        self._record(state=STOPPED, reason=final, stopped_at=time.time(), exit_code=report.exit_code,
+                     exit_signal=report.exit_signal)
+        self._set_state(STOPPED, final, exit_code=report.exit_code, exit_signal=report.exit_signal)
+        if not report.clean:
+            self._notice("error", f"server '{self.name}' did not stop cleanly: {report.describe()}")
+        await self._close()
+        return report
+
+    def stop_sync(self, reason: str = "moe-tui is exiting") -> StopReport | None:
+        """Blocking stop for exit handlers (no event loop needed). Same guarantees as stop()."""
+        if self.state not in (STARTING, READY, STOPPING) and self._popen is None:
+            return self.last_stop
+        if self.state in (STOPPED,) or (self.state == FAILED and self.last_stop is not None):
+            return self.last_stop
+        self._stopping = True
+        report = self._terminate()
+        self.exit_code, self.exit_signal = report.exit_code, report.exit_signal
+        if self.state != FAILED:
+            final = f"{reason}; {report.describe()}"
+            self._record(state=STOPPED, reason=final, stopped_at=time.time(),
+                         exit_code=report.exit_code, exit_signal=report.exit_signal)
+            self._set_state(STOPPED, final, exit_code=report.exit_code, exit_signal=report.exit_signal)
+        self._close_files()
+        with _REGISTRY_LOCK:
+            _REGISTRY.discard(self)
+        return report
+
+    def describe(self) -> dict[str, Any]:
+        """Plain data for status displays."""
+        return {
+            "profile": self.name, "state": self.state, "phase": self.phase, "reason": self.reason,
+            "pid": self.pid, "port": self.profile.port, "base_url": self.base_url,
+            "start_id": self.start_id, "log_path": str(self.log_path) if self.log_path else None,
+            "resolved_backend": self.resolved_backend, "backend_mismatch": self.backend_mismatch,
+            "server_info_error": self.server_info_error, "sglang_version": self.sglang_version,
+            "keep_running": self.keep_running, "exit_code": self.exit_code, "exit_signal": self.exit_signal,
+        }

@@ -1,0 +1,486 @@
+"""The emulator's HTTP side: SGLang's routes on aiohttp over a `SimEngine`, and the process's
+serve/shutdown loop.
+
+Routes: `/generate` (native, streaming or not), `/v1/completions` (OpenAI, streaming or not),
+`/health`, `/health_generate`, `/v1/models`, `/model_info`, `/server_info`, `/flush_cache`,
+`/metrics` (with `--enable-metrics`), and `/sim/gpus`: the simulated GPUs' telemetry, which only
+the emulator has (the control room reads it when no NVIDIA driver is present). Chunk JSON is
+spliced from the text bank's pre-escaped text so one process can stream many thousands of chunks
+per second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import signal
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from moe_tui.sim import SIM_VERSION
+from moe_tui.sim.engine import TOKENIZER_DIR, ReqState, SimEngine
+from moe_tui.sim.output import log
+from moe_tui.sim.startup import startup
+
+HEALTH_CHECK_TIMEOUT_S = 20.0
+DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's sampling default
+
+
+class BadRequest(Exception):
+    """A client error to answer with HTTP 400."""
+
+
+class SimServer:
+    """SGLang's HTTP API over one engine; `serve()` runs the process until a signal stops it."""
+
+    def __init__(self, args: Any, argv: list[str]) -> None:
+        self.e = SimEngine(args, argv)
+        self._stop: asyncio.Future | None = None
+        self._tasks: list[asyncio.Task] = []
+
+    # -- HTTP helpers ----------------------------------------------------------------------
+
+    @staticmethod
+    def _native_error(message: str, status: int = 400) -> web.Response:
+        return web.json_response({"error": {"message": message}}, status=status)
+
+    @staticmethod
+    def _openai_error(message: str, status: int = 400) -> web.Response:
+        kind = "BadRequestError" if status == 400 else "InternalServerError"
+        return web.json_response({"object": "error", "message": message, "type": kind,
+                                  "param": None, "code": status}, status=status)
+
+    @staticmethod
+    async def _json_body(request: web.Request) -> dict[str, Any]:
+        raw = await request.read()
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise BadRequest(f"Invalid JSON body: {exc}") from None
+        if not isinstance(body, dict):
+            raise BadRequest("Request body must be a JSON object")
+        return body
+
+    def _not_ready(self) -> str | None:
+        if self.e.state == "loading":
+            return "The server is not ready yet (SIMULATED: still starting up)."
+        if self.e.state == "draining":
+            return "The server is shutting down."
+        return None
+
+    def _prompt_ids_from_text(self, text: Any, where: str) -> list[int]:
+        if not isinstance(text, str):
+            raise BadRequest(f"{where} must be a string (batched requests are not emulated)")
+        return self.e.tokenizer.encode(text, add_special_tokens=False).ids
+
+    @staticmethod
+    def _prompt_ids_from_ids(ids: Any, where: str) -> list[int]:
+        # type() is exact (rejects bool); min() after it keeps this cheap for long prompts.
+        if (not isinstance(ids, list) or not all(type(i) is int for i in ids)
+                or (ids and min(ids) < 0)):
+            raise BadRequest(f"{where} must be a list of non-negative integer token ids "
+                             "(batched requests are not emulated)")
+        return ids
+
+    def _check_lengths(self, prompt_len: int, max_new: int) -> None:
+        if prompt_len == 0:
+            raise BadRequest("The input is empty: prompt has 0 tokens.")
+        if prompt_len + max_new > self.e.context_length:
+            raise BadRequest(
+                f"Requested token count exceeds the model's maximum context length of "
+                f"{self.e.context_length} tokens. You requested a total of {prompt_len + max_new} "
+                f"tokens: {prompt_len} tokens from the input messages and {max_new} tokens for "
+                f"the completion. Please reduce the number of tokens in the input messages or "
+                f"the completion to fit within the limit.")
+
+    @staticmethod
+    def _int_param(value: Any, name: str, default: int) -> int:
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise BadRequest(f"{name} must be a non-negative integer, got {value!r}")
+        return value
+
+    @staticmethod
+    def _check_temperature(value: Any, name: str) -> None:
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise BadRequest(f"{name} must be a non-negative number, got {value!r}")
+
+    # -- generation routes -----------------------------------------------------------------
+
+    def _parse_generate(self, body: dict[str, Any]) -> tuple[int, int, bool, str]:
+        has_text = body.get("text") is not None
+        has_ids = body.get("input_ids") is not None
+        if has_text == has_ids:
+            raise BadRequest("Either text or input_ids should be provided (exactly one).")
+        prompt_ids = (self._prompt_ids_from_text(body["text"], "text") if has_text
+                      else self._prompt_ids_from_ids(body["input_ids"], "input_ids"))
+        sp = body.get("sampling_params") or {}
+        if not isinstance(sp, dict):
+            raise BadRequest("sampling_params must be a JSON object")
+        max_new = self._int_param(sp.get("max_new_tokens"), "sampling_params.max_new_tokens",
+                                  DEFAULT_MAX_NEW_TOKENS)
+        self._check_temperature(sp.get("temperature"), "sampling_params.temperature")
+        if "ignore_eos" in sp and not isinstance(sp["ignore_eos"], bool):
+            raise BadRequest("sampling_params.ignore_eos must be a boolean")
+        stream = body.get("stream", False)
+        if not isinstance(stream, bool):
+            raise BadRequest("stream must be a boolean")
+        rid = body.get("rid") or uuid.uuid4().hex
+        if not isinstance(rid, str):
+            raise BadRequest("rid must be a string")
+        self._check_lengths(len(prompt_ids), max_new)
+        return prompt_ids, max_new, stream, rid
+
+    def _native_chunk(self, st: ReqState, n: int, final: bool) -> str:
+        seq = st.seq
+        finish = f'{{"type":"length","length":{n}}}' if final else "null"
+        e2e = f',"e2e_latency":{time.monotonic() - st.started:.6f}' if final else ""
+        return (f'{{"text":"{self.e.bank.text_json(st.text_offset, n)}","output_ids":['
+                f'{self.e.bank.ids_csv(st.text_offset, n)}],"meta_info":{{"id":"{seq.rid}",'
+                f'"finish_reason":{finish},"prompt_tokens":{seq.prompt_len},'
+                f'"weight_version":"default","completion_tokens":{n},"cached_tokens":{seq.cached_tokens}{e2e}}}}}')
+
+    async def handle_generate(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = await self._json_body(request)
+            prompt_ids, max_new, stream, rid = self._parse_generate(body)
+        except BadRequest as exc:
+            return self._native_error(str(exc))
+        reason = self._not_ready()
+        if reason:
+            return self._native_error(reason, 503)
+        if self.e.error_draw():
+            return self._native_error("Internal server error (SIMULATED: --sim-error-rate)", 500)
+        self.e.requests_started += 1
+        st = self.e.submit(prompt_ids, max_new, rid, self.e.requests_started)
+        if not stream:
+            return await self._generate_whole(request, st)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        return await self._stream(request, resp, st, self._native_stream_chunks)
+
+    async def _generate_whole(self, request: web.Request, st: ReqState) -> web.Response:
+        try:
+            while not st.finished:
+                await st.event.wait()
+                st.event.clear()
+                if st.seq.tokens_at(self.e.completed_step) >= 1:
+                    self.e.maybe_crash(st)
+        except asyncio.CancelledError:
+            self.e.abort(st)
+            raise
+        n = st.seq.max_new_tokens
+        return web.Response(text=self._native_chunk(st, n, True),
+                            content_type="application/json")
+
+    async def _native_stream_chunks(self, st: ReqState, n: int, final: bool,
+                                    sent_text_len: int) -> tuple[bytes, int]:
+        return ("data: " + self._native_chunk(st, n, final) + "\n\n").encode(), 0
+
+    async def _stream(self, request: web.Request, resp: web.StreamResponse, st: ReqState,
+                      make_chunk: Any, tail: bytes = b"") -> web.StreamResponse:
+        cut = self.e.args.sim_cut_stream_after_tokens
+        hang = self.e.args.sim_hang_after_tokens
+        sent = 0
+        text_len = 0
+        crashed_checked = False
+        try:
+            while True:
+                await st.event.wait()
+                st.event.clear()
+                final = st.finished
+                n = st.seq.max_new_tokens if final else st.seq.tokens_at(self.e.completed_step)
+                if cut is not None and n > cut and not final:
+                    n = max(cut, sent)
+                if hang is not None and n > hang and not final:
+                    n = max(hang, sent)
+                if n > sent or final:
+                    chunk, text_len = await make_chunk(st, n, final, text_len)
+                    await resp.write(chunk)
+                    sent = n
+                if not crashed_checked and sent >= 1:
+                    crashed_checked = True
+                    self.e.maybe_crash(st)
+                if cut is not None and sent >= cut and not final:
+                    self.e.abort(st)
+                    log(f"SIMULATED stream cut after {sent} tokens (rid={st.seq.rid})", self.e.prefix)
+                    if request.transport is not None:
+                        request.transport.close()
+                    return resp
+                if hang is not None and sent >= hang and not final:
+                    self.e.abort(st)
+                    log(f"SIMULATED stream hang after {sent} tokens (rid={st.seq.rid})", self.e.prefix)
+                    while request.transport is not None and not request.transport.is_closing():
+                        await asyncio.sleep(0.5)
+                    return resp
+                if final:
+                    break
+            if tail:
+                await resp.write(tail)
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+        except (ConnectionError, asyncio.CancelledError):
+            self.e.abort(st)
+            raise
+        return resp
+
+    def _parse_completions(self, body: dict[str, Any]) -> tuple[int, int, bool, bool]:
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+            prompt = prompt[0]
+        if isinstance(prompt, str):
+            prompt_ids = self._prompt_ids_from_text(prompt, "prompt")
+        elif isinstance(prompt, list):
+            prompt_ids = self._prompt_ids_from_ids(prompt, "prompt")
+        else:
+            raise BadRequest("prompt must be a string or a list of token ids")
+        max_new = self._int_param(body.get("max_tokens"), "max_tokens", 16)
+        self._check_temperature(body.get("temperature"), "temperature")
+        if body.get("n", 1) != 1:
+            raise BadRequest("n > 1 is not emulated")
+        stream = body.get("stream", False)
+        if not isinstance(stream, bool):
+            raise BadRequest("stream must be a boolean")
+        opts = body.get("stream_options") or {}
+        if not isinstance(opts, dict):
+            raise BadRequest("stream_options must be a JSON object")
+        self._check_lengths(len(prompt_ids), max_new)
+        return prompt_ids, max_new, stream, bool(opts.get("include_usage"))
+
+    async def handle_completions(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = await self._json_body(request)
+            prompt_ids, max_new, stream, include_usage = self._parse_completions(body)
+        except BadRequest as exc:
+            return self._openai_error(str(exc))
+        reason = self._not_ready()
+        if reason:
+            return self._openai_error(reason, 503)
+        if self.e.error_draw():
+            return self._openai_error("Internal server error (SIMULATED: --sim-error-rate)", 500)
+        self.e.requests_started += 1
+        rid = uuid.uuid4().hex
+        st = self.e.submit(prompt_ids, max_new, rid, self.e.requests_started)
+        prompt_len = len(prompt_ids)
+        created = int(time.time())
+        model = self.e.served_model_name
+        head = {"id": rid, "object": "text_completion", "created": created, "model": model}
+        if not stream:
+            await self._generate_whole(request, st)
+            text = json.loads(f'"{self.e.bank.text_json(st.text_offset, max_new)}"')
+            return web.json_response(head | {
+                "choices": [{"index": 0, "text": text, "logprobs": None,
+                             "finish_reason": "length", "matched_stop": None}],
+                "usage": {"prompt_tokens": prompt_len, "completion_tokens": max_new,
+                          "total_tokens": prompt_len + max_new, "prompt_tokens_details": None},
+            })
+        head_json = json.dumps(head)[:-1]
+
+        async def chunk(st: ReqState, n: int, final: bool, sent_len: int) -> tuple[bytes, int]:
+            full = self.e.bank.text_json(st.text_offset, n)
+            finish = '"length"' if final else "null"
+            data = (f'{head_json}, "choices": [{{"index": 0, "text": "{full[sent_len:]}", '
+                    f'"logprobs": null, "finish_reason": {finish}, "matched_stop": null}}], '
+                    f'"usage": null}}')
+            return ("data: " + data + "\n\n").encode(), len(full)
+
+        tail = b""
+        if include_usage:
+            usage = {"prompt_tokens": prompt_len, "completion_tokens": max_new,
+                     "total_tokens": prompt_len + max_new, "prompt_tokens_details": None}
+            tail = ("data: " + json.dumps(head | {"choices": [], "usage": usage}) + "\n\n").encode()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        return await self._stream(request, resp, st, chunk, tail)
+
+    # -- status routes ---------------------------------------------------------------------
+
+    async def handle_health(self, request: web.Request) -> web.Response:
+        if self._not_ready():
+            return web.Response(status=503)
+        st = self.e.submit([0], 1, "HEALTH_CHECK_" + uuid.uuid4().hex, 0)
+        try:
+            await asyncio.wait_for(self._wait_finished(st), HEALTH_CHECK_TIMEOUT_S)
+        except TimeoutError:
+            self.e.abort(st)
+            log(f"Health check failed. Server couldn't get a response from detokenizer for last "
+                f"{HEALTH_CHECK_TIMEOUT_S:.0f} seconds.", level="ERROR")
+            return web.Response(status=503)
+        return web.Response(status=200)
+
+    @staticmethod
+    async def _wait_finished(st: ReqState) -> None:
+        while not st.finished:
+            await st.event.wait()
+            st.event.clear()
+
+    async def handle_models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{
+            "id": self.e.served_model_name, "object": "model", "created": int(time.time()),
+            "owned_by": "sglang", "root": self.e.args.model_path,
+            "max_model_len": self.e.context_length}]})
+
+    async def handle_model_info(self, request: web.Request) -> web.Response:
+        return web.json_response({
+            "model_path": self.e.args.model_path,
+            "tokenizer_path": str(TOKENIZER_DIR),
+            "served_model_name": self.e.served_model_name,
+            "architectures": ["GlmMoeDsaForCausalLM"],
+            "is_generation": True,
+            "preferred_sampling_params": None,
+            "weight_version": "default",
+            "simulated": True,
+        })
+
+    async def handle_server_info(self, request: web.Request) -> web.Response:
+        launch = shlex.join(["python", "-m", "sglang.launch_server", *self.e.argv])
+        return web.json_response(self.e.server_args_dict() | {
+            "launch_command": launch,
+            "version": SIM_VERSION,
+            "startup_time": dict(self.e.startup_time),
+            "status": self.e.state,
+            "internal_states": [self.e.internal_state()],
+            "frontend": "python",
+            "simulated": True,
+            "sim": self.e.sim_settings(),
+        })
+
+    async def handle_flush_cache(self, request: web.Request) -> web.Response:
+        timeout = request.query.get("timeout")
+        try:
+            wait_s = float(timeout) if timeout is not None else 0.0
+        except ValueError:
+            return web.Response(status=400, text=f"Invalid timeout {timeout!r}\n")
+        deadline = time.monotonic() + wait_s
+        while self.e.sched.has_work() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        ok = not self.e.sched.has_work()
+        if ok:
+            self.e.flush_cache()
+            log("Cache flushed successfully!", self.e.prefix)
+        return web.Response(
+            status=200 if ok else 400,
+            text="Cache flushed.\nPlease check backend logs for more details. (When there are "
+                 "running or waiting requests, the operation will not be performed.)\n")
+
+    async def handle_metrics(self, request: web.Request) -> web.Response:
+        name = self.e.served_model_name.replace("\\", "\\\\").replace('"', '\\"')
+        labels = f'model_name="{name}",engine_type="unified",tp_rank="0",pp_rank="0"'
+        m = self.e.metrics
+        lines: list[str] = []
+
+        def gauge(metric: str, help_text: str, value: float) -> None:
+            lines.extend([f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge",
+                          f"{metric}{{{labels}}} {value}"])
+
+        def counter(metric: str, help_text: str, value: float) -> None:
+            lines.extend([f"# HELP {metric} {help_text}", f"# TYPE {metric} counter",
+                          f"{metric}{{{labels}}} {value}"])
+
+        gauge("sglang:num_running_reqs", "The number of running requests.", self.e.sched.num_running)
+        gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.",
+              self.e.sched.num_waiting)
+        gauge("sglang:num_used_tokens", "The number of used tokens.", self.e.used_tokens())
+        gauge("sglang:token_usage", "The token usage.", round(self.e.token_usage(), 6))
+        gauge("sglang:gen_throughput", "The generation throughput (token/s).",
+              round(self.e.last_gen_throughput, 3))
+        gauge("sglang:cache_hit_rate", "The prefix cache hit rate.", round(m.cache_hit_rate, 6))
+        counter("sglang:prompt_tokens_total", "Number of prefill tokens processed.",
+                m.prompt_tokens_total)
+        counter("sglang:generation_tokens_total", "Number of generation tokens processed.",
+                m.generation_tokens_total)
+        lines.extend(["# HELP sglang:cached_tokens_total Number of cached prompt tokens by source "
+                      "(device/host/storage).", "# TYPE sglang:cached_tokens_total counter",
+                      f'sglang:cached_tokens_total{{{labels},cache_source="device"}} {m.cached_tokens_total}'])
+        counter("sglang:num_requests_total", "Number of requests processed.", m.num_requests_total)
+        for hist in (m.ttft, m.itl, m.e2e):
+            lines.extend(hist.render(labels))
+        return web.Response(text="\n".join(lines) + "\n",
+                            content_type="text/plain", charset="utf-8")
+
+
+    async def handle_sim_gpus(self, request: web.Request) -> web.Response:
+        """What NVML would report for this server's GPUs (GpuSample dicts), marked simulated."""
+        return web.json_response({
+            "simulated": True, "server_pid": os.getpid(), "driver_version": "sim",
+            "cuda_driver_version": None, "gpus": self.e.gpu_samples(),
+        })
+
+    # -- app -------------------------------------------------------------------------------
+
+    def build_app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        from moe_tui.sim.outputs import greedy_outputs_middleware  # /generate with return_logprob
+
+        app.middlewares.append(greedy_outputs_middleware(self.e.args, self._not_ready))
+        r = app.router
+        r.add_route("POST", "/generate", self.handle_generate)
+        r.add_route("PUT", "/generate", self.handle_generate)
+        r.add_post("/v1/completions", self.handle_completions)
+        r.add_get("/health", self.handle_health)
+        r.add_get("/health_generate", self.handle_health)
+        r.add_get("/v1/models", self.handle_models)
+        r.add_get("/model_info", self.handle_model_info)
+        r.add_get("/get_model_info", self.handle_model_info)
+        r.add_get("/server_info", self.handle_server_info)
+        r.add_get("/get_server_info", self.handle_server_info)
+        r.add_route("*", "/flush_cache", self.handle_flush_cache)
+        r.add_get("/sim/gpus", self.handle_sim_gpus)
+        if self.e.args.enable_metrics:
+            r.add_get("/metrics", self.handle_metrics)
+        return app
+
+    async def serve(self) -> int:
+        loop = asyncio.get_running_loop()
+        self.e._wake = asyncio.Event()
+        self._stop = loop.create_future()
+        runner = web.AppRunner(self.build_app(), access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, self.e.args.host, self.e.args.port, backlog=4096, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as exc:
+            log(f"Failed to bind {self.e.args.host}:{self.e.args.port}: {exc}", level="ERROR")
+            await runner.cleanup()
+            return 1
+        for sig, how in ((signal.SIGTERM, "term"), (signal.SIGINT, "int")):
+            loop.add_signal_handler(sig, self._on_signal, how)
+        self._tasks = [asyncio.create_task(self.e.engine_loop()), asyncio.create_task(startup(self.e))]
+        try:
+            code = await self._stop
+        finally:
+            for task in self._tasks + ([self.e.fault_task] if self.e.fault_task else []):
+                task.cancel()
+            await loop.run_in_executor(None, self.e.children.stop)
+            await runner.cleanup()
+        return code
+
+    def _on_signal(self, how: str) -> None:
+        assert self._stop is not None
+        if self._stop.done():
+            return
+        if how == "int":
+            log("Received SIGINT, exiting.")
+            self._stop.set_result(0)
+            return
+        log("Received sigterm, shutting down gracefully (draining in-flight requests).")
+        self.e.state = "draining"
+        asyncio.get_running_loop().create_task(self._drain())
+
+    async def _drain(self) -> None:
+        deadline = time.monotonic() + 5.0
+        while self.e.sched.has_work() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert self._stop is not None
+        if not self._stop.done():
+            self._stop.set_result(0)

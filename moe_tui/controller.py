@@ -67,13 +67,13 @@ from typing import Any, Awaitable, Callable, Iterable
 
 from moe_tui.events import (
     BenchProgress, ControllerStatus, Event, Notice, QueueChanged, RunFinished, RunStarted,
-    ServerStateChanged,
 )
 from moe_tui.profiles import ProfileSet, ServerProfile, load_profiles
-from moe_tui.provenance import build_provenance, run_flags
+from moe_tui.provenance import build_provenance
 from moe_tui.queue import CampaignPlan, QueueError, QueueItem, RunQueue, warmup_spec
+from moe_tui.recording import RunRecorder, RunSpilled, finished_run
 from moe_tui.spec import BenchmarkSpec
-from moe_tui.store import Store
+from moe_tui.store import Store, StoreError
 
 EventCallback = Callable[[Event], None]
 BenchFn = Callable[..., Awaitable[Any]]
@@ -117,6 +117,10 @@ class Controller:
     ):
         self.store = store
         self.queue = RunQueue(store)
+        self.recorder = RunRecorder(store, lambda level, message: self._notice(level, message))
+        # Why the worker stopped when it could not go on (the store refused a finished run, or
+        # the worker itself crashed); the runner exits non-zero with it.
+        self.fatal: str | None = None
         if isinstance(profiles, (str, Path)):
             directory = Path(profiles)
             self._profiles: Callable[[], ProfileSet] = lambda: load_profiles(directory)
@@ -223,6 +227,9 @@ class Controller:
 
             self._lock = RunnerLock(self.data_dir)
             self._lock.acquire()
+            from moe_tui.orphans import mark_children
+
+            mark_children(self.data_dir)  # so the next owner can find what we leave if we die
         self._unsubs.append(self.servers.subscribe(self._emit))
         self._unsubs.append(self.queue.subscribe(self._queue_changed))
         await self._recover(retry_interrupted)
@@ -272,6 +279,9 @@ class Controller:
             self._lock = None
 
     async def _recover(self, retry_interrupted: bool) -> None:
+        for line in self.recorder.import_spilled():  # first: their items are still 'running'
+            self._notice("warning", line)
+        await self._sweep_orphans()
         interrupted = self.queue.recover_interrupted()
         stale_runs = self.store.mark_running_runs("incomplete", "interrupted: the runner stopped during this run")
         if interrupted or stale_runs:
@@ -282,7 +292,13 @@ class Controller:
         # `_ensure_server` stops them then. Say so now.
         from moe_tui.servers import recorded_server_alive
 
-        strays = [s for s in self._stray_server_starts() if recorded_server_alive(s)]
+        strays = []
+        for start in self._stray_server_starts():
+            if recorded_server_alive(start):
+                strays.append(start)
+            elif self._lock is not None:
+                self.store.update_server_start(start["id"], state="stopped", stopped_at=time.time(),
+                                               reason="found gone when a new runner started")
         if strays:
             self._notice("warning", "server(s) running outside this controller: "
                          + ", ".join(f"{s['profile_name']} (pid {s['pid']})" for s in strays)
@@ -292,6 +308,16 @@ class Controller:
             if requeued:
                 self._notice("info", f"requeued {len(requeued)} interrupted item(s): "
                                      + ", ".join(f"#{i}" for i in requeued))
+
+    async def _sweep_orphans(self) -> None:
+        """Stop what a dead runner of this data dir left (servers, benchmark children), found by
+        the data-dir marker every runner puts in its children's environment; say which."""
+        if self._lock is None:
+            return  # not the lock holder: what runs may belong to the live runner
+        from moe_tui.orphans import stop_orphans
+
+        for line in await asyncio.to_thread(stop_orphans, self.data_dir):
+            self._notice("warning", line)
 
     def _stray_server_starts(self) -> list[dict[str, Any]]:
         """Server starts recorded live in the store that this controller does not manage."""
@@ -382,6 +408,10 @@ class Controller:
                     continue
                 try:
                     await self._work_item(item)
+                except RunSpilled as exc:
+                    self.fatal = f"the store cannot take results, the queue stops: {exc}"
+                    self._notice("error", self.fatal)
+                    return
                 except asyncio.CancelledError:
                     self._record_cancelled("interrupted: the controller was stopped during this item")
                     raise
@@ -390,13 +420,23 @@ class Controller:
                     self._notice("error", f"item #{item.id} crashed the controller step: {detail}")
                     if self._current is not None:
                         self._finish_item(self._current, "failed", f"internal error: {detail}")
+                    if self.fatal:
+                        return
                 finally:
                     self._current = None
                     self._current_run_id = None
                     self._bench_stop = None
                     self._abort_verdict = None
+        except StoreError as exc:  # claiming or closing items failed: the queue cannot go on
+            self.fatal = self.fatal or f"the store cannot be written, the queue stops: {exc}"
+            self._notice("error", self.fatal)
+        except Exception as exc:  # a bug outside any one item: stop and say so (the runner exits 1)
+            self.fatal = f"the worker crashed: {''.join(traceback.format_exception_only(type(exc), exc)).strip()}"
+            self._notice("error", self.fatal)
         finally:
-            if self._activity not in ("drained", "stopping", "stopped"):
+            if self.fatal:
+                self._status("failed", self.fatal)
+            elif self._activity not in ("drained", "stopping", "stopped"):
                 self._status("idle", "worker stopped")
 
     async def _sleep_until_woken(self) -> None:
@@ -420,6 +460,8 @@ class Controller:
             self.queue.finish(item.id, state, run_id=run_id, error=error)
         except QueueError as exc:  # edited behind our back (deleted): say so, carry on
             self._notice("warning", f"item #{item.id}: could not record {state}: {exc}")
+        except StoreError as exc:  # the store is gone: nothing more can be recorded, stop
+            self.fatal = f"item #{item.id} could not be marked {state}: {exc}"
         self._session[state] = self._session.get(state, 0) + 1
         self._current = None
 
@@ -613,42 +655,20 @@ class Controller:
             from moe_tui.telemetry import summarize_run
 
             telemetry_summary = summarize_run(collector.snapshots, our_pids)
-        finished = time.time()
-        if result is None:
-            status, summary, requests, selfcheck, error, bench_flags = "failed", {}, [], {}, bench_error or "", []
-            client_facts = self._client_limits(spec)
-        else:
-            status, summary, requests = result.status, result.summary or {}, result.requests or []
-            selfcheck, error, bench_flags = result.selfcheck or {}, result.error or "", list(result.flags or [])
-            client_facts = {"name": getattr(result, "client", spec.client),
-                            "version": getattr(result, "client_version", ""), **self._client_limits(spec)}
-        completed = sum(1 for r in requests if r.get("ok"))
-        errors = sum(1 for r in requests if not r.get("ok"))
-        provenance = build_provenance(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
-                                      bench_client=client_facts, warmup=warmup_info, started_at=started,
-                                      finished_at=finished, telemetry=telemetry_summary)
-        flags = run_flags(
-            backend_mismatch=bool(server.backend_mismatch), backend_unverified=server.resolved_backend is None,
-            simulated=provenance["simulated"], bench_flags=bench_flags, completed=completed,
-            expected=spec.num_prompts if status != "failed" else None, errors=errors, status=status,
-            telemetry=telemetry_summary, warmup_pass=item.warmup,
-        )
-        if self._abort_verdict is not None and status == "complete" and completed < spec.num_prompts:
-            status = "incomplete"
-        self.store.finish_run(
-            run_id, status=status, summary=summary, flags=flags, telemetry=telemetry_summary or {},
-            selfcheck=selfcheck, provenance=provenance, requests=requests,
-            gpu_samples=[(s.wall, s.to_dict()) for s in (collector.snapshots if collector else [])
-                         if s.available],
-            error=error, finished_at=finished,
-        )
-        if self._abort_verdict is not None:
-            state, item_error = self._abort_verdict
-        elif status == "complete":
-            state, item_error = "done", ""
-        else:
-            state, item_error = "failed", f"run {run_id} {status}: {error}".rstrip(": ")
-        self._finish_item(item, state, item_error, run_id=run_id)
+        record = finished_run(
+            run_id=run_id, item=item, spec=spec, server=server, result=result, bench_error=bench_error,
+            provenance_args=dict(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
+                                 warmup=warmup_info, started_at=started),
+            client_limits=self._client_limits(spec), telemetry_summary=telemetry_summary,
+            gpu_snapshots=collector.snapshots if collector else [], abort_verdict=self._abort_verdict)
+        status, summary, flags, error = (record.status, record.finish["summary"], record.finish["flags"],
+                                         record.finish["error"])
+        # Run and item in one transaction; RunSpilled (the store cannot take it) ends the worker.
+        if not self.recorder.store_run(record):
+            self._notice("warning", f"item #{item.id}: run {run_id} stored, but the item was changed "
+                                    f"behind the runner's back and not marked {record.item_state}")
+        self._session[record.item_state] = self._session.get(record.item_state, 0) + 1
+        self._current = None
         finished_event = RunFinished(
             run_id=run_id, queue_item_id=item.id, profile=profile.name, status=status,
             output_throughput=summary.get("output_throughput"), flags=tuple(flags), error=error,

@@ -478,8 +478,18 @@ class RunQueue:
         return ids
 
     def recover_interrupted(self, reason: str = "interrupted: the runner stopped while it ran") -> list[int]:
-        """After a crash or a kill: items left `running` become `interrupted`. Lock holder only."""
+        """After a crash or a kill: items left `running` become `interrupted`. Lock holder only.
+        An item whose CURRENT attempt already has a complete run stored (a runner killed between
+        storing the run and closing the item, in versions that wrote them apart) becomes `done`
+        with that run: it is never measured twice."""
+        attempt = "json_extract(r.provenance_json, '$.queue_item.attempt')"
         with self.store.transaction() as tx:
+            tx.execute(
+                "UPDATE queue_items SET state = 'done', error = '', updated_at = ?, run_id = ("
+                f" SELECT MAX(r.id) FROM runs r WHERE r.queue_item_id = queue_items.id AND r.status = 'complete'"
+                f" AND {attempt} = queue_items.attempts)"
+                " WHERE state = 'running' AND EXISTS (SELECT 1 FROM runs r WHERE r.queue_item_id = queue_items.id"
+                f" AND r.status = 'complete' AND {attempt} = queue_items.attempts)", (time.time(),))
             ids = [r[0] for r in tx.execute("SELECT id FROM queue_items WHERE state = 'running'")]
             tx.execute("UPDATE queue_items SET state = 'interrupted', error = ?, updated_at = ?"
                        " WHERE state = 'running'", (reason, time.time()))

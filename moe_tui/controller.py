@@ -832,6 +832,10 @@ class Controller:
             "session": dict(self._session),
         }
 
+    def snapshot_session(self) -> dict[str, int]:
+        """This session's item counts by state (no store read)."""
+        return dict(self._session)
+
     async def call(self, op: str, **args: Any) -> Any:
         """Run a facade op by name (the control channel's entry point). Unknown ops are refused."""
         name = OPS.get(op)

@@ -289,15 +289,19 @@ class RunQueue:
         rows = self.store.query("SELECT value FROM queue_settings WHERE key = 'paused'")
         return bool(rows) and rows[0][0] == "1"
 
-    def summary(self) -> dict[str, Any]:
-        nxt = self.next_pending()
+    def summary(self, upcoming: int = 10) -> dict[str, Any]:
+        """Counts per state and the next `upcoming` pending items' profiles: a few SQL queries on
+        indexed columns, never every item loaded (`run --status` stays instant on a huge queue)."""
         counts = self.counts()
+        rows = self.store.query("SELECT id, profile_name FROM queue_items WHERE state = 'pending'"
+                                " ORDER BY position, id LIMIT ?", (int(upcoming),))
         return {
             "paused": self.paused,
             "counts": counts,
             "total": sum(counts.values()),
-            "next_item_id": nxt.id if nxt else None,
-            "pending_profiles": [i.profile_name for i in self.items(["pending"])],
+            "next_item_id": rows[0][0] if rows else None,
+            "pending_profiles": [r[1] for r in rows],
+            "pending_profiles_shown": len(rows),
         }
 
     def campaign(self, campaign_id: int) -> dict[str, Any]:

@@ -97,18 +97,21 @@ def _foreground(data_dir: Any, profiles_dir: Any, until_empty: bool, retry_inter
         printer.line(f"runner pid {__import__('os').getpid()} on {data_dir}; profiles from {profiles_dir}; "
                      f"{'until the queue is empty' if until_empty else 'waiting for new items'}{limits}")
         try:
-            asyncio.run(serve(controller, data_dir, until_empty=until_empty,
-                              retry_interrupted=retry_interrupted, on_event=printer))
-        except RunnerBusy as exc:
+            rc = asyncio.run(serve(controller, data_dir, until_empty=until_empty,
+                                   retry_interrupted=retry_interrupted, on_event=printer))
+        except (RunnerBusy, StoreError, OSError) as exc:
             print(f"moe-tui run: {exc}", file=sys.stderr)
             return 1
-        s = controller.snapshot()
-        session = s["session"]
-        counts = s["queue"]["counts"]
-        printer.line("finished: " + ", ".join(f"{k} {v}" for k, v in session.items() if v)
-                     + f"; queue now: pending {counts['pending']}, failed {counts['failed']}, "
-                       f"interrupted {counts['interrupted']}" + (" (paused)" if s["queue"]["paused"] else ""))
-        return 0
+        session = ", ".join(f"{k} {v}" for k, v in controller.snapshot_session().items() if v) or "nothing run"
+        try:
+            queue = controller.queue.summary()
+            counts = queue["counts"]
+            state = (f"pending {counts['pending']}, running {counts['running']}, failed {counts['failed']}, "
+                     f"interrupted {counts['interrupted']}" + (" (paused)" if queue["paused"] else ""))
+        except StoreError as exc:
+            state = f"unknown: {exc}"
+        printer.line(f"finished: {session}; queue now: {state}")
+        return rc
     finally:
         store.close()
 

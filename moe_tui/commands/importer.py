@@ -78,6 +78,8 @@ def runs_from_file(path: str, profile: str | None) -> list[dict[str, Any]]:
             if isinstance(v, float) and not math.isfinite(v):
                 summary[k] = None if math.isnan(v) else str(v)
         name = profile or server_info.get("moe_runner_backend") or "imported"
+        if name_problem(name, "profile/backend name"):  # untrusted text: the profile-name rule
+            raise ImportFileError(f"{where}: {name_problem(name, 'profile/backend name')}")
         out.append(dict(
             profile_name=str(name), spec_json=spec.canonical_json(), fingerprint=spec.fingerprint,
             client=f"{CLIENT_NAME} {spec.client_version}", summary=summary,
@@ -87,6 +89,9 @@ def runs_from_file(path: str, profile: str | None) -> list[dict[str, Any]]:
         ))
         json.dumps(out[-1]["provenance"], default=str)  # fail here, not in the transaction
     return out
+
+
+from moe_tui.profiles import name_problem  # noqa: E402
 
 
 class ImportFileError(ValueError):

@@ -65,6 +65,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"moe-tui run: {flag} must be > 0 seconds, got {value}", file=sys.stderr)
             return 2
     profiles_dir = Path(args.profiles_dir).resolve()
+    from moe_tui.profiles import load_profiles
+
+    duplicates = load_profiles(profiles_dir)
+    if duplicates.duplicates:
+        for name in sorted(duplicates.duplicates):
+            print(f"moe-tui run: {duplicates.duplicate_message(name)}", file=sys.stderr)
+        return 2
     if args.detach:
         return _detach(args, data_dir, profiles_dir)
     until_empty = not args.stay

@@ -114,7 +114,7 @@ class MoeTuiApp(App):
             self.sample_gpus()
         self.set_interval(1.0, self._tick)
         for note in self._startup_notes:
-            self.notify(note, severity="warning", timeout=10)
+            self.notify(note, severity="warning", timeout=10, markup=False)
 
     def on_resize(self, event: events.Resize) -> None:
         width, height = event.size  # self.size may still be the old size while this runs
@@ -173,7 +173,7 @@ class MoeTuiApp(App):
             self.refresh_queue()
         elif topic == "notice" and isinstance(event, Notice):
             severity = {"error": "error", "warning": "warning"}.get(event.level, "information")
-            self.notify(event.message, severity=severity)  # type: ignore[arg-type]
+            self.notify(event.message, severity=severity, markup=False)  # type: ignore[arg-type]
         elif isinstance(event, RunFinished):
             self.refresh_queue()
         self.mark_dirty(topic)
@@ -243,7 +243,7 @@ class MoeTuiApp(App):
                 done(worker.result)
         elif event.state == WorkerState.ERROR:
             self._on_done.pop(worker, None)
-            self.notify(f"{worker.name}: {worker.error}", title="Failed", severity="error", timeout=8)
+            self.notify(f"{worker.name}: {worker.error}", title="Failed", severity="error", timeout=8, markup=False)
         elif event.state == WorkerState.CANCELLED:
             self._on_done.pop(worker, None)
 
@@ -267,7 +267,7 @@ class MoeTuiApp(App):
 
     def add_campaign(self, request: CampaignRequest, done: Callable[[Any], None] | None = None) -> None:
         def added(count: Any) -> None:
-            self.notify(f"added campaign {request.name!r}: {count} item(s)")
+            self.notify(f"added campaign {request.name!r}: {count} item(s)", markup=False)
             self.refresh_queue()
             if done is not None:
                 done(count)
@@ -282,7 +282,7 @@ class MoeTuiApp(App):
         baseline, candidate = self.compare_pair
 
         def written(path: Path) -> None:
-            self.notify(f"{fmt} written to {path}", title="Exported", timeout=12)
+            self.notify(f"{fmt} written to {path}", title="Exported", timeout=12, markup=False)
 
         self.call_core(f"export {fmt}", self.adapter.export, baseline, candidate, fmt, done=written)
 

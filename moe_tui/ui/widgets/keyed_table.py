@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from textual.widgets import DataTable
+from moe_tui.ui.render import plain_cells
 from textual.widgets.data_table import RowDoesNotExist
 
 
@@ -35,9 +36,10 @@ class KeyedTable(DataTable):
                 self.add_column(label, key=key, width=self._widths.get(key, width))
 
     def _project(self, cells: tuple[Any, ...]) -> tuple[Any, ...]:
+        # Cells hold user data (names, errors): plain Text, never markup.
         if len(self._visible) == len(self._column_spec):
-            return cells
-        return tuple(cell for (key, _, _), cell in zip(self._column_spec, cells) if key in self._visible)
+            return plain_cells(cells)
+        return plain_cells(cell for (key, _, _), cell in zip(self._column_spec, cells) if key in self._visible)
 
     def show_columns(self, keys: Sequence[str] | Mapping[str, int] | None) -> None:
         """Show only these columns (None: all); a mapping also gives their widths. Rebuilds the

@@ -42,7 +42,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from moe_tui.spec import BenchmarkSpec, SpecError
+from moe_tui.spec import BenchmarkSpec, SpecError, check_feasible
 from moe_tui.store import Store
 
 ITEM_STATES = ("pending", "running", "done", "failed", "skipped", "cancelled", "interrupted")
@@ -137,7 +137,15 @@ class CampaignPlan:
             raise QueueError("campaign: prompts_per_concurrency must be >= 1, "
                              f"got {self.prompts_per_concurrency}")
         for c in self.concurrencies:
-            self.spec_for(c)  # raises SpecError naming the field for an out-of-range concurrency
+            try:  # out of range, or more than this box's client could hold: refused before any work
+                check_feasible(self.spec_for(c), "campaign")
+            except SpecError as exc:
+                raise QueueError(f"campaign: concurrency {c}: {exc}") from None
+
+    @property
+    def size(self) -> int:
+        """How many items the plan makes (known before any is built)."""
+        return len(self.profiles) * len(self.concurrencies) * self.repeats
 
     def num_prompts_for(self, concurrency: int) -> int:
         """The campaign's prompt-count rule: the base count, or ppc x concurrency if that is more."""
@@ -329,7 +337,7 @@ class RunQueue:
             campaign_id = int(cur.lastrowid)
             ids = self._insert(tx, planned, campaign_id, now)
         self._changed("campaign added")
-        return campaign_id, [self.item(i) for i in ids]
+        return campaign_id, self.items(campaign_id=campaign_id)  # one query, not one per item
 
     def add_item(self, profile_name: str, spec: BenchmarkSpec, *, repeat_index: int = 0,
                  warmup: bool = True) -> QueueItem:

@@ -16,7 +16,11 @@ outlives the terminal and SSH session. Either way:
   and then every event follows as one `events.to_json()` line (objects with a "type" key).
   Ops are exactly `controller.OPS` plus `ping`, `subscribe` and `shutdown`.
 - **Signals.** SIGHUP is ignored (a dropped SSH session must not stop a campaign). SIGTERM and
-  SIGINT stop the running benchmark, mark its item `interrupted`, stop the servers and exit 0.
+  SIGINT stop the running benchmark, mark its item `interrupted`, stop the servers and exit 0;
+  they are always obeyed: a watchdog exits hard `STOP_DEADLINE_S` after the signal if the clean
+  stop hangs, and a second signal exits at once (the next runner stops what was left).
+- **Exit status** 1 when the worker stopped on an error (`controller.fatal`: the store refused a
+  finished run, which was spilled; the worker crashed); the reason is printed.
 
 Why a Unix socket *and* SQLite: SQLite (WAL) is the source of truth: the queue, runs and
 server starts are there, durable and readable by any process at any time, including after the
@@ -341,8 +345,9 @@ async def serve(controller: Any, data_dir: str | Path, *, until_empty: bool, ret
 
     with contextlib.suppress(ValueError, RuntimeError):  # not the main thread: the caller handles signals
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        handler = _stop_handler(loop, request_stop)
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, request_stop, f"got {signal.Signals(sig).name}")
+            signal.signal(sig, handler)
     waiter = asyncio.create_task(stop_requested.wait())
     worker = asyncio.create_task(controller.wait_idle())
     try:
@@ -350,9 +355,6 @@ async def serve(controller: Any, data_dir: str | Path, *, until_empty: bool, ret
     finally:
         reason = reason_box[0] if reason_box else (
             f"stopped: {controller.fatal}" if getattr(controller, "fatal", None) else "queue drained")
-        with contextlib.suppress(Exception):
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(sig)
         await controller.shutdown(reason)
         waiter.cancel()
         worker.cancel()
@@ -367,6 +369,39 @@ async def serve(controller: Any, data_dir: str | Path, *, until_empty: bool, ret
             print(f"moe-tui run: stopped with an error: {fatal}", file=sys.stderr, flush=True)
         return 1
     return 0
+
+
+# A stop asked by signal must end the process even if the loop is stuck (a hung store write, a
+# blocking call): after this long, a watchdog thread exits hard. A second signal exits at once.
+STOP_DEADLINE_S = 90.0
+
+
+def _stop_handler(loop: asyncio.AbstractEventLoop, request_stop: Callable[[str], None]) -> Callable:
+    """A plain `signal.signal` handler (it runs between bytecodes even when a loop callback is
+    busy, unlike `loop.add_signal_handler`): ask for a clean stop on the loop, and arm the watchdog."""
+    import threading
+
+    asked: list[int] = []
+
+    def watchdog() -> None:
+        time.sleep(STOP_DEADLINE_S)
+        with contextlib.suppress(Exception):
+            print(f"moe-tui run: did not stop within {STOP_DEADLINE_S:g} s of the signal; exiting now",
+                  file=sys.stderr, flush=True)
+        os._exit(1)
+
+    def handler(signum: int, _frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if asked:
+            with contextlib.suppress(Exception):
+                print(f"moe-tui run: second {name}: exiting now", file=sys.stderr, flush=True)
+            os._exit(1)
+        asked.append(signum)
+        threading.Thread(target=watchdog, name="stop-watchdog", daemon=True).start()
+        with contextlib.suppress(RuntimeError):  # the loop already closed: we are exiting anyway
+            loop.call_soon_threadsafe(request_stop, f"got {name}")
+
+    return handler
 
 
 # -- the client side lives in moe_tui.runner_client; these names stay importable from here.

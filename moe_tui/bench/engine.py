@@ -54,7 +54,7 @@ from moe_tui.bench.workload import WorkItem, Workload, WorkloadError, build_work
 from moe_tui.events import BenchProgress
 from moe_tui.judgement import FLAG_SERVER_STALL
 from moe_tui.metrics import calculate_metrics, split_chunk_gaps
-from moe_tui.spec import BenchmarkSpec
+from moe_tui.spec import BenchmarkSpec, SpecError, check_feasible
 
 CLIENT_NAME = "moe-tui"
 ABORT_AFTER_CONNECT_ERRORS = 10
@@ -256,6 +256,11 @@ class _Run:
         await self.timed(workload)
 
     async def workload(self, vocab_size: int | None, tokenizer: str | None) -> Workload | None:
+        try:
+            check_feasible(self.spec)  # before a single prompt is made
+        except SpecError as exc:
+            self._fail("setup", str(exc))
+            return None
         try:
             if vocab_size is None:
                 vocab_size, vocab_source = await resolve_vocab_size(self.session, self.base_url, tokenizer)

@@ -180,10 +180,13 @@ class Store:
 
         try:
             return cls(store_path())
-        except DataDirError:
-            path = store_path(writable=False)
+        except DataDirError as exc:
+            try:
+                path = store_path(writable=False)
+            except DataDirError:
+                raise exc from None
             if not path.exists():
-                raise
+                raise exc from None
             return cls(path, readonly=True)
 
     def close(self) -> None:

@@ -9,7 +9,7 @@ outlives the terminal and SSH session. Either way:
   even by SIGKILL, so a crash never leaves a stale lock. A second runner gets `RunnerBusy`,
   whose message names the pid holding the lock.
 - **Control channel: a Unix socket** (`<data dir>/runner.sock`, or a short path under
-  /tmp/moe-tui-<uid>/ if the data dir path is too long for a socket address; `runner.json` says
+  $TMPDIR/moe-tui-<uid>/ (made 0700 by us; refused if another user owns it) if the data dir path is too long for a socket address; `runner.json` says
   which), mode 0600 and peer-uid checked, so only the owner can drive the GPUs. Line-delimited
   JSON: a request `{"id": 1, "op": "pause", "args": {}}` gets `{"id": 1, "ok": true, "result":
   ...}` or `{"id": 1, "ok": false, "error": "..."}`; `{"id": 2, "op": "subscribe"}` is answered
@@ -154,7 +154,9 @@ def socket_path_for(data_dir: str | Path) -> Path:
     path = Path(data_dir).resolve() / SOCKET_NAME
     if len(os.fsencode(str(path))) <= MAX_SOCKET_PATH:
         return path
-    short = private_socket_dir(Path("/tmp") / f"moe-tui-{os.getuid()}")
+    import tempfile
+
+    short = private_socket_dir(Path(tempfile.gettempdir()) / f"moe-tui-{os.getuid()}")
     digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
     return short / f"{digest}.sock"
 
@@ -332,8 +334,9 @@ async def serve(controller: Any, data_dir: str | Path, *, until_empty: bool, ret
 
     if on_event is not None:
         controller.subscribe(on_event)
-    await controller.start(work=True, until_empty=until_empty, retry_interrupted=retry_interrupted)
+    # The socket's folder is checked (ours, 0700) before anything starts: RunnerUnavailable if not.
     control = ControlServer(controller, data_dir, on_shutdown=request_stop)
+    await controller.start(work=True, until_empty=until_empty, retry_interrupted=retry_interrupted)
     # runner.json first, then the socket: whoever sees the socket can already read who serves it.
     info = {"pid": os.getpid(), "socket": str(control.path), "started_at": time.time(),
             "data_dir": str(data_dir), "until_empty": until_empty, "log": log_path}

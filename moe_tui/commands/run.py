@@ -84,7 +84,7 @@ def _foreground(data_dir: Any, profiles_dir: Any, until_empty: bool, retry_inter
     import asyncio
 
     from moe_tui.controller import Controller
-    from moe_tui.runner import RunnerBusy, serve
+    from moe_tui.runner import RunnerBusy, RunnerUnavailable, serve
     from moe_tui.servers import install_exit_handlers
     from moe_tui.store import Store, StoreError
 
@@ -106,7 +106,7 @@ def _foreground(data_dir: Any, profiles_dir: Any, until_empty: bool, retry_inter
         try:
             rc = asyncio.run(serve(controller, data_dir, until_empty=until_empty,
                                    retry_interrupted=retry_interrupted, on_event=printer))
-        except (RunnerBusy, StoreError, OSError) as exc:
+        except (RunnerBusy, RunnerUnavailable, StoreError, OSError) as exc:
             print(f"moe-tui run: {exc}", file=sys.stderr)
             return 1
         session = ", ".join(f"{k} {v}" for k, v in controller.snapshot_session().items() if v) or "nothing run"

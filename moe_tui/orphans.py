@@ -61,7 +61,7 @@ def describe(proc: psutil.Process) -> str:
         text = " ".join(cmd)[:120]
         if env.get(SERVER_ID_ENV):
             return f"server {env[SERVER_ID_ENV]} (pid {proc.pid}: {text})"
-        if "moe_tui.bench" in text or "bench_serving" in text:
+        if "bench" in cmd or any("bench_serving" in part or "moe_tui.bench" in part for part in cmd):
             return f"benchmark child (pid {proc.pid}: {text})"
         return f"process (pid {proc.pid}: {text})"
     return f"process (pid {proc.pid})"

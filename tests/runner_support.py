@@ -76,6 +76,8 @@ class Env:
         return [sys.executable, "-m", "moe_tui", *args]
 
     def run(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
+        """`moe-tui ARGS` to the end; `timeout` is for an idle machine and is scaled (speed_factor)."""
+        timeout = scaled(timeout)
         proc = self.popen(*args)
         try:
             out, _ = proc.communicate(timeout=timeout)
@@ -167,6 +169,9 @@ def scaled(seconds: float) -> float:
 
 
 def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.1) -> Any:
+    """Poll `predicate` until it is truthy; `timeout` is for an idle machine, scaled to this one's
+    measured speed (`speed_factor`), so a loaded box waits longer instead of failing."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -177,7 +182,7 @@ def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.1) -
 
 
 def wait_gone(env: Env, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline and env.emulators():
         time.sleep(0.1)
     left = env.emulators()

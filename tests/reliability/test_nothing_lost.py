@@ -19,7 +19,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import threading
 import time
 
 import pytest
@@ -69,8 +68,8 @@ def test_server_frozen_mid_run_is_flagged_stall(env):
     name = env.profile("sim-a", "flashinfer_cutlass", time_scale=2)
     _add(env, name, prompts=24)
     runner = env.popen("run", "--profiles-dir", str(env.profiles))
-    run_id = wait_for(lambda: _running_run(env), 60 * speed_factor(), "a run in progress")
-    wait_for(lambda: _timed_requests_done(env, 2), 60 * speed_factor(), "timed requests under way")
+    run_id = wait_for(lambda: _running_run(env), 60, "a run in progress")
+    wait_for(lambda: _timed_requests_done(env, 2), 60, "timed requests under way")
     (emulator,) = env.emulators()
     emulator.send_signal(signal.SIGSTOP)
     frozen_at = time.time()
@@ -118,7 +117,7 @@ def test_write_lock_held_past_busy_timeout_is_waited_out(env):
     _add(env, name, prompts=16, repeats=2)
     env.env.update(MOE_TUI_STORE_BUSY_TIMEOUT_S="2", MOE_TUI_STORE_WRITE_RETRY_S=str(60 * speed_factor()))
     runner = env.popen("run", "--profiles-dir", str(env.profiles))
-    wait_for(lambda: _running_run(env), 60 * speed_factor(), "a run in progress")
+    wait_for(lambda: _running_run(env), 60, "a run in progress")
     holder = _WriteLockHolder(env.db)
     try:
         time.sleep(6.0)  # the run ends while the lock is held; the busy timeout (2 s) runs out
@@ -138,7 +137,7 @@ def test_write_lock_held_past_every_retry_spills_then_next_start_stores(env):
     _add(env, name, prompts=16)
     env.env.update(MOE_TUI_STORE_BUSY_TIMEOUT_S="1", MOE_TUI_STORE_WRITE_RETRY_S="1")
     runner = env.popen("run", "--profiles-dir", str(env.profiles))
-    run_id = wait_for(lambda: _running_run(env), 60 * speed_factor(), "a run in progress")
+    run_id = wait_for(lambda: _running_run(env), 60, "a run in progress")
     holder = _WriteLockHolder(env.db)
     try:
         out, _ = runner.communicate(timeout=120 * speed_factor())
@@ -152,7 +151,7 @@ def test_write_lock_held_past_every_retry_spills_then_next_start_stores(env):
     assert spill.exists() and (spill.stat().st_mode & 0o777) == 0o600
     assert env.query("SELECT state FROM queue_items") == [("running",)]
 
-    again = env.run("run", "--profiles-dir", str(env.profiles), timeout=120 * speed_factor())
+    again = env.run("run", "--profiles-dir", str(env.profiles), timeout=120)
     assert again.returncode == 0, again.stdout
     assert f"stored run {run_id} of item #1 (complete) from spill file {spill}" in again.stdout
     assert not spill.exists()
@@ -165,7 +164,7 @@ def test_killed_between_storing_run_and_closing_item_does_not_rerun(env):
     """Runner killed between storing the run and closing its item: the next start recognises the stored run, no re-run."""
     name = env.profile("sim-a", "flashinfer_cutlass", time_scale=20)
     _add(env, name, prompts=4, repeats=2)
-    first = env.run("run", "--profiles-dir", str(env.profiles), timeout=120 * speed_factor())
+    first = env.run("run", "--profiles-dir", str(env.profiles), timeout=120)
     assert first.returncode == 0, first.stdout
     _one_complete_run_per_item(env)
     # The state a runner that wrote the two apart leaves when killed between them: the run of the
@@ -174,7 +173,7 @@ def test_killed_between_storing_run_and_closing_item_does_not_rerun(env):
     conn.execute("UPDATE queue_items SET state = 'running' WHERE id = 2")
     conn.commit()
     conn.close()
-    again = env.run("run", "--profiles-dir", str(env.profiles), timeout=120 * speed_factor())
+    again = env.run("run", "--profiles-dir", str(env.profiles), timeout=120)
     assert again.returncode == 0, again.stdout
     assert "Traceback" not in again.stdout
     _one_complete_run_per_item(env)
@@ -198,8 +197,8 @@ def test_data_dir_filesystem_fills_mid_run(env, tmp_path):
         name = env.profile("sim-a", "flashinfer_cutlass", time_scale=4)
         _add(env, name, prompts=24)
         runner = env.popen("run", "--profiles-dir", str(env.profiles))
-        run_id = wait_for(lambda: _running_run(env), 60 * speed_factor(), "a run in progress")
-        wait_for(lambda: _timed_requests_done(env, 2), 60 * speed_factor(), "timed requests under way")
+        run_id = wait_for(lambda: _running_run(env), 60, "a run in progress")
+        wait_for(lambda: _timed_requests_done(env, 2), 60, "timed requests under way")
         with open(mnt / "filler", "wb") as f:  # eat every free block
             with contextlib.suppress(OSError):
                 while True:
@@ -213,7 +212,7 @@ def test_data_dir_filesystem_fills_mid_run(env, tmp_path):
         assert len(spilled) == 1 and f"saved to the spill file {spilled[0]}" in out, out
         assert (spilled[0].stat().st_mode & 0o777) == 0o600
         (mnt / "filler").unlink()
-        again = env.run("run", "--profiles-dir", str(env.profiles), timeout=120 * speed_factor())
+        again = env.run("run", "--profiles-dir", str(env.profiles), timeout=120)
         assert again.returncode == 0, again.stdout
         assert f"from spill file {spilled[0]}" in again.stdout, again.stdout
         spilled_status = out.split(f"run {run_id} of item #1 (", 1)[1].split(")", 1)[0]

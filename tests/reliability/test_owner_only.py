@@ -45,7 +45,7 @@ def test_data_dir_store_logs_exports_owner_only(env):
         "run", "--stay", "--profiles-dir", str(env.profiles))], env=env.env, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True, start_new_session=True)
     env.procs.append(runner)
-    wait_for(lambda: env.query("SELECT state FROM queue_items") == [("done",), ("done",)], 90 * speed_factor(),
+    wait_for(lambda: env.query("SELECT state FROM queue_items") == [("done",), ("done",)], 90,
              "the runs")
     exported = env.run("export", name, other)
     assert exported.returncode == 0, exported.stdout
@@ -81,7 +81,7 @@ def test_socket_dir_made_first_by_another_user_is_refused(env, tmp_path):
     short.mkdir(mode=0o777)
     os.chown(short, NOBODY, NOBODY)
     env.profile("sim-a", "flashinfer_cutlass")
-    out = env.run("run", "--stay", "--profiles-dir", str(env.profiles), timeout=60 * speed_factor())
+    out = env.run("run", "--stay", "--profiles-dir", str(env.profiles), timeout=60)
     assert out.returncode == 1, out.stdout
     assert f"socket folder {short} belongs to uid {NOBODY}" in out.stdout and "Traceback" not in out.stdout
     status = env.run("run", "--status")
@@ -90,7 +90,7 @@ def test_socket_dir_made_first_by_another_user_is_refused(env, tmp_path):
     # Made by us, it is 0700 and used.
     short.rmdir()
     runner = env.popen("run", "--stay", "--profiles-dir", str(env.profiles))
-    wait_for(lambda: any(short.glob("*.sock")) if short.exists() else False, 60 * speed_factor(), "the socket")
+    wait_for(lambda: any(short.glob("*.sock")) if short.exists() else False, 60, "the socket")
     assert _mode(short) == 0o700 and short.stat().st_uid == os.getuid()
     assert env.run("run", "--status").returncode == 0
     assert env.run("run", "--stop").returncode == 0

@@ -71,7 +71,7 @@ from moe_tui.events import (
 from moe_tui.profiles import ProfileSet, ServerProfile, load_profiles
 from moe_tui.provenance import build_provenance
 from moe_tui.queue import CampaignPlan, QueueError, QueueItem, RunQueue, warmup_spec
-from moe_tui.recording import RunRecorder, RunSpilled, finished_run
+from moe_tui.recording import RunRecorder, RunSpilled, finished_run, release_memory
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store import Store, StoreError
 
@@ -427,6 +427,7 @@ class Controller:
                     self._current_run_id = None
                     self._bench_stop = None
                     self._abort_verdict = None
+                    release_memory()  # RSS flat over a long campaign (benches/runner_memory.py)
         except StoreError as exc:  # claiming or closing items failed: the queue cannot go on
             self.fatal = self.fatal or f"the store cannot be written, the queue stops: {exc}"
             self._notice("error", self.fatal)

@@ -109,6 +109,30 @@ def finished_run(*, run_id: int, item: Any, spec: Any, server: Any, result: Any,
     return FinishedRun(run_id, item.id, state, item_error, status, finish)
 
 
+def release_memory() -> None:
+    """Between items: collect cycles and hand freed heap back to the OS. An item's transient
+    data (request records, ITL lists, JSON of the store write) is freed in Python, but glibc keeps
+    the pages in its arenas, so RSS would ratchet up item after item; `malloc_trim` returns them.
+    A no-op where there is no glibc."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    global _libc
+    if _libc is None:
+        name = ctypes.util.find_library("c")
+        try:
+            _libc = ctypes.CDLL(name) if name else False
+        except OSError:
+            _libc = False
+    if _libc and hasattr(_libc, "malloc_trim"):
+        _libc.malloc_trim(0)
+
+
+_libc: Any = None
+
+
 class RunRecorder:
     """Stores finished runs, spilling them to files when the store cannot take them."""
 

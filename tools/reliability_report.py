@@ -33,6 +33,11 @@ KIND_BY_FILE = {
     "test_server_crash.py": "fault",
     "test_runner_kill.py": "fault",
     "test_security.py": "security",
+    "test_nothing_lost.py": "fault",
+    "test_orphans.py": "fault",
+    "test_bounds.py": "bad input",
+    "test_owner_only.py": "security",
+    "test_untrusted_text.py": "security",
 }
 KIND_ORDER = ("fault", "bad input", "security", "other")
 

@@ -245,7 +245,7 @@ def test_store_on_full_filesystem_cli(env, tmp_path, store_digest):
                     f.write(b"\0" * 65536)
                     f.flush()
         many = ",".join(str(c) for c in range(1, 400))
-        full = env.run("queue", "add", "--profiles", "ok", "--concurrency", many, "--repeats", "20",
+        full = env.run("queue", "add", "--profiles", "ok", "--concurrency", many, "--repeats", "20", "--yes",
                        "--profiles-dir", str(env.profiles), *SMALL_FLAGS)
         assert full.returncode == 1, full.stdout
         assert "Traceback" not in full.stdout

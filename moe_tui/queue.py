@@ -335,7 +335,7 @@ class RunQueue:
                 (now, name or plan.default_name(), plan.policy, json.dumps(plan.definition(), sort_keys=True)),
             )
             campaign_id = int(cur.lastrowid)
-            ids = self._insert(tx, planned, campaign_id, now)
+            self._insert(tx, planned, campaign_id, now)
         self._changed("campaign added")
         return campaign_id, self.items(campaign_id=campaign_id)  # one query, not one per item
 

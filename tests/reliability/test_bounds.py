@@ -129,7 +129,7 @@ def test_moe_tui_home_read_only_and_empty(env, tmp_path):
 
 
 def test_read_only_store_reads_work_writes_refused(env, tmp_path):
-    """Read-only store (read-only mount): queue list, compare and export to another folder work; writes are refused naming the file."""
+    """Read-only store (read-only mount): queue list, compare and export to another folder work; writes are refused naming the read-only folder."""
     from moe_tui.queue import CampaignPlan, RunQueue
     from moe_tui.spec import BenchmarkSpec
     from moe_tui.store import Store

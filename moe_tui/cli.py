@@ -77,8 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     runner = getattr(args, "run", None)
     if runner is None:
         parser.error(f"subcommand {args.command!r} is not available in this build")
+    from moe_tui.paths import DataDirError
+
     try:
         return int(runner(args) or 0)
+    except DataDirError as exc:  # MOE_TUI_HOME a file, a read-only folder: say so, no traceback
+        print(f"moe-tui {args.command}: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `moe-tui ... | head` closed the pipe: not an error

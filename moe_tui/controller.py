@@ -40,7 +40,7 @@ The facade (what the TUI calls in-process, or as `op` names through `RunnerClien
     pause() / resume()                        persisted queue flag; takes effect between items
     skip_current() / cancel_current()         abort the running benchmark; item skipped/cancelled
     await start_server(name) / stop_server(name) / stop_servers()
-    add_campaign(profiles, concurrencies, repeats=1, spec={}, policy="grouped",
+    add_campaign(profiles, concurrencies, repeats=1, spec={}, policy="interleaved",
                  prompts_per_concurrency=None, warmup_pass=True, name=None) -> dict
     plan_campaign(same args) -> dict          items and server-start cost of every policy, no change
     queue_items(states=None) -> list[dict]
@@ -49,39 +49,49 @@ The facade (what the TUI calls in-process, or as `op` names through `RunnerClien
     add_investigation(plan) -> dict           queue an investigation plan as one campaign
     await call(op, **args)                    dispatch by name (the ops above; the runner uses it)
 
-No Textual here.
+Split across modules: the per-item steps in `controller_items` (ItemWork), queue ops and start-up
+recovery in `controller_ops` (QueueOps, Recovery), storing a run in `recording`. No Textual here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import inspect
 import os
 import threading
-import time
 import traceback
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any
 
-from moe_tui.events import (
-    BenchProgress, ControllerStatus, Event, GpuTelemetry, Notice, QueueChanged, RunFinished, RunStarted,
-    ServerStateChanged, Subscribers,
+from moe_tui.controller_items import (  # noqa: F401  (re-exported: the controller's benchmark functions)
+    BENCH_STOP_GRACE_S,
+    ItemWork,
+    bench_serving_bench,
+    default_bench,
+    spec_as_run,
+    tokenizer_for,
 )
-from moe_tui.judgement import LIVE_STATES
-from moe_tui.profiles import ProfileSet, ServerProfile, load_profiles
-from moe_tui.provenance import build_provenance, run_flags
-from moe_tui.queue import CampaignPlan, QueueError, QueueItem, RunQueue, warmup_spec
-from moe_tui.spec import BenchmarkSpec
-from moe_tui.store import Store
+from moe_tui.controller_ops import ControllerError, QueueOps, Recovery
+from moe_tui.events import (
+    BenchProgress,
+    ControllerStatus,
+    Event,
+    GpuTelemetry,
+    Notice,
+    QueueChanged,
+    RunFinished,
+    Subscribers,
+)
+from moe_tui.profiles import ProfileSet, load_profiles
+from moe_tui.queue import QueueError, QueueItem, RunQueue
+from moe_tui.recording import RunRecorder, RunSpilled, release_memory
+from moe_tui.store import Store, StoreError
 
 EventCallback = Callable[[Event], None]
 BenchFn = Callable[..., Awaitable[Any]]
 
-# After asking a benchmark to stop, how long it may take to wind down before it is cancelled.
-BENCH_STOP_GRACE_S = 15.0
 EXTERNAL_POLL_S = 1.0
-LOG_TAIL_IN_ERROR = 20
 
 # Ops `call()` accepts: name -> (method name, is coroutine). Nothing else is reachable remotely.
 OPS: dict[str, str] = {
@@ -96,11 +106,7 @@ OPS: dict[str, str] = {
 }
 
 
-class ControllerError(RuntimeError):
-    """A controller operation was refused; the message says why."""
-
-
-class Controller:
+class Controller(ItemWork, QueueOps, Recovery):
     def __init__(
         self,
         store: Store,
@@ -118,6 +124,10 @@ class Controller:
     ):
         self.store = store
         self.queue = RunQueue(store)
+        self.recorder = RunRecorder(store, lambda level, message: self._notice(level, message))
+        # Why the worker stopped when it could not go on (the store refused a finished run, or
+        # the worker itself crashed); the runner exits non-zero with it.
+        self.fatal: str | None = None
         if isinstance(profiles, (str, Path)):
             directory = Path(profiles)
             self._profiles: Callable[[], ProfileSet] = lambda: load_profiles(directory)
@@ -216,6 +226,9 @@ class Controller:
 
             self._lock = RunnerLock(self.data_dir)
             self._lock.acquire()
+            from moe_tui.orphans import mark_children
+
+            mark_children(self.data_dir)  # so the next owner can find what we leave if we die
         self._unsubs.append(self.servers.subscribe(self._emit))
         self._unsubs.append(self.queue.subscribe(self._queue_changed))
         await self._recover(retry_interrupted)
@@ -245,7 +258,7 @@ class Controller:
         if self._worker is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(self._worker), BENCH_STOP_GRACE_S + 5)
-            except (asyncio.TimeoutError, Exception):
+            except (TimeoutError, Exception):
                 self._worker.cancel()
                 await asyncio.gather(self._worker, return_exceptions=True)
         if self._current is not None:  # the worker was cancelled before it could record
@@ -263,51 +276,6 @@ class Controller:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
-
-    async def _recover(self, retry_interrupted: bool) -> None:
-        interrupted = self.queue.recover_interrupted()
-        stale_runs = self.store.mark_running_runs("incomplete", "interrupted: the runner stopped during this run")
-        if interrupted or stale_runs:
-            self._notice("warning", f"recovered from an earlier stop: {len(interrupted)} item(s) interrupted, "
-                                    f"{stale_runs} partial run(s) kept as incomplete")
-        # Servers recorded live that nobody here manages (a killed runner's, or started by hand
-        # with `moe-tui server start`) are left alone until the queue needs the GPUs and ports:
-        # `_ensure_server` stops them then. Say so now.
-        from moe_tui.servers import recorded_server_alive
-
-        strays = [s for s in self._stray_server_starts() if recorded_server_alive(s)]
-        if strays:
-            self._notice("warning", "server(s) running outside this controller: "
-                         + ", ".join(f"{s['profile_name']} (pid {s['pid']})" for s in strays)
-                         + "; they will be stopped when the queue needs the GPUs")
-        if retry_interrupted:
-            requeued = self.queue.retry_interrupted()
-            if requeued:
-                self._notice("info", f"requeued {len(requeued)} interrupted item(s): "
-                                     + ", ".join(f"#{i}" for i in requeued))
-
-    def _stray_server_starts(self) -> list[dict[str, Any]]:
-        """Server starts recorded live in the store that this controller does not manage."""
-        ours = {s.start_id for s in self.servers.servers.values() if s.start_id is not None}
-        live = self.store.server_start_ids_in_states(sorted(LIVE_STATES))
-        starts = [self.store.server_start(start_id) for start_id in live if start_id not in ours]
-        return [s for s in starts if s is not None]
-
-    async def _stop_stray_servers(self, why: str) -> None:
-        """Stop servers recorded live that this controller does not manage (they hold the GPUs
-        and ports the next start needs); rows of ones already gone are closed."""
-        from moe_tui.servers import recorded_server_alive, stop_recorded_server
-
-        for start in self._stray_server_starts():
-            start_id = start["id"]
-            if recorded_server_alive(start):
-                self._notice("warning", f"stopping server '{start['profile_name']}' (start #{start_id}, "
-                                        f"pid {start['pid']}): {why}")
-                report = await asyncio.to_thread(stop_recorded_server, start)
-                reason = f"stopped by the controller ({why}); {report.describe()}"
-            else:
-                reason = f"found gone by the controller ({why})"
-            self.store.update_server_start(start_id, state="stopped", reason=reason, stopped_at=time.time())
 
     # -- telemetry ----------------------------------------------------------------------------
     def _start_telemetry(self) -> None:
@@ -401,6 +369,10 @@ class Controller:
                     continue
                 try:
                     await self._work_item(item)
+                except RunSpilled as exc:
+                    self.fatal = f"the store cannot take results, the queue stops: {exc}"
+                    self._notice("error", self.fatal)
+                    return
                 except asyncio.CancelledError:
                     self._record_cancelled("interrupted: the controller was stopped during this item")
                     raise
@@ -409,20 +381,31 @@ class Controller:
                     self._notice("error", f"item #{item.id} crashed the controller step: {detail}")
                     if self._current is not None:
                         self._finish_item(self._current, "failed", f"internal error: {detail}")
+                    if self.fatal:
+                        return
                 finally:
                     self._current = None
                     self._current_run_id = None
                     self._bench_stop = None
                     self._abort_verdict = None
+                    release_memory()  # RSS flat over a long campaign (benches/runner_memory.py)
+        except StoreError as exc:  # claiming or closing items failed: the queue cannot go on
+            self.fatal = self.fatal or f"the store cannot be written, the queue stops: {exc}"
+            self._notice("error", self.fatal)
+        except Exception as exc:  # a bug outside any one item: stop and say so (the runner exits 1)
+            self.fatal = f"the worker crashed: {''.join(traceback.format_exception_only(type(exc), exc)).strip()}"
+            self._notice("error", self.fatal)
         finally:
-            if self._activity not in ("drained", "stopping", "stopped"):
+            if self.fatal:
+                self._status("failed", self.fatal)
+            elif self._activity not in ("drained", "stopping", "stopped"):
                 self._status("idle", "worker stopped")
 
     async def _sleep_until_woken(self) -> None:
         self._wake.clear()
         try:
             await asyncio.wait_for(self._wake.wait(), timeout=EXTERNAL_POLL_S * 2)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
     def _record_cancelled(self, reason: str) -> None:
@@ -439,262 +422,10 @@ class Controller:
             self.queue.finish(item.id, state, run_id=run_id, error=error)
         except QueueError as exc:  # edited behind our back (deleted): say so, carry on
             self._notice("warning", f"item #{item.id}: could not record {state}: {exc}")
+        except StoreError as exc:  # the store is gone: nothing more can be recorded, stop
+            self.fatal = f"item #{item.id} could not be marked {state}: {exc}"
         self._session[state] = self._session.get(state, 0) + 1
         self._current = None
-
-    async def _work_item(self, item: QueueItem) -> None:
-        self._current = item
-        self._abort_verdict = None
-        try:
-            profile = self._profile_for(item)
-        except KeyError as exc:
-            self._finish_item(item, "failed", f"profile: {exc.args[0]}")
-            self._notice("error", f"item #{item.id}: {exc.args[0]}")
-            return
-        server = await self._ensure_server(item, profile)
-        if server is None:
-            return
-        if self._abort_requested():
-            self._finish_item(item, *self._abort_verdict)
-            return
-
-        await self._gate_if_needed(item, profile, server)  # issue 15: before the first timed run
-        warmup_info: dict[str, Any] | None = None
-        if item.warmup:
-            warmup_info = await self._warmup_pass(item, server)
-            if self._abort_requested():
-                self._finish_item(item, *self._abort_verdict)
-                return
-            if warmup_info.get("status") == "failed" and server.state != "ready":
-                self._finish_item(item, "failed", f"warmup pass failed, server {server.state}: "
-                                                   f"{warmup_info.get('error', '')}")
-                return
-        await self._timed_run(item, profile, server, warmup_info)
-
-    # -- correctness gate (issue 15; the logic lives in moe_tui/gate.py) --------------------------
-    async def _gate_if_needed(self, item: QueueItem, profile: ServerProfile, server: Any) -> None:
-        from moe_tui.gate import gate_before_first_run
-
-        if await gate_before_first_run(self.store, item.campaign_id, profile.name, server, self._notice):
-            self._status("gate", f"{profile.name}: greedy correctness prompts stored")
-
-    async def run_gate_now(self, name: str) -> dict[str, Any]:
-        """The gate on demand against a profile's ready server (op "gate")."""
-        from moe_tui.gate import GateError, gate_server
-
-        try:
-            return await gate_server(self.store, name, self.servers.get(name))
-        except GateError as exc:
-            raise ControllerError(str(exc)) from None
-
-    def _profile_for(self, item: QueueItem) -> ServerProfile:
-        """The item's profile, read fresh (an edited file applies from the next item on): from the
-        controller's profiles, else from the folder its campaign was added with."""
-        try:
-            return self._profiles().by_name(item.profile_name)
-        except KeyError:
-            if item.campaign_id is None:
-                raise
-            directory = (self.queue.campaign(item.campaign_id)["definition"] or {}).get("profiles_dir")
-            if not directory:
-                raise
-            return load_profiles(directory).by_name(item.profile_name)
-
-    def _abort_requested(self) -> bool:
-        return self._abort_verdict is not None
-
-    async def _ensure_server(self, item: QueueItem, profile: ServerProfile) -> Any:
-        """Exactly this profile's server, ready. None (item already failed) if it cannot start."""
-        for other in list(self.servers.live()):
-            if other.name != profile.name or other.profile != profile:
-                self._status("stopping-server", f"{other.name} (next item needs {profile.name})")
-                await other.stop(f"the queue needs '{profile.name}' next")
-        await self._stop_stray_servers(f"the queue needs '{profile.name}'")
-        current = self.servers.get(profile.name)
-        if current is not None and current.state == "ready" and current.profile == profile:
-            if not item.fresh_start:
-                return current
-            # The item asked for a fresh start (an investigation's cold run or restart).
-            self._status("stopping-server", f"{profile.name} (item #{item.id} asks for a fresh start)")
-            await current.stop(f"item #{item.id} asks for a fresh server start")
-        self._status("starting-server", profile.name)
-        from moe_tui.servers import ServerError
-
-        try:
-            server = await self.servers.start(profile, wait=True)
-        except (ServerError, asyncio.TimeoutError, OSError) as exc:
-            handle = self.servers.get(profile.name)
-            tail = handle.log_tail(LOG_TAIL_IN_ERROR) if handle is not None else []
-            if handle is not None and handle.is_live:
-                await handle.stop("start did not complete")
-            reason = f"server '{profile.name}' failed to start: {exc}"
-            error = reason + ("\n--- log tail ---\n" + "\n".join(tail) if tail else "")
-            self._finish_item(item, "failed", error)
-            skipped = self.queue.skip_profile(
-                profile.name, f"not attempted: {reason} (item #{item.id}); retry once the profile is fixed")
-            self._notice("error", reason + (f"; skipped {len(skipped)} other item(s) of this profile"
-                                            if skipped else ""))
-            return None
-        if server.backend_mismatch:
-            self._notice("warning", f"'{profile.name}': profile asks {profile.moe_runner_backend}, server "
-                                    f"resolved {server.resolved_backend}; runs will be flagged backend_mismatch")
-        return server
-
-    def _server_facts(self, server: Any) -> dict[str, Any]:
-        facts = dict(server.describe())
-        facts["server_info"] = server.server_info or {}
-        return facts
-
-    async def _run_bench(self, spec: BenchmarkSpec, server: Any, *, run_id: int | None, phase: str) -> Any:
-        self._bench_stop = asyncio.Event()
-        if self._abort_verdict is not None:
-            self._bench_stop.set()
-
-        def on_progress(event: BenchProgress) -> None:
-            if phase != "timed":
-                event = dataclasses.replace(event, phase=phase, run_id=run_id)
-            self._emit(event)
-
-        kwargs: dict[str, Any] = {"on_progress": on_progress, "stop": self._bench_stop, "run_id": run_id}
-        if spec.client != "moe-tui":
-            kwargs["tokenizer"] = tokenizer_for(server.profile)
-        if self.request_timeout_s is not None:
-            kwargs["request_timeout"] = self.request_timeout_s
-        if self.stall_timeout_s is not None:
-            kwargs["stall_timeout"] = self.stall_timeout_s
-        task = asyncio.create_task(self._bench(spec, server.base_url, **kwargs))
-        stop_wait = asyncio.create_task(self._bench_stop.wait())
-        try:
-            await asyncio.wait({task, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-            if not task.done():  # asked to stop: give it a grace period to end by itself
-                try:
-                    await asyncio.wait_for(asyncio.shield(task), BENCH_STOP_GRACE_S)
-                except asyncio.TimeoutError:
-                    task.cancel()
-            return await task
-        except asyncio.CancelledError:
-            task.cancel()
-            raise
-        finally:
-            stop_wait.cancel()
-
-    def _client_limits(self, spec: BenchmarkSpec) -> dict[str, Any]:
-        """The per-request limits this controller asked for (None: the client's defaults; the
-        run's selfcheck holds the values in force). Only moe-tui's client takes them."""
-        if spec.client != "moe-tui":
-            return {}
-        return {"request_timeout_s": self.request_timeout_s, "stall_timeout_s": self.stall_timeout_s}
-
-    async def _warmup_pass(self, item: QueueItem, server: Any) -> dict[str, Any]:
-        try:
-            spec = spec_as_run(warmup_spec(item.spec))
-        except ValueError as exc:
-            return {"status": "failed", "error": str(exc)}
-        self._status("warmup", f"#{item.id} {item.profile_name} conc={spec.max_concurrency} n={spec.num_prompts}")
-        started = time.time()
-        try:
-            result = await self._run_bench(spec, server, run_id=None, phase="warmup-pass")
-        except Exception as exc:
-            return {"status": "failed", "error": f"{type(exc).__name__}: {exc}", "fingerprint": spec.fingerprint}
-        completed = sum(1 for r in result.requests if r.get("ok"))
-        return {
-            "status": result.status, "fingerprint": spec.fingerprint, "num_prompts": spec.num_prompts,
-            "seed": spec.seed, "completed": completed, "error": result.error,
-            "duration_s": round(time.time() - started, 3), "rule": "results discarded",
-        }
-
-    async def _timed_run(self, item: QueueItem, profile: ServerProfile, server: Any,
-                         warmup_info: dict[str, Any] | None) -> None:
-        try:
-            spec = spec_as_run(item.spec)
-        except ValueError as exc:
-            self._finish_item(item, "failed", f"spec cannot be run by this client: {exc}")
-            return
-        started = time.time()
-        snapshot = profile.snapshot()
-        server_facts = self._server_facts(server)
-        # The item keeps the spec as asked; the run is stored under the spec as run (client
-        # version filled in), the fingerprint every other moe-tui run of it carries too.
-        queue_facts = {"id": item.id, "campaign_id": item.campaign_id, "repeat_index": item.repeat_index,
-                       "attempt": item.attempts, "requested_fingerprint": item.fingerprint}
-        provenance = build_provenance(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
-                                      bench_client=self._client_limits(spec), warmup=warmup_info, started_at=started)
-        run_id = self.store.create_run(
-            profile_name=profile.name, spec_json=spec.canonical_json(), fingerprint=spec.fingerprint,
-            client=spec.client, profile=snapshot, provenance=provenance, queue_item_id=item.id,
-            server_start_id=server.start_id,
-        )
-        self._current_run_id = run_id
-        self.queue.attach_run(item.id, run_id)
-        self._emit(RunStarted(run_id=run_id, queue_item_id=item.id, profile=profile.name,
-                              fingerprint=spec.fingerprint, spec_summary=spec.describe()))
-        self._status("benchmarking", f"#{item.id} {profile.name} conc={spec.max_concurrency} "
-                                     f"n={spec.num_prompts} run {run_id}")
-
-        collector, unsub, our_pids = None, None, None
-        if self._telemetry is not None:
-            from moe_tui.telemetry import SnapshotCollector, expand_descendants
-
-            collector = SnapshotCollector()
-            unsub = self._telemetry.subscribe(collector)
-            our_pids = expand_descendants([server.pid]) if server.pid else set()
-        try:
-            result = await self._run_bench(spec, server, run_id=run_id, phase="timed")
-            bench_error = None
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            result, bench_error = None, f"benchmark could not run: {type(exc).__name__}: {exc}"
-        finally:
-            if unsub is not None:
-                unsub()
-        telemetry_summary = None
-        if collector is not None:
-            from moe_tui.telemetry import summarize_run
-
-            telemetry_summary = summarize_run(collector.snapshots, our_pids)
-        finished = time.time()
-        if result is None:
-            status, summary, requests, selfcheck, error, bench_flags = "failed", {}, [], {}, bench_error or "", []
-            client_facts = self._client_limits(spec)
-        else:
-            status, summary, requests = result.status, result.summary or {}, result.requests or []
-            selfcheck, error, bench_flags = result.selfcheck or {}, result.error or "", list(result.flags or [])
-            client_facts = {"name": getattr(result, "client", spec.client),
-                            "version": getattr(result, "client_version", ""), **self._client_limits(spec)}
-        completed = sum(1 for r in requests if r.get("ok"))
-        errors = sum(1 for r in requests if not r.get("ok"))
-        provenance = build_provenance(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
-                                      bench_client=client_facts, warmup=warmup_info, started_at=started,
-                                      finished_at=finished, telemetry=telemetry_summary)
-        flags = run_flags(
-            backend_mismatch=bool(server.backend_mismatch), backend_unverified=server.resolved_backend is None,
-            simulated=provenance["simulated"], bench_flags=bench_flags, completed=completed,
-            expected=spec.num_prompts if status != "failed" else None, errors=errors, status=status,
-            telemetry=telemetry_summary, warmup_pass=item.warmup,
-        )
-        if self._abort_verdict is not None and status == "complete" and completed < spec.num_prompts:
-            status = "incomplete"
-        self.store.finish_run(
-            run_id, status=status, summary=summary, flags=flags, telemetry=telemetry_summary or {},
-            selfcheck=selfcheck, provenance=provenance, requests=requests,
-            gpu_samples=[(s.wall, s.to_dict()) for s in (collector.snapshots if collector else [])
-                         if s.available],
-            error=error, finished_at=finished,
-        )
-        if self._abort_verdict is not None:
-            state, item_error = self._abort_verdict
-        elif status == "complete":
-            state, item_error = "done", ""
-        else:
-            state, item_error = "failed", f"run {run_id} {status}: {error}".rstrip(": ")
-        self._finish_item(item, state, item_error, run_id=run_id)
-        finished_event = RunFinished(
-            run_id=run_id, queue_item_id=item.id, profile=profile.name, status=status,
-            output_throughput=summary.get("output_throughput"), flags=tuple(flags), error=error,
-        )
-        self._last_finished = finished_event
-        self._emit(finished_event)
 
     # -- control ------------------------------------------------------------------------------
     def _abort_current(self, state: str, reason: str) -> bool:
@@ -763,85 +494,6 @@ class Controller:
         return out
 
     # -- queue --------------------------------------------------------------------------------
-    def _plan(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
-              spec: dict[str, Any] | None = None, policy: str = "grouped",
-              prompts_per_concurrency: int | None = None, warmup_pass: bool = True) -> CampaignPlan:
-        profiles_dir = str(self.profiles_dir.resolve()) if self.profiles_dir else None
-        base = BenchmarkSpec.from_dict(spec or {}, "campaign spec")
-        return CampaignPlan(profiles=tuple(profiles), concurrencies=tuple(int(c) for c in concurrencies),
-                            repeats=int(repeats), base_spec=base, policy=policy,
-                            prompts_per_concurrency=prompts_per_concurrency, warmup_pass=warmup_pass,
-                            profiles_dir=profiles_dir)
-
-    def _check_profiles(self, names: Iterable[str]) -> None:
-        known = self._profiles()
-        for name in names:
-            try:
-                known.by_name(name)
-            except KeyError as exc:
-                raise ControllerError(exc.args[0]) from None
-
-    def plan_campaign(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
-                      spec: dict[str, Any] | None = None, policy: str = "grouped",
-                      prompts_per_concurrency: int | None = None, warmup_pass: bool = True) -> dict[str, Any]:
-        profiles = list(profiles)
-        self._check_profiles(profiles)
-        plan = self._plan(profiles, concurrencies, repeats, spec, policy, prompts_per_concurrency, warmup_pass)
-        running = next((s.name for s in self.servers.live() if s.state == "ready"), None)
-        return {
-            "definition": plan.definition(),
-            "server_starts": plan.start_costs(running),
-            "items": [{"profile_name": p.profile_name, "concurrency": p.spec.max_concurrency,
-                       "num_prompts": p.spec.num_prompts, "repeat_index": p.repeat_index,
-                       "fingerprint": p.spec.fingerprint} for p in plan.items()],
-        }
-
-    def add_campaign(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
-                     spec: dict[str, Any] | None = None, policy: str = "grouped",
-                     prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
-                     name: str | None = None) -> dict[str, Any]:
-        profiles = list(profiles)
-        self._check_profiles(profiles)
-        plan = self._plan(profiles, concurrencies, repeats, spec, policy, prompts_per_concurrency, warmup_pass)
-        campaign_id, items = self.queue.add_campaign(plan, name)
-        return {"campaign_id": campaign_id, "item_ids": [i.id for i in items],
-                "server_starts": plan.start_costs()}
-
-    def add_investigation(self, plan: dict[str, Any]) -> dict[str, Any]:
-        """Queue an investigation plan (`moe_tui.investigate.InvestigationPlan.to_dict()`) as one
-        campaign; its items run through the same queue as any other."""
-        from moe_tui.investigate_store import enqueue_plan_dict
-
-        profiles_dir = str(self.profiles_dir.resolve()) if self.profiles_dir else None
-        self._check_profiles({i["profile"] for p in plan.get("proposals", ()) for i in p.get("items", ())})
-        campaign_id, items = enqueue_plan_dict(self.queue, plan, profiles_dir=profiles_dir)
-        return {"campaign_id": campaign_id, "item_ids": [i.id for i in items]}
-
-    def queue_items(self, states: Iterable[str] | None = None) -> list[dict[str, Any]]:
-        return [i.to_dict() for i in self.queue.items(states)]
-
-    def move_item(self, item_id: int, direction: str) -> dict[str, Any]:
-        return self.queue.move(item_id, direction).to_dict()
-
-    def skip_item(self, item_id: int) -> dict[str, Any]:
-        if self._current is not None and self._current.id == int(item_id):
-            return self.skip_current()
-        return self.queue.skip(item_id).to_dict()
-
-    def cancel_item(self, item_id: int) -> dict[str, Any]:
-        if self._current is not None and self._current.id == int(item_id):
-            return self.cancel_current()
-        return self.queue.cancel(item_id).to_dict()
-
-    def retry_item(self, item_id: int) -> dict[str, Any]:
-        return self.queue.retry(item_id).to_dict()
-
-    def delete_item(self, item_id: int) -> dict[str, Any]:
-        self.queue.delete(item_id)
-        return {"deleted": int(item_id)}
-
-    def clear_queue(self, finished_only: bool = False) -> int:
-        return self.queue.clear(finished_only=finished_only)
 
     # -- state --------------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -863,6 +515,10 @@ class Controller:
             "telemetry": self._last_telemetry,  # the latest GPU snapshot (a TUI attaching late draws it)
         }
 
+    def snapshot_session(self) -> dict[str, int]:
+        """This session's item counts by state (no store read)."""
+        return dict(self._session)
+
     async def call(self, op: str, **args: Any) -> Any:
         """Run a facade op by name (the control channel's entry point). Unknown ops are refused."""
         name = OPS.get(op)
@@ -877,78 +533,3 @@ class Controller:
         if inspect.isawaitable(value):
             value = await value
         return value
-
-
-# ---------------------------------------------------------------------------------------------
-def spec_as_run(spec: BenchmarkSpec) -> BenchmarkSpec:
-    """The spec as the benchmark client will run it, its version filled in: moe-tui's own, or the
-    sglang.bench_serving client's. A spec for another version is refused (ValueError) rather than
-    silently re-labelled."""
-    if spec.client == "moe-tui":
-        from moe_tui.bench.engine import native_spec
-
-        return native_spec(spec)
-    from moe_tui.bench.sglang_adapter import check_spec_matches_client, require_client
-
-    client = require_client()
-    check_spec_matches_client(spec, client)
-    return spec if spec.client_version else spec.replace(client_version=client.version)
-
-
-def tokenizer_for(profile: ServerProfile) -> str:
-    """What sglang.bench_serving loads as the tokenizer: the emulator's bundled one, or the
-    model's own folder (offline: the client must not reach a hub)."""
-    if profile.engine == "sim":
-        return str(Path(__file__).resolve().parent / "sim" / "tokenizer")
-    return profile.model_path
-
-
-async def bench_serving_bench(spec: BenchmarkSpec, base_url: str, *, on_progress: Any = None,
-                              stop: asyncio.Event | None = None, run_id: int | None = None,
-                              tokenizer: str | None = None) -> Any:
-    """SGLang's own client (`moe_tui.bench.sglang_adapter.run_bench_serving`), unmodified, as a
-    BenchResult. No live progress and no early stop: bench_serving offers neither; a skip waits
-    for it (up to the controller's grace period) and then abandons the result."""
-    import tempfile
-
-    from moe_tui import paths
-    from moe_tui.bench.engine import BenchResult
-    from moe_tui.bench.sglang_adapter import BenchServingError, require_client, run_bench_serving
-
-    client = require_client()
-    started = time.time()
-    log_file = paths.logs_dir() / f"bench_serving-run{run_id if run_id is not None else 'warmup'}-{int(started)}.log"
-    with tempfile.TemporaryDirectory(prefix="moe-tui-bench-serving-") as tmp:
-        try:
-            record = await asyncio.to_thread(
-                run_bench_serving, spec, base_url=base_url, output_file=Path(tmp) / "out.jsonl",
-                log_file=log_file, tokenizer=tokenizer, client=client, output_details=False)
-        except BenchServingError as exc:
-            return BenchResult(status="failed", error=str(exc), spec=spec.canonical_dict(),
-                               fingerprint=spec.fingerprint, client="sglang.bench_serving",
-                               client_version=client.version, started_at=started, finished_at=time.time())
-    completed = int(record.get("completed") or 0)
-    status = "complete" if completed >= spec.num_prompts else "incomplete" if completed else "failed"
-    summary = {k: v for k, v in record.items() if k != "server_info"}
-    summary.setdefault("failed", max(0, spec.num_prompts - completed))
-    return BenchResult(status=status, summary=summary, spec=spec.canonical_dict(), fingerprint=spec.fingerprint,
-                       client="sglang.bench_serving", client_version=client.version, started_at=started,
-                       finished_at=time.time(), server_info=record.get("server_info"),
-                       error="" if status == "complete" else f"{completed} of {spec.num_prompts} completed; "
-                                                                 f"log {log_file}")
-
-
-async def default_bench(spec: BenchmarkSpec, base_url: str, *, on_progress: Callable[[BenchProgress], None],
-                        stop: asyncio.Event, run_id: int | None, tokenizer: str | None = None,
-                        request_timeout: float | None = None, stall_timeout: float | None = None) -> Any:
-    """The benchmark, out of process (`moe_tui.bench.process.run_benchmark_subprocess`): a busy
-    or crashing client cannot stall the controller or the TUI, and its CPU is its own.
-    sglang.bench_serving takes neither timeout (it has no such options): they apply to moe-tui's
-    client only."""
-    if spec.client == "sglang.bench_serving":
-        return await bench_serving_bench(spec, base_url, on_progress=on_progress, stop=stop, run_id=run_id,
-                                         tokenizer=tokenizer)
-    from moe_tui.bench.process import run_benchmark_subprocess
-
-    return await run_benchmark_subprocess(spec, base_url, on_progress=on_progress, stop=stop, run_id=run_id,
-                                          request_timeout=request_timeout, stall_timeout=stall_timeout)

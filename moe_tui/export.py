@@ -20,9 +20,10 @@ import math
 import os
 import re
 import tempfile
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from moe_tui import judgement as J
 from moe_tui.compare import BASELINE, CANDIDATE, CONFIDENCE, ComparisonGrid

@@ -57,6 +57,47 @@ class UnknownProfileError(KeyError):
         return str(self.args[0])
 
 
+class DuplicateProfileError(UnknownProfileError):
+    """Two profile files of a folder carry the same name: which one is meant cannot be known."""
+
+
+NAME_MAX = 64
+DESCRIPTION_MAX = 500
+
+
+def name_problem(name: Any, what: str = "name") -> str | None:
+    """Why `name` is not a usable profile/backend name, or None. The one rule for names from
+    profiles and from imported records: 1-64 letters, digits, '-', '_' and '.', so a name can
+    never carry markup, a newline, a Markdown heading or a table pipe into the TUI or an export."""
+    if not isinstance(name, str):
+        return f"{what} must be text, got {type(name).__name__}"
+    if not name.strip():
+        return f"{what} must not be empty"
+    if len(name) > NAME_MAX:
+        return f"{what} {name[:NAME_MAX]!r}... is longer than {NAME_MAX} characters"
+    if not all((c.isascii() and c.isalnum()) or c in "-_." for c in name):
+        return f"{what} {name!r} may hold only letters, digits, '-', '_' and '.'"
+    return None
+
+
+def check_name(name: Any, where: str, what: str = "name") -> str:
+    """`name` if it passes `name_problem`, else ValueError naming `where`."""
+    problem = name_problem(name, what)
+    if problem:
+        raise ValueError(f"{where}: {problem}")
+    return str(name)
+
+
+def text_problem(text: str, what: str = "description") -> str | None:
+    """Free text (a description): printable, one paragraph, bounded."""
+    if len(text) > DESCRIPTION_MAX:
+        return f"{what} is longer than {DESCRIPTION_MAX} characters"
+    bad = next((c for c in text if not c.isprintable() and c not in " "), None)
+    if bad is not None:
+        return f"{what} holds a control character {bad!r} (newlines, tabs, escapes are not allowed)"
+    return None
+
+
 @dataclass(frozen=True)
 class ServerProfile:
     name: str
@@ -177,9 +218,10 @@ def profile_from_dict(data: Mapping[str, Any], where: str = "<profile>") -> Serv
         if not ok:
             raise ProfileError(where, key, message)
 
-    need(bool(data["name"].strip()), "name", "must not be empty")
-    need(all(c.isalnum() or c in "-_." for c in data["name"]), "name",
-         f"{data['name']!r} may hold only letters, digits, '-', '_' and '.'")
+    problem = name_problem(data["name"])
+    need(problem is None, "name", (problem or "").removeprefix("name "))
+    problem = text_problem(data.get("description", ""))
+    need(problem is None, "description", problem or "")
     need(data["engine"] in ENGINES, "engine", f"must be one of {', '.join(ENGINES)}, got {data['engine']!r}")
     need(bool(data["model_path"].strip()), "model_path", "must not be empty")
     backend = data["moe_runner_backend"]
@@ -276,8 +318,21 @@ class ProfileSet:
 
     profiles: list[ServerProfile]
     problems: list[str]
+    duplicates: dict[str, list[str]] = field(default_factory=dict)  # name -> every file carrying it
+
+    def duplicate_message(self, name: str) -> str:
+        files = self.duplicates[name]
+        return (f"profile name '{name}' is used by {len(files)} files: {' and '.join(files)}; "
+                f"rename one (which one is meant cannot be guessed)")
+
+    def check_unique(self) -> None:
+        """Raise DuplicateProfileError naming the files if any name is used twice."""
+        if self.duplicates:
+            raise DuplicateProfileError("; ".join(self.duplicate_message(n) for n in sorted(self.duplicates)))
 
     def by_name(self, name: str) -> ServerProfile:
+        if name in self.duplicates:
+            raise DuplicateProfileError(self.duplicate_message(name))
         for profile in self.profiles:
             if profile.name == name:
                 return profile
@@ -300,9 +355,11 @@ def load_profiles(directory: str | Path) -> ProfileSet:
             problems.append(str(exc))
     seen: dict[str, ServerProfile] = {}
     ports: dict[tuple[str, int], ServerProfile] = {}
+    duplicates: dict[str, list[str]] = {}
     for profile in profiles:
         if profile.name in seen:
             problems.append(f"{profile.source}: key 'name': '{profile.name}' is also used by {seen[profile.name].source}")
+            duplicates.setdefault(profile.name, [str(seen[profile.name].source)]).append(str(profile.source))
         seen[profile.name] = profile
         other = ports.get((profile.host, profile.port))
         if other is not None:
@@ -310,7 +367,7 @@ def load_profiles(directory: str | Path) -> ProfileSet:
             # time, so this is only a note, not an error.
             pass
         ports[(profile.host, profile.port)] = profile
-    return ProfileSet(profiles, problems)
+    return ProfileSet(profiles, problems, duplicates)
 
 
 # -- diff ----------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from moe_tui.events import Subscribers
-from moe_tui.spec import BenchmarkSpec, SpecError
+from moe_tui.spec import BenchmarkSpec, SpecError, check_feasible
 from moe_tui.store import Store
 
 ITEM_STATES = ("pending", "running", "done", "failed", "skipped", "cancelled", "interrupted")
@@ -141,7 +141,15 @@ class CampaignPlan:
             raise QueueError("campaign: prompts_per_concurrency must be >= 1, "
                              f"got {self.prompts_per_concurrency}")
         for c in self.concurrencies:
-            self.spec_for(c)  # raises SpecError naming the field for an out-of-range concurrency
+            try:  # out of range, or more than this box's client could hold: refused before any work
+                check_feasible(self.spec_for(c), "campaign")
+            except SpecError as exc:
+                raise QueueError(f"campaign: concurrency {c}: {exc}") from None
+
+    @property
+    def size(self) -> int:
+        """How many items the plan makes (known before any is built)."""
+        return len(self.profiles) * len(self.concurrencies) * self.repeats
 
     def num_prompts_for(self, concurrency: int) -> int:
         """The campaign's prompt-count rule: the base count, or ppc x concurrency if that is more."""
@@ -301,15 +309,19 @@ class RunQueue:
         rows = self.store.query("SELECT value FROM queue_settings WHERE key = 'paused'")
         return bool(rows) and rows[0][0] == "1"
 
-    def summary(self) -> dict[str, Any]:
-        nxt = self.next_pending()
+    def summary(self, upcoming: int = 10) -> dict[str, Any]:
+        """Counts per state and the next `upcoming` pending items' profiles: a few SQL queries on
+        indexed columns, never every item loaded (`run --status` stays instant on a huge queue)."""
         counts = self.counts()
+        rows = self.store.query("SELECT id, profile_name FROM queue_items WHERE state = 'pending'"
+                                " ORDER BY position, id LIMIT ?", (int(upcoming),))
         return {
             "paused": self.paused,
             "counts": counts,
             "total": sum(counts.values()),
-            "next_item_id": nxt.id if nxt else None,
-            "pending_profiles": [i.profile_name for i in self.items(["pending"])],
+            "next_item_id": rows[0][0] if rows else None,
+            "pending_profiles": [r[1] for r in rows],
+            "pending_profiles_shown": len(rows),
         }
 
     def campaign(self, campaign_id: int) -> dict[str, Any]:
@@ -334,11 +346,10 @@ class RunQueue:
                 "INSERT INTO campaigns (created_at, name, policy, definition_json) VALUES (?,?,?,?)",
                 (now, name or plan.default_name(), plan.policy, json.dumps(plan.definition(), sort_keys=True)),
             )
-            assert cur.lastrowid is not None  # an INSERT always sets it
-            campaign_id = int(cur.lastrowid or 0)
-            ids = self._insert(tx, planned, campaign_id, now)
+            campaign_id = int(cur.lastrowid or 0)  # an INSERT always sets it
+            self._insert(tx, planned, campaign_id, now)
         self._changed("campaign added")
-        return campaign_id, [self.item(i) for i in ids]
+        return campaign_id, self.items(campaign_id=campaign_id)  # one query, not one per item
 
     def add_item(self, profile_name: str, spec: BenchmarkSpec, *, repeat_index: int = 0,
                  warmup: bool = True) -> QueueItem:
@@ -507,8 +518,18 @@ class RunQueue:
         return ids
 
     def recover_interrupted(self, reason: str = "interrupted: the runner stopped while it ran") -> list[int]:
-        """After a crash or a kill: items left `running` become `interrupted`. Lock holder only."""
+        """After a crash or a kill: items left `running` become `interrupted`. Lock holder only.
+        An item whose CURRENT attempt already has a complete run stored (a runner killed between
+        storing the run and closing the item, in versions that wrote them apart) becomes `done`
+        with that run: it is never measured twice."""
+        attempt = "json_extract(r.provenance_json, '$.queue_item.attempt')"
         with self.store.transaction() as tx:
+            tx.execute(
+                "UPDATE queue_items SET state = 'done', error = '', updated_at = ?, run_id = ("
+                f" SELECT MAX(r.id) FROM runs r WHERE r.queue_item_id = queue_items.id AND r.status = 'complete'"
+                f" AND {attempt} = queue_items.attempts)"
+                " WHERE state = 'running' AND EXISTS (SELECT 1 FROM runs r WHERE r.queue_item_id = queue_items.id"
+                f" AND r.status = 'complete' AND {attempt} = queue_items.attempts)", (time.time(),))
             ids = [r[0] for r in tx.execute("SELECT id FROM queue_items WHERE state = 'running'")]
             tx.execute("UPDATE queue_items SET state = 'interrupted', error = ?, updated_at = ?"
                        " WHERE state = 'running'", (reason, time.time()))

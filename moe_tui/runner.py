@@ -9,14 +9,19 @@ outlives the terminal and SSH session. Either way:
   even by SIGKILL, so a crash never leaves a stale lock. A second runner gets `RunnerBusy`,
   whose message names the pid holding the lock.
 - **Control channel: a Unix socket** (`<data dir>/runner.sock`, or a short path under
-  /tmp/moe-tui-<uid>/ if the data dir path is too long for a socket address; `runner.json` says
-  which), mode 0600 and peer-uid checked, so only the owner can drive the GPUs. Line-delimited
+  $TMPDIR/moe-tui-<uid>/ (made 0700 by us; refused if another user owns it) if the data dir path
+  is too long for a socket address; `runner.json` says which), mode 0600 and peer-uid checked, so
+  only the owner can drive the GPUs. Line-delimited
   JSON: a request `{"id": 1, "op": "pause", "args": {}}` gets `{"id": 1, "ok": true, "result":
   ...}` or `{"id": 1, "ok": false, "error": "..."}`; `{"id": 2, "op": "subscribe"}` is answered
   and then every event follows as one `events.to_json()` line (objects with a "type" key).
   Ops are exactly `controller.OPS` plus `ping`, `subscribe` and `shutdown`.
 - **Signals.** SIGHUP is ignored (a dropped SSH session must not stop a campaign). SIGTERM and
-  SIGINT stop the running benchmark, mark its item `interrupted`, stop the servers and exit 0.
+  SIGINT stop the running benchmark, mark its item `interrupted`, stop the servers and exit 0;
+  they are always obeyed: a watchdog exits hard `STOP_DEADLINE_S` after the signal if the clean
+  stop hangs, and a second signal exits at once (the next runner stops what was left).
+- **Exit status** 1 when the worker stopped on an error (`controller.fatal`: the store refused a
+  finished run, which was spilled; the worker crashed); the reason is printed.
 
 Why a Unix socket *and* SQLite: SQLite (WAL) is the source of truth: the queue, runs and
 server starts are there, durable and readable by any process at any time, including after the
@@ -38,18 +43,19 @@ import contextlib
 import errno
 import fcntl
 import hashlib
-import itertools
 import json
 import os
 import signal
 import socket
+import stat
 import struct
+import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from moe_tui.events import Event, event_from_dict
+from moe_tui.events import Event
 
 LOCK_NAME = "runner.lock"
 INFO_NAME = "runner.json"
@@ -150,11 +156,28 @@ def socket_path_for(data_dir: str | Path) -> Path:
     path = Path(data_dir).resolve() / SOCKET_NAME
     if len(os.fsencode(str(path))) <= MAX_SOCKET_PATH:
         return path
-    short = Path("/tmp") / f"moe-tui-{os.getuid()}"
-    short.mkdir(mode=0o700, exist_ok=True)
-    os.chmod(short, 0o700)
+    import tempfile
+
+    short = private_socket_dir(Path(tempfile.gettempdir()) / f"moe-tui-{os.getuid()}")
     digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
     return short / f"{digest}.sock"
+
+
+def private_socket_dir(short: Path) -> Path:
+    """The short socket folder, made by us 0700, or refused: a folder someone else made first (in
+    world-writable /tmp) could have its socket swapped for an impostor's."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(short, 0o700)
+    st = os.lstat(short)
+    if not stat.S_ISDIR(st.st_mode):
+        raise RunnerUnavailable(f"socket folder {short} is not a folder (a link or file put there by someone "
+                                f"else?); refusing it: remove it, or use a data dir with a shorter path")
+    if st.st_uid != os.getuid():
+        raise RunnerUnavailable(f"socket folder {short} belongs to uid {st.st_uid}, not to you (uid {os.getuid()}); "
+                                f"refusing it: it could serve a fake runner. Remove it, or use a shorter data dir path")
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(short, 0o700)
+    return short
 
 
 def read_runner_info(data_dir: str | Path) -> dict[str, Any] | None:
@@ -273,15 +296,27 @@ class ControlServer:
                 self._clients.discard(task)
 
 
-def _peer_is_us(sock: socket.socket) -> bool:
+def _peer_uid(sock: socket.socket) -> int | None:
     cred = getattr(socket, "SO_PEERCRED", None)
     if cred is None:
-        return True  # the socket file's mode 0600 still restricts who can connect
+        return os.getuid()  # no SO_PEERCRED here: the socket file's mode 0600 restricts who connects
     try:
         _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, cred, struct.calcsize("3i")))
     except OSError:
-        return False
-    return uid == os.getuid()
+        return None
+    return uid
+
+
+def _peer_is_us(sock: socket.socket) -> bool:
+    return _peer_uid(sock) == os.getuid()
+
+
+def _check_runner_peer(sock: Any, path: Path) -> None:
+    """The client's side: trust what answers on `path` only if it runs as this user."""
+    uid = _peer_uid(sock) if sock is not None else None
+    if uid != os.getuid():
+        raise RunnerUnavailable(f"what answers on {path} runs as uid {uid}, not as you (uid {os.getuid()}): "
+                                f"not a runner of yours; refusing to talk to it")
 
 
 # -- running one ------------------------------------------------------------------------------
@@ -301,8 +336,9 @@ async def serve(controller: Any, data_dir: str | Path, *, until_empty: bool, ret
 
     if on_event is not None:
         controller.subscribe(on_event)
-    await controller.start(work=True, until_empty=until_empty, retry_interrupted=retry_interrupted)
+    # The socket's folder is checked (ours, 0700) before anything starts: RunnerUnavailable if not.
     control = ControlServer(controller, data_dir, on_shutdown=request_stop)
+    await controller.start(work=True, until_empty=until_empty, retry_interrupted=retry_interrupted)
     # runner.json first, then the socket: whoever sees the socket can already read who serves it.
     info = {"pid": os.getpid(), "socket": str(control.path), "started_at": time.time(),
             "data_dir": str(data_dir), "until_empty": until_empty, "log": log_path}
@@ -314,17 +350,16 @@ async def serve(controller: Any, data_dir: str | Path, *, until_empty: bool, ret
 
     with contextlib.suppress(ValueError, RuntimeError):  # not the main thread: the caller handles signals
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        handler = _stop_handler(loop, request_stop)
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, request_stop, f"got {signal.Signals(sig).name}")
+            signal.signal(sig, handler)
     waiter = asyncio.create_task(stop_requested.wait())
     worker = asyncio.create_task(controller.wait_idle())
     try:
         await asyncio.wait({waiter, worker}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        reason = reason_box[0] if reason_box else "queue drained"
-        with contextlib.suppress(Exception):
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(sig)
+        reason = reason_box[0] if reason_box else (
+            f"stopped: {controller.fatal}" if getattr(controller, "fatal", None) else "queue drained")
         await controller.shutdown(reason)
         waiter.cancel()
         worker.cancel()
@@ -333,183 +368,53 @@ async def serve(controller: Any, data_dir: str | Path, *, until_empty: bool, ret
         with contextlib.suppress(FileNotFoundError):
             if (read_runner_info(data_dir) or {}).get("pid") == os.getpid():
                 info_path.unlink()
+    fatal = getattr(controller, "fatal", None)
+    if fatal:
+        with contextlib.suppress(Exception):
+            print(f"moe-tui run: stopped with an error: {fatal}", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 
-# -- the client side ---------------------------------------------------------------------------
-class RunnerClient:
-    """An attached client: `call` ops, iterate events. One connection, asyncio.
+# A stop asked by signal must end the process even if the loop is stuck (a hung store write, a
+# blocking call): after this long, a watchdog thread exits hard. A second signal exits at once.
+STOP_DEADLINE_S = 90.0
 
-        client = await RunnerClient.connect()            # this data dir's runner
-        snap = await client.call("snapshot")
-        await client.call("pause")
-        async for event in client.events():              # subscribes on first use
-            ...
-        await client.close()
-    """
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: Path):
-        self.path = path
-        self._reader = reader
-        self._writer = writer
-        self._ids = itertools.count(1)
-        self._pending: dict[int, asyncio.Future] = {}
-        self._events: asyncio.Queue[Event | None] = asyncio.Queue()
-        self._subscribed = False
-        self._reader_task = asyncio.create_task(self._read_loop())
-        self.closed = False
+def _stop_handler(loop: asyncio.AbstractEventLoop, request_stop: Callable[[str], None]) -> Callable:
+    """A plain `signal.signal` handler (it runs between bytecodes even when a loop callback is
+    busy, unlike `loop.add_signal_handler`): ask for a clean stop on the loop, and arm the watchdog."""
+    import threading
 
-    @classmethod
-    async def connect(cls, data_dir: str | Path | None = None, *, timeout: float = 5.0) -> RunnerClient:
-        path = _client_socket_path(data_dir)
-        try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_unix_connection(str(path), limit=LINE_LIMIT), timeout)
-        except (TimeoutError, OSError) as exc:
-            raise RunnerUnavailable(f"no moe-tui runner answers on {path}: {exc}") from None
-        return cls(reader, writer, path)
+    asked: list[int] = []
 
-    async def _read_loop(self) -> None:
-        try:
-            while True:
-                raw = await self._reader.readline()
-                if not raw:
-                    break
-                try:
-                    msg = json.loads(raw)
-                except ValueError:
-                    continue
-                if "ok" in msg and "id" in msg:
-                    fut = self._pending.pop(msg["id"], None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(msg)
-                elif "type" in msg:
-                    try:
-                        self._events.put_nowait(event_from_dict(msg))
-                    except (KeyError, TypeError):
-                        continue  # an event type this client does not know (newer runner)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            self.closed = True
-            for fut in self._pending.values():
-                if not fut.done():
-                    fut.set_exception(RunnerUnavailable("the runner closed the connection"))
-            self._pending.clear()
-            self._events.put_nowait(None)
-
-    async def call(self, op: str, timeout: float | None = 60.0, **args: Any) -> Any:
-        """Send one op and wait for its answer. Raises `RunnerOpError` with the runner's message."""
-        if self.closed:
-            raise RunnerUnavailable("the runner connection is closed")
-        rid = next(self._ids)
-        fut = asyncio.get_running_loop().create_future()
-        self._pending[rid] = fut
-        self._writer.write(json.dumps({"id": rid, "op": op, "args": args}).encode() + b"\n")
-        await self._writer.drain()
-        msg = await asyncio.wait_for(fut, timeout)
-        if not msg.get("ok"):
-            raise RunnerOpError(msg.get("error") or "error", msg.get("error_type"))
-        return msg.get("result")
-
-    async def subscribe(self) -> None:
-        if not self._subscribed:
-            await self.call("subscribe")
-            self._subscribed = True
-
-    async def events(self) -> AsyncIterator[Event]:
-        """Every event the runner emits from now on, until the connection closes."""
-        await self.subscribe()
-        while True:
-            event = await self._events.get()
-            if event is None:
-                return
-            yield event
-
-    async def close(self) -> None:
-        self._writer.close()
+    def watchdog() -> None:
+        time.sleep(STOP_DEADLINE_S)
         with contextlib.suppress(Exception):
-            await self._writer.wait_closed()
-        self._reader_task.cancel()
-        await asyncio.gather(self._reader_task, return_exceptions=True)
+            print(f"moe-tui run: did not stop within {STOP_DEADLINE_S:g} s of the signal; exiting now",
+                  file=sys.stderr, flush=True)
+        os._exit(1)
+
+    def handler(signum: int, _frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if asked:
+            with contextlib.suppress(Exception):
+                print(f"moe-tui run: second {name}: exiting now", file=sys.stderr, flush=True)
+            os._exit(1)
+        asked.append(signum)
+        threading.Thread(target=watchdog, name="stop-watchdog", daemon=True).start()
+        with contextlib.suppress(RuntimeError):  # the loop already closed: we are exiting anyway
+            loop.call_soon_threadsafe(request_stop, f"got {name}")
+
+    return handler
 
 
-class RunnerOpError(RuntimeError):
-    """The runner refused or failed an op; `error_type` is the runner-side exception name."""
-
-    def __init__(self, message: str, error_type: str | None = None):
-        super().__init__(message)
-        self.error_type = error_type
-
-
-def _client_socket_path(data_dir: str | Path | None) -> Path:
-    if data_dir is None:
-        from moe_tui import paths
-
-        data_dir = paths.data_dir()
-    info = read_runner_info(data_dir)
-    if info and info.get("socket"):
-        return Path(info["socket"])
-    return socket_path_for(data_dir)
-
-
-def call_runner_sync(op: str, data_dir: str | Path | None = None, timeout: float = 30.0, **args: Any) -> Any:
-    """One blocking op for the CLI. Raises RunnerUnavailable when no runner answers."""
-    path = _client_socket_path(data_dir)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(timeout)
-    try:
-        try:
-            sock.connect(str(path))
-        except OSError as exc:
-            raise RunnerUnavailable(f"no moe-tui runner answers on {path}: {exc}") from None
-        sock.sendall(json.dumps({"id": 1, "op": op, "args": args}).encode() + b"\n")
-        buf = b""
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                raise RunnerUnavailable("the runner closed the connection without answering")
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                msg = json.loads(line)
-                if msg.get("id") == 1 and "ok" in msg:
-                    if not msg["ok"]:
-                        raise RunnerOpError(msg.get("error") or "error", msg.get("error_type"))
-                    return msg.get("result")
-    finally:
-        sock.close()
-
-
-def spawn_detached(argv: list[str], data_dir: Path, log_path: Path, *, wait_s: float = 20.0) -> int:
-    """Start `argv` (a foreground `moe-tui run`) in a new session with stdout to `log_path`, and
-    wait until it answers on the control socket. Returns its pid; raises RuntimeError with the
-    log tail if it exited or did not answer in time."""
-    import subprocess
-
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab", buffering=0) as log:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True, cwd="/")
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        rc = proc.poll()
-        if rc is not None:
-            raise RuntimeError(f"the runner exited with status {rc}:\n{_tail(log_path)}")
-        info = read_runner_info(data_dir)
-        if info and info.get("pid") == proc.pid:
-            try:
-                call_runner_sync("ping", data_dir, timeout=2.0)
-                return proc.pid
-            except (RunnerUnavailable, OSError):
-                pass
-        time.sleep(0.1)
-    raise RuntimeError(f"the runner (pid {proc.pid}) did not answer within {wait_s:g} s; log "
-                       f"{log_path}:\n{_tail(log_path)}")
-
-
-def _tail(path: Path, n: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
-    except OSError:
-        return "(no log)"
+# -- the client side lives in moe_tui.runner_client; these names stay importable from here.
+from moe_tui.runner_client import (  # noqa: E402,F401
+    RunnerClient,
+    RunnerOpError,
+    _client_socket_path,
+    _tail,
+    call_runner_sync,
+    spawn_detached,
+)

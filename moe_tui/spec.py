@@ -245,6 +245,53 @@ def _check_ranges(spec: BenchmarkSpec, where: str | None) -> None:
          "must be in [0, 100]")
 
 
+# -- what a real box can run ----------------------------------------------------------------------
+# The client keeps, per prompt, its request record and one ITL entry per output token; per request
+# in flight, the prompt's token ids as a Python list and as JSON. Rough upper costs in bytes:
+BYTES_PER_PROMPT = 1_500
+BYTES_PER_OUTPUT_TOKEN = 160
+BYTES_PER_INFLIGHT_INPUT_TOKEN = 60
+MEMORY_LIMIT_ENV = "MOE_TUI_BENCH_MEMORY_LIMIT_GB"
+DEFAULT_MEMORY_LIMIT_BYTES = 8 * 2**30
+
+
+def memory_estimate_bytes(spec: BenchmarkSpec) -> int:
+    """About how much memory the benchmark client needs for `spec` (before anything is made)."""
+    in_flight = min(spec.max_concurrency, spec.num_prompts)
+    return (spec.num_prompts * (BYTES_PER_PROMPT + spec.output_len * BYTES_PER_OUTPUT_TOKEN)
+            + in_flight * spec.input_len * BYTES_PER_INFLIGHT_INPUT_TOKEN)
+
+
+def memory_limit_bytes() -> int:
+    """The client memory a run may take: MOE_TUI_BENCH_MEMORY_LIMIT_GB, else 8 GiB or half the
+    machine's memory, whichever is less."""
+    import os
+
+    raw = os.environ.get(MEMORY_LIMIT_ENV)
+    if raw:
+        try:
+            return int(float(raw) * 2**30)
+        except ValueError:
+            raise SpecError("num_prompts", f"{MEMORY_LIMIT_ENV}={raw!r} is not a number of GB") from None
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        physical = 2 * DEFAULT_MEMORY_LIMIT_BYTES
+    return min(DEFAULT_MEMORY_LIMIT_BYTES, physical // 2)
+
+
+def check_feasible(spec: BenchmarkSpec, where: str | None = None) -> None:
+    """Refuse, before anything is allocated, a spec whose client would need more memory than this
+    box allows (SpecError naming the fields and both figures). Not part of validity: a stored
+    spec stays readable on any machine; runs and new campaigns are checked where they start."""
+    need, limit = memory_estimate_bytes(spec), memory_limit_bytes()
+    if need > limit:
+        raise SpecError("num_prompts", f"num_prompts={spec.num_prompts} x output_len={spec.output_len} with "
+                        f"max_concurrency={spec.max_concurrency} x input_len={spec.input_len} needs about "
+                        f"{need / 2**30:,.1f} GiB of client memory, over the {limit / 2**30:,.1f} GiB limit "
+                        f"({MEMORY_LIMIT_ENV}); split it into smaller runs", where)
+
+
 def _show(value: Any) -> str:
     if isinstance(value, str):
         return value or '""'

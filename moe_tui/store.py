@@ -7,146 +7,80 @@ one transaction, so a crash or a failed disk write leaves the previous state int
 surface as `StoreError` naming the file.
 
 The runner process writes and the TUI reads at the same time: WAL lets readers proceed while a
-writer commits, and `busy_timeout` waits out short write locks instead of failing.
+writer commits, and `busy_timeout` waits out short write locks instead of failing. A write lock
+held longer than that (a backup, a stuck sqlite3 shell) is waited out again with backoff for up to
+`write_retry_s` before the write is given up (`StoreBusy`); the caller that holds a finished
+measurement then spills it (`moe_tui.recording`) instead of dropping it. Both limits default to
+`DEFAULT_BUSY_TIMEOUT_S` / `DEFAULT_WRITE_RETRY_S` and can be set per process with
+MOE_TUI_STORE_BUSY_TIMEOUT_S / MOE_TUI_STORE_WRITE_RETRY_S.
+
+Owner-only: the store, its WAL and SHM are 0600 (created under an 0077 umask, tightened if an
+older version left them looser). A store the user cannot write (read-only file or folder, a
+read-only mount) opens read-only: reads work, every write raises `StoreReadOnly` naming the file.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import random
 import sqlite3
+import stat
 import threading
 import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
-SCHEMA_VERSION = 4
-
-_MIGRATIONS: dict[int, str] = {
-    1: """
-    CREATE TABLE server_starts (
-        id INTEGER PRIMARY KEY,
-        profile_name TEXT NOT NULL,
-        profile_json TEXT NOT NULL,
-        argv_json TEXT NOT NULL,
-        env_json TEXT NOT NULL,
-        log_path TEXT NOT NULL,
-        pid INTEGER,
-        started_at REAL NOT NULL,
-        ready_at REAL,
-        stopped_at REAL,
-        state TEXT NOT NULL,
-        reason TEXT NOT NULL DEFAULT '',
-        resolved_backend TEXT,
-        backend_mismatch INTEGER NOT NULL DEFAULT 0,
-        sglang_version TEXT,
-        server_info_json TEXT,
-        model_info_json TEXT,
-        exit_code INTEGER,
-        exit_signal INTEGER,
-        log_tail TEXT
-    );
-    CREATE TABLE campaigns (
-        id INTEGER PRIMARY KEY,
-        created_at REAL NOT NULL,
-        name TEXT NOT NULL,
-        policy TEXT NOT NULL,
-        definition_json TEXT NOT NULL
-    );
-    CREATE TABLE queue_items (
-        id INTEGER PRIMARY KEY,
-        position REAL NOT NULL,
-        campaign_id INTEGER REFERENCES campaigns(id),
-        profile_name TEXT NOT NULL,
-        spec_json TEXT NOT NULL,
-        fingerprint TEXT NOT NULL,
-        repeat_index INTEGER NOT NULL DEFAULT 0,
-        warmup INTEGER NOT NULL DEFAULT 1,
-        state TEXT NOT NULL,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        run_id INTEGER,
-        error TEXT NOT NULL DEFAULT '',
-        created_at REAL NOT NULL,
-        updated_at REAL NOT NULL
-    );
-    CREATE INDEX queue_items_state ON queue_items(state, position);
-    CREATE TABLE runs (
-        id INTEGER PRIMARY KEY,
-        created_at REAL NOT NULL,
-        started_at REAL,
-        finished_at REAL,
-        status TEXT NOT NULL,
-        profile_name TEXT NOT NULL,
-        spec_json TEXT NOT NULL,
-        fingerprint TEXT NOT NULL,
-        client TEXT NOT NULL,
-        profile_json TEXT NOT NULL DEFAULT '{}',
-        provenance_json TEXT NOT NULL DEFAULT '{}',
-        summary_json TEXT NOT NULL DEFAULT '{}',
-        flags_json TEXT NOT NULL DEFAULT '[]',
-        telemetry_json TEXT NOT NULL DEFAULT '{}',
-        selfcheck_json TEXT NOT NULL DEFAULT '{}',
-        queue_item_id INTEGER,
-        server_start_id INTEGER,
-        source TEXT NOT NULL DEFAULT 'moe-tui',
-        error TEXT NOT NULL DEFAULT ''
-    );
-    CREATE INDEX runs_profile_fp ON runs(profile_name, fingerprint);
-    CREATE TABLE requests (
-        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-        idx INTEGER NOT NULL,
-        ok INTEGER NOT NULL,
-        sent_at REAL,
-        prompt_len INTEGER,
-        output_len INTEGER,
-        ttft REAL,
-        latency REAL,
-        itl_json TEXT NOT NULL DEFAULT '[]',
-        finish_reason TEXT,
-        error TEXT NOT NULL DEFAULT '',
-        PRIMARY KEY (run_id, idx)
-    );
-    CREATE TABLE gpu_samples (
-        id INTEGER PRIMARY KEY,
-        run_id INTEGER REFERENCES runs(id) ON DELETE CASCADE,
-        t REAL NOT NULL,
-        sample_json TEXT NOT NULL
-    );
-    CREATE INDEX gpu_samples_run ON gpu_samples(run_id, t);
-    """,
-    # Queue-wide settings (the persisted pause flag). IF NOT EXISTS: early version-1 stores made
-    # this table on the fly.
-    2: """
-    CREATE TABLE IF NOT EXISTS queue_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    """,
-    # Correctness gate samples (issue 15, moe_tui/gate.py): one row per gate pass of a profile's
-    # server, every prompt's greedy token ids and logprobs in samples_json. IF NOT EXISTS, so the
-    # integrator may renumber this migration freely.
-    3: """
-    CREATE TABLE IF NOT EXISTS gate_samples (
-        id INTEGER PRIMARY KEY,
-        created_at REAL NOT NULL,
-        profile_name TEXT NOT NULL,
-        campaign_id INTEGER,
-        server_start_id INTEGER,
-        prompt_set TEXT NOT NULL,
-        resolved_backend TEXT,
-        samples_json TEXT NOT NULL
-    );
-    CREATE INDEX IF NOT EXISTS gate_samples_profile ON gate_samples(profile_name, created_at);
-    """,
-    # Investigations (issue 17): an item may ask for a fresh server start before it runs.
-    4: """
-    ALTER TABLE queue_items ADD COLUMN fresh_start INTEGER NOT NULL DEFAULT 0;
-    """,
-}
+from moe_tui.store_schema import _MIGRATIONS, SCHEMA_VERSION, _split_sql, _Tx  # noqa: F401  (re-exported)
 
 RUN_STATUSES = ("running", "complete", "incomplete", "failed")
+DEFAULT_BUSY_TIMEOUT_S = 30.0
+DEFAULT_WRITE_RETRY_S = 120.0
+BUSY_ENV = "MOE_TUI_STORE_BUSY_TIMEOUT_S"
+RETRY_ENV = "MOE_TUI_STORE_WRITE_RETRY_S"
 
 
 class StoreError(RuntimeError):
     """The store could not be opened, read or written. The message names the file."""
+
+
+class StoreBusy(StoreError):
+    """Another process held the store's write lock past the busy timeout and every retry."""
+
+
+class StoreReadOnly(StoreError):
+    """The store is open read-only (the file, folder or mount is not writable)."""
+
+
+def _seconds_from_env(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise StoreError(f"{name}={raw!r}: a number of seconds is expected") from None
+    if not value >= 0:
+        raise StoreError(f"{name}={raw!r}: must be >= 0 seconds")
+    return value
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _tighten(path: Path) -> None:
+    """0600 for a store file of ours that an older version (or another umask) left looser."""
+    try:
+        st = path.stat()
+        if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
+            os.chmod(path, 0o600)
+    except OSError:
+        pass
 
 
 @dataclass(frozen=True)
@@ -179,36 +113,88 @@ class RunRecord:
 class Store:
     """A handle on the SQLite store. Thread-safe: one connection guarded by a lock."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, busy_timeout_s: float | None = None,
+                 write_retry_s: float | None = None, readonly: bool | None = None):
         self.path = Path(path)
         self._lock = threading.RLock()
+        self.busy_timeout_s = (_seconds_from_env(BUSY_ENV, DEFAULT_BUSY_TIMEOUT_S)
+                               if busy_timeout_s is None else busy_timeout_s)
+        self.write_retry_s = (_seconds_from_env(RETRY_ENV, DEFAULT_WRITE_RETRY_S)
+                              if write_retry_s is None else write_retry_s)
+        self.readonly = self._cannot_write() if readonly is None else readonly
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(
-                str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False
-            )
-            self._conn.row_factory = sqlite3.Row
-            self._conn.execute("PRAGMA busy_timeout = 30000")
-            self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = NORMAL")
-            self._conn.execute("PRAGMA foreign_keys = ON")
-            self._migrate()
+            if not self.readonly:
+                os.umask(os.umask(0o077) | 0o077)  # store, WAL, SHM: owner only
+                self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._conn = self._connect()
+            if not self.readonly:
+                self._migrate()
+                for suffix in ("", "-wal", "-shm"):
+                    _tighten(Path(str(self.path) + suffix))
+            else:
+                self._check_schema()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"store file {self.path} is not a usable moe-tui database: {exc}") from None
         except OSError as exc:
             raise StoreError(f"cannot open store file {self.path}: {exc}") from None
 
-    @classmethod
-    def open_default(cls) -> "Store":
-        from moe_tui.paths import store_path
+    def _cannot_write(self) -> bool:
+        if self.path.exists():
+            return not (os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK | os.X_OK))
+        parent = next((p for p in (self.path.parent, *self.path.parent.parents) if p.exists()), None)
+        return parent is not None and parent.is_dir() and not os.access(parent, os.W_OK | os.X_OK)
 
-        return cls(store_path())
+    def _connect(self) -> sqlite3.Connection:
+        busy_ms = int(self.busy_timeout_s * 1000)
+        if self.readonly:
+            if not self.path.exists():
+                raise StoreError(f"store file {self.path} does not exist and its folder is read-only")
+            # mode=ro still needs the -shm file of a WAL database; immutable=1 reads a read-only
+            # mount where it cannot be made (nothing else writes there).
+            uri = f"file:{self.path}?mode=ro"
+            if not os.access(self.path.parent, os.W_OK):
+                uri += "&immutable=1"
+            conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout_s, isolation_level=None,
+                                   check_same_thread=False)
+        else:
+            conn = sqlite3.connect(str(self.path), timeout=self.busy_timeout_s, isolation_level=None,
+                                   check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
+        if not self.readonly:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    def _check_schema(self) -> None:
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        if version != SCHEMA_VERSION:
+            raise StoreError(f"store file {self.path} is read-only and has schema {version}; this moe-tui "
+                             f"reads schema {SCHEMA_VERSION} (open it once writable to upgrade it)")
+
+    @classmethod
+    def open_default(cls) -> Store:
+        """This user's store. A data dir that cannot be written but holds a store opens it
+        read-only (reads work, writes are refused naming the file)."""
+        from moe_tui.paths import DataDirError, store_path
+
+        try:
+            return cls(store_path())
+        except DataDirError as exc:
+            try:
+                path = store_path(writable=False)
+            except DataDirError:
+                raise exc from None
+            if not path.exists():
+                raise exc from None
+            return cls(path, readonly=True)
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -227,13 +213,15 @@ class Store:
                 conn.execute(f"PRAGMA user_version = {target}")
 
     @contextmanager
-    def transaction(self) -> Iterator["_Tx"]:
-        """BEGIN IMMEDIATE ... COMMIT; ROLLBACK on any error, which is re-raised as StoreError."""
+    def transaction(self) -> Iterator[_Tx]:
+        """BEGIN IMMEDIATE ... COMMIT; ROLLBACK on any error, which is re-raised as StoreError.
+        A write lock held by another process past the busy timeout is retried with backoff for up
+        to `write_retry_s`; then `StoreBusy`. A read-only store raises `StoreReadOnly`."""
+        if self.readonly:
+            raise StoreReadOnly(f"store file {self.path} is read-only (file, folder or mount not writable): "
+                                f"nothing changed; reading commands still work")
         with self._lock:
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot write store file {self.path}, nothing changed: {exc}") from None
+            self._begin()
             try:
                 yield _Tx(self._conn)
                 self._conn.execute("COMMIT")
@@ -245,6 +233,25 @@ class Store:
                 if isinstance(exc, sqlite3.Error):
                     raise StoreError(f"write to store file {self.path} failed, nothing changed: {exc}") from None
                 raise
+
+    def _begin(self) -> None:
+        deadline = time.monotonic() + self.write_retry_s
+        delay = 0.05
+        while True:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.Error as exc:
+                if not _is_busy(exc):
+                    raise StoreError(f"cannot write store file {self.path}, nothing changed: {exc}") from None
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise StoreBusy(
+                        f"store file {self.path} stayed locked by another process for "
+                        f"{self.busy_timeout_s + self.write_retry_s:g} s; nothing changed: {exc}") from None
+                # Backoff with jitter, so two waiting writers do not retry in lockstep.
+                time.sleep(min(left, delay * (0.5 + random.random())))
+                delay = min(delay * 2, 2.0)
 
     def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
@@ -264,7 +271,7 @@ class Store:
                 " pid, started_at, state) VALUES (?,?,?,?,?,?,?,?)",
                 (profile_name, _dump(profile), _dump(argv), _dump(dict(env)), log_path, pid, time.time(), state),
             )
-            return int(cur.lastrowid)
+            return int(cur.lastrowid or 0)
 
     _SERVER_START_COLUMNS = {
         "pid", "ready_at", "stopped_at", "state", "reason", "resolved_backend", "backend_mismatch",
@@ -325,46 +332,47 @@ class Store:
                 (now, now, status, profile_name, spec_json, fingerprint, client, _dump(profile or {}),
                  _dump(provenance or {}), queue_item_id, server_start_id, source),
             )
-            return int(cur.lastrowid)
+            return int(cur.lastrowid or 0)
 
     def finish_run(
         self, run_id: int, *, status: str, summary: Mapping[str, Any] | None = None,
         flags: Iterable[str] = (), telemetry: Mapping[str, Any] | None = None,
         selfcheck: Mapping[str, Any] | None = None, provenance: Mapping[str, Any] | None = None,
         requests: Iterable[Mapping[str, Any]] = (), gpu_samples: Iterable[tuple[float, Mapping[str, Any]]] = (),
-        error: str = "", finished_at: float | None = None,
-    ) -> None:
-        """Close a run with everything it produced, in one transaction (all or nothing)."""
+        error: str = "", finished_at: float | None = None, close_item: tuple[int, str, str] | None = None,
+    ) -> bool:
+        """Close a run with everything it produced, in one transaction (all or nothing).
+        `close_item` = (queue item id, state, error): the item the run measured is closed in the
+        SAME transaction, so a crash can never leave a stored run with its item still to do (which
+        would run it twice). Returns whether that item was closed (False: it was no longer running,
+        edited behind the runner's back; the run is stored regardless)."""
         if status not in RUN_STATUSES or status == "running":
             raise ValueError(f"finish_run: status must be complete, incomplete or failed, got {status!r}")
+        columns = {"status": status, "finished_at": finished_at or time.time(), "summary_json": _dump(summary or {}),
+                   "flags_json": _dump(sorted(set(flags))), "error": error}
+        for key, value in (("telemetry_json", telemetry), ("selfcheck_json", selfcheck),
+                           ("provenance_json", provenance)):
+            if value is not None:
+                columns[key] = _dump(value)
+        request_rows = [
+            (run_id, i if r.get("idx") is None else r["idx"], int(bool(r.get("ok"))), r.get("sent_at"),
+             r.get("prompt_len"), r.get("output_len"), r.get("ttft"), r.get("latency"),
+             _dump(list(r.get("itl") or [])), r.get("finish_reason"), r.get("error") or "")
+            for i, r in enumerate(requests)]
+        sample_rows = [(run_id, t, _dump(s)) for t, s in gpu_samples]
         with self.transaction() as tx:
-            sets = ["status = ?", "finished_at = ?", "summary_json = ?", "flags_json = ?", "error = ?"]
-            params: list[Any] = [status, finished_at or time.time(), _dump(summary or {}),
-                                 _dump(sorted(set(flags))), error]
-            if telemetry is not None:
-                sets.append("telemetry_json = ?")
-                params.append(_dump(telemetry))
-            if selfcheck is not None:
-                sets.append("selfcheck_json = ?")
-                params.append(_dump(selfcheck))
-            if provenance is not None:
-                sets.append("provenance_json = ?")
-                params.append(_dump(provenance))
-            tx.execute(f"UPDATE runs SET {', '.join(sets)} WHERE id = ?", (*params, run_id))
-            tx.executemany(
-                "INSERT OR REPLACE INTO requests (run_id, idx, ok, sent_at, prompt_len, output_len, ttft,"
-                " latency, itl_json, finish_reason, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                [
-                    (run_id, i if r.get("idx") is None else r["idx"], int(bool(r.get("ok"))), r.get("sent_at"),
-                     r.get("prompt_len"), r.get("output_len"), r.get("ttft"), r.get("latency"),
-                     _dump(list(r.get("itl") or [])), r.get("finish_reason"), r.get("error") or "")
-                    for i, r in enumerate(requests)
-                ],
-            )
-            tx.executemany(
-                "INSERT INTO gpu_samples (run_id, t, sample_json) VALUES (?,?,?)",
-                [(run_id, t, _dump(s)) for t, s in gpu_samples],
-            )
+            tx.execute(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in columns)} WHERE id = ?",
+                       (*columns.values(), run_id))
+            tx.executemany("INSERT OR REPLACE INTO requests (run_id, idx, ok, sent_at, prompt_len, output_len,"
+                           " ttft, latency, itl_json, finish_reason, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                           request_rows)
+            tx.executemany("INSERT INTO gpu_samples (run_id, t, sample_json) VALUES (?,?,?)", sample_rows)
+            if close_item is None:
+                return False
+            item_id, state, item_error = close_item
+            cur = tx.execute("UPDATE queue_items SET state = ?, error = ?, run_id = ?, updated_at = ?"
+                             " WHERE id = ? AND state = 'running'", (state, item_error, run_id, time.time(), item_id))
+            return cur.rowcount == 1
 
     def import_run(
         self, *, profile_name: str, spec_json: str, fingerprint: str, client: str,
@@ -393,7 +401,7 @@ class Store:
                      _dump(r.get("profile") or {}), _dump(r["provenance"]), _dump(r["summary"]),
                      _dump(sorted(set(r.get("flags") or ()))), r.get("source", "import")),
                 )
-                ids.append(int(cur.lastrowid))
+                ids.append(int(cur.lastrowid or 0))
         return ids
 
     def run(self, run_id: int) -> RunRecord | None:
@@ -453,7 +461,7 @@ class Store:
                 (time.time(), profile_name, campaign_id, server_start_id, prompt_set, resolved_backend,
                  _dump(list(samples))),
             )
-            return int(cur.lastrowid)
+            return int(cur.lastrowid or 0)
 
     def gate_samples(self, profile_name: str, *, campaign_id: int | None = None) -> dict[str, Any] | None:
         """The latest gate pass of a profile (of that campaign when given), or None."""
@@ -477,36 +485,6 @@ class Store:
                 (status, error, time.time()),
             )
             return cur.rowcount
-
-
-class _Tx:
-    """The connection inside a transaction; only statement-level calls are allowed."""
-
-    def __init__(self, conn: sqlite3.Connection):
-        self._conn = conn
-
-    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> sqlite3.Cursor:
-        return self._conn.execute(sql, params)
-
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> sqlite3.Cursor:
-        return self._conn.executemany(sql, rows)
-
-    def executescript_in_tx(self, script: str) -> None:
-        # executescript() would COMMIT first; run the statements one by one inside our transaction.
-        for statement in _split_sql(script):
-            self._conn.execute(statement)
-
-
-def _split_sql(script: str) -> list[str]:
-    statements, current = [], []
-    for line in script.splitlines():
-        current.append(line)
-        if sqlite3.complete_statement("\n".join(current)):
-            statement = "\n".join(current).strip()
-            if statement:
-                statements.append(statement)
-            current = []
-    return statements
 
 
 def _dump(value: Any) -> str:

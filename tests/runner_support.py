@@ -76,6 +76,8 @@ class Env:
         return [sys.executable, "-m", "moe_tui", *args]
 
     def run(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
+        """`moe-tui ARGS` to the end; `timeout` is for an idle machine and is scaled (speed_factor)."""
+        timeout = scaled(timeout)
         proc = self.popen(*args)
         try:
             out, _ = proc.communicate(timeout=timeout)
@@ -136,7 +138,40 @@ class Env:
                 os.killpg(os.getpgid(proc.pid), signal.SIGKILL)
 
 
+# A fixed CPU task takes about this long on an idle development machine.
+_REFERENCE_S = 0.05
+_speed: list[float] = []
+
+
+def speed_factor() -> float:
+    """How much slower this machine is right now than an idle one (>= 1): a fixed CPU task is
+    timed (which measures contention by other work too) and the load per core is read. Timeouts
+    of tests that wait on real processes are multiplied by it, so the suite holds on a loaded
+    2-core box instead of racing a fixed wall clock. MOE_TUI_TEST_SPEED_FACTOR overrides it."""
+    if not _speed:
+        forced = os.environ.get("MOE_TUI_TEST_SPEED_FACTOR")
+        if forced:
+            _speed.append(max(1.0, float(forced)))
+        else:
+            t0 = time.perf_counter()
+            total = 0
+            for i in range(400_000):
+                total += i * i % 7
+            measured = (time.perf_counter() - t0) / _REFERENCE_S
+            load = os.getloadavg()[0] / max(1, os.cpu_count() or 1)
+            _speed.append(min(10.0, max(1.0, measured, load)))
+    return _speed[0]
+
+
+def scaled(seconds: float) -> float:
+    """`seconds` on an idle machine, scaled to this one's current speed."""
+    return seconds * speed_factor()
+
+
 def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.1) -> Any:
+    """Poll `predicate` until it is truthy; `timeout` is for an idle machine, scaled to this one's
+    measured speed (`speed_factor`), so a loaded box waits longer instead of failing."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -147,7 +182,7 @@ def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.1) -
 
 
 def wait_gone(env: Env, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline and env.emulators():
         time.sleep(0.1)
     left = env.emulators()

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from runner_support import Env, wait_gone
+from runner_support import Env, scaled, wait_gone
 
 from moe_tui.controller import Controller, ControllerError
 from moe_tui.events import ControllerStatus, RunFinished, RunStarted
@@ -34,6 +34,7 @@ def _controller(env: Env, store: Store) -> Controller:
 
 
 async def _wait_event(events: list, kind: type, n: int = 1, timeout: float = 60) -> None:
+    timeout = scaled(timeout)
     deadline = asyncio.get_running_loop().time() + timeout
     while sum(isinstance(e, kind) for e in events) < n:
         if asyncio.get_running_loop().time() > deadline:

@@ -22,6 +22,10 @@ or the server was unreachable). After `ABORT_AFTER_CONNECT_ERRORS` consecutive c
 with nothing succeeding in between the server is taken as gone and the remaining requests are
 marked "aborted" instead of being sent.
 
+Server stalls (`moe_tui.bench.stall`): a stretch with requests in flight and no token on any
+stream longer than `judgement.stall_threshold_s(median ITL)` flags the run `server_stall`; the
+self-check keeps the longest one's start and length (`server_stall`) and the threshold used.
+
 Per-request limits: `request_timeout` (whole request, `default_request_timeout`) and
 `stall_timeout` (silence, default `client.DEFAULT_STALL_TIMEOUT_S` = 120 s); both are in the
 self-check as `request_timeout_s` / `stall_timeout_s`.
@@ -36,19 +40,27 @@ import math
 import resource
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import aiohttp
 
 from moe_tui.bench.client import (
-    DEFAULT_STALL_TIMEOUT_S, RequestOutcome, build_payload, open_connections, open_session, stream_request,
+    DEFAULT_STALL_TIMEOUT_S,
+    RequestOutcome,
+    build_payload,
+    open_connections,
+    open_session,
+    stream_request,
 )
 from moe_tui.bench.live import LiveStats, LoopLagProbe, selfcheck_flags
+from moe_tui.bench.stall import stall_check
 from moe_tui.bench.workload import WorkItem, Workload, WorkloadError, build_workload, resolve_vocab_size
 from moe_tui.events import BenchProgress
+from moe_tui.judgement import FLAG_SERVER_STALL
 from moe_tui.metrics import calculate_metrics, split_chunk_gaps
-from moe_tui.spec import BenchmarkSpec
+from moe_tui.spec import BenchmarkSpec, SpecError, check_feasible
 
 CLIENT_NAME = "moe-tui"
 ABORT_AFTER_CONNECT_ERRORS = 10
@@ -91,7 +103,7 @@ class BenchResult:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "BenchResult":
+    def from_dict(cls, data: dict[str, Any]) -> BenchResult:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         if known.get("status") not in STATUSES:
             raise ValueError(f"benchmark result has status {known.get('status')!r}, expected one of {STATUSES}")
@@ -182,8 +194,8 @@ async def run_benchmark(
     reporter_task = asyncio.create_task(reporter()) if on_progress is not None else None
     async with open_session(slots) as session:
         try:
-            await _run_phases(spec, base_url, url, session, result, live, probe, slots, timeout, stall, stop,
-                              vocab_size, tokenizer, warmup_pause_s, preopen_connections)
+            limits = _Limits(slots, timeout, stall, warmup_pause_s, preopen_connections)
+            await _Run(spec, base_url, url, session, result, live, probe, limits, stop).run(vocab_size, tokenizer)
         finally:
             if reporter_task is not None:
                 reporter_task.cancel()
@@ -204,215 +216,271 @@ async def run_benchmark(
     return result
 
 
-async def _run_phases(
-    spec: BenchmarkSpec, base_url: str, url: str, session: aiohttp.ClientSession, result: BenchResult,
-    live: LiveStats, probe: LoopLagProbe, slots: int, timeout: float, stall: float, stop: asyncio.Event,
-    vocab_size: int | None, tokenizer: str | None, warmup_pause_s: float, preopen: bool,
-) -> None:
-    # -- workload ------------------------------------------------------------------------------
-    try:
-        if vocab_size is None:
-            vocab_size, vocab_source = await resolve_vocab_size(session, base_url, tokenizer)
-        else:
-            vocab_source = "given"
-        workload = build_workload(spec, vocab_size)
-    except WorkloadError as exc:
-        result.error = str(exc)
-        result.errors_by_kind = {"setup": 1}
-        return
-    except HTTP_ERRORS as exc:
-        result.error = f"server unreachable at {base_url}: {type(exc).__name__}: {exc}"
-        result.errors_by_kind = {"connect": 1}
-        return
-    result.selfcheck.update(vocab_size=vocab_size, vocab_source=vocab_source, request_timeout_s=timeout,
-                            stall_timeout_s=stall)
+@dataclass
+class _Limits:
+    """What one run may do: the concurrency cap and the per-request time limits."""
 
-    # The concurrency cap, as bench_serving's asyncio.Semaphore (FIFO: waiters are woken in order).
-    cap = asyncio.Semaphore(slots)
-    model = None
-    if spec.api == "completions":
+    slots: int
+    timeout: float
+    stall: float
+    warmup_pause_s: float
+    preopen: bool
+
+
+class _Run:
+    """One benchmark's phases (workload, warmup, flush + pre-open, timed, self-check, status),
+    each a small method over the state they share."""
+
+    def __init__(self, spec: BenchmarkSpec, base_url: str, url: str, session: aiohttp.ClientSession,
+                 result: BenchResult, live: LiveStats, probe: LoopLagProbe, limits: _Limits,
+                 stop: asyncio.Event):
+        self.spec, self.base_url, self.url, self.session = spec, base_url, url, session
+        self.result, self.live, self.probe, self.limits, self.stop = result, live, probe, limits, stop
+        # The concurrency cap, as bench_serving's asyncio.Semaphore (FIFO: waiters are woken in order).
+        self.cap = asyncio.Semaphore(limits.slots)
+        self.model: str | None = None
+        self.consecutive_connect = 0
+        self.aborted = False
+        self.in_flight_peak = 0
+
+    def _fail(self, kind: str, error: str) -> None:
+        self.result.error = error
+        self.result.errors_by_kind = {kind: 1}
+
+    async def run(self, vocab_size: int | None, tokenizer: str | None) -> None:
+        workload = await self.workload(vocab_size, tokenizer)
+        if workload is None:
+            return
+        await self.resolve_model()
+        if not await self.warmup(workload) or not await self.flush_cache():
+            return
+        if self.limits.warmup_pause_s > 0:
+            await asyncio.sleep(self.limits.warmup_pause_s)
+        if self.limits.preopen and not self.stop.is_set():
+            self.result.selfcheck.update(await open_connections(
+                self.session, self.base_url, min(self.limits.slots, self.spec.num_prompts)))
+        await self.timed(workload)
+
+    async def workload(self, vocab_size: int | None, tokenizer: str | None) -> Workload | None:
         try:
-            async with session.get(f"{base_url}/v1/models", timeout=CONTROL_TIMEOUT) as response:
-                model = ((await response.json(content_type=None)).get("data") or [{}])[0].get("id")
+            check_feasible(self.spec)  # before a single prompt is made
+        except SpecError as exc:
+            self._fail("setup", str(exc))
+            return None
+        try:
+            if vocab_size is None:
+                vocab_size, vocab_source = await resolve_vocab_size(self.session, self.base_url, tokenizer)
+            else:
+                vocab_source = "given"
+            workload = build_workload(self.spec, vocab_size)
+        except WorkloadError as exc:
+            self._fail("setup", str(exc))
+            return None
+        except HTTP_ERRORS as exc:
+            self._fail("connect", f"server unreachable at {self.base_url}: {type(exc).__name__}: {exc}")
+            return None
+        self.result.selfcheck.update(vocab_size=vocab_size, vocab_source=vocab_source,
+                                     request_timeout_s=self.limits.timeout, stall_timeout_s=self.limits.stall)
+        return workload
+
+    async def resolve_model(self) -> None:
+        if self.spec.api != "completions":
+            return
+        try:
+            async with self.session.get(f"{self.base_url}/v1/models", timeout=CONTROL_TIMEOUT) as response:
+                self.model = ((await response.json(content_type=None)).get("data") or [{}])[0].get("id")
         except (*HTTP_ERRORS, ValueError, AttributeError, IndexError):
-            model = None
+            self.model = None
 
-    consecutive_connect = 0
-    aborted = False
-    in_flight_peak = 0
-
-    async def one(item: WorkItem, outcome: RequestOutcome) -> RequestOutcome:
-        nonlocal consecutive_connect, aborted, in_flight_peak
-        await cap.acquire()
+    async def one(self, item: WorkItem, outcome: RequestOutcome) -> RequestOutcome:
+        """One request: wait for a slot, stream it, count connection failures in a row."""
+        await self.cap.acquire()
         try:
-            if aborted or stop.is_set():
-                outcome.fail("aborted" if aborted else "cancelled",
-                             "not sent: " + ("server unreachable" if aborted else "run stopped"))
+            if self.aborted or self.stop.is_set():
+                outcome.fail("aborted" if self.aborted else "cancelled",
+                             "not sent: " + ("server unreachable" if self.aborted else "run stopped"))
                 return outcome
-            payload = build_payload(spec.api, item.input_ids(), item.output_len, temperature=spec.temperature,
-                                    ignore_eos=spec.ignore_eos, model=model)
-            live.in_flight += 1
-            in_flight_peak = max(in_flight_peak, live.in_flight)
-            await stream_request(session, url, spec.api, payload, outcome, timeout_s=timeout,
-                                 stall_timeout_s=stall, on_tokens=live.on_tokens)
-            live.on_done(outcome.ok, outcome.ttft, outcome.chunks)
+            payload = build_payload(self.spec.api, item.input_ids(), item.output_len,
+                                    temperature=self.spec.temperature, ignore_eos=self.spec.ignore_eos,
+                                    model=self.model)
+            self.live.in_flight += 1
+            self.in_flight_peak = max(self.in_flight_peak, self.live.in_flight)
+            await stream_request(self.session, self.url, self.spec.api, payload, outcome,
+                                 timeout_s=self.limits.timeout, stall_timeout_s=self.limits.stall,
+                                 on_tokens=self.live.on_tokens)
+            self.live.on_done(outcome.ok, outcome.ttft, outcome.chunks)
         finally:
-            cap.release()
+            self.cap.release()
         if outcome.error_kind == "connect":
-            consecutive_connect += 1
-            if consecutive_connect >= ABORT_AFTER_CONNECT_ERRORS:
-                aborted = True
+            self.consecutive_connect += 1
+            if self.consecutive_connect >= ABORT_AFTER_CONNECT_ERRORS:
+                self.aborted = True
         elif outcome.ok:
-            consecutive_connect = 0
+            self.consecutive_connect = 0
         return outcome
 
-    # -- warmup --------------------------------------------------------------------------------
-    if spec.warmup_requests > 0:
+    async def warmup(self, workload: Workload) -> bool:
+        if self.spec.warmup_requests <= 0:
+            return True
         w = workload.warmup_item()
         warm = [RequestOutcome(w.idx, w.prompt_len, w.output_len, phase="warmup")
-                for _ in range(spec.warmup_requests)]
-        await asyncio.gather(*(one(w, o) for o in warm))
+                for _ in range(self.spec.warmup_requests)]
+        await asyncio.gather(*(self.one(w, o) for o in warm))
         if not any(o.ok for o in warm):
             first = warm[0]
             kind = first.error_kind or "warmup"
-            result.errors_by_kind = {kind: len(warm)}
-            result.error = f"warmup failed ({len(warm)} of {len(warm)} requests): {first.error}"
+            self.result.errors_by_kind = {kind: len(warm)}
+            self.result.error = f"warmup failed ({len(warm)} of {len(warm)} requests): {first.error}"
             if kind == "connect":
-                result.error = f"server unreachable at {base_url}: {first.error}"
-            return
-        consecutive_connect = 0
-    if spec.flush_cache:
+                self.result.error = f"server unreachable at {self.base_url}: {first.error}"
+            return False
+        self.consecutive_connect = 0
+        return True
+
+    async def flush_cache(self) -> bool:
+        if not self.spec.flush_cache:
+            return True
         try:
-            async with session.post(f"{base_url}/flush_cache", params={"timeout": str(FLUSH_CACHE_TIMEOUT_S)},
-                                    timeout=aiohttp.ClientTimeout(total=FLUSH_CACHE_TIMEOUT_S + 10)) as response:
+            async with self.session.post(f"{self.base_url}/flush_cache",
+                                         params={"timeout": str(FLUSH_CACHE_TIMEOUT_S)},
+                                         timeout=aiohttp.ClientTimeout(total=FLUSH_CACHE_TIMEOUT_S + 10)) as response:
                 if response.status != 200:
                     text = (await response.read()).decode("utf-8", "replace")
-                    result.error = f"POST /flush_cache answered HTTP {response.status}: {text[:200]}"
-                    result.errors_by_kind = {"flush_cache": 1}
-                    return
+                    self._fail("flush_cache", f"POST /flush_cache answered HTTP {response.status}: {text[:200]}")
+                    return False
         except HTTP_ERRORS as exc:
-            result.error = f"POST /flush_cache failed: {type(exc).__name__}: {exc}"
-            result.errors_by_kind = {"flush_cache": 1}
-            return
-    if warmup_pause_s > 0:
-        await asyncio.sleep(warmup_pause_s)
-    if preopen and not stop.is_set():
-        result.selfcheck.update(await open_connections(session, base_url, min(slots, spec.num_prompts)))
-    connector = session.connector
-    opened_before = getattr(connector, "opened", None)
+            self._fail("flush_cache", f"POST /flush_cache failed: {type(exc).__name__}: {exc}")
+            return False
+        return True
 
-    # -- timed phase ---------------------------------------------------------------------------
-    live.reset(spec.num_prompts, "timed")
-    lag_mark = probe.mark()
-    cpu_before = resource.getrusage(resource.RUSAGE_SELF)
-    outcomes = [RequestOutcome(it.idx, it.prompt_len, it.output_len) for it in workload.items]
-    tasks: list[asyncio.Task] = []
-    wall_anchor, perf_anchor = time.time(), time.perf_counter()
-    t0 = perf_anchor
-    finite_rate = not math.isinf(spec.request_rate)
-    stopped = False
-    for item, outcome, arrival in zip(workload.items, outcomes, workload.arrivals):
-        due = t0 + arrival
-        if finite_rate:
-            delay = due - time.perf_counter()
-            if delay > 0:
-                try:
-                    await asyncio.wait_for(stop.wait(), delay)
-                except TimeoutError:
-                    pass
-        if stop.is_set() or aborted:
-            stopped = stopped or stop.is_set()
-            break
-        outcome.scheduled_at = due
-        outcome.dispatched_at = time.perf_counter()
-        tasks.append(asyncio.create_task(one(item, outcome)))
-    try:
-        if finite_rate and not (stop.is_set() or aborted):
-            # bench_serving's arrival generator sleeps the gap after the last request too
-            delay = t0 + workload.tail_s - time.perf_counter()
-            if delay > 0:
-                try:
-                    await asyncio.wait_for(stop.wait(), delay)
-                except TimeoutError:
-                    pass
-        if tasks:
-            pending = set(tasks)
-            stop_wait = asyncio.create_task(stop.wait())
+    async def _pause(self, until: float) -> None:
+        """Sleep until perf time `until` unless the run is stopped first."""
+        delay = until - time.perf_counter()
+        if delay > 0:
+            try:
+                await asyncio.wait_for(self.stop.wait(), delay)
+            except TimeoutError:
+                pass
+
+    async def dispatch(self, workload: Workload, outcomes: list[RequestOutcome], t0: float) -> list[asyncio.Task]:
+        """Release requests at their arrival times (all at once for rate inf)."""
+        tasks: list[asyncio.Task] = []
+        finite_rate = not math.isinf(self.spec.request_rate)
+        for item, outcome, arrival in zip(workload.items, outcomes, workload.arrivals):
+            due = t0 + arrival
+            if finite_rate:
+                await self._pause(due)
+            if self.stop.is_set() or self.aborted:
+                break
+            outcome.scheduled_at = due
+            outcome.dispatched_at = time.perf_counter()
+            tasks.append(asyncio.create_task(self.one(item, outcome)))
+        if finite_rate and not (self.stop.is_set() or self.aborted):
+            await self._pause(t0 + workload.tail_s)  # bench_serving sleeps the gap after the last one too
+        return tasks
+
+    async def wait_all(self, tasks: list[asyncio.Task]) -> bool:
+        """Until every request ended, or the run is stopped (then the rest are cancelled). Returns
+        whether it was stopped."""
+        if not tasks:
+            return False
+        pending = set(tasks)
+        stop_wait = asyncio.create_task(self.stop.wait())
+        try:
             while pending:
                 done, pending = await asyncio.wait(pending | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
                 if stop_wait in done:
-                    stopped = True
                     for task in pending:
                         task.cancel()
                     await asyncio.gather(*pending, return_exceptions=True)
-                    break
+                    return True
                 pending.discard(stop_wait)
+        finally:
             stop_wait.cancel()
-    except asyncio.CancelledError:
-        for task in tasks:
-            task.cancel()
-        raise
-    t_end = time.perf_counter()
-    cpu_after = resource.getrusage(resource.RUSAGE_SELF)
-    if opened_before is not None:
-        result.selfcheck["connections_opened_timed"] = getattr(connector, "opened") - opened_before
-    duration = t_end - t0
+        return False
 
-    for outcome, task in zip(outcomes, tasks):
-        if task.cancelled():
-            outcome.fail("cancelled", "run stopped before this request finished")
-    for outcome in outcomes[len(tasks):]:
-        outcome.fail("aborted" if aborted else "cancelled",
-                     "not sent: " + ("server unreachable" if aborted else "run stopped"))
+    async def timed(self, workload: Workload) -> None:
+        self.live.reset(self.spec.num_prompts, "timed")
+        lag_mark = self.probe.mark()
+        cpu_before = resource.getrusage(resource.RUSAGE_SELF)
+        opened_before = getattr(self.session.connector, "opened", None)
+        outcomes = [RequestOutcome(it.idx, it.prompt_len, it.output_len) for it in workload.items]
+        wall_anchor, t0 = time.time(), time.perf_counter()
+        tasks: list[asyncio.Task] = []
+        try:
+            tasks = await self.dispatch(workload, outcomes, t0)
+            stopped = self.stop.is_set()  # stopped while releasing requests
+            stopped = await self.wait_all(tasks) or stopped
+        except asyncio.CancelledError:
+            for task in tasks:
+                task.cancel()
+            raise
+        duration = time.perf_counter() - t0
+        cpu_after = resource.getrusage(resource.RUSAGE_SELF)
+        if opened_before is not None:
+            self.result.selfcheck["connections_opened_timed"] = self.session.connector.opened - opened_before
+        for outcome, task in zip(outcomes, tasks):
+            if task.cancelled():
+                outcome.fail("cancelled", "run stopped before this request finished")
+        for outcome in outcomes[len(tasks):]:
+            outcome.fail("aborted" if self.aborted else "cancelled",
+                         "not sent: " + ("server unreachable" if self.aborted else "run stopped"))
+        records = [_record(o, wall_anchor, t0) for o in outcomes]
+        self.result.requests = records
+        self.result.summary = calculate_metrics(records, duration)
+        self.result.errors_by_kind = dict(sorted(Counter(o.error_kind for o in outcomes if not o.ok).items()))
+        cpu_s = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
+        self.selfcheck(outcomes, records, lag_mark, cpu_s, duration)
+        self.result.selfcheck.update(stall_check(outcomes, self.result.summary.get("median_itl_ms"),
+                                                 wall_anchor, t0))
+        if self.result.selfcheck["server_stall"]:
+            self.result.flags.append(FLAG_SERVER_STALL)
+        self.status(outcomes, stopped)
 
-    records = [_record(o, wall_anchor, perf_anchor) for o in outcomes]
-    result.requests = records
-    result.summary = calculate_metrics(records, duration)
-    kinds = Counter(o.error_kind for o in outcomes if not o.ok)
-    result.errors_by_kind = dict(sorted(kinds.items()))
-    completed = result.summary["completed"]
+    def selfcheck(self, outcomes: list[RequestOutcome], records: list[dict[str, Any]], lag_mark: Any,
+                  cpu_s: float, duration: float) -> None:
+        finite_rate = not math.isinf(self.spec.request_rate)
+        check: dict[str, Any] = dict(self.result.selfcheck)
+        check.update(self.probe.summary(lag_mark))
+        check.update(
+            client_cpu_s=cpu_s, client_cpu_fraction=cpu_s / duration if duration > 0 else None,
+            max_concurrency=self.spec.max_concurrency, peak_in_flight=self.in_flight_peak,
+            achieved_concurrency=self.result.summary["concurrency"],
+            requested_rate=None if not finite_rate else self.spec.request_rate,
+        )
+        dispatched = [o for o in outcomes if o.dispatched_at is not None]
+        if finite_rate and dispatched:
+            lags = sorted((o.dispatched_at - o.scheduled_at) * 1000 for o in dispatched)
+            check["dispatch_lag_p99_ms"] = lags[min(len(lags) - 1, int(0.99 * len(lags)))]
+            check["dispatch_lag_max_ms"] = lags[-1]
+            span = dispatched[-1].dispatched_at - dispatched[0].dispatched_at
+            check["achieved_rate"] = (len(dispatched) - 1) / span if span > 0 and len(dispatched) > 1 else None
+        queued = [r["queued_s"] for r in records if r["queued_s"] is not None]
+        check["client_queue_wait_mean_ms"] = sum(queued) / len(queued) * 1000 if queued else None
+        check["client_bound_reasons"] = selfcheck_flags(check)
+        check["client_bound"] = bool(check["client_bound_reasons"])
+        self.result.selfcheck = check
+        if check["client_bound"]:
+            self.result.flags.append("client-bound")
 
-    # -- self-check ----------------------------------------------------------------------------
-    cpu_s = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
-    check: dict[str, Any] = dict(result.selfcheck)
-    check.update(probe.summary(lag_mark))
-    check.update(
-        client_cpu_s=cpu_s, client_cpu_fraction=cpu_s / duration if duration > 0 else None,
-        max_concurrency=spec.max_concurrency, peak_in_flight=in_flight_peak,
-        achieved_concurrency=result.summary["concurrency"],
-        requested_rate=None if not finite_rate else spec.request_rate,
-    )
-    dispatched = [o for o in outcomes if o.dispatched_at is not None]
-    if finite_rate and dispatched:
-        lags = sorted((o.dispatched_at - o.scheduled_at) * 1000 for o in dispatched)
-        check["dispatch_lag_p99_ms"] = lags[min(len(lags) - 1, int(0.99 * len(lags)))]
-        check["dispatch_lag_max_ms"] = lags[-1]
-        span = dispatched[-1].dispatched_at - dispatched[0].dispatched_at
-        check["achieved_rate"] = (len(dispatched) - 1) / span if span > 0 and len(dispatched) > 1 else None
-    queued = [r["queued_s"] for r in records if r["queued_s"] is not None]
-    check["client_queue_wait_mean_ms"] = sum(queued) / len(queued) * 1000 if queued else None
-    check["client_bound_reasons"] = selfcheck_flags(check)
-    check["client_bound"] = bool(check["client_bound_reasons"])
-    result.selfcheck = check
-    if check["client_bound"]:
-        result.flags.append("client-bound")
-
-    # -- status --------------------------------------------------------------------------------
-    failed = len(outcomes) - completed
-    if completed == 0:
-        result.status = "failed"
-        first = next((o for o in outcomes if o.error), None)
-        result.error = ("server unreachable: " if kinds.get("connect") or aborted else "no request completed: ") + (
-            first.error if first else "")
-    elif failed or stopped:
-        result.status = "incomplete"
-        parts = ", ".join(f"{n} {k}" for k, n in result.errors_by_kind.items())
-        result.error = f"{failed} of {len(outcomes)} requests failed ({parts})"
-        if aborted:
-            result.error += "; server stopped answering, the rest were not sent"
-        if stopped:
-            result.error += "; run stopped early"
-    else:
-        result.status = "complete"
-    if result.status != "complete":
-        result.flags.append(result.status)
+    def status(self, outcomes: list[RequestOutcome], stopped: bool) -> None:
+        result = self.result
+        completed = result.summary["completed"]
+        failed = len(outcomes) - completed
+        if completed == 0:
+            result.status = "failed"
+            first = next((o for o in outcomes if o.error), None)
+            result.error = ("server unreachable: " if result.errors_by_kind.get("connect") or self.aborted
+                            else "no request completed: ") + (first.error if first else "")
+        elif failed or stopped:
+            result.status = "incomplete"
+            parts = ", ".join(f"{n} {k}" for k, n in result.errors_by_kind.items())
+            result.error = f"{failed} of {len(outcomes)} requests failed ({parts})"
+            if self.aborted:
+                result.error += "; server stopped answering, the rest were not sent"
+            if stopped:
+                result.error += "; run stopped early"
+        else:
+            result.status = "complete"
+        if result.status != "complete":
+            result.flags.append(result.status)

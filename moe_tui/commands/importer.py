@@ -50,6 +50,9 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     return p
 
 
+from moe_tui.profiles import name_problem  # noqa: E402
+
+
 class ImportFileError(ValueError):
     """The file cannot be imported; the message names the file and line."""
 
@@ -172,6 +175,9 @@ def run_from_record(record: Mapping[str, Any], where: str, lineno: int, path: st
         "output_tokens_check": problem or "ok",
     }
     name = profile or server_info.get("moe_runner_backend") or "imported"
+    problem_with_name = name_problem(str(name), "profile/backend name")  # untrusted text: the profile-name rule
+    if problem_with_name:
+        raise ImportFileError(f"{where}: {problem_with_name}")
     return dict(profile_name=str(name), spec_json=spec.canonical_json(), fingerprint=spec.fingerprint,
                 client=client, summary=_summary(record), provenance=provenance, flags=sorted(flags),
                 source="import", status=status, selfcheck=record.get("selfcheck") or {})

@@ -56,6 +56,8 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
                      help="do not POST /flush_cache before each timed run (default: flush, recorded in the spec, "
                           "so a repeat is never served from the previous repeat's radix cache)")
     add.add_argument("--dry-run", action="store_true", help="print the plan, add nothing")
+    add.add_argument("--yes", action="store_true",
+                     help=f"add a campaign larger than the cap (MOE_TUI_CAMPAIGN_CAP, default {CAMPAIGN_CAP})")
 
     ls = actions.add_parser("list", help="list the queue")
     ls.add_argument("--json", action="store_true")
@@ -76,6 +78,17 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     cl.add_argument("--finished", action="store_true", help="only done/failed/skipped/cancelled/interrupted items")
     p.set_defaults(run=run, _parser=p)
     return p
+
+
+CAMPAIGN_CAP = 2_000  # items; a typo (an extra zero in --repeats) must not queue a month of runs
+CAP_ENV = "MOE_TUI_CAMPAIGN_CAP"
+
+
+def campaign_cap() -> int:
+    import os
+
+    raw = os.environ.get(CAP_ENV, "")
+    return int(raw) if raw.isdigit() else CAMPAIGN_CAP
 
 
 def _csv(text: str, kind: type, what: str) -> list[Any]:
@@ -139,6 +152,12 @@ def _add(args: argparse.Namespace, store: Any) -> int:
         policy=args.order, prompts_per_concurrency=args.prompts_per_concurrency,
         warmup_pass=not args.no_warmup_pass, profiles_dir=str(profiles_dir),
     )
+    cap = campaign_cap()
+    if plan.size > cap and not args.yes and not args.dry_run:
+        print(f"moe-tui queue add: this campaign is {plan.size:,} items ({len(names)} profile(s) x "
+              f"{len(plan.concurrencies)} concurrency(ies) x {plan.repeats} repeat(s)), over the cap of {cap:,} "
+              f"({CAP_ENV}); nothing added. Add --yes to queue it anyway", file=sys.stderr)
+        return 1
     planned = plan.items()
     print(f"campaign: {plan.default_name()}")
     print(f"base spec: {plan.base_spec.describe()}")

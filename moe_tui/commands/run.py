@@ -65,6 +65,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"moe-tui run: {flag} must be > 0 seconds, got {value}", file=sys.stderr)
             return 2
     profiles_dir = Path(args.profiles_dir).resolve()
+    from moe_tui.profiles import load_profiles
+
+    duplicates = load_profiles(profiles_dir)
+    if duplicates.duplicates:
+        for name in sorted(duplicates.duplicates):
+            print(f"moe-tui run: {duplicates.duplicate_message(name)}", file=sys.stderr)
+        return 2
     if args.detach:
         return _detach(args, data_dir, profiles_dir)
     until_empty = not args.stay
@@ -77,7 +84,7 @@ def _foreground(data_dir: Any, profiles_dir: Any, until_empty: bool, retry_inter
     import asyncio
 
     from moe_tui.controller import Controller
-    from moe_tui.runner import RunnerBusy, serve
+    from moe_tui.runner import RunnerBusy, RunnerUnavailable, serve
     from moe_tui.servers import install_exit_handlers
     from moe_tui.store import Store, StoreError
 
@@ -97,18 +104,21 @@ def _foreground(data_dir: Any, profiles_dir: Any, until_empty: bool, retry_inter
         printer.line(f"runner pid {__import__('os').getpid()} on {data_dir}; profiles from {profiles_dir}; "
                      f"{'until the queue is empty' if until_empty else 'waiting for new items'}{limits}")
         try:
-            asyncio.run(serve(controller, data_dir, until_empty=until_empty,
-                              retry_interrupted=retry_interrupted, on_event=printer))
-        except RunnerBusy as exc:
+            rc = asyncio.run(serve(controller, data_dir, until_empty=until_empty,
+                                   retry_interrupted=retry_interrupted, on_event=printer))
+        except (RunnerBusy, RunnerUnavailable, StoreError, OSError) as exc:
             print(f"moe-tui run: {exc}", file=sys.stderr)
             return 1
-        s = controller.snapshot()
-        session = s["session"]
-        counts = s["queue"]["counts"]
-        printer.line("finished: " + ", ".join(f"{k} {v}" for k, v in session.items() if v)
-                     + f"; queue now: pending {counts['pending']}, failed {counts['failed']}, "
-                       f"interrupted {counts['interrupted']}" + (" (paused)" if s["queue"]["paused"] else ""))
-        return 0
+        session = ", ".join(f"{k} {v}" for k, v in controller.snapshot_session().items() if v) or "nothing run"
+        try:
+            queue = controller.queue.summary()
+            counts = queue["counts"]
+            state = (f"pending {counts['pending']}, running {counts['running']}, failed {counts['failed']}, "
+                     f"interrupted {counts['interrupted']}" + (" (paused)" if queue["paused"] else ""))
+        except StoreError as exc:
+            state = f"unknown: {exc}"
+        printer.line(f"finished: {session}; queue now: {state}")
+        return rc
     finally:
         store.close()
 

@@ -81,6 +81,8 @@ def connect(profiles_dir: Path, *, attach: bool | None = None, demo: bool = Fals
     profiles_dir = Path(profiles_dir).expanduser().resolve()
     profile_set = load_profiles(profiles_dir)
     notes = list(profile_set.problems)
+    if profile_set.duplicates:  # which file is meant cannot be guessed: refuse to open
+        raise SystemExit("moe-tui: " + "; ".join(profile_set.duplicate_message(n) for n in sorted(profile_set.duplicates)))
     if not profile_set.profiles:
         raise SystemExit(f"moe-tui: no usable server profiles in {profiles_dir}"
                          + (f": {'; '.join(profile_set.problems)}" if profile_set.problems else

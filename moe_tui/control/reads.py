@@ -19,9 +19,10 @@ from moe_tui.profiles import ServerProfile
 from moe_tui.queue import ORDER_POLICIES, RunQueue
 from moe_tui.store import Store
 
+# The default first (the campaign form preselects it): interleaving is what keeps repeats independent.
 POLICY_TEXT = {
+    "interleaved": "A sweep, B sweep, A sweep... (drift falls on both; the default)",
     "grouped": "each profile's items together (fewest server starts)",
-    "interleaved": "A sweep, B sweep, A sweep... (drift falls on both)",
     "alternating": "A, B, A, B item by item (most drift-proof, most starts)",
 }
 LOG_READ_BYTES = 512 * 1024
@@ -51,7 +52,7 @@ class StoreReads:
         return [p.name for p in self.profiles]
 
     def policies(self) -> dict[str, str]:
-        return {p: POLICY_TEXT.get(p, p) for p in ORDER_POLICIES}
+        return {p: POLICY_TEXT.get(p, p) for p in sorted(ORDER_POLICIES, key=lambda p: p != "interleaved")}
 
     def compared_profiles(self) -> list[str]:
         with_runs = set(self.store.profile_names_with_runs())

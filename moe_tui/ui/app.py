@@ -113,7 +113,7 @@ class MoeTuiApp(App):
         # switch (a few ms), not a compose and mount under a key press (100+ ms on a slow core).
         self.set_timer(PREPARE_MODES_AFTER_S, self._prepare_modes)
         for note in self._startup_notes:
-            self.notify(note, severity="warning", timeout=10)
+            self.notify(note, severity="warning", timeout=10, markup=False)
 
     def _prepare_modes(self) -> None:
         for mode in self.MODES:
@@ -156,7 +156,7 @@ class MoeTuiApp(App):
             self.refresh_queue()
         elif topic == "notice" and isinstance(event, Notice):
             severity = {"error": "error", "warning": "warning"}.get(event.level, "information")
-            self.notify(event.message, severity=severity)  # type: ignore[arg-type]
+            self.notify(event.message, severity=severity, markup=False)  # type: ignore[arg-type]
         elif isinstance(event, RunFinished):
             self.refresh_queue()
         self.mark_dirty(topic)
@@ -230,7 +230,7 @@ class MoeTuiApp(App):
                 done(worker.result)
         elif event.state == WorkerState.ERROR:
             self._on_done.pop(worker, None)
-            self.notify(f"{worker.name}: {worker.error}", title="Failed", severity="error", timeout=8)
+            self.notify(f"{worker.name}: {worker.error}", title="Failed", severity="error", timeout=8, markup=False)
         elif event.state == WorkerState.CANCELLED:
             self._on_done.pop(worker, None)
 
@@ -254,7 +254,7 @@ class MoeTuiApp(App):
 
     def add_campaign(self, request: CampaignRequest, done: Callable[[Any], object] | None = None) -> None:
         def added(count: Any) -> None:
-            self.notify(f"added campaign {request.name!r}: {count} item(s)")
+            self.notify(f"added campaign {request.name!r}: {count} item(s)", markup=False)
             self.refresh_queue()
             if done is not None:
                 done(count)
@@ -269,7 +269,7 @@ class MoeTuiApp(App):
         baseline, candidate = self.compare_pair
 
         def written(path: Path) -> None:
-            self.notify(f"{fmt} written to {path}", title="Exported", timeout=12)
+            self.notify(f"{fmt} written to {path}", title="Exported", timeout=12, markup=False)
 
         self.call_core(f"export {fmt}", self.client.export, baseline, candidate, fmt, done=written)
 

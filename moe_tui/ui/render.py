@@ -12,6 +12,17 @@ from collections.abc import Iterable, Sequence
 from rich.text import Text
 
 SPARK_CHARS = "▁▂▃▄▅▆▇█"
+
+
+def plain(value: object, style: str = "") -> Text:
+    """User data (profile, backend and imported names, errors, descriptions) as plain text: a
+    `Text` is never parsed as markup, so `[/]` or `[bold]` in a name shows as written."""
+    return value if isinstance(value, Text) else Text(str(value), style=style)
+
+
+def plain_cells(cells: Iterable[object]) -> tuple[object, ...]:
+    """Table cells with every str made plain `Text` (Textual's DataTable parses str as markup)."""
+    return tuple(Text(c) if isinstance(c, str) else c for c in cells)
 NA = "n/a"
 
 STATE_STYLES = {

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from runner_support import Env, free_port  # noqa: E402
+from runner_support import Env, free_port, scaled  # noqa: E402
 
 
 @pytest.fixture
@@ -149,7 +149,7 @@ def garbage_server(tmp_path):
         procs.append(proc)
         import urllib.request
 
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         while time.monotonic() < deadline:
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).read()

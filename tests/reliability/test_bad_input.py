@@ -7,13 +7,10 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-
 from runner_support import free_port, write_profile
 
 GOOD = textwrap.dedent("""\

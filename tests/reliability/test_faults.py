@@ -19,8 +19,7 @@ import time
 
 import psutil
 import pytest
-
-from runner_support import free_port, wait_for, wait_gone, write_profile
+from runner_support import wait_for, wait_gone, write_profile
 
 SMALL = {"num_prompts": 4, "input_len": 32, "output_len": 8}
 SMALL_FLAGS = ["--num-prompts", "4", "--input-len", "32", "--output-len", "8", "--no-warmup-pass"]
@@ -245,7 +244,7 @@ def test_store_on_full_filesystem_cli(env, tmp_path, store_digest):
                     f.write(b"\0" * 65536)
                     f.flush()
         many = ",".join(str(c) for c in range(1, 400))
-        full = env.run("queue", "add", "--profiles", "ok", "--concurrency", many, "--repeats", "20",
+        full = env.run("queue", "add", "--profiles", "ok", "--concurrency", many, "--repeats", "20", "--yes",
                        "--profiles-dir", str(env.profiles), *SMALL_FLAGS)
         assert full.returncode == 1, full.stdout
         assert "Traceback" not in full.stdout

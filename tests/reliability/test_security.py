@@ -3,17 +3,13 @@ land (store, logs, exports, CLI output), and a control socket only its owner can
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
 import stat
-import sys
 from pathlib import Path
 
 import psutil
-import pytest
-
 from runner_support import REPO, wait_for, wait_gone
 
 SECRET = "hf_supersecret"

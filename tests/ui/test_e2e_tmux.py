@@ -25,6 +25,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from runner_support import scaled  # noqa: E402
+
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,6 +45,9 @@ def screen(session: str) -> str:
 
 
 def wait_for(predicate, timeout: float, what: str, session: str):
+    """Poll until `predicate`; `timeout` (for an idle machine) scales with the measured machine
+    speed, so a loaded 2-core box running other work waits longer instead of failing."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()

@@ -17,7 +17,7 @@ from textual.widgets import Static
 from moe_tui.control import CampaignRequest
 from moe_tui.ui.screens.quit import QuitScreen
 from moe_tui.ui.widgets.queue_summary import QueueSummary
-from tests.runner_support import Env, wait_gone
+from tests.runner_support import Env, scaled, wait_gone
 
 SMALL_SPEC = {"input_len": 32, "output_len": 8, "num_prompts": 8, "range_ratio": 1.0, "seed": 1}
 
@@ -106,7 +106,7 @@ def test_runner_started_by_the_tui_gets_the_timeouts_given_to_the_tui(env):
         assert cmd[cmd.index("--request-timeout") + 1] == "90.0"
     finally:
         call_runner_sync("shutdown", env.data_dir)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + scaled(20)
     while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
         assert time.monotonic() < deadline, "runner did not stop"
         time.sleep(0.1)

@@ -180,7 +180,7 @@ class AddCampaignScreen(ModalScreen[CampaignRequest | None]):
         try:
             request = self._request()
         except FormError as exc:
-            self.notify(str(exc), title="Not added", severity="error")
+            self.notify(str(exc), title="Not added", severity="error", markup=False)
             return
         self.control.add_campaign(request, done=lambda _: self.dismiss(request))
 

@@ -124,8 +124,8 @@ class CompareScreen(LiveScreen):
             self._choices = list(names)
             keep = (base.value, cand.value)
             with self.prevent(Select.Changed):
-                base.set_options([(n, n) for n in names])
-                cand.set_options([(n, n) for n in names])
+                base.set_options([(Text(n), n) for n in names])  # names are plain text, never markup
+                cand.set_options([(Text(n), n) for n in names])
                 pair = self.control.compare_pair
                 if pair is None and len(names) >= 2:
                     pair = (names[0], names[1])
@@ -149,7 +149,7 @@ class CompareScreen(LiveScreen):
         if pair is None:
             return
         if pair[0] == pair[1]:
-            self.notify("compare: baseline and candidate are the same profile", severity="warning")
+            self.notify("compare: baseline and candidate are the same profile", severity="warning", markup=False)
         self.control.call_core(f"compare {pair[0]} vs {pair[1]}", self._comparison, *pair,
                                done=self.show_grid, group="compare-build")
 

@@ -23,9 +23,9 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="dialog"):
-            yield Label(self.question, id="confirm-question", classes="dialog-title")
+            yield Label(self.question, id="confirm-question", classes="dialog-title", markup=False)
             if self.detail:
-                yield Label(self.detail, id="confirm-detail", classes="dialog-detail")
+                yield Label(self.detail, id="confirm-detail", classes="dialog-detail", markup=False)
             with Horizontal(classes="dialog-buttons"):
                 yield Button(f"{self.confirm_label} (y)", variant="error", id="confirm-yes")
                 yield Button("Cancel (n)", id="confirm-no")

@@ -39,8 +39,8 @@ class QuitScreen(ModalScreen[str | None]):
                      "going after you leave, run `moe-tui` without --in-process.")
         with Vertical(id="dialog", classes="dialog"):
             yield Label("Quit moe-tui?", classes="dialog-title")
-            yield Label(f"Servers running: {names}", classes="dialog-detail")
-            yield Label(leave, classes="dialog-detail")
+            yield Label(f"Servers running: {names}", classes="dialog-detail", markup=False)
+            yield Label(leave, classes="dialog-detail", markup=False)
             with Horizontal(classes="dialog-buttons"):
                 stop = "Stop servers & runner (s)" if self.can_detach else "Stop servers & quit (s)"
                 yield Button(stop, variant="error", id="quit-stop")

@@ -43,7 +43,7 @@ def kv_table(title: str, data: dict[str, Any], keys: tuple[str, ...] | None = No
             shown = json.dumps(value, sort_keys=True)
         else:
             shown = str(value)
-        table.add_row(key, shown)
+        table.add_row(Text(str(key)), Text(shown))  # imported values: plain text, never markup
     return table
 
 

@@ -16,6 +16,8 @@ from typing import Any
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist
 
+from moe_tui.ui.render import plain_cells
+
 
 class KeyedTable(DataTable):
     def __init__(self, columns: Sequence[tuple[str, str, int | None]], **kwargs: Any) -> None:
@@ -36,9 +38,10 @@ class KeyedTable(DataTable):
                 self.add_column(label, key=key, width=self._widths.get(key, width))
 
     def _project(self, cells: tuple[Any, ...]) -> tuple[Any, ...]:
+        # Cells hold user data (names, errors): plain Text, never markup.
         if len(self._visible) == len(self._column_spec):
-            return cells
-        return tuple(cell for (key, _, _), cell in zip(self._column_spec, cells) if key in self._visible)
+            return plain_cells(cells)
+        return plain_cells(cell for (key, _, _), cell in zip(self._column_spec, cells) if key in self._visible)
 
     def show_columns(self, keys: Sequence[str] | Mapping[str, int] | None) -> None:
         """Show only these columns (None: all); a mapping also gives their widths. Rebuilds the

@@ -1,0 +1,97 @@
+"""Finding and stopping what a dead runner left behind.
+
+Every controller that owns a data dir (it holds the runner lock) puts `MOE_TUI_RUNNER_DIR=<data
+dir>` into its own environment, so every process it starts inherits it: SGLang servers and the
+emulator (which also carry their start's `MOE_TUI_SERVER_ID`), benchmark children, SGLang's
+bench_serving. A runner killed by SIGKILL (OOM killer, a lost node) cannot stop them; its
+children live on in their own sessions, holding GPUs and ports.
+
+The next controller to take the lock calls `stop_orphans(data_dir)` before anything else: every
+process of this user carrying the marker for this data dir that is not itself or one of its
+descendants is a dead runner's child (the lock proves no live runner owns the dir). Each is
+stopped by process group, SIGTERM then SIGKILL after a grace period, and named in the returned
+lines ("server sim-a (pid 123, ...)"), which the controller shows as notices.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+import psutil
+
+RUNNER_DIR_ENV = "MOE_TUI_RUNNER_DIR"
+SERVER_ID_ENV = "MOE_TUI_SERVER_ID"  # the same name moe_tui.servers gives its marker
+GRACE_S = 5.0
+
+
+def mark_children(data_dir: str | Path) -> None:
+    """From now on every child of this process carries this data dir's marker."""
+    os.environ[RUNNER_DIR_ENV] = str(Path(data_dir).resolve())
+
+
+def _ours(data_dir: str | Path) -> set[int]:
+    me = psutil.Process()
+    with contextlib.suppress(psutil.Error):
+        return {me.pid, *(c.pid for c in me.children(recursive=True))}
+    return {me.pid}
+
+
+def find_orphans(data_dir: str | Path) -> list[psutil.Process]:
+    """Processes of this user that a runner of `data_dir` started and that are not ours."""
+    wanted = str(Path(data_dir).resolve())
+    mine, uid, found = _ours(data_dir), os.getuid(), []
+    for proc in psutil.process_iter(["pid", "uids"]):
+        try:
+            if proc.pid in mine or proc.info["uids"] is None or proc.info["uids"].real != uid:
+                continue
+            if proc.environ().get(RUNNER_DIR_ENV) == wanted and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def describe(proc: psutil.Process) -> str:
+    with contextlib.suppress(psutil.Error):
+        cmd = proc.cmdline()
+        env = proc.environ()
+        text = " ".join(cmd)[:120]
+        if env.get(SERVER_ID_ENV):
+            return f"server {env[SERVER_ID_ENV]} (pid {proc.pid}: {text})"
+        if "bench" in cmd or any("bench_serving" in part or "moe_tui.bench" in part for part in cmd):
+            return f"benchmark child (pid {proc.pid}: {text})"
+        return f"process (pid {proc.pid}: {text})"
+    return f"process (pid {proc.pid})"
+
+
+def stop_orphans(data_dir: str | Path, grace_s: float = GRACE_S) -> list[str]:
+    """Stop every orphan of `data_dir` (process groups, TERM then KILL). One line per process."""
+    orphans = find_orphans(data_dir)
+    if not orphans:
+        return []
+    names = {p.pid: describe(p) for p in orphans}
+    own_group = os.getpgrp()
+    groups = set()
+    for proc in orphans:
+        with contextlib.suppress(OSError):
+            groups.add(os.getpgid(proc.pid))
+    groups.discard(own_group)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for group in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, sig)
+        for proc in orphans:  # a child that shares our group is signalled alone
+            with contextlib.suppress(psutil.Error, OSError):
+                if os.getpgid(proc.pid) == own_group:
+                    proc.send_signal(sig)
+        _gone, alive = psutil.wait_procs(orphans, timeout=grace_s if sig == signal.SIGTERM else 2.0)
+        orphans = alive
+        if not orphans:
+            break
+    left = {p.pid for p in orphans}
+    return [f"stopped what a dead runner of {data_dir} left: {names[pid]}" if pid not in left else
+            f"could not stop what a dead runner of {data_dir} left: {names[pid]}"
+            for pid in names]

@@ -1,0 +1,159 @@
+"""The store's schema (ordered migrations, one per `PRAGMA user_version` step) and `_Tx`, the
+connection as seen inside one of `moe_tui.store.Store`'s transactions."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+SCHEMA_VERSION = 4
+
+_MIGRATIONS: dict[int, str] = {
+    1: """
+    CREATE TABLE server_starts (
+        id INTEGER PRIMARY KEY,
+        profile_name TEXT NOT NULL,
+        profile_json TEXT NOT NULL,
+        argv_json TEXT NOT NULL,
+        env_json TEXT NOT NULL,
+        log_path TEXT NOT NULL,
+        pid INTEGER,
+        started_at REAL NOT NULL,
+        ready_at REAL,
+        stopped_at REAL,
+        state TEXT NOT NULL,
+        reason TEXT NOT NULL DEFAULT '',
+        resolved_backend TEXT,
+        backend_mismatch INTEGER NOT NULL DEFAULT 0,
+        sglang_version TEXT,
+        server_info_json TEXT,
+        model_info_json TEXT,
+        exit_code INTEGER,
+        exit_signal INTEGER,
+        log_tail TEXT
+    );
+    CREATE TABLE campaigns (
+        id INTEGER PRIMARY KEY,
+        created_at REAL NOT NULL,
+        name TEXT NOT NULL,
+        policy TEXT NOT NULL,
+        definition_json TEXT NOT NULL
+    );
+    CREATE TABLE queue_items (
+        id INTEGER PRIMARY KEY,
+        position REAL NOT NULL,
+        campaign_id INTEGER REFERENCES campaigns(id),
+        profile_name TEXT NOT NULL,
+        spec_json TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        repeat_index INTEGER NOT NULL DEFAULT 0,
+        warmup INTEGER NOT NULL DEFAULT 1,
+        state TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        run_id INTEGER,
+        error TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX queue_items_state ON queue_items(state, position);
+    CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        created_at REAL NOT NULL,
+        started_at REAL,
+        finished_at REAL,
+        status TEXT NOT NULL,
+        profile_name TEXT NOT NULL,
+        spec_json TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        client TEXT NOT NULL,
+        profile_json TEXT NOT NULL DEFAULT '{}',
+        provenance_json TEXT NOT NULL DEFAULT '{}',
+        summary_json TEXT NOT NULL DEFAULT '{}',
+        flags_json TEXT NOT NULL DEFAULT '[]',
+        telemetry_json TEXT NOT NULL DEFAULT '{}',
+        selfcheck_json TEXT NOT NULL DEFAULT '{}',
+        queue_item_id INTEGER,
+        server_start_id INTEGER,
+        source TEXT NOT NULL DEFAULT 'moe-tui',
+        error TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX runs_profile_fp ON runs(profile_name, fingerprint);
+    CREATE TABLE requests (
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        idx INTEGER NOT NULL,
+        ok INTEGER NOT NULL,
+        sent_at REAL,
+        prompt_len INTEGER,
+        output_len INTEGER,
+        ttft REAL,
+        latency REAL,
+        itl_json TEXT NOT NULL DEFAULT '[]',
+        finish_reason TEXT,
+        error TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (run_id, idx)
+    );
+    CREATE TABLE gpu_samples (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER REFERENCES runs(id) ON DELETE CASCADE,
+        t REAL NOT NULL,
+        sample_json TEXT NOT NULL
+    );
+    CREATE INDEX gpu_samples_run ON gpu_samples(run_id, t);
+    """,
+    # Queue-wide settings (the persisted pause flag). IF NOT EXISTS: early version-1 stores made
+    # this table on the fly.
+    2: """
+    CREATE TABLE IF NOT EXISTS queue_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    """,
+    # Correctness gate samples (issue 15, moe_tui/gate.py): one row per gate pass of a profile's
+    # server, every prompt's greedy token ids and logprobs in samples_json. IF NOT EXISTS, so the
+    # integrator may renumber this migration freely.
+    3: """
+    CREATE TABLE IF NOT EXISTS gate_samples (
+        id INTEGER PRIMARY KEY,
+        created_at REAL NOT NULL,
+        profile_name TEXT NOT NULL,
+        campaign_id INTEGER,
+        server_start_id INTEGER,
+        prompt_set TEXT NOT NULL,
+        resolved_backend TEXT,
+        samples_json TEXT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS gate_samples_profile ON gate_samples(profile_name, created_at);
+    """,
+    # Investigations (issue 17): an item may ask for a fresh server start before it runs.
+    4: """
+    ALTER TABLE queue_items ADD COLUMN fresh_start INTEGER NOT NULL DEFAULT 0;
+    """,
+}
+
+
+class _Tx:
+    """The connection inside a transaction; only statement-level calls are allowed."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self._conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> sqlite3.Cursor:
+        return self._conn.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> sqlite3.Cursor:
+        return self._conn.executemany(sql, rows)
+
+    def executescript_in_tx(self, script: str) -> None:
+        # executescript() would COMMIT first; run the statements one by one inside our transaction.
+        for statement in _split_sql(script):
+            self._conn.execute(statement)
+
+
+def _split_sql(script: str) -> list[str]:
+    statements, current = [], []
+    for line in script.splitlines():
+        current.append(line)
+        if sqlite3.complete_statement("\n".join(current)):
+            statement = "\n".join(current).strip()
+            if statement:
+                statements.append(statement)
+            current = []
+    return statements

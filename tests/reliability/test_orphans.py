@@ -1,0 +1,66 @@
+"""No orphans after a runner's death (issue 13): a runner SIGKILLed mid-run leaves its emulator
+and its benchmark child running (they live in their own sessions); the next runner to start on
+the data dir finds them by the data-dir marker in their environment, stops them, says which, and
+finishes the campaign with nothing lost and nothing duplicated."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import psutil
+import pytest
+from runner_support import wait_for, wait_gone
+
+pytestmark = pytest.mark.slow
+
+SPEC = ["--num-prompts", "24", "--input-len", "32", "--output-len", "32", "--no-warmup-pass"]
+
+
+def _children_of_data_dir(data_dir: Path) -> list[psutil.Process]:
+    wanted = str(data_dir.resolve())
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("MOE_TUI_RUNNER_DIR") == wanted and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _bench_child_running(env) -> bool:
+    return any("bench" in " ".join(p.cmdline()) for p in _children_of_data_dir(env.data_dir)
+               if p.is_running())
+
+
+def test_sigkilled_runner_leaves_nothing_once_a_new_runner_starts(env):
+    """Runner SIGKILLed mid-run: the next runner stops its emulator and benchmark child, naming them, and finishes the campaign."""
+    name = env.profile("sim-a", "flashinfer_cutlass", time_scale=4)
+    assert env.run("queue", "add", "--profiles", name, "--concurrency", "2", "--repeats", "2",
+                   "--profiles-dir", str(env.profiles), *SPEC).returncode == 0
+    runner = env.popen("run", "--profiles-dir", str(env.profiles))
+    wait_for(lambda: _bench_child_running(env), 90, "the benchmark child running")
+    old = {p.pid: " ".join(p.cmdline()) for p in _children_of_data_dir(env.data_dir) if p.pid != runner.pid}
+    assert any("moe_tui.sim" in c for c in old.values()) and any("bench" in c for c in old.values()), old
+    os.kill(runner.pid, signal.SIGKILL)
+    runner.wait(10)
+    assert all(psutil.pid_exists(pid) for pid in old), "the dead runner's children should outlive it"
+
+    again = env.run("run", "--profiles-dir", str(env.profiles), timeout=180)
+    out = again.stdout
+    assert again.returncode == 0, out
+    assert "Traceback" not in out
+    for pid, cmd in old.items():
+        assert f"stopped what a dead runner of {env.data_dir} left: " in out and f"pid {pid}" in out, (pid, out)
+        proc = psutil.Process(pid) if psutil.pid_exists(pid) else None
+        assert proc is None or proc.status() == psutil.STATUS_ZOMBIE or " ".join(proc.cmdline()) != cmd, \
+            f"old process {pid} ({cmd}) is still running"
+    assert "left: server " in out and "left: benchmark child" in out, out
+    items = env.query("SELECT id, state FROM queue_items ORDER BY id")
+    assert [s for _, s in items] == ["done", "done"]
+    complete = env.query("SELECT queue_item_id FROM runs WHERE status = 'complete' ORDER BY queue_item_id")
+    assert [r[0] for r in complete] == [i for i, _ in items]  # one complete run per item
+    assert not _children_of_data_dir(env.data_dir)
+    wait_gone(env)

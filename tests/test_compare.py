@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import subprocess
 import sys
@@ -392,3 +393,21 @@ def test_interim_until_the_planned_repeats_are_in():
     assert c.verdict == "interim" and "2 of 3 planned repeats done" in c.reasons[0] and c.delta_text
     c = build_grid_from_runs(a, b, plan={("b", fp): PlanCount(3, 0)}).cell(64, "output_throughput")
     assert c.verdict == BETTER
+
+
+def test_repeats_from_one_server_start_each_are_noise_unknown():
+    """Grouped runs: every repeat of a side on one server start. A start's own speed offset would
+    pass for a backend difference (the emulator's A/A with grouped order called a third of its
+    cells), so such a cell has no verdict until repeats span starts."""
+    def starts(runs_, ids):
+        return [dataclasses.replace(r, server_start_id=i) for r, i in zip(runs_, ids)]
+
+    a = runs("a", 64, [200.0, 201.0, 199.0], 1)
+    b = runs("b", 64, [230.0, 231.0, 229.0], 10, SNAP_B)
+    cell = build_grid_from_runs(starts(a, [1, 1, 1]), starts(b, [2, 2, 2])).cell(64, "output_throughput")
+    assert cell.verdict == NOISE_UNKNOWN and "one server start" in " ".join(cell.reasons)
+    # The same numbers from three starts a side: the verdict stands.
+    cell = build_grid_from_runs(starts(a, [1, 3, 5]), starts(b, [2, 4, 6])).cell(64, "output_throughput")
+    assert cell.verdict == BETTER
+    # Starts not known (imported runs): nothing to judge by, the rule does not apply.
+    assert build_grid_from_runs(a, b).cell(64, "output_throughput").verdict == BETTER

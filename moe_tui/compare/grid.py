@@ -130,6 +130,14 @@ def pre_state(d: Draft, names: tuple[str, str], runs: tuple[SideRuns, SideRuns],
             return _set(d, J.NOISE_UNKNOWN, f"{name} has {stats.n} run(s)")
         if stats.std == 0:
             return _set(d, J.NOISE_UNKNOWN, f"{name}'s {stats.n} runs are identical (zero spread is unknown noise, not none)")
+    for name, _point, _stats, sr, _ in sides:
+        # Repeats on one server start share its speed offset (a restart moves throughput by a
+        # percent or two): their spread says nothing about the start-to-start part of the noise.
+        starts = {r.server_start_id for r in sr.averaged}
+        if len(sr.averaged) >= 2 and None not in starts and len(starts) == 1:
+            return _set(d, J.NOISE_UNKNOWN, f"{name}'s {len(sr.averaged)} runs all came from one server start: "
+                                            "start-to-start variance is unknown (interleave the profiles, or "
+                                            "restart the server between repeats)")
 
 
 def _set(d: Draft, verdict: str, *reasons: str) -> None:

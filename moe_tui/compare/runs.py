@@ -41,6 +41,7 @@ class Run:
     selfcheck: Mapping[str, Any]
     error: str
     order: tuple[float, int]  # (finished or created time, id): "most recent" is the largest
+    server_start_id: int | None = None  # the server start that measured it (None: not known, e.g. imported)
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
@@ -66,7 +67,12 @@ def normalise(run: Any, where: str) -> Run:
         profile=dict(_get(run, "profile") or {}), provenance=dict(_get(run, "provenance") or {}),
         telemetry=dict(_get(run, "telemetry") or {}), selfcheck=dict(_get(run, "selfcheck") or {}),
         error=str(_get(run, "error") or ""), order=(float(when), int(rid)),
+        server_start_id=_start_id(_get(run, "server_start_id")),
     )
+
+
+def _start_id(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def concurrency_of(run: Run) -> int | None:

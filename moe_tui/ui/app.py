@@ -20,6 +20,7 @@ from typing import Any
 from textual import events
 from textual.app import App
 from textual.binding import Binding
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.worker import Worker, WorkerState
 
@@ -102,6 +103,14 @@ class MoeTuiApp(App):
         self._unsubscribe: Callable[[], None] | None = None
         self.sub_title = subtitle or client.mode
 
+    def format_title(self, title: str, sub_title: str) -> Content:
+        """"moe-tui — in-process controller": Textual's own words and separator, but the blank
+        before the dash ends the title's span (SVG renderers drop a span's leading blank, which
+        made screenshots read "moe-tui—  in-process controller")."""
+        if not sub_title:
+            return Content(title)
+        return Content.assemble(Content(f"{title} "), (f"— {sub_title}", "dim"))
+
     # -- lifecycle -----------------------------------------------------------------------------
     def on_mount(self) -> None:
         if self._keymap:
@@ -143,7 +152,9 @@ class MoeTuiApp(App):
 
     def _loaded(self, snapshot: ControlSnapshot) -> None:
         self.live.load(snapshot)
-        self.mark_dirty("servers", "queue", "status", "bench")
+        # "gpus" too: the controller relays an unavailable GPU snapshot once, at its start, often
+        # before this App subscribed; the snapshot carries it, and the panel must say why.
+        self.mark_dirty("servers", "queue", "status", "bench", "gpus")
 
     def _tick(self) -> None:
         self.mark_dirty("tick")

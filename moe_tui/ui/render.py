@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
+from rich.cells import cell_len
 from rich.text import Text
 
 SPARK_CHARS = "▁▂▃▄▅▆▇█"
@@ -18,6 +19,31 @@ def plain(value: object, style: str = "") -> Text:
     """User data (profile, backend and imported names, errors, descriptions) as plain text: a
     `Text` is never parsed as markup, so `[/]` or `[bold]` in a name shows as written."""
     return value if isinstance(value, Text) else Text(str(value), style=style)
+
+
+def middle_truncate(name: str, width: int) -> str:
+    """`name` cut to `width` cells in the middle, keeping its head and its tail:
+    "glm5-nvfp4-flashinfer-cutedsl" at 20 is "glm5-nvfp4-…-cutedsl". Profile names share their
+    heads ("glm5-nvfp4-flashinfer-cutlass" / "…-cutedsl"); the tail is what tells them apart, so
+    the tail keeps the larger share and, where it holds a "-", "_" or ".", starts there."""
+    if width <= 0:
+        return ""
+    if cell_len(name) <= width:
+        return name
+    if width == 1:
+        return "…"
+    room = width - 1
+    tail_n = (room + 1) // 2 + room // 4  # the tail gets about three quarters
+    tail_n = min(tail_n, room)
+    tail = name[len(name) - tail_n:]
+    # Start the tail at a word boundary ("-cutedsl", not "lashinfer-cutedsl"), giving the
+    # spare cells to the head, unless that leaves too short a tail to tell names apart.
+    for k, ch in enumerate(tail):
+        if ch in "-_." and tail_n - k >= 4:
+            tail = tail[k:]
+            break
+    head = name[: room - len(tail)]
+    return f"{head}…{tail}"
 
 
 def plain_cells(cells: Iterable[object]) -> tuple[object, ...]:

@@ -69,7 +69,7 @@ async def test_dashboard_shows_eight_gpus_from_injected_samples(make_app):
         text = table_text(table)
         assert "PWR CAP" in text  # GPU 5 reports sw_power_cap
         assert "jupyter:999" in text  # a foreign process on GPU 7
-        assert "sim-flashinfer…" in text  # pid 4242 is the managed server (name truncated to fit)
+        assert "sim-fl…-cutlass" in text  # pid 4242 is the managed server (name cut in the middle)
         # Three samples posted in one burst collapse to the newest (can_replace).
         assert list(app.live.gpu_util[0]) == [62.0]
 

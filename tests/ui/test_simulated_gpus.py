@@ -85,7 +85,7 @@ async def _check_dashboard(make_app, sim) -> None:
         for i in (0, 1, 2, 3, 4, 6, 7):
             assert "PWR CAP" in rows[i], rows[i]
             if i != 3:  # GPU 3 lists the foreign process first (it must not be cut off)
-                assert "sim-flashinfer…" in rows[i] or "sim-flashinfer-cutlass" in rows[i], rows[i]
+                assert "sim-fl…-cutlass" in rows[i] or "sim-flashinfer-cutlass" in rows[i], rows[i]
         assert "sglang" not in " ".join(rows.values())  # no scheduler shown as a stranger
         foreign = next(p for p in snapshot.gpus[3].processes if p.name == "foreign-burn")
         assert "foreign-burn" not in rows[0] and "foreign-b" in rows[3], rows[3]

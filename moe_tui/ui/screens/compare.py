@@ -24,6 +24,8 @@ from moe_tui.ui.widgets.compare_grid import CompareGrid, cell_detail
 from moe_tui.ui.widgets.key_bar import KeyBar
 from moe_tui.ui.widgets.throughput_chart import ThroughputChart
 
+NARROW_PICKER_LABEL = 22  # cells a profile name gets in one of two pickers on an 80-column terminal
+
 
 def diff_text(grid: Any) -> Text:
     """The profile diff and whole-comparison warnings above the grid (strings from the core)."""
@@ -123,9 +125,13 @@ class CompareScreen(LiveScreen):
         if names != self._choices:
             self._choices = list(names)
             keep = (base.value, cand.value)
+            # Names are plain text, never markup; on a narrow terminal cut in the middle so that
+            # the tail, which tells GLM-5 profiles apart, still shows in a half-width picker.
+            width = NARROW_PICKER_LABEL if self.app.has_class("-narrow") else 10_000
+            options = [(Text(render.middle_truncate(n, width)), n) for n in names]
             with self.prevent(Select.Changed):
-                base.set_options([(Text(n), n) for n in names])  # names are plain text, never markup
-                cand.set_options([(Text(n), n) for n in names])
+                base.set_options(options)
+                cand.set_options(options)
                 pair = self.control.compare_pair
                 if pair is None and len(names) >= 2:
                     pair = (names[0], names[1])

@@ -19,6 +19,8 @@ from moe_tui.ui import render
 # The load generator reports how late it fires requests relative to plan; past this, the
 # numbers describe the client as much as the server (the core flags the finished run itself).
 CLIENT_LAG_WARN_MS = 50.0
+# The head line must fit 80 columns with its SIMULATED badge: long profile names are cut in the middle.
+PROFILE_WIDTH = 24
 
 
 def _put(widget: Static, content: object) -> None:
@@ -68,12 +70,13 @@ class BenchPanel(Vertical):
             self.border_subtitle = ""
             _put(head, Text("no benchmark running", style="dim"))
             last = bench.last_finished
-            _put(stats, Text(f"last run #{last.run_id} {last.profile}: {last.status}") if last else "")
+            _put(stats, Text(f"last run #{last.run_id} {render.middle_truncate(last.profile, PROFILE_WIDTH)}: "
+                             f"{last.status}") if last else "")
             return
         parts: list[Text | str] = [Text(f"run #{run.run_id}", style="bold")]
         if run.queue_item_id is not None:
             parts.append(f"item {run.queue_item_id}")
-        parts.append(Text(run.profile, style="cyan"))
+        parts.append(Text(render.middle_truncate(run.profile, PROFILE_WIDTH), style="cyan"))
         parts.append(Text(f"spec {run.fingerprint[:12]}", style="dim"))
         if live.is_simulated(run.profile):
             parts.append(render.badge("SIMULATED", "bold white on magenta"))

@@ -44,6 +44,8 @@ COLUMNS = (
 # temperature, stress and who holds it. Fits 80 columns with the panel border.
 COMPACT_COLUMNS = ("gpu", "util", "mem_gib", "power", "temp", "events", "procs")
 
+NO_GPU_HINT = "simulated GPUs appear here when a simulated server runs"
+
 SHORT_EVENTS = {
     "sw_power_cap": "PWR CAP", "hw_slowdown": "HW SLOW", "sw_thermal": "THERMAL",
     "hw_thermal": "HW THERM", "hw_power_brake": "PWR BRK",
@@ -62,25 +64,7 @@ def gpu_cells(gpu: GpuSample, util_hist: Sequence[float], mem_hist: Sequence[flo
         events = Text("idle", style="dim")
     else:
         events = ""
-    procs = Text()
-    if gpu.processes is None:
-        procs.append("lost" if gpu.lost else "n/a", style="dim")
-    elif not gpu.processes:
-        procs.append("—", style="dim")
-    else:
-        # Foreign processes first: in a narrow cell they are what must not be cut off.
-        ordered = sorted(gpu.processes, key=lambda p: owners.get(p.pid) is not None)
-        for n, proc in enumerate(ordered[:3]):
-            if n:
-                procs.append(" ")
-            owner = owners.get(proc.pid)
-            if owner:
-                procs.append(owner, style="cyan")
-            else:
-                procs.append(f"{proc.name or '?'}:{proc.pid}", style="bold black on yellow")  # foreign
-        if len(gpu.processes) > 3:
-            procs.append(f" +{len(gpu.processes) - 3}", style="dim")
-        procs.truncate(PROCS_WIDTH, overflow="ellipsis")
+    procs = holders_text(gpu, owners)
     total = gpu.mem_total_bytes
     if total and total >= 100 * 2**30 and gpu.mem_used_bytes is not None:
         # A 141 GB card: whole GiB, else "122.3/140" would not fit the column.
@@ -100,6 +84,37 @@ def gpu_cells(gpu: GpuSample, util_hist: Sequence[float], mem_hist: Sequence[flo
         events,
         procs,
     )
+
+
+def holders_text(gpu: GpuSample, owners: Mapping[int, str]) -> Text:
+    """Who holds the GPU, in PROCS_WIDTH cells: foreign processes first (highlighted name:pid),
+    then each managed profile once, its name cut in the middle (its tail tells profiles apart)."""
+    procs = Text()
+    if gpu.processes is None:
+        procs.append("lost" if gpu.lost else "n/a", style="dim")
+        return procs
+    if not gpu.processes:
+        procs.append("—", style="dim")
+        return procs
+    # Foreign processes first: in a narrow cell they are what must not be cut off.
+    entries: list[tuple[str, str]] = []
+    for proc in sorted(gpu.processes, key=lambda p: owners.get(p.pid) is not None):
+        owner = owners.get(proc.pid)
+        entry = (owner, "cyan") if owner else (f"{proc.name or '?'}:{proc.pid}", "bold black on yellow")
+        if entry not in entries:  # a server's workers on one GPU: its profile once
+            entries.append(entry)
+    shown, more = entries[:3], len(entries) - 3
+    suffix = f" +{more}" if more > 0 else ""
+    room = max(PROCS_WIDTH - len(suffix) - (len(shown) - 1), len(shown))
+    for n, (label, style) in enumerate(shown):
+        if n:
+            procs.append(" ")
+        width = room // len(shown) + (1 if n < room % len(shown) else 0)
+        procs.append(render.middle_truncate(label, width) if style == "cyan" else label, style=style)
+    if suffix:
+        procs.append(suffix, style="dim")
+    procs.truncate(PROCS_WIDTH, overflow="ellipsis")
+    return procs
 
 
 class GpuPanel(Vertical):
@@ -131,7 +146,8 @@ class GpuPanel(Vertical):
             return
         if not snapshot.available or not snapshot.gpus:
             reason = snapshot.reason or "no GPUs reported by NVML"
-            note.update(Text.assemble(("GPU telemetry unavailable: ", "bold"), reason))
+            note.update(Text.assemble(("GPU telemetry unavailable: ", "bold"), reason, "\n",
+                                      (NO_GPU_HINT, "dim")))
             note.display = True
             table.display = False
             self.border_subtitle = ""

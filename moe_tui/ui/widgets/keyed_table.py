@@ -6,24 +6,30 @@ are updated, all inside one `batch_update`. The cursor stays on the same row key
 
 `show_columns(keys)` narrows the table to some of its columns (narrow terminals): rows always
 carry every column's cell; the table rebuilds itself from them only when the set changes.
+
+Columns named in `middle_cut` (profile names) are cut in the middle to their current width
+(`render.middle_truncate`), never at the end: the end of a profile name is what tells two apart.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from rich.text import Text
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist
 
-from moe_tui.ui.render import plain_cells
+from moe_tui.ui.render import middle_truncate, plain
 
 
 class KeyedTable(DataTable):
-    def __init__(self, columns: Sequence[tuple[str, str, int | None]], **kwargs: Any) -> None:
+    def __init__(self, columns: Sequence[tuple[str, str, int | None]], *,
+                 middle_cut: Collection[str] = (), **kwargs: Any) -> None:
         kwargs.setdefault("cursor_type", "row")
         super().__init__(**kwargs)
         self._column_spec = list(columns)
+        self._middle_cut = frozenset(middle_cut)
         self._cells: dict[str, tuple[Any, ...]] = {}
         self._order: list[str] = []
         self._visible = [c[0] for c in self._column_spec]
@@ -37,11 +43,19 @@ class KeyedTable(DataTable):
             if key in self._visible:
                 self.add_column(label, key=key, width=self._widths.get(key, width))
 
-    def _project(self, cells: tuple[Any, ...]) -> tuple[Any, ...]:
+    def _cell(self, key: str, value: Any) -> Any:
         # Cells hold user data (names, errors): plain Text, never markup.
-        if len(self._visible) == len(self._column_spec):
-            return plain_cells(cells)
-        return plain_cells(cell for (key, _, _), cell in zip(self._column_spec, cells) if key in self._visible)
+        if not isinstance(value, str | Text):
+            return value
+        text = plain(value)
+        width = self._widths.get(key) or next((w for k, _, w in self._column_spec if k == key), None)
+        if key in self._middle_cut and width and text.cell_len > width:
+            text = Text(middle_truncate(text.plain, width), style=text.style)
+        return text
+
+    def _project(self, cells: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(self._cell(key, cell) for (key, _, _), cell in zip(self._column_spec, cells)
+                     if key in self._visible)
 
     def show_columns(self, keys: Sequence[str] | Mapping[str, int] | None) -> None:
         """Show only these columns (None: all); a mapping also gives their widths. Rebuilds the
@@ -97,7 +111,7 @@ class KeyedTable(DataTable):
                 elif old != cells:
                     for col, before, after in zip(column_keys, old, cells):
                         if before != after and col in self._visible:
-                            self.update_cell(key, col, after)
+                            self.update_cell(key, col, self._cell(col, after))
                 self._cells[key] = cells
             wanted = list(rows)
             current = [k for k in self._order if k in rows] + [k for k in wanted if k not in self._order]

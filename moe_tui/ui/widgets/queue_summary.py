@@ -26,9 +26,12 @@ class QueueSummary(Static):
         text.append(" · ".join(shown) if shown else "empty", style="")
         if not (live.paused and live.activity == "paused"):  # the badge already says it
             text.append("   ")
-            text.append(live.activity, style="bold cyan" if live.activity not in ("idle", "paused") else "dim")
+            # "idle: waiting for queue items": the colon keeps the two apart (the trailing space
+            # belongs to the first span: SVG renderers drop a span's leading blank).
+            style = "bold cyan" if live.activity not in ("idle", "paused") else "dim"
+            text.append(f"{live.activity}: " if live.detail else live.activity, style=style)
             if live.detail:
-                text.append(f" {live.detail}", style="dim")
+                text.append(live.detail, style="dim")
         elif live.paused:
             text.append("   resume to continue", style="dim")
         current = live.current_row()

@@ -42,7 +42,7 @@ def queue_cells(n: int, row: QueueRow, current: int | None) -> tuple[object, ...
 
 class QueueTable(KeyedTable):
     def __init__(self, **kwargs) -> None:
-        super().__init__(COLUMNS, zebra_stripes=True, **kwargs)
+        super().__init__(COLUMNS, zebra_stripes=True, middle_cut={"profile"}, **kwargs)
 
     def show(self, rows: Sequence[QueueRow], current: int | None) -> None:
         self.sync({str(r.id): queue_cells(n, r, current) for n, r in enumerate(rows, start=1)})

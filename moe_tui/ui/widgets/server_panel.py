@@ -64,7 +64,7 @@ class ServerPanel(Vertical):
     """
 
     def compose(self) -> ComposeResult:
-        yield KeyedTable(COLUMNS, id="server-table")
+        yield KeyedTable(COLUMNS, id="server-table", middle_cut={"profile"})
         yield Static("", id="server-log-tail", markup=False)
 
     def on_mount(self) -> None:

@@ -113,12 +113,14 @@ def _dump(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=_json_default, allow_nan=True)
 
 
-def _json_default(value: Any) -> Any:
+def _json_default(value: Any, verb: str = "store") -> Any:
+    """JSON for what the store (and the spill file, `moe_tui.recording`) keeps beyond plain JSON:
+    sets and tuples as lists, paths as strings; anything else is refused naming its type."""
     if isinstance(value, (set, frozenset, tuple)):
         return list(value)
     if isinstance(value, Path):
         return str(value)
-    raise TypeError(f"cannot store {type(value).__name__} as JSON")
+    raise TypeError(f"cannot {verb} {type(value).__name__} as JSON")
 
 
 def _server_start_dict(row: sqlite3.Row) -> dict[str, Any]:

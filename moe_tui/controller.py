@@ -50,7 +50,8 @@ The facade (what the TUI calls in-process, or as `op` names through `RunnerClien
     await call(op, **args)                    dispatch by name (the ops above; the runner uses it)
 
 Split across modules: the per-item steps in `controller_items` (ItemWork), queue ops and start-up
-recovery in `controller_ops` (QueueOps, Recovery), storing a run in `recording`. No Textual here.
+recovery in `controller_ops` (QueueOps, Recovery), the GPU sampler and its relay in
+`controller_telemetry` (TelemetryRelay), storing a run in `recording`. No Textual here.
 """
 
 from __future__ import annotations
@@ -73,11 +74,11 @@ from moe_tui.controller_items import (  # noqa: F401  (re-exported: the controll
     tokenizer_for,
 )
 from moe_tui.controller_ops import ControllerError, QueueOps, Recovery
+from moe_tui.controller_telemetry import TelemetryRelay
 from moe_tui.events import (
     BenchProgress,
     ControllerStatus,
     Event,
-    GpuTelemetry,
     Notice,
     QueueChanged,
     RunFinished,
@@ -106,7 +107,7 @@ OPS: dict[str, str] = {
 }
 
 
-class Controller(ItemWork, QueueOps, Recovery):
+class Controller(ItemWork, QueueOps, Recovery, TelemetryRelay):
     def __init__(
         self,
         store: Store,
@@ -276,53 +277,6 @@ class Controller(ItemWork, QueueOps, Recovery):
         if self._lock is not None:
             self._lock.release()
             self._lock = None
-
-    # -- telemetry ----------------------------------------------------------------------------
-    def _start_telemetry(self) -> None:
-        if self._telemetry is False:
-            self._telemetry = None
-            return
-        if self._telemetry is None:
-            try:
-                from moe_tui.telemetry import ControlRoomSampler, TelemetryThread, sim_sources
-
-                # NVML when a driver answers, else the simulated GPUs of the emulators we run.
-                sampler = ControlRoomSampler(lambda: sim_sources(self.servers.live()))
-                self._telemetry = TelemetryThread(sampler.sample, interval_s=self._telemetry_interval_s)
-                self._telemetry.start()
-                self._owns_telemetry = True
-            except Exception as exc:  # no telemetry is a flag on the run, never a stop
-                self._notice("warning", f"GPU telemetry unavailable: {exc}")
-                self._telemetry = None
-        if self._telemetry is not None:
-            self._unsubs.append(self._telemetry.subscribe(self._relay_telemetry))
-
-    def _relay_telemetry(self, snapshot: Any) -> None:
-        """The one GPU sampler feeds the TUI too: every snapshot while NVML answers, and the first
-        one that says why it does not (no driver will not appear while we run)."""
-        self._last_telemetry = snapshot.to_dict()
-        if snapshot.available or self._telemetry_was_available is not False:
-            self._emit(GpuTelemetry(snapshot=self._last_telemetry, owners=self._gpu_owners(snapshot)))
-        self._telemetry_was_available = bool(snapshot.available)
-
-    def _gpu_owners(self, snapshot: Any) -> dict[str, str]:
-        """pid -> profile for the snapshot's GPU processes that are a server's (leader or descendant,
-        or carrying its marker): the dashboard's owner column, decided here once, not in the UI."""
-        try:
-            from moe_tui.telemetry import gpu_owners
-
-            live = self.servers.live()
-            leaders = {s.name: s.pid for s in live if s.pid}
-            markers = {s.name: s.server_id for s in live}
-            pids = {p.pid for g in snapshot.gpus for p in (g.processes or ())}
-            owners = gpu_owners(pids, leaders, markers) | {pid: name for name, pid in leaders.items() if pid}
-            return {str(pid): name for pid, name in owners.items()}
-        except Exception:  # a process that vanished mid-read: no owners this second, never a stop
-            return {}
-
-    def _stop_telemetry(self) -> None:
-        if self._owns_telemetry and self._telemetry is not None:
-            self._telemetry.stop()
 
     # -- external changes ---------------------------------------------------------------------
     def _read_data_version(self) -> int | None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from moe_tui.events import BenchProgress, RunFinished, RunStarted
+from moe_tui.judgement import SIM_ENGINE
 from moe_tui.profiles import ServerProfile, load_profiles
 from moe_tui.provenance import build_provenance
 from moe_tui.queue import QueueItem, warmup_spec
@@ -282,7 +283,7 @@ def spec_as_run(spec: BenchmarkSpec) -> BenchmarkSpec:
 def tokenizer_for(profile: ServerProfile) -> str:
     """What sglang.bench_serving loads as the tokenizer: the emulator's bundled one, or the
     model's own folder (offline: the client must not reach a hub)."""
-    if profile.engine == "sim":
+    if profile.engine == SIM_ENGINE:
         return str(Path(__file__).resolve().parent / "sim" / "tokenizer")
     return profile.model_path
 

@@ -199,6 +199,44 @@ _REQUIRED = ("name", "engine", "model_path", "moe_runner_backend")
 
 
 def profile_from_dict(data: Mapping[str, Any], where: str = "<profile>") -> ServerProfile:
+    """A validated ServerProfile from one profile table; the first problem raises ProfileError
+    naming `where` and the key. Checks run in a fixed order: keys and types, identity (name,
+    engine, model, backend), placement (sizes, port, GPUs, host), then the nested tables."""
+    _check_keys_and_types(data, where)
+    _check_identity(data, where)
+    _check_placement(data, where)
+    _check_tables(data, where)
+    env = data.get("env", {})
+    return ServerProfile(
+        name=data["name"],
+        engine=data["engine"],
+        model_path=data["model_path"],
+        moe_runner_backend=data["moe_runner_backend"],
+        served_model_name=data.get("served_model_name", ""),
+        tp_size=data.get("tp_size", 1),
+        ep_size=data.get("ep_size", 1),
+        quantization=data.get("quantization", ""),
+        gpus=tuple(data.get("gpus", [])),
+        host=data.get("host", "127.0.0.1"),
+        port=data.get("port", 30000),
+        startup_timeout_s=float(data.get("startup_timeout_s", 1800.0)),
+        extra_args=tuple(data.get("extra_args", [])),
+        env={k: str(v) for k, v in env.items()},
+        python=data.get("python", ""),
+        description=data.get("description", ""),
+        sim=dict(data.get("sim", {})),
+        roofline=dict(data.get("roofline", {})),
+        source=where,
+    )
+
+
+def _need(where: str, ok: bool, key: str, message: str) -> None:
+    if not ok:
+        raise ProfileError(where, key, message)
+
+
+def _check_keys_and_types(data: Mapping[str, Any], where: str) -> None:
+    """Unknown keys (with a did-you-mean), missing required keys, wrong value types."""
     known = list(_FIELD_TYPES)
     for key in data:
         if key not in _FIELD_TYPES:
@@ -214,87 +252,71 @@ def profile_from_dict(data: Mapping[str, Any], where: str = "<profile>") -> Serv
             want = " or ".join("table" if t is dict else "array" if t is list else t.__name__ for t in types)
             raise ProfileError(where, key, f"expected {want}, got {type(value).__name__} {value!r}")
 
-    def need(ok: bool, key: str, message: str) -> None:
-        if not ok:
-            raise ProfileError(where, key, message)
 
+def _check_identity(data: Mapping[str, Any], where: str) -> None:
+    """Name and description (untrusted text), engine, model path and MoE runner backend."""
     problem = name_problem(data["name"])
-    need(problem is None, "name", (problem or "").removeprefix("name "))
+    _need(where, problem is None, "name", (problem or "").removeprefix("name "))
     problem = text_problem(data.get("description", ""))
-    need(problem is None, "description", problem or "")
-    need(data["engine"] in ENGINES, "engine", f"must be one of {', '.join(ENGINES)}, got {data['engine']!r}")
-    need(bool(data["model_path"].strip()), "model_path", "must not be empty")
+    _need(where, problem is None, "description", problem or "")
+    _need(where, data["engine"] in ENGINES, "engine",
+          f"must be one of {', '.join(ENGINES)}, got {data['engine']!r}")
+    _need(where, bool(data["model_path"].strip()), "model_path", "must not be empty")
     backend = data["moe_runner_backend"]
     if backend not in MOE_RUNNER_BACKENDS:
         hint = difflib.get_close_matches(backend, MOE_RUNNER_BACKENDS, n=1)
         extra = f"; did you mean '{hint[0]}'?" if hint else ""
         raise ProfileError(where, "moe_runner_backend",
                            f"{backend!r} is not an SGLang 0.5.23 MoE runner backend{extra}")
+
+
+def _check_placement(data: Mapping[str, Any], where: str) -> None:
+    """Parallel sizes, port, start-up timeout, GPU list (against tp_size) and host."""
     for key in ("tp_size", "ep_size"):
         if key in data:
-            need(1 <= data[key] <= 1024, key, f"must be in [1, 1024], got {data[key]}")
+            _need(where, 1 <= data[key] <= 1024, key, f"must be in [1, 1024], got {data[key]}")
     port = data.get("port", 30000)
-    need(1024 <= port <= 65535, "port",
-         f"must be in [1024, 65535] (ports below 1024 need root), got {port}")
+    _need(where, 1024 <= port <= 65535, "port",
+          f"must be in [1024, 65535] (ports below 1024 need root), got {port}")
     timeout = data.get("startup_timeout_s", 1800.0)
-    need(0 < timeout <= 86400, "startup_timeout_s", f"must be in (0, 86400] seconds, got {timeout}")
+    _need(where, 0 < timeout <= 86400, "startup_timeout_s", f"must be in (0, 86400] seconds, got {timeout}")
     gpus = data.get("gpus", [])
     for g in gpus:
-        need(isinstance(g, int) and not isinstance(g, bool) and 0 <= g < 1024, "gpus",
-             f"GPU indices must be integers >= 0, got {g!r}")
-    need(len(set(gpus)) == len(gpus), "gpus", f"lists a GPU twice: {gpus}")
+        _need(where, isinstance(g, int) and not isinstance(g, bool) and 0 <= g < 1024, "gpus",
+              f"GPU indices must be integers >= 0, got {g!r}")
+    _need(where, len(set(gpus)) == len(gpus), "gpus", f"lists a GPU twice: {gpus}")
     tp = data.get("tp_size", 1)
     if gpus:
-        need(len(gpus) >= tp, "gpus", f"lists {len(gpus)} GPU(s) but tp_size is {tp}")
+        _need(where, len(gpus) >= tp, "gpus", f"lists {len(gpus)} GPU(s) but tp_size is {tp}")
     host = data.get("host", "127.0.0.1")
     if host != "localhost":
         try:
             ipaddress.ip_address(host)
         except ValueError:
             raise ProfileError(where, "host", f"{host!r} is not an IP address or 'localhost'") from None
-    extra_args = data.get("extra_args", [])
-    for arg in extra_args:
-        need(isinstance(arg, str), "extra_args", f"entries must be strings, got {arg!r}")
+
+
+def _check_tables(data: Mapping[str, Any], where: str) -> None:
+    """extra_args (no flag the profile's own keys set), env values, the sim table, the roofline table."""
+    for arg in data.get("extra_args", []):
+        _need(where, isinstance(arg, str), "extra_args", f"entries must be strings, got {arg!r}")
         flag = arg.split("=", 1)[0]
-        need(flag not in _OWNED_FLAGS, "extra_args",
-             f"{flag} is set by the profile's own key; remove it from extra_args")
-    env = data.get("env", {})
-    for k, v in env.items():
-        need(isinstance(v, (str, int, float)) and not isinstance(v, bool), "env",
-             f"value of {k} must be a string or number, got {v!r}")
+        _need(where, flag not in _OWNED_FLAGS, "extra_args",
+              f"{flag} is set by the profile's own key; remove it from extra_args")
+    for k, v in data.get("env", {}).items():
+        _need(where, isinstance(v, (str, int, float)) and not isinstance(v, bool), "env",
+              f"value of {k} must be a string or number, got {v!r}")
     sim = data.get("sim", {})
     if sim and data["engine"] != "sim":
         raise ProfileError(where, "sim", "is only valid with engine = \"sim\"")
     for k, v in sim.items():
-        need(isinstance(v, (str, int, float, bool)), "sim", f"value of {k} must be a scalar, got {v!r}")
+        _need(where, isinstance(v, (str, int, float, bool)), "sim", f"value of {k} must be a scalar, got {v!r}")
     roofline = data.get("roofline", {})
     if roofline:
         from moe_tui.roofline_inputs import check_roofline_table
 
         problem = check_roofline_table(roofline)
-        need(problem is None, "roofline", problem or "")
-
-    return ServerProfile(
-        name=data["name"],
-        engine=data["engine"],
-        model_path=data["model_path"],
-        moe_runner_backend=backend,
-        served_model_name=data.get("served_model_name", ""),
-        tp_size=tp,
-        ep_size=data.get("ep_size", 1),
-        quantization=data.get("quantization", ""),
-        gpus=tuple(gpus),
-        host=host,
-        port=port,
-        startup_timeout_s=float(timeout),
-        extra_args=tuple(extra_args),
-        env={k: str(v) for k, v in env.items()},
-        python=data.get("python", ""),
-        description=data.get("description", ""),
-        sim=dict(sim),
-        roofline=dict(roofline),
-        source=where,
-    )
+        _need(where, problem is None, "roofline", problem or "")
 
 
 def load_profile(path: str | Path) -> ServerProfile:

@@ -23,20 +23,11 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-# Flags a run can carry. The comparison grid shows them; a delta over a flagged cell says so.
-RUN_FLAGS = {
-    "backend_mismatch": "the server resolved another MoE backend than the profile asked for",
-    "backend_unverified": "the resolved MoE backend could not be read from /server_info",
-    "client_bound": "the benchmark client could not keep up; the number measures the client",
-    "request_errors": "some requests failed",
-    "incomplete": "the run did not finish every request (aborted, timed out or cut short)",
-    "throttled": "a GPU reported a throttling clock event during the run",
-    "clock_drop": "a GPU's SM clock dropped under load during the run",
-    "foreign_gpu_process": "a process other than the server used the GPUs during the run",
-    "simulated": "measured against the SGLang emulator, not a GPU",
-    "no_warmup_pass": "no warmup pass at this concurrency before the timed run",
-    "gpu_lost": "a GPU fell off the bus during the run (NVML: GPU is lost)",
-}
+from moe_tui import judgement as J
+
+# Flags a run can carry, in words: the one list lives in moe_tui.judgement (this name is kept for
+# callers that imported it from here).
+RUN_FLAGS = J.FLAG_WORDS
 
 
 def moe_tui_version() -> str:
@@ -110,7 +101,7 @@ def build_provenance(
     server = dict(server or {})
     server_info = server.get("server_info") or {}
     engine = profile.get("engine", "sglang")
-    simulated = engine == "sim" or bool(server_info.get("simulated"))
+    simulated = J.is_simulated(profile=profile, server_info=server_info)
     spec_dict = spec.canonical_dict()
     return {
         "provenance_schema": 1,
@@ -157,31 +148,35 @@ def run_flags(
 ) -> list[str]:
     """Every flag the run earns, sorted. `bench_flags` are the benchmark's own (client_bound,
     request_errors, incomplete, ...); the rest are derived here so no source is forgotten."""
-    # One spelling per flag: the bench engine writes "client-bound", the store and grid "client_bound".
-    flags = {f.replace("-", "_") for f in bench_flags if f}
+    flags = {J.normalise_flag(f) for f in bench_flags if f}
     if backend_mismatch:
-        flags.add("backend_mismatch")
+        flags.add(J.FLAG_BACKEND_MISMATCH)
     if backend_unverified:
-        flags.add("backend_unverified")
+        flags.add(J.FLAG_BACKEND_UNVERIFIED)
     if simulated:
-        flags.add("simulated")
+        flags.add(J.FLAG_SIMULATED)
     if errors:
-        flags.add("request_errors")
+        flags.add(J.FLAG_REQUEST_ERRORS)
     if status != "complete" or (expected is not None and completed is not None and completed < expected):
-        flags.add("incomplete")
+        flags.add(J.FLAG_INCOMPLETE)
     if not warmup_pass:
-        flags.add("no_warmup_pass")
+        flags.add(J.FLAG_NO_WARMUP_PASS)
     if telemetry:
-        overall = telemetry.get("overall") or {}
-        if overall.get("suspect_clock_events"):
-            flags.add("throttled")
-        from moe_tui.telemetry import CLOCK_DROP_SUSPECT_PCT
-
-        drop = overall.get("sm_clock_drop_pct")
-        if drop is not None and drop >= CLOCK_DROP_SUSPECT_PCT:
-            flags.add("clock_drop")
-        if telemetry.get("foreign_processes"):
-            flags.add("foreign_gpu_process")
-        if overall.get("gpus_lost"):
-            flags.add("gpu_lost")
+        flags |= _telemetry_flags(telemetry)
     return sorted(flags)
+
+
+def _telemetry_flags(telemetry: Mapping[str, Any]) -> set[str]:
+    """Flags from `telemetry.summarize_run`'s dict: throttling, clock drop, foreign processes, lost GPUs."""
+    flags: set[str] = set()
+    overall = telemetry.get("overall") or {}
+    if overall.get("suspect_clock_events"):
+        flags.add(J.FLAG_THROTTLED)
+    drop = overall.get("sm_clock_drop_pct")
+    if drop is not None and drop >= J.CLOCK_DROP_SUSPECT_PCT:
+        flags.add(J.FLAG_CLOCK_DROP)
+    if telemetry.get("foreign_processes"):
+        flags.add(J.FLAG_FOREIGN_GPU_PROCESS)
+    if overall.get("gpus_lost"):
+        flags.add(J.FLAG_GPU_LOST)
+    return flags

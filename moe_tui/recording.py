@@ -31,8 +31,14 @@ from typing import Any
 
 from moe_tui.provenance import build_provenance, run_flags
 from moe_tui.store import Store, StoreError
+from moe_tui.store_records import _json_default
 
 SPILL_PREFIX = "run-"
+
+
+def _spill_json_default(value: Any) -> Any:
+    """The store's JSON rules, worded for the spill file."""
+    return _json_default(value, verb="spill")
 
 
 class RunSpilled(RuntimeError):
@@ -53,7 +59,7 @@ class FinishedRun:
     def to_json(self) -> str:
         return json.dumps({"run_id": self.run_id, "item_id": self.item_id, "item_state": self.item_state,
                            "item_error": self.item_error, "status": self.status, "finish": self.finish},
-                          default=_json_default, allow_nan=True)
+                          default=_spill_json_default, allow_nan=True)
 
     @classmethod
     def from_json(cls, text: str) -> FinishedRun:
@@ -62,14 +68,6 @@ class FinishedRun:
         finish["gpu_samples"] = [tuple(s) for s in finish.get("gpu_samples") or ()]
         return cls(int(data["run_id"]), int(data["item_id"]), str(data["item_state"]), str(data["item_error"]),
                    str(data["status"]), finish)
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"cannot spill {type(value).__name__} as JSON")
 
 
 def finished_run(*, run_id: int, item: Any, spec: Any, server: Any, result: Any, bench_error: str | None,

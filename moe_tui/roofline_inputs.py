@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from moe_tui.gpu_specs import GpuSpec, GpuSpecError, find_gpu, with_overrides
+from moe_tui.judgement import is_simulated
 from moe_tui.model_shape import GROUPS, WEIGHT_BITS, ModelConfigError, ModelShape, model_shape
 from moe_tui.roofline import KV_BYTES, Roofline, decode_roofline
 
@@ -156,7 +157,7 @@ def gpu_for(profile: Mapping[str, Any], nvml_names: Sequence[str] = (), gpu: str
             base, source = find_gpu(table["gpu"]), "profile [roofline] gpu"
         elif names:
             base, source = find_gpu(names[0]), "NVML"
-        elif profile.get("engine") == "sim":
+        elif is_simulated(profile=profile):
             base, source = find_gpu(SIM_DEFAULT_GPU), "the emulator's modelled box"
         elif any(k in table for k in _NUMBER_KEYS):
             base, source = None, "profile [roofline] figures"

@@ -354,25 +354,7 @@ async def stream_request(
                     outcome.fail(f"http_{response.status}",
                                  f"HTTP {response.status} {response.reason or ''}: {body.strip()}")
                     return outcome
-                # Lines are handed on as (buffer, start, end): splitting would copy every byte
-                # of the (long, cumulative) lines once more.
-                pending = b""
-                line = state.line
-                async for piece in response.content.iter_any():
-                    now = perf_counter()
-                    if pending:
-                        piece = pending + piece
-                    find = piece.find
-                    start = 0
-                    newline = find(b"\n")
-                    while newline >= 0:
-                        if newline > start:  # SSE events end with a blank line: skip those
-                            line(piece, start, newline, now)
-                        start = newline + 1
-                        newline = find(b"\n", start)
-                    pending = piece[start:] if start < len(piece) else b""
-                if pending.strip():
-                    line(pending, 0, len(pending), perf_counter())
+                await _feed_lines(response, state)
     except _StreamFailure as exc:
         outcome.fail(exc.kind, str(exc))
         return outcome
@@ -403,7 +385,37 @@ async def stream_request(
         outcome.fail("connect" if outcome.http_status is None else "stream_cut",
                      f"{type(exc).__name__}: {exc}")
         return outcome
-    if not state.done and outcome.finish_reason is None:
+    _judge_stream_end(outcome, state.done)
+    return outcome
+
+
+async def _feed_lines(response: aiohttp.ClientResponse, state: _StreamState) -> None:
+    """Hand every line of the streamed body to `state.line`, stamped with its arrival time.
+    Lines are handed on as (buffer, start, end): splitting would copy every byte of the (long,
+    cumulative) lines once more."""
+    perf_counter = time.perf_counter
+    pending = b""
+    line = state.line
+    async for piece in response.content.iter_any():
+        now = perf_counter()
+        if pending:
+            piece = pending + piece
+        find = piece.find
+        start = 0
+        newline = find(b"\n")
+        while newline >= 0:
+            if newline > start:  # SSE events end with a blank line: skip those
+                line(piece, start, newline, now)
+            start = newline + 1
+            newline = find(b"\n", start)
+        pending = piece[start:] if start < len(piece) else b""
+    if pending.strip():
+        line(pending, 0, len(pending), perf_counter())
+
+
+def _judge_stream_end(outcome: RequestOutcome, done: bool) -> None:
+    """A stream that ended cleanly: ok only with [DONE] or a finish reason, no abort, and text."""
+    if not done and outcome.finish_reason is None:
         outcome.fail("stream_cut", f"stream ended without [DONE] or a finish reason after "
                                    f"{outcome.output_len} tokens")
     elif outcome.finish_reason == "abort":
@@ -412,4 +424,3 @@ async def stream_request(
         outcome.fail("protocol", "stream finished without any generated text")
     else:
         outcome.ok = True
-    return outcome

@@ -58,7 +58,7 @@ from moe_tui.bench.live import LiveStats, LoopLagProbe, selfcheck_flags
 from moe_tui.bench.stall import stall_check
 from moe_tui.bench.workload import WorkItem, Workload, WorkloadError, build_workload, resolve_vocab_size
 from moe_tui.events import BenchProgress
-from moe_tui.judgement import FLAG_SERVER_STALL
+from moe_tui.judgement import FLAG_CLIENT_BOUND, FLAG_SERVER_STALL
 from moe_tui.metrics import calculate_metrics, split_chunk_gaps
 from moe_tui.spec import BenchmarkSpec, SpecError, check_feasible
 
@@ -461,7 +461,7 @@ class _Run:
         check["client_bound"] = bool(check["client_bound_reasons"])
         self.result.selfcheck = check
         if check["client_bound"]:
-            self.result.flags.append("client-bound")
+            self.result.flags.append(FLAG_CLIENT_BOUND)
 
     def status(self, outcomes: list[RequestOutcome], stopped: bool) -> None:
         result = self.result

@@ -100,73 +100,92 @@ async def run_benchmark_subprocess(
         proc = await asyncio.create_subprocess_exec(
             *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             stdin=asyncio.subprocess.DEVNULL, start_new_session=True, env=child_env)
-        stderr_lines: list[str] = []
+        child = _ChildRun(proc, on_progress)
+        code, result = await child.run(stop)
+        if result is None:
+            result = BenchResult(status="failed", spec=spec.canonical_dict(), fingerprint=spec.fingerprint,
+                                 error=f"benchmark process exited with code {code} without a result:\n"
+                                       f"{child.stderr_tail()}",
+                                 errors_by_kind={"client_process": 1})
+        return result
 
-        async def drain_stderr() -> None:
-            assert proc.stderr is not None
-            async for raw in _read_lines(proc.stderr):
-                stderr_lines.append(raw.decode("utf-8", "replace"))
-                del stderr_lines[:-STDERR_TAIL_LINES]
 
-        stderr_task = asyncio.create_task(drain_stderr())
-        latest: list[Any] = []
-        wake = asyncio.Event()
-        finished = False
+class _ChildRun:
+    """One benchmark child: its stdout read as events, its stderr tail kept, progress handed on
+    latest-wins by its own task, and SIGTERM to its group when `stop` is set."""
 
-        async def deliver() -> None:
-            while not finished or latest:
-                await wake.wait()
-                wake.clear()
-                while latest:
-                    await _emit(on_progress, latest.pop())
-                    latest.clear()
+    def __init__(self, proc: asyncio.subprocess.Process, on_progress: ProgressCallback | None):
+        self.proc = proc
+        self.on_progress = on_progress
+        self.stderr_lines: list[str] = []
+        self.latest: list[Any] = []
+        self.wake = asyncio.Event()
+        self.finished = False
 
-        async def stop_on_request() -> None:
-            assert stop is not None
-            await stop.wait()
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+    def stderr_tail(self) -> str:
+        return "\n".join(self.stderr_lines[-STDERR_TAIL_LINES:])
 
-        deliver_task = asyncio.create_task(deliver())
-        stop_task = asyncio.create_task(stop_on_request()) if stop is not None else None
-        result: BenchResult | None = None
+    async def run(self, stop: asyncio.Event | None) -> tuple[int, BenchResult | None]:
+        """Read the child to its end: (exit code, its BenchResult or None). Cancelling kills it."""
+        stderr_task = asyncio.create_task(self._drain_stderr())
+        deliver_task = asyncio.create_task(self._deliver())
+        stop_task = asyncio.create_task(self._stop_on_request(stop)) if stop is not None else None
         try:
-            assert proc.stdout is not None
-            async for raw in _read_lines(proc.stdout):
-                obj = _parse(raw)
-                if obj is None:
-                    continue
-                kind = obj.get("type")
-                if kind == "BenchProgress":
-                    try:
-                        latest.append(event_from_dict(obj))
-                    except (TypeError, KeyError):
-                        continue
-                    wake.set()
-                elif kind == "BenchResult":
-                    obj.pop("type", None)
-                    result = BenchResult.from_dict(obj)
-            code = await proc.wait()
+            result = await self._read_events()
+            code = await self.proc.wait()
             await stderr_task
-            finished = True
-            wake.set()
+            self.finished = True
+            self.wake.set()
             await deliver_task
         except asyncio.CancelledError:
-            await _stop(proc)
+            await _stop(self.proc)
             for task in (stderr_task, deliver_task):
                 task.cancel()
             raise
         finally:
             if stop_task is not None:
                 stop_task.cancel()
-        if result is None:
-            tail = "\n".join(stderr_lines[-STDERR_TAIL_LINES:])
-            result = BenchResult(status="failed", spec=spec.canonical_dict(), fingerprint=spec.fingerprint,
-                                 error=f"benchmark process exited with code {code} without a result:\n{tail}",
-                                 errors_by_kind={"client_process": 1})
+        return code, result
+
+    async def _read_events(self) -> BenchResult | None:
+        result: BenchResult | None = None
+        assert self.proc.stdout is not None
+        async for raw in _read_lines(self.proc.stdout):
+            obj = _parse(raw)
+            if obj is None:
+                continue
+            kind = obj.get("type")
+            if kind == "BenchProgress":
+                try:
+                    self.latest.append(event_from_dict(obj))
+                except (TypeError, KeyError):
+                    continue
+                self.wake.set()
+            elif kind == "BenchResult":
+                obj.pop("type", None)
+                result = BenchResult.from_dict(obj)
         return result
+
+    async def _drain_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        async for raw in _read_lines(self.proc.stderr):
+            self.stderr_lines.append(raw.decode("utf-8", "replace"))
+            del self.stderr_lines[:-STDERR_TAIL_LINES]
+
+    async def _deliver(self) -> None:
+        while not self.finished or self.latest:
+            await self.wake.wait()
+            self.wake.clear()
+            while self.latest:
+                await _emit(self.on_progress, self.latest.pop())
+                self.latest.clear()
+
+    async def _stop_on_request(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
 
 
 def _parse(raw: bytes) -> dict[str, Any] | None:

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from moe_tui.judgement import is_live
+
 
 def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
@@ -208,7 +210,7 @@ def _stop(args: argparse.Namespace) -> int:
         if not targets:
             print(f"{args.profile or 'no server'}: not running")
             for row in rows:
-                if row["state"] in ("starting", "ready", "stopping"):
+                if is_live(row["state"]):
                     store.update_server_start(row["id"], state="stopped", stopped_at=time.time(),
                                               reason=row["reason"] + "; found gone by `server stop`")
             return 0
@@ -236,9 +238,9 @@ def _status(args: argparse.Namespace) -> int:
     for row in rows:
         alive = servers.recorded_server_alive(row)
         state = row["state"]
-        if state in ("starting", "ready", "stopping") and not alive:
+        if is_live(state) and not alive:
             state = f"gone (recorded {state})"
-        elif alive and state not in ("starting", "ready", "stopping"):
+        elif alive and not is_live(state):
             state = f"{state} but STILL RUNNING"
         out.append({
             "start_id": row["id"], "profile": row["profile_name"], "state": state, "alive": alive,

@@ -7,6 +7,7 @@ import socket
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from moe_tui.judgement import SIM_ENGINE
 from moe_tui.profiles import ServerProfile
 from moe_tui.servers.base import ForeignGpuProcessError, GpuConflictError, GpuProbe, GpuView, PortInUseError
 
@@ -85,7 +86,7 @@ def check_gpus(
             )
     warnings: list[str] = []
     # The emulator touches no GPU: the machine's GPUs are not its business.
-    if profile.engine == "sim" or view is None or not profile.gpus:
+    if profile.engine == SIM_ENGINE or view is None or not profile.gpus:
         return warnings
     if view.count is not None:
         missing = sorted(g for g in profile.gpus if g >= view.count)

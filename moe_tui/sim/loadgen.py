@@ -111,11 +111,9 @@ class _Conn:
         return status
 
 
-async def run_load(url: str, concurrency: int, num_prompts: int, input_len: int, output_len: int,
-                   vocab_size: int = 8192, seed: int = 42, timeout_s: float = 600.0,
-                   warm_connections: bool = True) -> LoadResult:
-    parts = urlsplit(url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+def _prompt_bodies(num_prompts: int, input_len: int, output_len: int, vocab_size: int,
+                   seed: int) -> list[bytes]:
+    """The /generate request bodies: random token ids from `seed`, fixed output length."""
     rng = random.Random(seed)
     bodies = []
     for _ in range(num_prompts):
@@ -124,47 +122,67 @@ async def run_load(url: str, concurrency: int, num_prompts: int, input_len: int,
             "input_ids": ids, "stream": True,
             "sampling_params": {"max_new_tokens": output_len, "temperature": 0.0,
                                 "ignore_eos": True}}).encode())
-    ttfts: list[float] = []
-    tpots: list[float] = []
-    e2es: list[float] = []
-    errors: list[str] = []
-    totals = {"tokens": 0, "chunks": 0, "done": 0}
+    return bodies
+
+
+@dataclass
+class _Tally:
+    """What the workers measured, request by request."""
+
+    ttfts: list[float] = field(default_factory=list)
+    tpots: list[float] = field(default_factory=list)
+    e2es: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    tokens: int = 0
+    chunks: int = 0
+    done: int = 0
+
+
+async def _one_request(conn: _Conn, body: bytes, tally: _Tally) -> None:
+    """One streamed /generate: time to first token, tokens (the last completion_tokens), latency."""
+    st = time.perf_counter()
+    state = {"ttft": 0.0, "n": 0}
+
+    def on_event(event: bytes) -> None:
+        tally.chunks += 1
+        if event == b"data: [DONE]":
+            return
+        at = event.rfind(_TOKENS_KEY)
+        if at < 0:
+            raise ValueError(f"chunk without completion_tokens: {event[:120]!r}")
+        if not event.startswith(_EMPTY_TEXT):
+            end = at + len(_TOKENS_KEY)
+            stop = end
+            while event[stop:stop + 1].isdigit():
+                stop += 1
+            state["n"] = int(event[end:stop])
+            if state["ttft"] == 0.0:
+                state["ttft"] = time.perf_counter() - st
+
+    status = await conn.post_stream("/generate", body, on_event)
+    if status != 200:
+        tally.errors.append(f"HTTP {status}")
+        return
+    latency = time.perf_counter() - st
+    n = int(state["n"])
+    tally.tokens += n
+    tally.done += 1
+    tally.ttfts.append(state["ttft"])
+    tally.e2es.append(latency)
+    if n > 1:
+        tally.tpots.append((latency - state["ttft"]) / (n - 1))
+
+
+async def run_load(url: str, concurrency: int, num_prompts: int, input_len: int, output_len: int,
+                   vocab_size: int = 8192, seed: int = 42, timeout_s: float = 600.0,
+                   warm_connections: bool = True) -> LoadResult:
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    bodies = _prompt_bodies(num_prompts, input_len, output_len, vocab_size, seed)
+    tally = _Tally()
     workers = min(concurrency, num_prompts)
     conns = [_Conn(host, port) for _ in range(workers)]
     next_prompt = 0
-
-    async def one(conn: _Conn, body: bytes) -> None:
-        st = time.perf_counter()
-        state = {"ttft": 0.0, "n": 0}
-
-        def on_event(event: bytes) -> None:
-            totals["chunks"] += 1
-            if event == b"data: [DONE]":
-                return
-            at = event.rfind(_TOKENS_KEY)
-            if at < 0:
-                raise ValueError(f"chunk without completion_tokens: {event[:120]!r}")
-            if not event.startswith(_EMPTY_TEXT):
-                end = at + len(_TOKENS_KEY)
-                stop = end
-                while event[stop:stop + 1].isdigit():
-                    stop += 1
-                state["n"] = int(event[end:stop])
-                if state["ttft"] == 0.0:
-                    state["ttft"] = time.perf_counter() - st
-
-        status = await conn.post_stream("/generate", body, on_event)
-        if status != 200:
-            errors.append(f"HTTP {status}")
-            return
-        latency = time.perf_counter() - st
-        n = state["n"]
-        totals["tokens"] += n
-        totals["done"] += 1
-        ttfts.append(state["ttft"])
-        e2es.append(latency)
-        if n > 1:
-            tpots.append((latency - state["ttft"]) / (n - 1))
 
     async def worker(conn: _Conn) -> None:
         nonlocal next_prompt
@@ -172,9 +190,9 @@ async def run_load(url: str, concurrency: int, num_prompts: int, input_len: int,
             body = bodies[next_prompt]
             next_prompt += 1
             try:
-                await one(conn, body)
+                await _one_request(conn, body, tally)
             except Exception as exc:  # noqa: BLE001 - a failed request is a result
-                errors.append(repr(exc))
+                tally.errors.append(repr(exc))
                 conn.close()
                 conn.writer = None
 
@@ -192,11 +210,12 @@ async def run_load(url: str, concurrency: int, num_prompts: int, input_len: int,
             c.close()
     mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
     return LoadResult(
-        concurrency=concurrency, num_prompts=num_prompts, completed=totals["done"],
-        failed=len(errors), duration_s=duration, output_tokens=totals["tokens"],
-        chunks=totals["chunks"], output_throughput=totals["tokens"] / duration,
-        chunk_rate=totals["chunks"] / duration, mean_ttft_ms=mean(ttfts) * 1000,
-        mean_tpot_ms=mean(tpots) * 1000, mean_e2e_ms=mean(e2es) * 1000, errors=errors[:5])
+        concurrency=concurrency, num_prompts=num_prompts, completed=tally.done,
+        failed=len(tally.errors), duration_s=duration, output_tokens=tally.tokens,
+        chunks=tally.chunks, output_throughput=tally.tokens / duration,
+        chunk_rate=tally.chunks / duration, mean_ttft_ms=mean(tally.ttfts) * 1000,
+        mean_tpot_ms=mean(tally.tpots) * 1000, mean_e2e_ms=mean(tally.e2es) * 1000,
+        errors=tally.errors[:5])
 
 
 def main(argv: list[str] | None = None) -> int:

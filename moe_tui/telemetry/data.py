@@ -7,6 +7,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+# A run whose SM clock under load fell this far below the GPU's max SM clock is flagged: the
+# threshold is judgement's (one home for run-trust rules), re-exported here for telemetry callers.
+from moe_tui.judgement import CLOCK_DROP_SUSPECT_PCT  # noqa: F401
+
 # --------------------------------------------------------------------------------------------
 # Clock event ("throttle") reasons
 # --------------------------------------------------------------------------------------------
@@ -34,8 +38,6 @@ SUSPECT_CLOCK_EVENTS: frozenset[str] = frozenset(
     {"sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"}
 )
 
-# A run whose SM clock under load fell this far below the GPU's max SM clock is flagged.
-CLOCK_DROP_SUSPECT_PCT = 10.0
 # A sample counts as "under load" for clock-drop purposes when the GPU was at least this busy and
 # NVML did not call it idle: idle GPUs park their clocks and that is no drop.
 BUSY_UTIL_PCT = 50.0

@@ -225,6 +225,20 @@ SERVER_ARGS_IGNORED: frozenset[str] = frozenset({
     "file_storage_path", "metrics_http_port", "nccl_port", "decode_log_interval",
 })
 SERVER_ARGS_IGNORED_PREFIXES: tuple[str, ...] = ("startup_time.", "internal_states")
+# Per-start values the emulator reports under "sim" (its own draw of the start's speed, drift and
+# run factor, the children's pids, what its faults did): like a pid, they differ at every start.
+SERVER_ARGS_IGNORED |= frozenset({
+    "sim.perf_factor_start", "sim.perf_factor_drift", "sim.perf_factor_run", "sim.runs_seen",
+    "sim.foreign_gpu_pid", "sim.gpus_lost",
+})
+# Any key naming a process id (a leader's, a scheduler's, a detokenizer's) is per start.
+SERVER_ARGS_IGNORED_SUFFIXES: tuple[str, ...] = ("_pid", "_pids")
+# Server args SGLang derives from a compared setting: they change with it, so they are part of what
+# is compared, not a second difference. 0.5.23's server_args.py turns shared-experts fusion off for
+# the flashinfer_cutedsl and flashinfer_trtllm MoE runners.
+DERIVED_SERVER_ARGS: Mapping[str, tuple[str, ...]] = {
+    "moe_runner_backend": ("disable_shared_experts_fusion",),
+}
 # Environment provenance that confounds (another stack or other GPUs) vs. what is only listed beside
 # the control check (a different host or clocks seen say "look", not "another measurement").
 ENVIRONMENT_CONFOUNDERS: tuple[str, ...] = ("sglang_version", "gpu_names", "driver_version")
@@ -233,7 +247,13 @@ ENVIRONMENT_LISTED: tuple[str, ...] = ("hostname", "sm_clock_max_seen_mhz", "sm_
 
 
 def server_arg_ignored(key: str) -> bool:
-    return key in SERVER_ARGS_IGNORED or key.startswith(SERVER_ARGS_IGNORED_PREFIXES)
+    return (key in SERVER_ARGS_IGNORED or key.startswith(SERVER_ARGS_IGNORED_PREFIXES)
+            or key.endswith(SERVER_ARGS_IGNORED_SUFFIXES))
+
+
+def derived_from_varied(key: str, vary: Iterable[str]) -> bool:
+    """A resolved server arg that SGLang sets from one of the varied settings (see DERIVED_SERVER_ARGS)."""
+    return any(field_name(key) in DERIVED_SERVER_ARGS.get(field_name(v), ()) for v in vary)
 
 
 def field_name(key: str) -> str:

@@ -411,3 +411,28 @@ def test_repeats_from_one_server_start_each_are_noise_unknown():
     assert cell.verdict == BETTER
     # Starts not known (imported runs): nothing to judge by, the rule does not apply.
     assert build_grid_from_runs(a, b).cell(64, "output_throughput").verdict == BETTER
+
+
+def test_emulator_per_start_values_and_backend_derived_args_do_not_confound():
+    """What the emulator's /server_info really carries per start (its children's pids, the start's
+    drawn speed factors) and what SGLang derives from the backend itself (shared-experts fusion is
+    off for flashinfer_cutedsl) are not second differences; the demo showed every cell confounded
+    by them. A real second setting in the same args still confounds."""
+    def info(backend, start, fusion_off, **extra):
+        return {"server": {"resolved_args": {
+            "moe_runner_backend": backend, "max_running_requests": 1024, "tp_size": 8,
+            "disable_shared_experts_fusion": fusion_off, **extra,
+            "sim": {"sim_time_scale": 20.0, "detokenizer_pid": 1000 + start, "scheduler_pids": [2000 + start],
+                    "perf_factor_start": 1.0 + start / 100, "perf_factor_drift": 0.999 + start / 1000,
+                    "perf_factor_run": 1.001, "runs_seen": start, "foreign_gpu_pid": None, "gpus_lost": []}}}}
+
+    a = [dataclasses.replace(r, provenance=info("flashinfer_cutlass", i, False), server_start_id=i)
+         for i, r in enumerate(runs("a", 64, [200.0, 201.0, 199.0], 1))]
+    b = [dataclasses.replace(r, provenance=info("flashinfer_cutedsl", 10 + i, True), server_start_id=10 + i)
+         for i, r in enumerate(runs("b", 64, [230.0, 231.0, 229.0], 10, SNAP_B))]
+    cell = build_grid_from_runs(a, b).cell(64, "output_throughput")
+    assert cell.verdict == BETTER, (cell.verdict, cell.reasons)
+    b8 = [dataclasses.replace(r, provenance=info("flashinfer_cutedsl", 10 + i, True, max_running_requests=8))
+          for i, r in enumerate(b)]
+    cell = build_grid_from_runs(a, b8).cell(64, "output_throughput")
+    assert cell.verdict == CONFOUNDED and [c.field for c in cell.confounders] == ["max_running_requests"]

@@ -78,7 +78,7 @@ def _compare(source: str, side_a: Sequence[Mapping[str, str]], side_b: Sequence[
     keys = sorted({k for d in (*side_a, *side_b) for k in d})
     out = []
     for key in keys:
-        if J.varied(key, vary):
+        if J.varied(key, vary) or (source == "server_args" and J.derived_from_varied(key, vary)):
             continue
         va = sorted({d.get(key, missing) for d in side_a})
         vb = sorted({d.get(key, missing) for d in side_b})

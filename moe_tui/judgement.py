@@ -192,8 +192,13 @@ CONTROL_WORDS: Mapping[str, str] = {
 DEFAULT_VARY: frozenset[str] = frozenset({"moe_runner_backend"})
 # Other spellings of a varied field: the emulator reports the profile's ask and its model row.
 VARY_ALIASES: Mapping[str, tuple[str, ...]] = {
+    # The emulator's models of a backend's own behaviour (its performance row, JIT compile stalls,
+    # drifting greedy outputs, a silent fallback) are part of the simulated backend, under both the
+    # profile's spelling (`[sim] jit_stall_ms`) and /server_info's (`sim.sim_jit_stall_ms`).
     "moe_runner_backend": ("moe_runner_backend", "resolved_backend", "sim.requested_moe_runner_backend",
-                           "sim.perf_row"),
+                           "sim.perf_row", "sim.jit_stall_ms", "sim.sim_jit_stall_ms",
+                           "sim.fault_output_drift_after", "sim.sim_fault_output_drift_after",
+                           "sim.fallback_backend", "sim.sim_fallback_backend"),
 }
 # A better/worse verdict needs at least this relative effect (point estimate), besides significance.
 MIN_EFFECT_PCT = 2.0

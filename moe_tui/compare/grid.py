@@ -283,7 +283,8 @@ def method_lines(settings: CompareSettings, families: Sequence[FamilySummary]) -
         f"{(prim.max_false_rate if prim else 0) * 100:g}% of grids (primary) and "
         f"{(sec.max_false_rate if sec else 0) * 100:g}% (secondary).",
         "Noise: each metric's relative spread pooled over the grid's tested cells; a side clearly noisier than the "
-        "pool (F test, 1%) keeps its own. Zero spread or one run on a side: noise unknown.",
+        "pool (F test, 1%) keeps its own. Zero spread, one run, or every run from one server start on a side: "
+        "noise unknown.",
         f"Flagged runs ({', '.join(sorted(J.SUSPECT_FLAGS))}) are left out of the mean"
         + (" (included now, so their cells are unreliable)" if settings.include_flagged else "")
         + f"; a cell needs {J.MIN_CLEAN_RUNS} clean runs a side.",

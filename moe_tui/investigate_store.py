@@ -63,12 +63,16 @@ def evidence_from_grid(grid: Any, store: Any) -> GridEvidence:
                                       for r in recs if (r.provenance.get("warmup_pass") or {}).get("duration_s")]),
             )
         ci = (c.ci_low_pct, c.ci_high_pct) if c.ci_low_pct is not None and c.ci_high_pct is not None else None
+        # The spec both sides ran, whatever the verdict: an unreliable or confounded cell is the
+        # one most worth re-running (only a refused cell has no shared spec).
+        fp_a, fp_b = grid.point("baseline", c.concurrency).fingerprint, grid.point("candidate", c.concurrency).fingerprint
+        shared = fp_a if fp_a and fp_a == fp_b else None
         cells.append(CellEvidence(
             concurrency=c.concurrency, metric=c.metric, higher_is_better=c.higher_is_better,
             verdict=c.verdict, baseline=sides["baseline"],
             candidate=sides["candidate"], delta_pct=c.delta_pct, ci_pct=ci, planned_repeats=c.repeats_needed,
-            spec=dict(grid.specs[c.fingerprint]) if c.comparable and c.fingerprint in grid.specs else None,
-            fingerprint=c.fingerprint if c.comparable else None,
+            spec=dict(grid.specs[shared]) if shared in grid.specs else None,
+            fingerprint=shared,
             flags={s: tuple(f) for s, f in (("baseline", c.baseline_flags), ("candidate", c.candidate_flags)) if f},
         ))
     # The grid's own equivalence test decides the control state (agrees needs 3+ runs a side).

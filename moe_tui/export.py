@@ -88,6 +88,14 @@ def csv_text(text: Any) -> str:
     return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _num(x: float | None, digits: int = 4) -> str:
     if x is None:
         return ""
@@ -261,7 +269,10 @@ def export_comparison(grid: ComparisonGrid, directory: str | Path, *, stem: str 
         from moe_tui.grid_extras import extras_csv_rows
 
         buf = io.StringIO()
-        csv.writer(buf, lineterminator="\n").writerows(extras_csv_rows(grid.extras))
+        # The same rule as the grid CSV: a text cell (a reason naming a model path, the gate's words)
+        # never starts like a formula; numbers stay numbers.
+        rows = [[c if _is_number(c) else csv_text(c) for c in row] for row in extras_csv_rows(grid.extras)]
+        csv.writer(buf, lineterminator="\n").writerows(rows)
         write_atomic(directory / f"{stem}-roofline.csv", buf.getvalue())
     write_atomic(paths.markdown, render_markdown(grid, generated_at=generated_at, plot_name=paths.png.name,
                                                  version=version))

@@ -153,3 +153,22 @@ def test_export_writes_markdown_csv_png_svg_side_by_side(tmp_path):
     md = paths.markdown.read_text()
     assert f"]({paths.png.name})" in md and paths.csv.read_text() == render_csv(grid)
     assert sorted(p.name for p in paths.markdown.parent.iterdir()) == sorted(p.name for p in paths.all())
+
+
+def test_roofline_csv_text_cells_never_start_like_a_formula(tmp_path):
+    """The roofline CSV beside the grid carries text (a reason, the gate's words) that can come from
+    a profile or an imported record: the same formula guard as the grid CSV; numbers stay numbers."""
+    import dataclasses
+
+    from moe_tui.correctness import GateVerdict
+    from moe_tui.grid_extras import GridExtras, RooflineCell
+
+    a, b = golden_runs()
+    grid = build_grid_from_runs(a, b, baseline_name="glm5-cutlass", candidate_name="glm5-cutedsl")
+    evil = "=HYPERLINK(\"http://x\")"
+    extras = GridExtras(GateVerdict("not_comparable", "-1 prompts"),
+                        {64: RooflineCell(64, None, -12.5, 3, None, why_not=evil)}, {})
+    export_mod.export_comparison(dataclasses.replace(grid, extras=extras), tmp_path, stem="x")
+    rows = list(csv.reader(io.StringIO((tmp_path / "x-roofline.csv").read_text())))
+    assert rows[1] == ["64", "baseline", "", "'" + evil, "-12.500", ""], rows
+    assert rows[-1][-1] == "'-1 prompts"

@@ -12,7 +12,7 @@ import io
 import pytest
 from runner_support import Env, free_port, wait_gone
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # Fast enough for CI, slow enough that the client and the emulator keep up at concurrency 1024:
 # --stream-interval 16 sends a chunk every 16 tokens, like SGLang's own flag of that name.

@@ -5,7 +5,8 @@ metrics, status, flags), per-request records, GPU samples, campaigns and queue i
 carries a version (`PRAGMA user_version`) and upgrades through ordered migrations. Every write is
 one transaction, so a crash or a failed disk write leaves the previous state intact; failures
 surface as `StoreError` naming the file. Server-start and gate-sample records live in the
-`moe_tui.store_records` mixin; the schema and migrations in `moe_tui.store_schema`.
+`moe_tui.store_records` mixin; usage, archive, prune and sample retention in the
+`moe_tui.store_retention` mixin; the schema and migrations in `moe_tui.store_schema`.
 
 The runner process writes and the TUI reads at the same time: WAL lets readers proceed while a
 writer commits, and `busy_timeout` waits out short write locks instead of failing. A write lock
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from moe_tui.store_records import StartAndGateRecords, _dump, _json_default, _server_start_dict  # noqa: F401  (re-exported)
+from moe_tui.store_retention import RetentionRecords
 from moe_tui.store_schema import _MIGRATIONS, SCHEMA_VERSION, _split_sql, _Tx  # noqa: F401  (re-exported)
 
 RUN_STATUSES = ("running", "complete", "incomplete", "failed")
@@ -113,7 +115,7 @@ class RunRecord:
         return self.fingerprint[:12]
 
 
-class Store(StartAndGateRecords):
+class Store(StartAndGateRecords, RetentionRecords):
     """A handle on the SQLite store. Thread-safe: one connection guarded by a lock."""
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float | None = None,
@@ -325,12 +327,17 @@ class Store(StartAndGateRecords):
                            " ttft, latency, itl_json, finish_reason, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                            request_rows)
             tx.executemany("INSERT INTO gpu_samples (run_id, t, sample_json) VALUES (?,?,?)", sample_rows)
-            if close_item is None:
-                return False
-            item_id, state, item_error = close_item
-            cur = tx.execute("UPDATE queue_items SET state = ?, error = ?, run_id = ?, updated_at = ?"
-                             " WHERE id = ? AND state = 'running'", (state, item_error, run_id, time.time(), item_id))
-            return cur.rowcount == 1
+            closed = False
+            if close_item is not None:
+                item_id, state, item_error = close_item
+                cur = tx.execute("UPDATE queue_items SET state = ?, error = ?, run_id = ?, updated_at = ?"
+                                 " WHERE id = ? AND state = 'running'", (state, item_error, run_id, time.time(), item_id))
+                closed = cur.rowcount == 1
+        try:
+            self.apply_sample_retention()  # per-request samples for the last N runs only, when set
+        except StoreError:
+            pass  # the run is stored; older samples go at the next run's end
+        return closed
 
     def import_run(
         self, *, profile_name: str, spec_json: str, fingerprint: str, client: str,

@@ -136,3 +136,17 @@ def test_a_grid_is_built_once_per_store_change(store):
     third = build_grid(store, A, B)
     assert third is not second and third.cell(1, "output_throughput").baseline.n == \
         second.cell(1, "output_throughput").baseline.n + 1
+
+
+def test_the_queue_views_light_read_agrees_with_the_full_items(store):
+    queue = RunQueue(store)
+    _cold_run(store)  # an investigation campaign with its items
+    from moe_tui.spec import BenchmarkSpec
+
+    queue.add_item("lonely", BenchmarkSpec.from_dict({"max_concurrency": 48}))
+    full, light = queue.items(), queue.light_items()
+    names = queue.campaign_names()
+    assert [(i.id, i.spec.max_concurrency, names.get(i.campaign_id or -1, ""), i.state, i.fingerprint)
+            for i in full] == [(r["id"], r["concurrency"], r["campaign"] or "", r["state"], r["fingerprint"])
+                               for r in light]
+    assert light[-1]["concurrency"] == 48 and light[-1]["campaign"] is None

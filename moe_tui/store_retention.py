@@ -89,6 +89,21 @@ class RetentionRecords:
         runs = int(self.query("SELECT COUNT(*) FROM runs")[0][0])
         return Usage(self.file_bytes(), free, runs, tuple(profiles), tuple(campaigns))
 
+    def size_notice(self) -> str | None:
+        """Words for the TUI when the store has grown past MOE_TUI_STORE_WARN_GB (default 20 GB)."""
+        import os
+
+        raw = os.environ.get("MOE_TUI_STORE_WARN_GB")
+        try:
+            limit = float(raw) * 1024**3 if raw else DEFAULT_WARN_BYTES
+        except ValueError:
+            limit = DEFAULT_WARN_BYTES
+        size = self.file_bytes()
+        if size <= limit:
+            return None
+        return (f"the store is {size / 1024**3:.1f} GB (past {limit / 1024**3:g} GB): `moe-tui store usage` shows "
+                "what takes the room; `moe-tui store archive --prune` or `store keep-samples N` keep it in bounds")
+
     # -- which runs -------------------------------------------------------------------------------
     def select_run_ids(self, *, older_than_s: float | None = None, profile: str | None = None,
                        campaign_id: int | None = None, now: float | None = None) -> list[int]:

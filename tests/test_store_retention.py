@@ -164,3 +164,11 @@ def test_per_request_samples_kept_for_the_last_n_runs(home):
     assert _cli(home, "store", "keep-samples", "all").returncode == 0
     with Store(path) as s:
         assert s.keep_samples_runs() is None
+
+
+def test_the_store_says_when_it_has_grown_past_its_threshold(home, monkeypatch):
+    with Store(home / "data" / "moe-tui.sqlite3") as s:
+        assert s.size_notice() is None  # a small store under the 20 GB default
+        monkeypatch.setenv("MOE_TUI_STORE_WARN_GB", str(s.file_bytes() / 2 / 1024**3))
+        words = s.size_notice()
+        assert words is not None and "moe-tui store usage" in words and "past" in words

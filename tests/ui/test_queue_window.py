@@ -72,3 +72,12 @@ async def test_a_reload_keeps_the_highlighted_item_and_a_tick_touches_no_row(mak
         adapter.queue = tuple(replace(r, state="running") if r.id == N else r for r in adapter.queue)
         await emit(pilot, app, QueueChanged(reason=f"item {N} running"))
         assert synced == [WINDOW] and "running" in str(table.get_row(str(N)))
+
+
+async def test_the_control_room_says_when_the_store_has_grown(make_app):
+    app, adapter = make_app()
+    loaded = adapter.snapshot
+    adapter.snapshot = lambda: replace(loaded(), notices=("the store is 31.0 GB (past 20 GB): [b]see[/b]",))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        assert any("31.0 GB" in n.message and "[b]see[/b]" in n.message for n in app._notifications)

@@ -198,8 +198,4 @@ def diagnostic_run_ids(store: Any, profiles: Sequence[str] | None = None) -> set
     the backends; a grid should leave them out of a cell's mean. They are marked on the run itself
     (`runs.diagnostic`, set when the investigation's item gets its run), so clearing the queue
     cannot put them back; an indexed read of the marked runs (of `profiles` when given)."""
-    sql, params = "SELECT id FROM runs WHERE diagnostic != ''", list[Any]()
-    if profiles is not None:
-        sql += f" AND profile_name IN ({','.join('?' * len(profiles))})"
-        params = list(profiles)
-    return {int(r[0]) for r in store.query(sql, params)}
+    return set(store.diagnostic_run_ids(profiles))

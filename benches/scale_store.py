@@ -12,6 +12,12 @@ raw SQL. What is in it:
   runs fit on a laptop disk; run rows carry provenance and telemetry of a real run's size.
 
     .venv/bin/python benches/scale_store.py N PATH
+    .venv/bin/python benches/scale_store.py --clone SRC N PATH
+
+`--clone` makes a larger store from a built one when building it run by run would take too long
+(100k runs on a shared 2-core box: most of an hour): every non-pair row (campaigns, queue items,
+server starts, runs with their requests and GPU samples) is copied by SQL with shifted ids until
+there are N runs. The rows are the ones the runner's path wrote; the compared pair is untouched.
 """
 
 from __future__ import annotations
@@ -153,7 +159,59 @@ def build(n_runs: int, path: Path) -> dict:
     return {"runs": runs, "bytes": path.stat().st_size, "build_s": round(time.monotonic() - started, 1)}
 
 
+def clone(source: Path, n_runs: int, path: Path) -> dict:
+    """`source` copied to `path`, its non-pair rows repeated with shifted ids up to `n_runs` runs."""
+    import shutil
+    import sqlite3
+
+    started = time.monotonic()
+    with Store(source) as s:  # checkpointed, so the copy is the whole store
+        s.query("PRAGMA wal_checkpoint(TRUNCATE)")
+    shutil.copyfile(source, path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    top = {t: conn.execute(f"SELECT MAX(id) FROM {t}").fetchone()[0] for t in ("runs", "queue_items", "campaigns",
+                                                                              "server_starts")}
+    pos = conn.execute("SELECT MAX(position) FROM queue_items").fetchone()[0]
+    not_pair = f"profile_name NOT IN ('{PAIR[0]}', '{PAIR[1]}')"
+    per_copy = conn.execute(f"SELECT COUNT(*) FROM runs WHERE {not_pair}").fetchone()[0]
+    k = 0
+    while conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] + per_copy <= n_runs:
+        k += 1
+        r, q, c, st = (top[t] * k for t in ("runs", "queue_items", "campaigns", "server_starts"))
+        conn.execute("BEGIN")
+        conn.execute(f"INSERT INTO campaigns (id, created_at, name, policy, definition_json) SELECT id + {c},"
+                     f" created_at, name || ' #{k}', policy, definition_json FROM campaigns WHERE id > 1 AND id <= {top['campaigns']}")
+        cols = [row[1] for row in conn.execute("PRAGMA table_info(server_starts)") if row[1] != "id"]
+        conn.execute(f"INSERT INTO server_starts (id, {', '.join(cols)}) SELECT id + {st}, {', '.join(cols)}"
+                     f" FROM server_starts WHERE id <= {top['server_starts']} AND {not_pair}")
+        cols = [row[1] for row in conn.execute("PRAGMA table_info(queue_items)")
+                if row[1] not in ("id", "position", "campaign_id", "run_id")]
+        conn.execute(f"INSERT INTO queue_items (id, position, campaign_id, run_id, {', '.join(cols)}) SELECT"
+                     f" id + {q}, position + {pos * k}, campaign_id + {c}, run_id + {r}, {', '.join(cols)}"
+                     f" FROM queue_items WHERE id <= {top['queue_items']} AND {not_pair}")
+        cols = [row[1] for row in conn.execute("PRAGMA table_info(runs)")
+                if row[1] not in ("id", "queue_item_id", "server_start_id")]
+        conn.execute(f"INSERT INTO runs (id, queue_item_id, server_start_id, {', '.join(cols)}) SELECT id + {r},"
+                     f" queue_item_id + {q}, server_start_id + {st}, {', '.join(cols)} FROM runs"
+                     f" WHERE id <= {top['runs']} AND {not_pair}")
+        cols = [row[1] for row in conn.execute("PRAGMA table_info(requests)") if row[1] != "run_id"]
+        conn.execute(f"INSERT INTO requests (run_id, {', '.join(cols)}) SELECT run_id + {r}, {', '.join(cols)}"
+                     f" FROM requests WHERE run_id IN (SELECT id FROM runs WHERE id <= {top['runs']} AND {not_pair})")
+        conn.execute(f"INSERT INTO gpu_samples (run_id, t, sample_json) SELECT run_id + {r}, t, sample_json"
+                     f" FROM gpu_samples WHERE run_id IN (SELECT id FROM runs WHERE id <= {top['runs']} AND {not_pair})")
+        conn.execute("COMMIT")
+    runs = conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    conn.close()
+    return {"runs": runs, "bytes": path.stat().st_size, "build_s": round(time.monotonic() - started, 1),
+            "cloned_from": str(source)}
+
+
 if __name__ == "__main__":
-    n, where = int(sys.argv[1]), Path(sys.argv[2])
-    where.parent.mkdir(parents=True, exist_ok=True)
-    print(json.dumps(build(n, where)))
+    if sys.argv[1] == "--clone":
+        src, n, where = Path(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
+        where.parent.mkdir(parents=True, exist_ok=True)
+        print(json.dumps(clone(src, n, where)))
+    else:
+        n, where = int(sys.argv[1]), Path(sys.argv[2])
+        where.parent.mkdir(parents=True, exist_ok=True)
+        print(json.dumps(build(n, where)))

@@ -134,6 +134,8 @@ async def _tui(store_path: Path, idle_s: float) -> dict[str, float]:
         await pilot.pause(0)
         marks["queue_key_ms"] = (time.monotonic() - t) * 1000
         await pilot.pause(1.0)
+        marks["queue_visit_stall_ms"] = max(gaps) * 1000
+        gaps.clear()
         wall0, cpu0 = time.monotonic(), time.process_time()
         tick = 0
         while time.monotonic() - wall0 < idle_s:
@@ -144,13 +146,16 @@ async def _tui(store_path: Path, idle_s: float) -> dict[str, float]:
             tick += 1
             await asyncio.sleep(1.0)
         marks["queue_idle_cpu_pct"] = 100 * (time.process_time() - cpu0) / (time.monotonic() - wall0)
+        marks["queue_idle_stall_ms"] = max(gaps) * 1000
+        gaps.clear()
         t = time.monotonic()
         await pilot.press("3")
         while not (isinstance(app.screen, CompareScreen) and getattr(app.screen, "grid", None) is not None):
             await pilot.pause(0.005)
         await pilot.pause(0)
         marks["grid_key_ms"] = (time.monotonic() - t) * 1000
-        marks["stall_ms"] = max(gaps) * 1000
+        await pilot.pause(0.5)
+        marks["grid_visit_stall_ms"] = max(gaps) * 1000
     beat.cancel()
     marks["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     marks["queue_rows"] = float(len(app.live.queue))
@@ -167,11 +172,18 @@ def tui_figures(store_path: Path, idle_s: float) -> dict[str, float]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+CLONE_ABOVE = 10_000  # larger stores are cloned from this one (scale_store.py --clone)
+
+
 def build_store(n: int, base: Path) -> tuple[Path, dict]:
     home = base / f"{n}"
     path = home / "data" / "moe-tui.sqlite3"
     if not path.exists():
-        out = subprocess.run([sys.executable, str(ROOT / "benches" / "scale_store.py"), str(n), str(path)],
+        how = [str(n), str(path)]
+        if n > CLONE_ABOVE:
+            source, _ = build_store(CLONE_ABOVE, base)
+            how = ["--clone", str(source / "data" / "moe-tui.sqlite3"), *how]
+        out = subprocess.run([sys.executable, str(ROOT / "benches" / "scale_store.py"), *how],
                              capture_output=True, text=True, check=True)
         info = json.loads(out.stdout)
         (home / "build.json").write_text(json.dumps(info))
@@ -185,14 +197,18 @@ def table(rows: list[dict]) -> list[str]:
     def line(label: str, fmt, goal: str) -> None:
         lines.append("| " + " | ".join([label, *(fmt(r) for r in rows), goal]) + " |")
 
-    line("store size (runs / file)", lambda r: f"{r['store_mb']:,.0f} MB", "")
+    line("store file", lambda r: f"{r['store_mb']:,.0f} MB" + (" (cloned)" if r.get("cloned") else ""), "")
     line("`moe-tui compare A B --format json`", lambda r: f"{r['cli']['compare']['s']:.2f} s, "
          f"{r['cli']['compare']['mb']:.0f} MB", "< 2 s, < 300 MB")
     line("`moe-tui export A B`", lambda r: f"{r['cli']['export']['s']:.2f} s", "< 3 s")
     line("`moe-tui investigate A B -c 64 --dry-run`", lambda r: f"{r['cli']['investigate']['s']:.2f} s", "< 3 s")
     line("TUI: key `3` to the grid (built cold)", lambda r: f"{r['tui']['grid_key_ms']:.0f} ms", "< 1 s")
     line("TUI: event-loop stall, start (max)", lambda r: f"{r['tui']['start_stall_ms']:.0f} ms", "< 50 ms")
-    line("TUI: event-loop stall, whole session (max)", lambda r: f"{r['tui']['stall_ms']:.0f} ms", "< 50 ms")
+    line("TUI: event-loop stall, first visit to Queue (max)", lambda r: f"{r['tui']['queue_visit_stall_ms']:.0f} ms",
+         "< 50 ms")
+    line("TUI: event-loop stall, idle on Queue (max)", lambda r: f"{r['tui']['queue_idle_stall_ms']:.0f} ms", "< 50 ms")
+    line("TUI: event-loop stall, first visit to the grid (max)", lambda r: f"{r['tui']['grid_visit_stall_ms']:.0f} ms",
+         "< 50 ms")
     line("TUI: key `2` (Queue) to screen", lambda r: f"{r['tui']['queue_key_ms']:.0f} ms", "< 100 ms")
     line("TUI: idle CPU on the Queue screen", lambda r: f"{r['tui']['queue_idle_cpu_pct']:.1f}% "
          f"({r['tui']['queue_rows']:,.0f} items)", "< 2% at 10k items")
@@ -221,6 +237,7 @@ def main() -> int:
         tui = tui_figures(home / "data" / "moe-tui.sqlite3", args.idle_s)
         print(f"  tui: {tui}", flush=True)
         rows.append({"runs": info["runs"], "store_mb": info["bytes"] / 1e6, "build_s": info["build_s"],
+                     "cloned": "cloned_from" in info,
                      "cli": cli, "tui": tui})
     date = datetime.date.today().isoformat()
     results = ROOT / "benches" / "results"

@@ -30,7 +30,7 @@ COLUMNS = (
     ("run", "Run", 5),
     ("note", "Note", None),
 )
-WINDOW = 200  # rows in the table at once
+WINDOW = 100  # rows in the table at once (a tall terminal shows about 60)
 
 
 def queue_cells(n: int, row: QueueRow, current: int | None) -> tuple[object, ...]:

@@ -18,6 +18,7 @@ from moe_tui.spec import BenchmarkSpec
 from moe_tui.store import Store
 
 DAY = 86400.0
+pytestmark = pytest.mark.integration  # `moe-tui store` and `moe-tui import` run as subprocesses
 
 
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:

@@ -276,10 +276,31 @@ def _read_archive(lines: Iterable[str], where: str) -> list[tuple[int, dict[str,
         for key in ("requests", "gpu_samples"):
             if not isinstance(value.get(key) or [], list):
                 raise ArchiveError(f"{where}:{n}: {key} must be a list")
+        _check_json_text(run, where, n, "run")
+        for q in value.get("requests") or ():
+            if not isinstance(q, dict) or not isinstance(q.get("idx"), int):
+                raise ArchiveError(f"{where}:{n}: a request needs an idx")
+            _check_json_text(q, where, n, f"request {q['idx']}")
+        for sample in value.get("gpu_samples") or ():
+            if not (isinstance(sample, list) and len(sample) == 2 and isinstance(sample[0], (int, float))):
+                raise ArchiveError(f"{where}:{n}: a GPU sample is [t, sample_json]")
+            _check_json_text({"sample_json": sample[1]}, where, n, "GPU sample")
         records.append((n, value))
     if header is None:
         raise ArchiveError(f"{where}: empty file, not a moe-tui archive")
     return records
+
+
+def _check_json_text(row: Mapping[str, Any], where: str, line: int, what: str) -> None:
+    """Columns the store decodes on every read (`*_json`) must hold JSON text, or a restored run
+    would break every later read of it."""
+    for key, text in row.items():
+        if not key.endswith("_json"):
+            continue
+        try:
+            json.loads(text if isinstance(text, str) else "\u0000")
+        except (TypeError, ValueError):
+            raise ArchiveError(f"{where}:{line}: {what} {key} is not JSON text") from None
 
 
 _START_COLUMNS = ("profile_name", "profile_json", "argv_json", "env_json", "log_path", "pid", "started_at",

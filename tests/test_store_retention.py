@@ -140,11 +140,19 @@ def test_bad_input_is_named_and_changes_nothing(home, args):
     assert _dump_runs(home / "data" / "moe-tui.sqlite3") == before
 
 
-def test_a_broken_archive_line_is_named_and_nothing_is_restored(home, tmp_path):
+def _bad_json_column(line: str) -> str:
+    record = json.loads(line)
+    record["run"]["summary_json"] = "{not json"
+    return json.dumps(record)
+
+
+@pytest.mark.parametrize("broken", [lambda line: '{"run": {"id": "x"}}', _bad_json_column,
+                                    lambda line: line.replace('"run": {', '"run": {"x; DROP TABLE runs": 1, ', 1)])
+def test_a_broken_archive_line_is_named_and_nothing_is_restored(home, tmp_path, broken):
     archive = tmp_path / "a.jsonl"
     assert _cli(home, "store", "archive", str(archive), "--profile", "a", "--prune").returncode == 0
     lines = archive.read_text().splitlines()
-    archive.write_text("\n".join([*lines[:2], '{"run": {"id": "x"}}', *lines[2:]]) + "\n")
+    archive.write_text("\n".join([*lines[:2], broken(lines[2]), *lines[3:]]) + "\n")
     out = _cli(home, "import", str(archive))
     assert out.returncode == 1 and f"{archive}:3" in out.stderr and "nothing imported" in out.stderr
     assert sorted(r[1] for r in _dump_runs(home / "data" / "moe-tui.sqlite3")) == ["b", "b"]

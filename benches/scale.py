@@ -81,6 +81,56 @@ def cli_figures(home: Path, repeats: int, out_dir: Path) -> dict[str, dict[str, 
     return figures
 
 
+# -- the core's reads, CPU time in one process (less moved by a loaded box than wall time) ----------
+def _core(store_path: Path, repeats: int) -> dict[str, float]:
+    from moe_tui import grids
+    from moe_tui.control.reads import StoreReads
+    from moe_tui.investigate_store import investigations
+    from moe_tui.store import Store
+
+    def cpu_ms(fn) -> float:
+        times = []
+        for _ in range(repeats):
+            with Store(store_path, readonly=True) as store:  # a fresh handle: no cached grid
+                t = time.process_time()
+                fn(store)
+                times.append((time.process_time() - t) * 1000)
+        return statistics.median(times)
+
+    def queue_view(store: Store) -> None:
+        reads = StoreReads()
+        reads.store = store
+        reads.queue_rows()
+
+    return {"grid_cpu_ms": cpu_ms(lambda s: grids.build_grid(s, *PAIR)),
+            "grid_cached_ms": _cached_ms(store_path, repeats),
+            "investigations_cpu_ms": cpu_ms(lambda s: investigations(s, *PAIR)),
+            "queue_view_cpu_ms": cpu_ms(queue_view)}
+
+
+def _cached_ms(store_path: Path, repeats: int) -> float:
+    """The second build_grid of one handle with nothing committed between: the cache's answer."""
+    from moe_tui import grids
+    from moe_tui.store import Store
+
+    times = []
+    with Store(store_path, readonly=True) as store:
+        grids.build_grid(store, *PAIR)
+        for _ in range(repeats):
+            t = time.process_time()
+            grids.build_grid(store, *PAIR)
+            times.append((time.process_time() - t) * 1000)
+    return statistics.median(times)
+
+
+def core_figures(store_path: Path, repeats: int) -> dict[str, float]:
+    out = subprocess.run([sys.executable, __file__, "--core", str(store_path), "--repeats", str(repeats)],
+                         capture_output=True, text=True, timeout=1800)
+    if out.returncode != 0:
+        raise RuntimeError(f"core measurement failed: {out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 # -- the TUI, in its own process -------------------------------------------------------------------
 async def _tui(store_path: Path, idle_s: float) -> dict[str, float]:
     import resource
@@ -197,6 +247,10 @@ def table(rows: list[dict]) -> list[str]:
     def line(label: str, fmt, goal: str) -> None:
         lines.append("| " + " | ".join([label, *(fmt(r) for r in rows), goal]) + " |")
 
+    line("grid read + build, CPU in one process (cold)", lambda r: f"{r['core']['grid_cpu_ms']:.0f} ms", "")
+    line("the same grid again, no store change (cache)", lambda r: f"{r['core']['grid_cached_ms']:.2f} ms", "")
+    line("investigations of the pair, CPU", lambda r: f"{r['core']['investigations_cpu_ms']:.1f} ms", "")
+    line("Queue view read (every item), CPU", lambda r: f"{r['core']['queue_view_cpu_ms']:.0f} ms", "")
     line("store file", lambda r: f"{r['store_mb']:,.0f} MB" + (" (cloned)" if r.get("cloned") else ""), "")
     line("`moe-tui compare A B --format json`", lambda r: f"{r['cli']['compare']['s']:.2f} s, "
          f"{r['cli']['compare']['mb']:.0f} MB", "< 2 s, < 300 MB")
@@ -213,6 +267,7 @@ def table(rows: list[dict]) -> list[str]:
     line("TUI: idle CPU on the Queue screen", lambda r: f"{r['tui']['queue_idle_cpu_pct']:.1f}% "
          f"({r['tui']['queue_rows']:,.0f} items)", "< 2% at 10k items")
     line("TUI: peak RSS", lambda r: f"{r['tui']['peak_rss_mb']:.0f} MB", "")
+    line("load average (1 min) before / after", lambda r: "{:.1f} / {:.1f}".format(*r["load"]), "")
     return lines
 
 
@@ -223,22 +278,29 @@ def main() -> int:
     parser.add_argument("--idle-s", type=float, default=10.0)
     parser.add_argument("--dir", default=str(Path(tempfile.gettempdir()) / "moe-tui-scale"))
     parser.add_argument("--tui", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--core", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.tui:
         print(json.dumps(asyncio.run(_tui(Path(args.tui), args.idle_s))))
+        return 0
+    if args.core:
+        print(json.dumps(_core(Path(args.core), max(args.repeats, 3))))
         return 0
     base = Path(args.dir)
     rows = []
     for n in (int(x) for x in args.sizes.split(",")):
         home, info = build_store(n, base)
+        load_before = os.getloadavg()[0]
         print(f"store of {info['runs']:,} runs: {info['bytes'] / 1e6:,.0f} MB, built in {info['build_s']} s", flush=True)
+        core = core_figures(home / "data" / "moe-tui.sqlite3", args.repeats)
+        print(f"  core: {core}", flush=True)
         cli = cli_figures(home, args.repeats, base / "exports")
         print(f"  cli: {cli}", flush=True)
         tui = tui_figures(home / "data" / "moe-tui.sqlite3", args.idle_s)
         print(f"  tui: {tui}", flush=True)
         rows.append({"runs": info["runs"], "store_mb": info["bytes"] / 1e6, "build_s": info["build_s"],
-                     "cloned": "cloned_from" in info,
-                     "cli": cli, "tui": tui})
+                     "cloned": "cloned_from" in info, "load": (load_before, os.getloadavg()[0]),
+                     "core": core, "cli": cli, "tui": tui})
     date = datetime.date.today().isoformat()
     results = ROOT / "benches" / "results"
     (results / f"scale-{date}.json").write_text(json.dumps(

@@ -176,7 +176,7 @@ def investigations(store: Any, baseline: str | None = None, candidate: str | Non
 
     queue = RunQueue(store)
     out = []
-    for camp in queue.campaigns():
+    for camp in queue.campaigns(policy=POLICY):  # indexed: never a scan of every campaign
         d = camp["definition"] or {}
         if d.get("kind") != KIND:
             continue
@@ -193,8 +193,9 @@ def under_investigation(store: Any, baseline: str, candidate: str) -> dict[tuple
     return {(r.concurrency, r.metric): r for r in investigations(store, baseline, candidate)}
 
 
-def diagnostic_run_ids(store: Any) -> set[int]:
+def diagnostic_run_ids(store: Any, profiles: Sequence[str] | None = None) -> set[int]:
     """Runs made on purpose without a warmup pass (cold runs): evidence about warmup, not about
-    the backends; a grid should leave them out of a cell's mean."""
-    return {i.run_id for r in investigations(store) for role, i in r.roles()
-            if role.get("role") == "cold" and i.run_id is not None}
+    the backends; a grid should leave them out of a cell's mean. They are marked on the run itself
+    (`runs.diagnostic`, set when the investigation's item gets its run), so clearing the queue
+    cannot put them back; an indexed read of the marked runs (of `profiles` when given)."""
+    return set(store.diagnostic_run_ids(profiles))

@@ -79,6 +79,7 @@ class ControlSnapshot:
     current_item: int | None = None
     logs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # profile -> recent log lines
     telemetry: dict[str, Any] | None = None  # the controller's latest GPU snapshot (TelemetrySnapshot.to_dict())
+    notices: tuple[str, ...] = ()  # said once when the UI opens (e.g. the store has grown past its threshold)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ def _snapshot(reads: StoreReads, snap: dict[str, Any]) -> ControlSnapshot:
         paused=bool(queue.get("paused")),
         current_item=current.get("id"),
         telemetry=snap.get("telemetry"),
+        notices=tuple(n for n in (reads.store.size_notice(),) if n),
     )
 
 

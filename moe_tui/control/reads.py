@@ -40,12 +40,13 @@ class StoreReads:
         return queue
 
     def queue_rows(self) -> tuple[QueueRow, ...]:
-        names = self._queue().campaign_names()
+        # Plain columns, no spec parsed per item: a queue of months is re-read on every change.
         return tuple(
-            QueueRow(id=i.id, position=i.position, profile=i.profile_name, concurrency=i.spec.max_concurrency,
-                     repeat_index=i.repeat_index, fingerprint=i.fingerprint, state=i.state, attempts=i.attempts,
-                     run_id=i.run_id, error=i.error, campaign=names.get(i.campaign_id, "") if i.campaign_id is not None else "")
-            for i in self._queue().items()
+            QueueRow(id=i["id"], position=i["position"], profile=i["profile_name"],
+                     concurrency=int(i["concurrency"] or 0), repeat_index=i["repeat_index"],
+                     fingerprint=i["fingerprint"], state=i["state"], attempts=i["attempts"], run_id=i["run_id"],
+                     error=i["error"], campaign=i["campaign"] or "")
+            for i in self._queue().light_items()
         )
 
     def profile_names(self) -> list[str]:

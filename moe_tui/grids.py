@@ -23,7 +23,6 @@ from moe_tui.compare import (
 from moe_tui.grid_extras import apply_gate, build_extras
 from moe_tui.investigate_report import describe_cell, report
 from moe_tui.investigate_store import diagnostic_run_ids, evidence_from_grid, under_investigation
-from moe_tui.queue import RunQueue
 from moe_tui.store import Store
 
 RUN_STATUSES = ("complete", "incomplete", "failed")
@@ -44,9 +43,28 @@ def build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str 
             for name in (baseline, candidate)}
     grid = build_grid_from_runs(
         runs[baseline], runs[candidate], baseline_name=baseline, candidate_name=candidate,
-        fingerprint=fingerprint, metrics=metrics, settings=settings, plan=plan_counts(RunQueue(store).plan_rows()))
+        fingerprint=fingerprint, metrics=metrics, settings=settings, plan=plan_of(store))
     grid = mark_investigations(store, grid)
     return apply_gate(grid, build_extras(store, baseline, candidate)) if extras else grid
+
+
+def plan_of(store: Store) -> dict:
+    """The queue's plan per (profile, requested fingerprint), with what each campaign planned (its stored
+    definition's `planned_items`) so that items cleared from the queue still count as cut."""
+    import json
+
+    rows = [{"campaign_id": r[0], "profile_name": r[1], "fingerprint": r[2], "state": r[3], "n": r[4]}
+            for r in store.query("SELECT campaign_id, profile_name, fingerprint, state, COUNT(*) FROM queue_items "
+                                 "GROUP BY campaign_id, profile_name, fingerprint, state")]
+    expected: dict[tuple[int, str, str], int] = {}
+    for cid, definition in store.query("SELECT id, definition_json FROM campaigns"):
+        try:
+            planned = json.loads(definition).get("planned_items") or []
+            for profile, fp, n in planned:
+                expected[(int(cid), str(profile), str(fp))] = int(n)
+        except (ValueError, TypeError, AttributeError):
+            continue  # an older or foreign definition: its cleared items cannot be counted
+    return plan_counts(rows, expected)
 
 
 def mark_investigations(store: Store, grid: ComparisonGrid) -> ComparisonGrid:

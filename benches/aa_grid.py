@@ -107,7 +107,7 @@ class Builder:
                 self.runs[side].append({
                     "id": self.next_id, "fingerprint": SPECS[c].fingerprint, "spec": SPECS[c].canonical_dict(),
                     "summary": summary, "profile": SNAPS[side], "status": "complete", "profile_name": side,
-                    "server_start_id": sid, "finished_at": t})
+                    "server_start_id": sid, "started_at": t - 60.0, "finished_at": t})
                 self.next_id += 1
 
     total_time = 0.0

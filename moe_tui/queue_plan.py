@@ -14,8 +14,8 @@ Ordering policies (`ORDER_POLICIES`), for a campaign of profiles P, concurrencie
 `server_starts()` counts what a sequence costs; `CampaignPlan.start_costs()` shows every policy's
 cost before the user picks.
 
-The control concurrency (`judgement.CONTROL_CONCURRENCIES`, 2) is part of every comparison campaign
-(two or more profiles) unless `control=False`: it is where the environments are checked, and every
+The control concurrency (`judgement.CONTROL_CONCURRENCIES`, 2) is part of every comparison campaign a
+user queues (two or more profiles; `moe-tui queue add --no-control` leaves it out): it is where the environments are checked, and every
 verdict needs that check to agree. Its runs are cheap, and it needs more server starts than the other
 cells (an equivalence test must fit its interval inside the margin): `control_starts_needed()` is the
 number of starts per side at which "agrees" is reached with `CONTROL_PLAN_POWER` when the environments
@@ -70,7 +70,9 @@ class CampaignPlan:
     prompts_per_concurrency: int | None = None
     warmup_pass: bool = True
     profiles_dir: str | None = None  # where the runner finds these profiles (recorded, not compared)
-    control: bool = True  # add the control concurrency and its extra starts (comparisons only)
+    # Add the control concurrency and its extra starts (comparisons only). Off for a bare plan; the
+    # user's ways in (`moe-tui queue add`, the controller's add/plan_campaign: the TUI, the demo) turn it on.
+    control: bool = False
     control_noise_pct: float | None = None  # start-to-start noise measured so far at the control, if any
 
     def __post_init__(self) -> None:

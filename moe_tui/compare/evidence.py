@@ -115,14 +115,11 @@ def _resolved_backend(run: Run) -> str | None:
     return str(value) if value else None
 
 
-def _when(run: Run) -> float:
-    return run.order[0]
-
-
 def overlap_problem(a: Sequence[Run], b: Sequence[Run]) -> str | None:
-    """Words when one side's runs all precede the other's (drift and the setting cannot be told apart)."""
-    ta = [_when(r) for r in a if _when(r) > 0]
-    tb = [_when(r) for r in b if _when(r) > 0]
+    """Words when one side's runs all precede the other's (drift and the setting cannot be told apart).
+    Runs whose measurement time is unknown (imports without times) cannot be judged: None."""
+    ta = [r.measured_at for r in a if r.measured_at is not None]
+    tb = [r.measured_at for r in b if r.measured_at is not None]
     if len(ta) < 2 or len(tb) < 2 or len(ta) < len(a) or len(tb) < len(b):
         return None
     if max(ta) < min(tb) or max(tb) < min(ta):

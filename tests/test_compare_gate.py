@@ -196,3 +196,32 @@ def test_a_plan_cut_short_is_said_until_re_planned(tmp_path):
 def test_core_stays_free_of_textual():
     code = "import sys, moe_tui.compare.evidence, moe_tui.compare.stats; assert 'textual' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_reimport_with_a_changed_tag_is_the_same_run(tmp_path):
+    """Re-importing the same records with another tag doubled n and turned "within noise" into "worse"."""
+    home = tmp_path / "h"
+    recs = [record(64, v, "a", pid=100 + i) | {"tag": "first"} for i, v in enumerate((200.0, 201.0))]
+    _import(home, write(tmp_path / "a.jsonl", recs))
+    res = _cli(home, "import", str(write(tmp_path / "a2.jsonl", [r | {"tag": "again"} for r in recs])),
+               "--assume", ASSUME)
+    assert res.returncode == 0 and "nothing new imported" in res.stdout, res.stdout
+    with Store(home / "data" / "moe-tui.sqlite3") as store:
+        assert len(store.runs()) == 2
+
+
+def test_the_prompt_vocabulary_is_in_the_fingerprint_and_old_fingerprints_hold(tmp_path):
+    """A different --vocab-size (other prompt tokens) kept the same fingerprint."""
+    from moe_tui.cli import build_parser
+    from moe_tui.commands.bench import spec_from_args
+
+    def spec_of(*flags: str) -> BenchmarkSpec:
+        return spec_from_args(build_parser().parse_args(["bench", "--base-url", "http://127.0.0.1:1", *flags]))
+
+    plain, other = spec_of(), spec_of("--vocab-size", "32000")
+    assert plain.fingerprint != other.fingerprint and other.vocab_size == 32000
+    assert [d.field for d in plain.diff(other)] == ["vocab_size"]
+    assert spec_of("--tokenizer", "/m/tok").fingerprint != plain.fingerprint
+    # A spec stored before these fields existed (schema 1 without them) loads to the same fingerprint.
+    stored = {k: v for k, v in BenchmarkSpec().canonical_dict().items()}
+    assert "vocab_size" not in stored and BenchmarkSpec.from_dict(stored).fingerprint == BenchmarkSpec().fingerprint

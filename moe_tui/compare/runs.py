@@ -232,7 +232,7 @@ _VOLATILE_MARKERS = ("time", "_at", "pid", "run_id", "server_start", "log", "arg
 _NOT_PROVENANCE = {"spec", "fingerprint", "spec_summary", "profile", "provenance_schema", "warmup_pass",
                    "server_info", "server", "client", "host", "gpu", "cuda_driver_version", "requested_backend",
                    "backend_mismatch", "unknown_fields", "assumed_fields", "confirmed_fields",
-                   "content_sha256", "source_file", "line", "output_tokens_check"}
+                   "content_sha256", "content_sha256_labelled", "source_file", "line", "output_tokens_check"}
 NOT_RECORDED = "(not recorded)"
 
 

@@ -29,12 +29,15 @@ class QueueOps:
               spec: dict[str, Any] | None = None, policy: str = "interleaved",
               prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
               control: bool = True) -> CampaignPlan:
+        from moe_tui.grids import control_noise_pct  # the control's starts sized from the noise measured so far
+
         profiles_dir = str(self.profiles_dir.resolve()) if self.profiles_dir else None
         base = BenchmarkSpec.from_dict(spec or {}, "campaign spec")
         return CampaignPlan(profiles=tuple(profiles), concurrencies=tuple(int(c) for c in concurrencies),
                             repeats=int(repeats), base_spec=base, policy=policy,
                             prompts_per_concurrency=prompts_per_concurrency, warmup_pass=warmup_pass,
-                            profiles_dir=profiles_dir, control=control)
+                            profiles_dir=profiles_dir, control=control,
+                            control_noise_pct=control_noise_pct(self.store, profiles) if control else None)
 
     def _check_profiles(self, names: Iterable[str]) -> None:
         known = self._profiles()

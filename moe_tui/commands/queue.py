@@ -134,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
 def _add(args: argparse.Namespace, store: Any) -> int:
     from pathlib import Path
 
+    from moe_tui.grids import control_noise_pct
     from moe_tui.profiles import load_profiles
     from moe_tui.queue import CampaignPlan, RunQueue
     from moe_tui.spec import BenchmarkSpec
@@ -154,6 +155,7 @@ def _add(args: argparse.Namespace, store: Any) -> int:
         repeats=args.repeats, base_spec=BenchmarkSpec.from_dict(_spec_dict(args), "moe-tui queue add flags"),
         policy=args.order, prompts_per_concurrency=args.prompts_per_concurrency,
         warmup_pass=not args.no_warmup_pass, profiles_dir=str(profiles_dir), control=not args.no_control,
+        control_noise_pct=control_noise_pct(store, names) if not args.no_control else None,
     )
     cap = campaign_cap()
     if plan.size > cap and not args.yes and not args.dry_run:

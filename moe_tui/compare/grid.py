@@ -308,7 +308,7 @@ def finish(d: Draft, settings: CompareSettings) -> GridCell:
         delta_text = f"{format_pct(delta_pct)} ({signed(delta, format_number(delta))} {m.unit})"
         lo_pct, hi_pct = d.test.interval_pct(d.confidence)
         lo, hi = sa.mean * lo_pct / 100.0, sa.mean * hi_pct / 100.0
-        ci_text = f"[{format_pct(lo_pct)}, {format_pct(hi_pct)}] ({d.confidence:.1%}, family)"
+        ci_text = f"[{format_pct(lo_pct)}, {format_pct(hi_pct)}] {d.confidence:.1%}"  # the family-corrected level
         if d.verdict == J.WITHIN_NOISE and abs(delta_pct) >= settings.min_effect_pct:
             repeats = repeats_to_settle(sa.std or 0.0, sb.std or 0.0, delta)
     assert d.verdict is not None, "every draft is decided before it is finished"

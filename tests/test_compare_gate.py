@@ -225,3 +225,26 @@ def test_the_prompt_vocabulary_is_in_the_fingerprint_and_old_fingerprints_hold(t
     # A spec stored before these fields existed (schema 1 without them) loads to the same fingerprint.
     stored = {k: v for k, v in BenchmarkSpec().canonical_dict().items()}
     assert "vocab_size" not in stored and BenchmarkSpec.from_dict(stored).fingerprint == BenchmarkSpec().fingerprint
+
+
+def test_the_plan_sizes_the_control_from_the_noise_measured_so_far(tmp_path):
+    home = tmp_path / "h"
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    for name, backend in (("a", "flashinfer_cutlass"), ("b", "flashinfer_cutedsl")):
+        (profiles / f"{name}.toml").write_text(f'name = "{name}"\nengine = "sim"\nmodel_path = "m"\n'
+                                               f'moe_runner_backend = "{backend}"\n')
+    args = ["queue", "add", "--profiles", "a,b", "--concurrency", "64", "--repeats", "3", "--profiles-dir",
+            str(profiles), "--dry-run"]
+    first = _cli(home, *args)
+    assert first.returncode == 0, first.stderr
+    assert "at 1.5% start-to-start noise (assumed" in first.stdout and "8 server starts a side" in first.stdout
+    assert first.stdout.count("conc=2 ") == 2 * 8  # concurrency 2 added: 3 repeats + 5 control-only starts a side
+    with Store(home / "data" / "moe-tui.sqlite3") as store:
+        spec2 = BenchmarkSpec(max_concurrency=2)
+        for name, backend in (("a", "flashinfer_cutlass"), ("b", "flashinfer_cutedsl")):
+            for i, start in enumerate(_starts(store, name)):
+                _record_run(store, name, backend, spec2, 19.3 * (1 + 0.002 * (i - 1)), start, 1e9 + i)
+    quiet = _cli(home, *args)
+    assert "(measured so far)" in quiet.stdout and "3 server starts a side" in quiet.stdout, quiet.stdout
+    assert quiet.stdout.count("conc=2 ") == 2 * 3  # the repeats already give the starts the control needs

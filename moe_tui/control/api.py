@@ -152,9 +152,11 @@ class ControlClient(abc.ABC):
         """Profiles with recorded runs (the comparison pickers' choices)."""
 
     @abc.abstractmethod
-    def comparison(self, baseline: str, candidate: str, include_flagged: bool = False) -> Any:
+    def comparison(self, baseline: str, candidate: str, include_flagged: bool = False,
+                   accept_uncontrolled: bool = False) -> Any:
         """The core's comparison grid model (`moe_tui.compare`); `include_flagged` averages
-        suspect runs in (those cells then never carry a verdict)."""
+        suspect runs in (those cells then never carry a verdict); `accept_uncontrolled` shows verdicts
+        the control check did not back, labelled "uncontrolled"."""
 
     @abc.abstractmethod
     def run_view(self, run_id: int) -> RunView | None: ...

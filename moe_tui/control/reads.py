@@ -60,9 +60,11 @@ class StoreReads:
         ordered = [p.name for p in self.profiles if p.name in with_runs]
         return ordered + sorted(with_runs - set(ordered))
 
-    def comparison(self, baseline: str, candidate: str, include_flagged: bool = False) -> compare.ComparisonGrid:
+    def comparison(self, baseline: str, candidate: str, include_flagged: bool = False,
+                   accept_uncontrolled: bool = False) -> compare.ComparisonGrid:
         return grids.build_grid(self.store, baseline, candidate,
-                                  settings=compare.CompareSettings(include_flagged=include_flagged))
+                                  settings=compare.CompareSettings(include_flagged=include_flagged,
+                                                                   accept_uncontrolled=accept_uncontrolled))
 
     def investigation_plan(self, baseline: str, candidate: str, concurrency: int, metric: str) -> Any:
         from moe_tui.investigate import plan_investigation

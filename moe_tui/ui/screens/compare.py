@@ -49,6 +49,8 @@ def diff_text(grid: Any) -> Text:
         text.append(env, style="dim")
     if grid.settings.include_flagged:
         text.append("\nflagged runs included (f toggles): their cells are unreliable", style="magenta")
+    if grid.settings.accept_uncontrolled:
+        text.append("\nuncontrolled verdicts shown, labelled (u toggles)", style="magenta")
     for warning in grid.warnings:
         text.append("\n⚠ ", style="yellow")
         text.append(warning, style="yellow")
@@ -68,6 +70,8 @@ class CompareScreen(LiveScreen):
         Binding("w", "swap", "Swap", id="compare.swap", tooltip="Swap baseline and candidate"),
         Binding("f", "toggle_flagged", "Flagged", id="compare.flagged",
                 tooltip="Include flagged runs in the means (their cells then say unreliable)"),
+        Binding("u", "toggle_uncontrolled", "Uncontrolled", id="compare.uncontrolled", show=False,
+                tooltip="Show verdicts the control check did not back, labelled 'uncontrolled'"),
         Binding("g", "reload", "Reload", id="compare.reload", tooltip="Re-read the runs and rebuild the grid"),
         Binding("i", "investigate", "Investigate", id="compare.investigate",
                 tooltip="Propose and queue the runs that would settle the highlighted cell"),
@@ -78,6 +82,7 @@ class CompareScreen(LiveScreen):
         self.grid: Any | None = None
         self._choices: list[str] = []
         self.include_flagged = False
+        self.accept_uncontrolled = False  # `u`: show verdicts the control did not back, labelled
 
     @property
     def control(self) -> Room:
@@ -160,9 +165,13 @@ class CompareScreen(LiveScreen):
                                done=self.show_grid, group="compare-build")
 
     def _comparison(self, baseline: str, candidate: str) -> Any:
-        if self.include_flagged:
-            return self.control.client.comparison(baseline, candidate, include_flagged=True)
-        return self.control.client.comparison(baseline, candidate)
+        options = {k: True for k, on in (("include_flagged", self.include_flagged),
+                                         ("accept_uncontrolled", self.accept_uncontrolled)) if on}
+        return self.control.client.comparison(baseline, candidate, **options)
+
+    def action_toggle_uncontrolled(self) -> None:
+        self.accept_uncontrolled = not self.accept_uncontrolled
+        self.reload()
 
     def action_toggle_flagged(self) -> None:
         self.include_flagged = not self.include_flagged

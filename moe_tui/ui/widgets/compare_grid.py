@@ -24,7 +24,7 @@ COLUMNS = (
     ("baseline", "Baseline", 21),  # "10.36 ± 0.00206 (n=2)"
     ("candidate", "Candidate", 21),
     ("delta", "Delta", 22),  # "-36.4% (-400.1 tok/s)"
-    ("ci", "95% CI", 17),  # "[-22.9%, +18.5%]"
+    ("ci", "CI (family-corr.)", 23),  # "[-22.9%, +18.5%] 98.3%": the interval the verdict used
     ("verdict", "Verdict", None),
 )
 

@@ -344,7 +344,7 @@ class SimServer:
 
     async def handle_server_info(self, request: web.Request) -> web.Response:
         launch = shlex.join(["python", "-m", "sglang.launch_server", *self.e.argv])
-        return web.json_response(self.e.server_args_dict() | {
+        return web.json_response(self.e.server_args_dict() | self.e.scheduler_info() | {
             "launch_command": launch,
             "version": SIM_VERSION,
             "startup_time": dict(self.e.startup_time),

@@ -291,7 +291,7 @@ class SimEngine:
             m.itl.observe(wall, plan.decode_batch)
         if plan.first_token:
             self._first_tokens(plan, now)
-        if plan.decode_batch:
+        if plan.decode_batch and (k // interval) % self._merge_every() == 0:
             for st in self.buckets[k % interval].values():
                 st.event.set()
         for seq in plan.finished:
@@ -309,6 +309,15 @@ class SimEngine:
             self._tp_window_tokens = 0
             self._tp_window_start = now
         self._log_step(plan, now)
+
+    def _merge_every(self) -> int:
+        """How many stream wake-ups fold into one chunk: 1, or under --sim-merge-chunks-above load
+        ceil(running / N). SGLang's tokenizer manager sends a stream's queued outputs as one chunk
+        when its HTTP side falls behind (tokenizer_manager.py `_wait_one_response`: the last of
+        `out_list`, or `_coalesce_streaming_chunks`), so one chunk then carries many tokens."""
+        above = self.args.sim_merge_chunks_above
+        running = self.sched.num_running
+        return 1 if above is None or running <= above else -(-running // above)
 
     def _first_tokens(self, plan: Any, now: float) -> None:
         m, k = self.metrics, plan.index

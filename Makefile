@@ -27,6 +27,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check moe_tui tests benches tools
 	$(VENV)/bin/mypy
 	PYTHONPATH=$(CURDIR) $(VENV)/bin/lint-imports
+	@# SGLang 0.5.23's own parser over every shipped profile (torch stubbed; ~2 s); skipped, with a
+	@# note, until `make sglang-client` has built the light env.
+	@if [ -x .venv-sglang-client/bin/python ]; then .venv-sglang-client/bin/python tools/sglang_parser/check.py; \
+	else echo "note: no .venv-sglang-client: SGLang parser check skipped (make sglang-client)"; fi
 
 # Tests in three tiers (tests/conftest.py): unit (pure code), ui (in-process Textual pilots and
 # snapshots), integration (real processes: emulator, runner, CLI, SGLang's client, tmux). Parallel

@@ -76,8 +76,10 @@ class FinishedRun:
 
 def finished_run(*, run_id: int, item: Any, spec: Any, server: Any, result: Any, bench_error: str | None,
                  provenance_args: dict[str, Any], client_limits: dict[str, Any], telemetry_summary: Any,
-                 gpu_snapshots: list[Any], abort_verdict: tuple[str, str] | None) -> FinishedRun:
-    """The stored form of a timed run: status, flags, provenance, and the item's verdict."""
+                 gpu_snapshots: list[Any], abort_verdict: tuple[str, str] | None,
+                 server_load: dict[str, Any] | None = None) -> FinishedRun:
+    """The stored form of a timed run: status, flags, provenance, and the item's verdict.
+    `server_load`: `disturbance.load_summary` of the run (kept in the self-check; flags foreign load)."""
     finished = time.time()
     if result is None:
         status, summary, requests, selfcheck, error, bench_flags = "failed", {}, [], {}, bench_error or "", []
@@ -95,8 +97,10 @@ def finished_run(*, run_id: int, item: Any, spec: Any, server: Any, result: Any,
         backend_mismatch=bool(server.backend_mismatch), backend_unverified=server.resolved_backend is None,
         simulated=provenance["simulated"], bench_flags=bench_flags, completed=completed,
         expected=spec.num_prompts if status != "failed" else None, errors=errors, status=status,
-        telemetry=telemetry_summary, warmup_pass=item.warmup,
+        telemetry=telemetry_summary, warmup_pass=item.warmup, server_load=server_load,
     )
+    if server_load is not None:
+        selfcheck = {**selfcheck, "server_load": server_load}
     if abort_verdict is not None and status == "complete" and completed < spec.num_prompts:
         status = "incomplete"
     if abort_verdict is not None:

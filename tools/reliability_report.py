@@ -39,6 +39,7 @@ KIND_BY_FILE = {
     "test_owner_only.py": "security",
     "test_untrusted_text.py": "security",
     "test_trust.py": "security",
+    "test_disturbed.py": "fault",
 }
 KIND_ORDER = ("fault", "bad input", "security", "other")
 

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "roofline": ("moe_tui.commands.roofline", "print the decode roofline of a profile's model on its GPUs"),
     "gate": ("moe_tui.commands.gate", "run the greedy correctness gate against a running server"),
     "sim": ("moe_tui.commands.sim", "run the SGLang emulator (simulated server)"),
+    "doctor": ("moe_tui.commands.doctor", "check the store; restore it from its backup when damaged"),
 }
 
 

@@ -271,6 +271,7 @@ class ItemWork:
         )
         self._last_finished = finished_event
         self._emit(finished_event)
+        await self._backup_if_due()  # a safe point: the run and its item are stored together
 
 
 def spec_as_run(spec: BenchmarkSpec) -> BenchmarkSpec:

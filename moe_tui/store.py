@@ -15,6 +15,11 @@ measurement then spills it (`moe_tui.recording`) instead of dropping it. Both li
 `DEFAULT_BUSY_TIMEOUT_S` / `DEFAULT_WRITE_RETRY_S` and can be set per process with
 MOE_TUI_STORE_BUSY_TIMEOUT_S / MOE_TUI_STORE_WRITE_RETRY_S.
 
+Integrity: every writable open runs `PRAGMA quick_check` first and refuses a damaged file
+(`StoreDamaged`, with the recovery hint); the runner keeps a rolling, checked online backup beside
+it (`store_integrity.backup_store`), which `moe-tui doctor --repair` restores (`moe_tui.store_integrity`). A store owned by another
+user is refused for writing.
+
 Owner-only: the store, its WAL and SHM are 0600 (created under an 0077 umask, tightened if an
 older version left them looser). A store the user cannot write (read-only file or folder, a
 read-only mount) opens read-only: reads work, every write raises `StoreReadOnly` naming the file.
@@ -51,6 +56,10 @@ class StoreError(RuntimeError):
 
 class StoreBusy(StoreError):
     """Another process held the store's write lock past the busy timeout and every retry."""
+
+
+class StoreDamaged(StoreError):
+    """The store failed its integrity check at open: nothing is written; the message says how to recover."""
 
 
 class StoreReadOnly(StoreError):
@@ -133,6 +142,7 @@ class Store(StartAndGateRecords):
                 self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._conn = self._connect()
             if not self.readonly:
+                self._refuse_if_damaged()
                 self._migrate()
                 for suffix in ("", "-wal", "-shm"):
                     _tighten(Path(str(self.path) + suffix))
@@ -143,12 +153,19 @@ class Store(StartAndGateRecords):
         except OSError as exc:
             raise StoreError(f"cannot open store file {self.path}: {exc}") from None
 
+    def _refuse_if_damaged(self) -> None:
+        """PRAGMA quick_check before the first write (a migration included): a damaged file is
+        never written into (`moe_tui.store_integrity`)."""
+        from moe_tui.store_integrity import damaged_message, quick_check
+
+        problems = quick_check(self._conn)
+        if problems:
+            self._conn.close()
+            raise StoreDamaged(damaged_message(self.path, problems))
+
     def _check_owner(self) -> None:
         """A store another user owns is never written (they could rewrite any result in it)."""
-        try:
-            uid = self.path.stat().st_uid
-        except OSError:
-            return
+        uid = self.path.stat().st_uid if self.path.exists() else os.getuid()
         if uid != os.getuid():
             raise StoreError(f"store file {self.path} belongs to uid {uid}, not to you (uid {os.getuid()}); "
                              f"refusing to write into it: copy it to a data dir of your own")

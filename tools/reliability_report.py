@@ -40,6 +40,7 @@ KIND_BY_FILE = {
     "test_untrusted_text.py": "security",
     "test_trust.py": "security",
     "test_disturbed.py": "fault",
+    "test_store_health.py": "fault",
 }
 KIND_ORDER = ("fault", "bad input", "security", "other")
 

@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gate": ("moe_tui.commands.gate", "run the greedy correctness gate against a running server"),
     "sim": ("moe_tui.commands.sim", "run the SGLang emulator (simulated server)"),
     "store": ("moe_tui.commands.store", "store size per profile and campaign; archive, prune, vacuum"),
+    "doctor": ("moe_tui.commands.doctor", "check the store; restore it from its backup when damaged"),
 }
 
 

@@ -147,6 +147,20 @@ class Recovery:
             if requeued:
                 self._notice("info", f"requeued {len(requeued)} interrupted item(s): "
                                      + ", ".join(f"#{i}" for i in requeued))
+        await self._backup_if_due()
+
+    async def _backup_if_due(self) -> None:
+        """A safe point (recovered, nothing in flight): a rolling backup of the store if the last
+        is older than `store_integrity.BACKUP_EVERY_S` (`moe-tui doctor --repair` restores it)."""
+        if self._lock is None:
+            return
+        from moe_tui.store import StoreError
+        from moe_tui.store_integrity import BACKUP_EVERY_S, backup_store
+
+        try:
+            await asyncio.to_thread(backup_store, self.store, if_older_than_s=BACKUP_EVERY_S)
+        except StoreError as exc:
+            self._notice("warning", str(exc))
 
     async def _sweep_orphans(self) -> None:
         """Stop what a dead runner of this data dir left (servers, benchmark children), found by

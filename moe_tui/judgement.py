@@ -34,6 +34,7 @@ FLAG_SIMULATED = "simulated"
 FLAG_NO_WARMUP_PASS = "no_warmup_pass"
 FLAG_OUTPUT_TOKENS_MISMATCH = "output_tokens_mismatch"
 FLAG_GPU_LOST = "gpu_lost"
+FLAG_FOREIGN_LOAD = "foreign_load"
 # Grid-level flags (about a side or the whole comparison, not one run).
 FLAG_PROFILE_CHANGED = "profile_changed"
 FLAG_ENVIRONMENT_DIFFERS = "environment_differs"
@@ -53,6 +54,7 @@ FLAG_WORDS: Mapping[str, str] = {
     FLAG_NO_WARMUP_PASS: "no warmup pass at this concurrency before the timed run",
     FLAG_OUTPUT_TOKENS_MISMATCH: "output tokens differ from completed requests x output_len (the spec was not followed)",
     FLAG_GPU_LOST: "a GPU fell off the bus during the run (NVML: GPU is lost)",
+    FLAG_FOREIGN_LOAD: "the server held more requests than this run sent: someone else was using it",
     FLAG_PROFILE_CHANGED: "the averaged runs used different profile snapshots",
     FLAG_ENVIRONMENT_DIFFERS: "the control check found the environments differ",
 }
@@ -63,7 +65,7 @@ FLAG_WORDS: Mapping[str, str] = {
 SUSPECT_FLAGS: frozenset[str] = frozenset({
     FLAG_BACKEND_MISMATCH, FLAG_CLIENT_BOUND, FLAG_REQUEST_ERRORS, FLAG_INCOMPLETE,
     FLAG_THROTTLED, FLAG_CLOCK_DROP, FLAG_FOREIGN_GPU_PROCESS, FLAG_SERVER_STALL, FLAG_GPU_LOST,
-    FLAG_OUTPUT_DIFFERS, FLAG_OUTPUT_TOKENS_MISMATCH,
+    FLAG_OUTPUT_DIFFERS, FLAG_OUTPUT_TOKENS_MISMATCH, FLAG_FOREIGN_LOAD,
 })
 INFORMATIONAL_FLAGS: frozenset[str] = frozenset({FLAG_SIMULATED, FLAG_NO_WARMUP_PASS, FLAG_BACKEND_UNVERIFIED})
 

@@ -150,6 +150,16 @@ class ControlClient(abc.ABC):
     def compared_profiles(self) -> list[str]:
         """Profiles with recorded runs (the comparison pickers' choices)."""
 
+    def compare_direction(self) -> tuple[str, str] | None:
+        """(baseline, candidate) the Compare screen opens with (`control.direction`): the user's
+        last pick for this data dir, else the latest campaign's order, else the first two."""
+        from moe_tui.control.direction import choose
+
+        return choose(self.compared_profiles(), None, None)
+
+    def remember_direction(self, baseline: str, candidate: str) -> None:  # noqa: B027 (optional)
+        """Keep the user's pick for the next session on this data dir."""
+
     @abc.abstractmethod
     def comparison(self, baseline: str, candidate: str, include_flagged: bool = False) -> Any:
         """The core's comparison grid model (`moe_tui.compare`); `include_flagged` averages

@@ -59,6 +59,27 @@ def diff_text(grid: Any) -> Text:
     return text
 
 
+def keep_direction(names: list[str], shown: tuple[object, object], session: tuple[str, str] | None,
+                   default: tuple[str, str] | None) -> tuple[str | None, str | None]:
+    """The pickers' values after the choices changed. The direction is the user's: what the
+    pickers show stays (new data never swaps it), then this session's pair, then the client's
+    default (the remembered pick or the campaign's order). A blank picker is filled with the
+    default's other name, never with the name already shown in the other picker."""
+    valid = [v if isinstance(v, str) and v in names else None for v in shown]
+    if valid[0] is None and valid[1] is None:
+        for pair in (session, default):
+            if pair is not None and pair[0] in names and pair[1] in names:
+                return pair
+        return None, None
+    base, cand = valid
+    order = [n for n in (default or ()) if n in names] + names
+    if base is None:
+        base = next((n for n in order if n != cand), None)
+    if cand is None:
+        cand = next((n for n in order if n != base), None)
+    return base, cand
+
+
 class CompareScreen(LiveScreen):
     BINDINGS = [
         Binding("e", "export('markdown')", "Markdown", id="export.markdown",
@@ -113,10 +134,15 @@ class CompareScreen(LiveScreen):
                 self.load_choices()
 
     def load_choices(self) -> None:
-        self.control.call_core("list profiles with runs", self.control.client.compared_profiles,
+        self.control.call_core("list profiles with runs", self._choices_and_direction,
                                done=self._set_choices, group="compare-choices")
 
-    def _set_choices(self, names: list[str]) -> None:
+    def _choices_and_direction(self) -> tuple[list[str], tuple[str, str] | None]:
+        client = self.control.client
+        return list(client.compared_profiles()), client.compare_direction()
+
+    def _set_choices(self, answer: tuple[list[str], tuple[str, str] | None]) -> None:
+        names, default = answer
         try:
             base = self.query_one("#compare-baseline", Select)
             cand = self.query_one("#compare-candidate", Select)
@@ -132,13 +158,9 @@ class CompareScreen(LiveScreen):
             with self.prevent(Select.Changed):
                 base.set_options(options)
                 cand.set_options(options)
-                pair = self.control.compare_pair
-                if pair is None and len(names) >= 2:
-                    pair = (names[0], names[1])
-                if pair is None and keep[0] in names and keep[1] in names:
-                    pair = (str(keep[0]), str(keep[1]))
-                if pair is not None and pair[0] in names and pair[1] in names:
-                    base.value, cand.value = pair
+                pair = keep_direction(names, keep, self.control.compare_pair, default)
+                base.value = pair[0] if pair[0] is not None else Select.NULL
+                cand.value = pair[1] if pair[1] is not None else Select.NULL
         self.reload()
 
     def _pair(self) -> tuple[str, str] | None:
@@ -151,6 +173,7 @@ class CompareScreen(LiveScreen):
     def reload(self) -> None:
         pair = self._pair()
         self.control.compare_pair = pair
+        self._title(pair)
         self.maybe_refresh_bindings()
         if pair is None:
             return
@@ -187,6 +210,24 @@ class CompareScreen(LiveScreen):
 
     def on_select_changed(self, event: Select.Changed) -> None:
         self.reload()
+        self._remember()
+
+    def _remember(self) -> None:
+        """The user chose a direction: keep it for the next session on this data dir."""
+        pair = self._pair()
+        if pair is not None and pair[0] != pair[1]:
+            self.control.call_core("remember the compare direction", self.control.client.remember_direction,
+                                   *pair, group="compare-remember")
+
+    def _title(self, pair: tuple[str, str] | None) -> None:
+        """The grid's title names the direction: every delta is the candidate against the baseline."""
+        grid = self.query_one(CompareGrid)
+        if pair is None:
+            grid.border_title = "Baseline vs candidate"
+            return
+        width = max(12, (self.app.size.width - 40) // 2)
+        base, cand = (render.middle_truncate(n, width) for n in pair)
+        grid.border_title = Text(f"baseline {base} → candidate {cand} (delta = candidate vs baseline)")  # type: ignore[assignment]
 
     def binding_state(self) -> tuple:
         return (self._pair(),)
@@ -208,6 +249,7 @@ class CompareScreen(LiveScreen):
         with self.prevent(Select.Changed):
             base.value, cand.value = pair[1], pair[0]
         self.reload()
+        self._remember()
 
     def action_reload(self) -> None:
         self.load_choices()

@@ -119,6 +119,10 @@ class ControlClient(abc.ABC):
     mode: str = "in-process"
     #: the controller may live on after the TUI exits (a detached runner)
     can_detach: bool = False
+    #: the data dir this client's store and runner live in (shown in the header); None in fakes
+    data_dir: Path | None = None
+    #: the exact shell command that attaches to this data dir's runner again (set by `connect`)
+    attach_command: str = "moe-tui"
 
     def start(self) -> None:  # noqa: B027 (optional hook: the fakes have nothing to start)
         """Start the controller or connect to the runner (raises runner.RunnerBusy/RunnerUnavailable)."""

@@ -120,13 +120,20 @@ class CompareScreen(LiveScreen):
 
     def on_mount(self) -> None:
         self.query_one(CompareGrid).border_title = "Baseline vs candidate"
+        self.query_one(CompareGrid).set_narrow(self.app.has_class("-narrow"))
         self.load_choices()
 
     def on_screen_resume(self) -> None:
+        for grid in self.query(CompareGrid):  # none yet while the App prepares the screen
+            grid.set_narrow(self.app.has_class("-narrow"))
         if self.is_current:  # not while the App prepares it in the background (not composed yet)
             self.load_choices()
 
     def live_update(self, topics: set[str]) -> None:
+        if "layout" in topics:
+            self.query_one(CompareGrid).set_narrow(self.app.has_class("-narrow"))
+            self._title(self._pair())
+            self._show_cell()
         if "bench" in topics and self.control.live.bench.last_finished is not None:
             finished = self.control.live.bench.last_finished
             if getattr(self, "_seen_finish", None) != finished.run_id:
@@ -203,7 +210,8 @@ class CompareScreen(LiveScreen):
 
     def _show_cell(self) -> None:
         cell = self.query_one(CompareGrid).highlighted_cell
-        self.query_one("#compare-cell", Static).update(cell_detail(cell) if cell is not None else "")
+        narrow = self.app.has_class("-narrow")
+        self.query_one("#compare-cell", Static).update(cell_detail(cell, numbers=narrow) if cell is not None else "")
 
     def on_data_table_row_highlighted(self) -> None:
         self._show_cell()
@@ -225,9 +233,11 @@ class CompareScreen(LiveScreen):
         if pair is None:
             grid.border_title = "Baseline vs candidate"
             return
-        width = max(12, (self.app.size.width - 40) // 2)
+        narrow = self.app.has_class("-narrow")
+        width = max(12, (self.app.size.width - (24 if narrow else 60)) // 2)
         base, cand = (render.middle_truncate(n, width) for n in pair)
-        grid.border_title = Text(f"baseline {base} → candidate {cand} (delta = candidate vs baseline)")  # type: ignore[assignment]
+        tail = "" if narrow else " (delta = candidate vs baseline)"
+        grid.border_title = Text(f"baseline {base} → candidate {cand}{tail}")  # type: ignore[assignment]
 
     def binding_state(self) -> tuple:
         return (self._pair(),)

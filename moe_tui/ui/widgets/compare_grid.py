@@ -17,16 +17,20 @@ from moe_tui import judgement as J
 from moe_tui.ui.widgets.keyed_table import KeyedTable
 
 # Column widths include one trailing space (the table is drawn without cell padding so all
-# seven columns fit 120 terminal columns).
+# seven columns fit 120 terminal columns). What a user reads first comes first (Conc, Metric,
+# Delta, Verdict): on a narrow terminal only those show and the line under the grid gives the rest.
 COLUMNS = (
     ("conc", "Conc", 5),
-    ("metric", "Metric", 13),
-    ("baseline", "Baseline", 21),  # "10.36 ± 0.00206 (n=2)"
-    ("candidate", "Candidate", 21),
+    ("metric", "Metric", 12),
     ("delta", "Delta", 22),  # "-36.4% (-400.1 tok/s)"
+    ("verdict", "Verdict", 20),  # "spec unverified ⚑ ⌕"; longer words are whole in the detail line
     ("ci", "95% CI", 17),  # "[-22.9%, +18.5%]"
-    ("verdict", "Verdict", None),
-)
+    ("baseline", "Baseline", 20),  # "10.36 ± 0.00206 (n=2)" is cut at its end: the detail line has it whole
+    ("candidate", "Candidate", 19),
+)  # 115 cells: a 120-column terminal less the panel's border and the scrollbar
+# 80 columns: Conc, Metric, Delta and a verdict column as wide as what is left (borders and the
+# scrollbar take 4).
+NARROW_COLUMNS = {"conc": 5, "metric": 12, "delta": 22, "verdict": 33}
 
 VERDICT_STYLES = {
     J.BETTER: "bold green",
@@ -59,6 +63,7 @@ def short_verdict(cell: Any) -> Text:
 
 
 def cell_cells(cell: Any, first_of_concurrency: bool) -> tuple[object, ...]:
+    """The row in COLUMNS order."""
     style = VERDICT_STYLES.get(cell.verdict, "")
     base = Text(cell.baseline.text)
     cand = Text(cell.candidate.text)
@@ -69,20 +74,24 @@ def cell_cells(cell: Any, first_of_concurrency: bool) -> tuple[object, ...]:
     return (
         Text(str(cell.concurrency), style="bold") if first_of_concurrency else "",
         Text(cell.label),
+        Text(cell.delta_text or "—", style=style if cell.comparable else "dim"),
+        short_verdict(cell),
+        Text(cell.ci_text or "—", style="" if cell.ci_text else "dim"),
         base,
         cand,
-        Text(cell.delta_text or "—", style=style if cell.comparable else "dim"),
-        Text(cell.ci_text or "—", style="" if cell.ci_text else "dim"),
-        short_verdict(cell),
     )
 
 
-def cell_detail(cell: Any) -> Text:
-    """The highlighted cell in full: verdict or refusal with the spec fields, flags in words."""
+def cell_detail(cell: Any, numbers: bool = False) -> Text:
+    """The highlighted cell in full: verdict or refusal with the spec fields, flags in words;
+    `numbers` adds the means and the interval (a narrow grid does not show their columns)."""
     style = VERDICT_STYLES.get(cell.verdict, "")
     text = Text.assemble((f"conc {cell.concurrency} {cell.label}", "bold"), " ",
                          (f"({'higher' if cell.higher_is_better else 'lower'} is better)", "dim"), ": ")
     text.append(cell.verdict_text, style=style)
+    if numbers:  # the columns a narrow grid leaves out
+        text.append(f"\n95% CI {cell.ci_text or '—'} · baseline {cell.baseline.text} · candidate {cell.candidate.text}",
+                    style="dim")
     for reason in cell.reasons:
         text.append(f"\n· {reason}", style="dim")
     if cell.flags_text:
@@ -96,6 +105,9 @@ class CompareGrid(KeyedTable):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(COLUMNS, zebra_stripes=False, cell_padding=0, **kwargs)
         self._cells_by_key: dict[str, Any] = {}
+
+    def set_narrow(self, narrow: bool) -> None:
+        self.show_columns(NARROW_COLUMNS if narrow else None)
 
     def show(self, grid: Any | None) -> None:
         if grid is None:

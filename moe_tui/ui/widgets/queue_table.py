@@ -23,6 +23,9 @@ COLUMNS = (
     ("note", "Note", None),
 )
 
+# 80 columns: what an item is and how it went; the item id, spec, tries and run show at 120.
+NARROW_COLUMNS = {"n": 3, "profile": 22, "conc": 4, "rep": 3, "state": 11, "note": 19}  # 74 with cell padding
+
 
 def queue_cells(n: int, row: QueueRow, current: int | None) -> tuple[object, ...]:
     marker = Text("▶", style="bold cyan") if row.id == current else Text(str(n), style="dim")
@@ -43,6 +46,9 @@ def queue_cells(n: int, row: QueueRow, current: int | None) -> tuple[object, ...
 class QueueTable(KeyedTable):
     def __init__(self, **kwargs) -> None:
         super().__init__(COLUMNS, zebra_stripes=True, middle_cut={"profile"}, **kwargs)
+
+    def set_narrow(self, narrow: bool) -> None:
+        self.show_columns(NARROW_COLUMNS if narrow else None)
 
     def show(self, rows: Sequence[QueueRow], current: int | None) -> None:
         self.sync({str(r.id): queue_cells(n, r, current) for n, r in enumerate(rows, start=1)})

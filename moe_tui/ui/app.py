@@ -25,6 +25,7 @@ from textual.screen import ModalScreen
 from textual.worker import Worker, WorkerState
 
 from moe_tui.control import CampaignRequest, ControlClient, ControlSnapshot, LiveState
+from moe_tui.control.seen import SeenVerdicts
 from moe_tui.events import Notice, RunFinished
 from moe_tui.ui import render
 from moe_tui.ui.messages import CoreEventArrived
@@ -95,6 +96,7 @@ class MoeTuiApp(App):
         self.live = LiveState()
         self.clock = clock
         self.compare_pair: tuple[str, str] | None = None
+        self.seen = SeenVerdicts()  # the grid cells as the user last saw them (verdict changes are marked)
         self._keymap = dict(keymap or {})
         self._startup_notes = startup_notes
         self._dirty: set[str] = set()

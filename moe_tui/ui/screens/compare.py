@@ -97,6 +97,8 @@ class CompareScreen(LiveScreen):
     def __init__(self) -> None:
         super().__init__()
         self.grid: Any | None = None
+        self._changes: dict[tuple[int, str], str] = {}
+        self._looked_at: tuple[int, str] | None = None  # the highlighted cell's (concurrency, metric)
         self._choices: list[str] = []
         self.include_flagged = False
 
@@ -200,9 +202,11 @@ class CompareScreen(LiveScreen):
 
     def show_grid(self, grid: Any) -> None:
         self.grid = grid
+        # Verdicts that differ from what the user last saw are marked (↻) with why, until looked at.
+        self._changes = self.control.seen.changes(grid)
         self.query_one("#compare-diff", Static).update(diff_text(grid))
         table = self.query_one(CompareGrid)
-        table.show(grid)
+        table.show(grid, self._changes)
         counts = {k: v for k, v in grid.verdict_counts().items() if v}
         table.border_subtitle = " · ".join(f"{v} {J.VERDICT_WORDS[k]}" for k, v in counts.items())
         self.query_one(ThroughputChart).show(grid)
@@ -211,10 +215,23 @@ class CompareScreen(LiveScreen):
     def _show_cell(self) -> None:
         cell = self.query_one(CompareGrid).highlighted_cell
         narrow = self.app.has_class("-narrow")
-        self.query_one("#compare-cell", Static).update(cell_detail(cell, numbers=narrow) if cell is not None else "")
+        change = self._changes.get((cell.concurrency, cell.metric), "") if cell is not None else ""
+        self.query_one("#compare-cell", Static).update(
+            cell_detail(cell, numbers=narrow, change=change) if cell is not None else "")
 
     def on_data_table_row_highlighted(self) -> None:
+        table = self.query_one(CompareGrid)
+        cell, before = table.highlighted_cell, self._looked_at
         self._show_cell()
+        key = (cell.concurrency, cell.metric) if cell is not None else None
+        if before is not None and before != key and self.grid is not None:
+            # The user moved on from a cell: what it shows now is what they saw.
+            seen = next((c for c in self.grid.cells if (c.concurrency, c.metric) == before), None)
+            if seen is not None:
+                self.control.seen.acknowledge(self.grid, seen)
+            if self._changes.pop(before, None) is not None:
+                table.show(self.grid, self._changes)
+        self._looked_at = key
 
     def on_select_changed(self, event: Select.Changed) -> None:
         self.reload()

@@ -9,6 +9,7 @@ the highlighted cell's full verdict, refusal and flags are shown under the grid 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rich.text import Text
@@ -62,8 +63,8 @@ def short_verdict(cell: Any) -> Text:
     return text
 
 
-def cell_cells(cell: Any, first_of_concurrency: bool) -> tuple[object, ...]:
-    """The row in COLUMNS order."""
+def cell_cells(cell: Any, first_of_concurrency: bool, changed: bool = False) -> tuple[object, ...]:
+    """The row in COLUMNS order; `changed`: the verdict is not the one the user last saw (↻)."""
     style = VERDICT_STYLES.get(cell.verdict, "")
     base = Text(cell.baseline.text)
     cand = Text(cell.candidate.text)
@@ -75,14 +76,14 @@ def cell_cells(cell: Any, first_of_concurrency: bool) -> tuple[object, ...]:
         Text(str(cell.concurrency), style="bold") if first_of_concurrency else "",
         Text(cell.label),
         Text(cell.delta_text or "—", style=style if cell.comparable else "dim"),
-        short_verdict(cell),
+        Text.assemble(("↻ ", "bold cyan"), short_verdict(cell)) if changed else short_verdict(cell),
         Text(cell.ci_text or "—", style="" if cell.ci_text else "dim"),
         base,
         cand,
     )
 
 
-def cell_detail(cell: Any, numbers: bool = False) -> Text:
+def cell_detail(cell: Any, numbers: bool = False, change: str = "") -> Text:
     """The highlighted cell in full: verdict or refusal with the spec fields, flags in words;
     `numbers` adds the means and the interval (a narrow grid does not show their columns)."""
     style = VERDICT_STYLES.get(cell.verdict, "")
@@ -98,6 +99,8 @@ def cell_detail(cell: Any, numbers: bool = False) -> Text:
         text.append(f"\n⚑ {cell.flags_text}", style="yellow")
     if getattr(cell, "investigation", ""):
         text.append(f"\n⌕ {cell.investigation}", style="cyan")
+    if change:
+        text.append(f"\n↻ changed since you last saw it: {change}", style="bold cyan")
     return text
 
 
@@ -109,7 +112,8 @@ class CompareGrid(KeyedTable):
     def set_narrow(self, narrow: bool) -> None:
         self.show_columns(NARROW_COLUMNS if narrow else None)
 
-    def show(self, grid: Any | None) -> None:
+    def show(self, grid: Any | None, changes: Mapping[tuple[int, str], str] | None = None) -> None:
+        """Paint `grid`; cells named in `changes` carry the ↻ mark (`control.seen`)."""
         if grid is None:
             self._cells_by_key = {}
             self.sync({})
@@ -119,7 +123,7 @@ class CompareGrid(KeyedTable):
         self._cells_by_key = {}
         for cell in grid.cells:
             key = f"{cell.concurrency}/{cell.metric}"
-            rows[key] = cell_cells(cell, cell.concurrency != last_conc)
+            rows[key] = cell_cells(cell, cell.concurrency != last_conc, (cell.concurrency, cell.metric) in (changes or {}))
             self._cells_by_key[key] = cell
             last_conc = cell.concurrency
         self.sync(rows)

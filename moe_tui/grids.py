@@ -136,6 +136,8 @@ def mark_investigations(store: Store, grid: ComparisonGrid) -> ComparisonGrid:
             words = f"{rep.state} ({record.name})"
         if rep.flags:
             words += f"; {', '.join(rep.flags)}"
+        if record.definition.get("baseline") != grid.baseline_name:  # 'before' was the other order's delta
+            words += f" (investigated as {record.definition.get('baseline')} vs {record.definition.get('candidate')})"
         cells.append(dataclasses.replace(cell, investigation=words))
     return dataclasses.replace(grid, cells=tuple(cells))
 

@@ -171,7 +171,7 @@ class InvestigationRecord:
 
 
 def investigations(store: Any, baseline: str | None = None, candidate: str | None = None) -> list[InvestigationRecord]:
-    """Every investigation record (newest last), optionally only those of one pair."""
+    """Every investigation record (newest last), optionally only those of one pair (in either order)."""
     from moe_tui.queue import RunQueue
 
     queue = RunQueue(store)
@@ -180,7 +180,8 @@ def investigations(store: Any, baseline: str | None = None, candidate: str | Non
         d = camp["definition"] or {}
         if d.get("kind") != KIND:
             continue
-        if baseline is not None and (d.get("baseline"), d.get("candidate")) != (baseline, candidate):
+        # A cell is the same cell in either order: the investigation made as B vs A is found from A vs B.
+        if baseline is not None and {d.get("baseline"), d.get("candidate")} != {baseline, candidate}:
             continue
         items = tuple(sorted(queue.items(campaign_id=camp["id"]), key=lambda i: i.id))
         out.append(InvestigationRecord(camp["id"], camp["name"], camp["created_at"], d, items))

@@ -32,6 +32,7 @@ class StoreReads:
     store: Store
     profiles: list[ServerProfile]
     exports_dir: Path | None = None
+    data_dir: Path | None = None  # where the user's compare direction is remembered
 
     def _queue(self) -> RunQueue:
         queue = getattr(self, "_run_queue", None)
@@ -59,6 +60,18 @@ class StoreReads:
         with_runs = set(self.store.profile_names_with_runs())
         ordered = [p.name for p in self.profiles if p.name in with_runs]
         return ordered + sorted(with_runs - set(ordered))
+
+    def compare_direction(self) -> tuple[str, str] | None:
+        from moe_tui.control import direction
+
+        names = self.compared_profiles()
+        campaign = direction.campaign_order(self._queue().campaigns(), names)
+        return direction.choose(names, direction.load_pick(self.data_dir), campaign)
+
+    def remember_direction(self, baseline: str, candidate: str) -> None:
+        from moe_tui.control import direction
+
+        direction.save_pick(self.data_dir, baseline, candidate)
 
     def comparison(self, baseline: str, candidate: str, include_flagged: bool = False,
                    accept_uncontrolled: bool = False) -> compare.ComparisonGrid:

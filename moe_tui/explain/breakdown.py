@@ -4,8 +4,13 @@
   step by kernel class, each with its noise: the standard error of the class's per-step mean over
   the steps of every rank (steps x ranks samples), so a class that jumps from step to step or from
   rank to rank is not mistaken for a difference between backends.
-- `compare_sides(a, b)`: per class B - A in ms/step; "beyond noise" when |delta| exceeds
-  `NOISE_Z` combined standard errors and the `NOISE_FLOOR_MS` a profiler's timestamps can resolve;
+- `compare_sides(a, b, run_cv=...)`: per class B - A in ms/step; "beyond noise" when |delta|
+  exceeds `NOISE_Z` times the combined uncertainty plus the `NOISE_FLOOR_MS` a profiler's
+  timestamps can resolve. The uncertainty has two parts: the step-to-step standard errors seen in
+  the traces, and what one profiled run a side cannot see: two server starts differ as a whole
+  (clocks, memory layout). That part is `run_cv` times the class's time, `run_cv` being the
+  relative run-to-run spread the grid measured for this pair (its pooled CV), else
+  `DEFAULT_RUN_CV` (the grid's minimum practical effect);
   the share of the total step-time gap when the total itself is beyond its noise (else no share is
   printed: a share of nothing is not an explanation); the kernels that moved most.
 - `moe_gemm_roofline`: the MoE GEMM ms/step next to the memory-bound time of the expert weights
@@ -28,12 +33,16 @@ from moe_tui.explain.trace import RankProfile
 
 NOISE_Z = 3.0  # standard errors a class must move by to count as moved (about 99.7% two-sided)
 NOISE_FLOOR_MS = 0.002  # 2 us: below what kernel timestamps resolve over a few steps
+DEFAULT_RUN_CV = 0.02
 TOP_KERNELS = 8
 TOP_OTHER_NAMES = 5
 # The first profiled step carries the profiler's own start (CUPTI buffers, a first replay after a
 # pause): measured on the H200 trace in tests/data, its MoE GEMMs ran 45% slower and it held a
-# 100 ms host stall. It is left out when a rank has at least this many steps.
+# 100 ms host stall. It is left out when a rank has at least SKIP_FIRST_FROM steps. The last step's
+# window ends at its last kernel (no next launch bounds it), so it lacks the launch gap the others
+# carry: left out from SKIP_LAST_FROM steps.
 SKIP_FIRST_FROM = 3
+SKIP_LAST_FROM = 5
 
 
 class ExplainError(ValueError):
@@ -90,8 +99,10 @@ def _se(values: Sequence[float]) -> float:
 
 
 def counted_steps(rank: RankProfile) -> tuple[dict[str, float], ...]:
-    """The steps a breakdown counts: all but the first when there are `SKIP_FIRST_FROM` or more."""
+    """The steps a breakdown counts: the first and last left out as said above."""
     steps = tuple(dict(s) for s in rank.steps)
+    if len(steps) >= SKIP_LAST_FROM:
+        steps = steps[:-1]
     return steps[1:] if len(steps) >= SKIP_FIRST_FROM else steps
 
 
@@ -192,27 +203,33 @@ def _delta_dict(d: ClassDelta) -> dict[str, Any]:
             "noise_ms": d.noise_ms, "beyond_noise": d.beyond_noise, "share": d.share}
 
 
-def _noise(se_a: float, se_b: float) -> float:
+def _noise(se_a: float, se_b: float, ms_a: float, ms_b: float, run_cv: float) -> float:
     parts = [s for s in (se_a, se_b) if not math.isnan(s)]
-    return NOISE_Z * math.sqrt(sum(s * s for s in parts)) + NOISE_FLOOR_MS if parts else math.inf
+    if not parts:
+        return math.inf
+    var = sum(s * s for s in parts) + (run_cv * ms_a) ** 2 + (run_cv * ms_b) ** 2
+    return NOISE_Z * math.sqrt(var) + NOISE_FLOOR_MS
 
 
-def compare_sides(a: SideBreakdown, b: SideBreakdown, *, top: int = TOP_KERNELS) -> Explanation:
-    """B against A, class by class (delta = B - A)."""
-    total_noise = _noise(a.step_se, b.step_se)
+def compare_sides(a: SideBreakdown, b: SideBreakdown, *, run_cv: float = DEFAULT_RUN_CV,
+                  top: int = TOP_KERNELS) -> Explanation:
+    """B against A, class by class (delta = B - A); `run_cv` as a fraction (0.02 = 2%)."""
+    if run_cv < 0 or not math.isfinite(run_cv):
+        raise ExplainError(f"run_cv must be a fraction >= 0, got {run_cv}")
+    total_noise = _noise(a.step_se, b.step_se, a.step_ms, b.step_ms, run_cv)
     gap = b.step_ms - a.step_ms
     total = ClassDelta("total", a.step_ms, b.step_ms, gap, total_noise, 1.0 if abs(gap) > total_noise else None)
     deltas = []
     for ca, cb in zip(a.classes, b.classes, strict=True):
         d = cb.ms - ca.ms
-        deltas.append(ClassDelta(ca.kernel_class, ca.ms, cb.ms, d, _noise(ca.se, cb.se),
+        deltas.append(ClassDelta(ca.kernel_class, ca.ms, cb.ms, d, _noise(ca.se, cb.se, ca.ms, cb.ms, run_cv),
                                  d / gap if total.beyond_noise and gap else None))
     ka = {k.name: k for k in a.kernels}
     kb = {k.name: k for k in b.kernels}
     moves = [KernelMove(n, (ka.get(n) or kb[n]).kernel_class, ka[n].ms_per_step if n in ka else 0.0,
                         kb[n].ms_per_step if n in kb else 0.0) for n in set(ka) | set(kb)]
     moves.sort(key=lambda m: -abs(m.delta_ms))
-    notes = []
+    notes = [f"noise: {NOISE_Z:g} x (step-to-step standard error, and {run_cv * 100:.1f}% run-to-run spread)"]
     if math.isinf(total_noise):
         notes.append("one step a side: no step-to-step spread to judge the noise by; every delta is unjudged")
     if a.stage != b.stage:

@@ -59,7 +59,8 @@ RULES: tuple[Rule, ...] = (
                    r"groupproblemshape|ptrarray|m_?grouped|masked_?gemm|matmul_ogs|^bmm_|"
                    r"moe.*(gemm|mm_|matmul)|expert.*(gemm|matmul)",
          "grouped/batched expert GEMMs of every MoE runner backend"),
-    Rule(ATTENTION, r"flash|fmha|attention|attn|sdpa|mla|paged|batchdecode|batchprefill|merge_state|"
+    Rule(ATTENTION, r"flash_?(fwd|bwd|mla|attn|decode|prefill)|flash::|fmha|attention|attn|sdpa|mla|paged|"
+                    r"batchdecode|batchprefill|merge_state|"
                     r"splitkv|rotary|rope|kv_?cache|store_kv|set_kv",
          "attention kernels (FlashInfer, FlashAttention, FlashMLA, cuDNN SDPA), RoPE, KV-cache writes"),
     Rule(MOE_ROUTING, r"topk|top_k|gating|router|routing|moe_align|align_block|count_and_sort|moe_sum|"

@@ -20,6 +20,7 @@ from moe_tui.compare import (
     plan_counts,
     unknown_profiles,
 )
+from moe_tui.explain_store import profiled_run_ids
 from moe_tui.grid_extras import apply_gate, build_extras
 from moe_tui.investigate_report import describe_cell, report
 from moe_tui.investigate_store import diagnostic_run_ids, evidence_from_grid, under_investigation
@@ -39,7 +40,8 @@ def build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str 
         raise error
     # Cold runs of an investigation (no warmup pass, on purpose) are evidence about warmup, not about
     # the backends: they never enter a cell's mean (the investigation's report reads them itself).
-    cold = diagnostic_run_ids(store)
+    # Profiled runs (`explain`) ran under the profiler, which slows the server: never in a cell.
+    cold = diagnostic_run_ids(store) | profiled_run_ids(store)
     runs = {name: [r for r in store.runs(profile_name=name, statuses=RUN_STATUSES) if r.id not in cold]
             for name in (baseline, candidate)}
     grid = build_grid_from_runs(

@@ -133,6 +133,9 @@ class SimProfiler:
             if plan.index + 1 < (prof.start_at or 0):
                 return
             prof.started = True
+        # SGLang runs prefill in forward passes of their own (EXTEND) unless mixed chunking is on; the
+        # emulator folds chunked prefill into decode steps, so a step that prefills anything is an
+        # EXTEND step and only a pure decode step is DECODE: the decode breakdown is prefill-free.
         stage = "EXTEND" if plan.prefill_tokens > 0 else "DECODE"
         key = stage if prof.by_stage else ""
         modelled = duration_s * 1000.0 * self.e.time_scale * self.e.board.speed

@@ -179,8 +179,11 @@ class Explanation:
     def summary_lines(self) -> list[str]:
         """The sentence a person reads first, one line per class that moved beyond its noise."""
         if not self.total.beyond_noise:
+            moved = [f"{d.words} {d.delta_ms:+.3f} ms/step moved beyond its noise (±{d.noise_ms:.3f}), though the "
+                     f"step as a whole did not" for d in sorted(self.classes, key=lambda d: -abs(d.delta_ms))
+                     if d.beyond_noise]
             return [f"step time {self.a.step_ms:.3f} vs {self.b.step_ms:.3f} ms: the difference "
-                    f"({self.total.delta_ms:+.3f} ms/step) is within its noise (±{self.total.noise_ms:.3f})"]
+                    f"({self.total.delta_ms:+.3f} ms/step) is within its noise (±{self.total.noise_ms:.3f})", *moved]
         out = [f"step time {self.a.step_ms:.3f} -> {self.b.step_ms:.3f} ms ({self.total.delta_ms:+.3f} ms/step)"]
         for d in sorted(self.classes, key=lambda d: -abs(d.delta_ms)):
             if d.beyond_noise:

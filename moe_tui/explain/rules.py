@@ -97,6 +97,7 @@ def short_name(name: str, limit: int = 72) -> str:
     text = "".join(ch for ch in name if ch.isprintable()).strip()
     if text.startswith("void "):
         text = text[5:]
-    if text.endswith(")") and "(" in text:
-        text = text[: text.rfind("(")] if text.rfind("(") > 0 else text
+    cut = text.rfind("(")
+    if text.endswith(")") and cut > 0 and text[cut - 1] != " ":  # a C++ parameter list, not "Memcpy DtoD (...)"
+        text = text[:cut]
     return text if len(text) <= limit else text[: limit - 1] + "…"

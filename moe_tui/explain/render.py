@@ -43,7 +43,7 @@ def text_lines(expl: Explanation, extras: Sequence[str] = ()) -> list[str]:
     a, b = expl.a, expl.b
     out = [f"ms per decode step ({a.label}: {a.steps} steps x {len(a.ranks)} ranks; "
            f"{b.label}: {b.steps} steps x {len(b.ranks)} ranks)",
-           f"{'class':<24}{short_name(a.label, 18):>18}{short_name(b.label, 18):>18}{'B-A':>22}{'noise ±':>10}{'gap':>6}"]
+           f"{'class':<24}{short_name(a.label, 17):>18}{short_name(b.label, 17):>18}{'B-A':>22}{'noise ±':>10}{'gap':>6}"]
     for row in class_table(expl):
         out.append(f"{row['words']:<24}{_ms(row['a_ms']):>18}{_ms(row['b_ms']):>18}{_delta(row):>22}"
                    f"{_ms(row['noise_ms']):>10}{_share(row):>6}")

@@ -31,13 +31,15 @@ from moe_tui.explain_store import traces_dir
 
 PROFILE_TIMEOUT_S = 600.0
 FULL_BATCH_WAIT_S = 120.0
+START_ANSWER_S = 10.0
 MAX_KEPT_BYTES = 256 * 1024 * 1024
 EXPERT_DUMP_GLOB = "expert_distribution_recorder_*.pt"
 
 
-async def _post(client: httpx.AsyncClient, path: str, body: dict[str, Any] | None = None) -> tuple[int, str]:
+async def _post(client: httpx.AsyncClient, path: str, body: dict[str, Any] | None = None,
+                timeout: float = 30.0) -> tuple[int, str]:
     try:
-        r = await client.post(path, json=body) if body is not None else await client.post(path)
+        r = await client.post(path, json=body, timeout=timeout)
         return r.status_code, r.text.strip()[:300]
     except httpx.HTTPError as exc:
         return 0, f"{type(exc).__name__}: {exc}"
@@ -191,14 +193,22 @@ async def _profile_while(bench: asyncio.Task[Any], full: asyncio.Event, client: 
         facts["notes"].append("the benchmark ended before the whole concurrency was in flight: nothing profiled")
         return
     facts["batch_full"] = await _wait_running(client, int(facts["concurrency"]), bench)
-    code, text = await _post(client, "/start_profile", req)
-    facts["start_profile"] = {"status": code, "answer": text, "at": time.time()}
-    if code != 200:
-        facts["notes"].append(f"/start_profile answered {code}: {text}")
-        return
+    # Some SGLang versions answer /start_profile only once the profile is done: the answer is
+    # awaited beside the folder, and only a definite refusal ends the wait.
+    start = asyncio.create_task(_post(client, "/start_profile", req, timeout=PROFILE_TIMEOUT_S))
+    await asyncio.wait({start}, timeout=START_ANSWER_S)
+    if start.done():
+        code, text = start.result()
+        facts["start_profile"] = {"status": code, "answer": text, "at": time.time()}
+        if code != 200:
+            facts["notes"].append(f"/start_profile answered {code or 'nothing'}: {text}")
+            return
     deadline = time.monotonic() + PROFILE_TIMEOUT_S
     while len(_decode_ranks(raw, prefix)) < world and time.monotonic() < deadline and not bench.done():
         await asyncio.sleep(0.2)
+    if not start.done():
+        start.cancel()
+        facts["start_profile"] = {"status": None, "answer": "no answer while the traces were awaited"}
     if len(_decode_ranks(raw, prefix)) < world:
         code, text = await _post(client, "/stop_profile")
         facts["notes"].append(f"{len(_decode_ranks(raw, prefix))} of {world} ranks' decode traces after the "

@@ -179,6 +179,7 @@ class SimEngine:
             "enable_metrics": a.enable_metrics, "log_level": a.log_level, "random_seed": self.random_seed,
             "context_length": self.context_length, "dist_init_addr": a.dist_init_addr,
             "nnodes": a.nnodes, "node_rank": a.node_rank, "disable_radix_cache": a.disable_radix_cache,
+            "expert_distribution_recorder_mode": a.expert_distribution_recorder_mode,
         }
 
     def sim_settings(self) -> dict[str, Any]:

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("moe_tui.commands.run", "work the queue headless (or detached with --detach)"),
     "compare": ("moe_tui.commands.compare", "print the comparison grid of two profiles"),
     "investigate": ("moe_tui.commands.investigate", "propose and queue the runs that would settle one grid cell"),
+    "explain": ("moe_tui.commands.explain", "profile one grid cell on both sides: where each decode step's time goes"),
     "export": ("moe_tui.commands.export", "export a comparison as Markdown and CSV with provenance"),
     "roofline": ("moe_tui.commands.roofline", "print the decode roofline of a profile's model on its GPUs"),
     "gate": ("moe_tui.commands.gate", "run the greedy correctness gate against a running server"),

@@ -87,6 +87,15 @@ class QueueOps:
         campaign_id, items = enqueue_plan_dict(self.queue, plan, profiles_dir=profiles_dir)
         return {"campaign_id": campaign_id, "item_ids": [i.id for i in items]}
 
+    def add_explain(self, plan: dict[str, Any]) -> dict[str, Any]:
+        """Queue an explain plan (`moe_tui.explain_store.plan_explain`): one profiled run a side."""
+        from moe_tui.explain_store import enqueue_explain
+
+        profiles_dir = str(self.profiles_dir.resolve()) if self.profiles_dir else None
+        self._check_profiles({i["profile"] for i in plan.get("items", ())})
+        campaign_id, items = enqueue_explain(self.queue, plan, profiles_dir=profiles_dir)
+        return {"campaign_id": campaign_id, "item_ids": [i.id for i in items]}
+
     def queue_items(self, states: Iterable[str] | None = None) -> list[dict[str, Any]]:
         return [i.to_dict() for i in self.queue.items(states)]
 

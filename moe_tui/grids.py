@@ -71,6 +71,7 @@ def _build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str
         raise error
     # Cold runs of an investigation (no warmup pass, on purpose) are evidence about warmup, not about
     # the backends: they never enter a cell's mean (the investigation's report reads them itself).
+    # Profiled runs (`explain`) ran under the profiler, which slows the server: marked 'profiled'.
     # They are marked on the run (`runs.diagnostic`), so the store leaves them out of this read.
     pair = (baseline, candidate)
     every = {name: store.runs(profile_name=name, statuses=RUN_STATUSES, exclude_diagnostic=True)
@@ -84,7 +85,7 @@ def _build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str
         return grid
     # The extras' roofline reads the same profiles' complete runs (cold ones included, as before):
     # the records read above, plus the few marked cold ones, instead of a second full read.
-    cold = [r for r in map(store.run, sorted(diagnostic_run_ids(store, pair))) if r is not None]
+    cold = [r for r in map(store.run, sorted(diagnostic_run_ids(store, pair))) if r is not None and r.diagnostic == "cold"]
     complete = {name: sorted([r for r in every[name] if r.status == "complete"]
                              + [r for r in cold if r.profile_name == name and r.status == "complete"],
                              key=lambda r: r.id) for name in every}

@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 _ADD_COLUMN = re.compile(r"\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)", re.IGNORECASE)
 
 # Months of data (issue 26). Indices for every read that must not grow with the store: a pair of
@@ -44,6 +44,20 @@ _SCALE_MIGRATION = f"""
     UPDATE runs SET diagnostic = 'cold' WHERE id IN (
         SELECT q.run_id FROM queue_items q JOIN campaigns c ON c.id = q.campaign_id
         WHERE q.run_id IS NOT NULL AND {_INVESTIGATION} AND {_COLD_ROLE.format(item="q")});
+"""
+
+# A profiled run (`explain`) ran under the profiler, which slows the server: marked 'profiled' on the
+# run itself, like a cold run, so no grid averages it in whatever happens to its queue item.
+_PROFILED_MIGRATION = """
+    CREATE TRIGGER IF NOT EXISTS queue_items_mark_profiled AFTER UPDATE OF run_id ON queue_items
+    WHEN NEW.run_id IS NOT NULL AND NEW.campaign_id IS NOT NULL BEGIN
+        UPDATE runs SET diagnostic = 'profiled' WHERE id = NEW.run_id AND EXISTS (
+            SELECT 1 FROM campaigns c WHERE c.id = NEW.campaign_id AND c.policy = 'explain'
+            AND json_extract(c.definition_json, '$.kind') = 'explain');
+    END;
+    UPDATE runs SET diagnostic = 'profiled' WHERE id IN (
+        SELECT q.run_id FROM queue_items q JOIN campaigns c ON c.id = q.campaign_id
+        WHERE q.run_id IS NOT NULL AND c.policy = 'explain' AND json_extract(c.definition_json, '$.kind') = 'explain');
 """
 
 _MIGRATIONS: dict[int, str] = {
@@ -164,6 +178,7 @@ _MIGRATIONS: dict[int, str] = {
     ALTER TABLE queue_items ADD COLUMN fresh_start INTEGER NOT NULL DEFAULT 0;
     """,
     5: _SCALE_MIGRATION,
+    6: _PROFILED_MIGRATION,
 }
 
 

@@ -224,6 +224,15 @@ class ControlClient(abc.ABC):
         """Queue a plan as one campaign; returns {"campaign_id", "item_ids"}."""
         raise NotImplementedError("this adapter cannot queue investigations")
 
+    # -- explain (issue 25) -------------------------------------------------------------------
+    def explain_cell(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
+        """The cell's breakdown: {"state": none|pending|failed|ready, "message", "lines"}."""
+        raise NotImplementedError("this adapter cannot explain cells")
+
+    def queue_explain(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
+        """Queue one profiled run a side at the cell; returns {"campaign_id", "item_ids"}."""
+        raise NotImplementedError("this adapter cannot queue profiled runs")
+
     @abc.abstractmethod
     def shutdown(self, stop_servers: bool) -> None:
         """The TUI is leaving: stop the servers, or leave them to a detached runner."""

@@ -107,6 +107,9 @@ class _OpsClient(StoreReads, ControlClient):
     def queue_investigation(self, plan: Any) -> dict[str, Any]:
         return dict(self._op("add_investigation", plan=plan.to_dict()))
 
+    def queue_explain(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
+        return dict(self._op("add_explain", plan=self.explain_plan(baseline, candidate, concurrency)))
+
 
 class InProcessClient(_OpsClient):
     mode = "in-process controller"

@@ -86,6 +86,20 @@ class StoreReads:
         evidence = evidence_from_grid(grids.build_grid(self.store, baseline, candidate), self.store)
         return plan_investigation(evidence, concurrency, metric)
 
+    def explain_cell(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
+        from moe_tui.explain.render import text_lines
+        from moe_tui.explain_store import explain_cell
+
+        grid = grids.build_grid(self.store, baseline, candidate)
+        view = explain_cell(self.store, grid, concurrency)
+        lines = text_lines(view.explanation, ["", *view.extras]) if view.state == "ready" else [view.message]
+        return {"state": view.state, "message": view.message, "lines": lines, "simulated": bool(grid.simulated)}
+
+    def explain_plan(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
+        from moe_tui.explain_store import plan_explain
+
+        return plan_explain(grids.build_grid(self.store, baseline, candidate), concurrency)
+
     def export(self, baseline: str, candidate: str, fmt: str) -> Path:
         if fmt not in ("markdown", "csv"):
             raise ValueError(f"export: format must be markdown or csv, got {fmt!r}")

@@ -96,6 +96,8 @@ class CompareScreen(LiveScreen):
         Binding("g", "reload", "Reload", id="compare.reload", tooltip="Re-read the runs and rebuild the grid"),
         Binding("i", "investigate", "Investigate", id="compare.investigate",
                 tooltip="Propose and queue the runs that would settle the highlighted cell"),
+        Binding("x", "explain", "Explain", id="compare.explain",
+                tooltip="Where each side's decode step goes at the highlighted cell (profiled runs)"),
     ]
 
     def __init__(self) -> None:
@@ -298,3 +300,12 @@ class CompareScreen(LiveScreen):
             self.notify("investigate: highlight a cell of the grid first", severity="warning")
             return
         self.app.push_screen(InvestigateScreen(*pair, cell.concurrency, cell.metric))
+
+    def action_explain(self) -> None:
+        from moe_tui.ui.screens.explain import ExplainScreen
+
+        pair, cell = self._pair(), self.query_one(CompareGrid).highlighted_cell
+        if pair is None or cell is None:
+            self.notify("explain: highlight a cell of the grid first", severity="warning")
+            return
+        self.app.push_screen(ExplainScreen(*pair, cell.concurrency))

@@ -30,6 +30,7 @@ _SCALE_MIGRATION = f"""
     CREATE INDEX IF NOT EXISTS queue_items_campaign ON queue_items(campaign_id, id);
     CREATE INDEX IF NOT EXISTS queue_items_plan ON queue_items(profile_name, fingerprint, state);
     CREATE INDEX IF NOT EXISTS queue_items_run ON queue_items(run_id);
+    CREATE INDEX IF NOT EXISTS queue_items_position ON queue_items(position, id);
     CREATE INDEX IF NOT EXISTS campaigns_policy ON campaigns(policy, id);
     CREATE TRIGGER IF NOT EXISTS runs_delete_children AFTER DELETE ON runs BEGIN
         DELETE FROM requests WHERE run_id = OLD.id;

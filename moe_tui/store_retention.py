@@ -79,7 +79,8 @@ class RetentionRecords:
 
     def usage(self) -> Usage:
         """Runs and bytes per profile and per campaign (a full read: a command's, not a screen's)."""
-        per_run = (f"SELECT r.id, r.profile_name, r.finished_at, {_BYTES} AS bytes, (SELECT COUNT(*) FROM requests q WHERE q.run_id = r.id) AS requests,"
+        per_run = (f"SELECT r.id, r.profile_name, r.finished_at, {_BYTES} AS bytes,"
+                   " (SELECT COUNT(*) FROM requests q WHERE q.run_id = r.id) AS requests,"
                    " (SELECT COUNT(*) FROM gpu_samples g WHERE g.run_id = r.id) AS samples FROM runs r")
         profiles = [dict(r) for r in self.query(
             f"SELECT profile_name AS name, COUNT(*) AS runs, SUM(requests) AS requests, SUM(samples) AS gpu_samples,"

@@ -15,10 +15,11 @@ _ADD_COLUMN = re.compile(r"\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)", re.
 # profiles' runs, a campaign's items, the queue's plan counts per profile, runs by age (prune).
 # `runs.diagnostic` marks a run on itself as evidence about something other than the backends
 # ('cold': an investigation's deliberately cold run), so clearing the queue items that used to say
-# so cannot put it back into a cell's mean; `runs.stored_bytes` (what the run and its samples take,
-# set when the runner stores it; NULL: count it when asked) keeps `moe-tui store usage` quick; a trigger marks it when the item's run is attached and
-# the UPDATE backfills existing stores. Deleting a run deletes its requests and GPU samples by
-# trigger too, so a delete from a shell without `PRAGMA foreign_keys` orphans nothing.
+# so cannot put it back into a cell's mean; a trigger marks it when the item's run is attached and
+# the UPDATE backfills existing stores. `runs.stored_bytes` (what the run and its samples take, set
+# when the runner stores it; NULL: counted when asked) keeps `moe-tui store usage` quick. Deleting
+# a run deletes its requests and GPU samples by trigger too, so a delete from a shell without
+# `PRAGMA foreign_keys` orphans nothing.
 _COLD_ROLE = """json_extract(c.definition_json, '$.item_roles[' || (SELECT COUNT(*) FROM queue_items q2
             WHERE q2.campaign_id = {item}.campaign_id AND q2.id < {item}.id) || '].role') = 'cold'"""
 _INVESTIGATION = "c.policy = 'investigation' AND json_extract(c.definition_json, '$.kind') = 'investigation'"

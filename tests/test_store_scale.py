@@ -155,3 +155,18 @@ def test_the_queue_views_light_read_agrees_with_the_full_items(store):
             for i in full] == [(r["id"], r["concurrency"], r["campaign"] or "", r["state"], r["fingerprint"])
                                for r in light]
     assert light[-1]["concurrency"] == 48 and light[-1]["campaign"] is None
+
+
+def test_the_queue_view_is_read_again_only_after_a_change(store):
+    from moe_tui.control.reads import StoreReads
+    from moe_tui.spec import BenchmarkSpec
+
+    reads = StoreReads()
+    reads.store = store
+    queue = RunQueue(store)
+    queue.add_item(A, BenchmarkSpec.from_dict({"max_concurrency": 4}))
+    first = reads.queue_rows()
+    assert reads.queue_rows() is first  # nothing committed: the same rows
+    queue.add_item(B, BenchmarkSpec.from_dict({"max_concurrency": 8}))
+    second = reads.queue_rows()
+    assert second is not first and [r.concurrency for r in second] == [4, 8]

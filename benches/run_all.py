@@ -23,6 +23,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("nvml_sample.py", [], ["--n", "50"]),
     ("tui_overhead.py", [], ["--seconds", "5"]),
     ("aa_emulator.py", ["--seeds", "10"], ["--seeds", "2"]),
+    ("scale.py", ["--sizes", "24,1000,10000,100000"], ["--sizes", "1000", "--repeats", "1", "--idle-s", "3"]),
 ]
 
 

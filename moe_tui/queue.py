@@ -139,15 +139,16 @@ class RunQueue:
         sql += " ORDER BY position, id"
         return [_item(r) for r in self.store.query(sql, params)]
 
-    def light_items(self) -> list[dict[str, Any]]:
-        """Every item in queue order as plain columns plus its concurrency, without parsing and
-        validating each spec (what a view of a queue of tens of thousands needs, many times)."""
+    def light_items(self) -> list[Any]:
+        """Every item in queue order (rows read by column name) with its concurrency and campaign
+        name, without parsing and validating each spec (what a view of a queue of tens of
+        thousands needs, many times)."""
         rows = self.store.query(
             "SELECT q.id, q.position, q.campaign_id, q.profile_name, q.fingerprint, q.repeat_index, q.state,"
             " q.attempts, q.run_id, q.error, json_extract(q.spec_json, '$.max_concurrency') AS concurrency,"
             " c.name AS campaign FROM queue_items q LEFT JOIN campaigns c ON c.id = q.campaign_id"
             " ORDER BY q.position, q.id")
-        return [dict(r) for r in rows]
+        return rows  # sqlite3.Row: read by column name, no per-item dict
 
     def item(self, item_id: int) -> QueueItem:
         rows = self.store.query("SELECT * FROM queue_items WHERE id = ?", (int(item_id),))

@@ -84,9 +84,7 @@ def demo_runs() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     a, b = [], []
     rid = 1
     for conc, ta, tb in ((1, 95.0, 97.0), (2, 180.0, 181.0), (10, 700.0, 1100.0), (64, 2400.0, 1500.0)):
-        # Concurrency 2 is the control: three quiet repeats a side, so it can agree and the grid's
-        # verdicts stand (fewer than 3 a side leave every verdict uncontrolled).
-        for rep, jitter in enumerate((-2.0, 2.5) if conc != 2 else (-0.2, 0.1, 0.2)):
+        for rep, jitter in enumerate((-2.0, 2.5)):
             a.append(_run(rid, "sim-flashinfer-cutlass", "flashinfer_cutlass", conc, ta + jitter, {}))
             rid += 1
             extra = {"input_len": 256} if conc == 64 and rep == 1 else {}

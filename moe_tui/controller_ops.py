@@ -87,6 +87,15 @@ class QueueOps:
         campaign_id, items = enqueue_plan_dict(self.queue, plan, profiles_dir=profiles_dir)
         return {"campaign_id": campaign_id, "item_ids": [i.id for i in items]}
 
+    def add_explain(self, plan: dict[str, Any]) -> dict[str, Any]:
+        """Queue an explain plan (`moe_tui.explain_store.plan_explain`): one profiled run a side."""
+        from moe_tui.explain_store import enqueue_explain
+
+        profiles_dir = str(self.profiles_dir.resolve()) if self.profiles_dir else None
+        self._check_profiles({i["profile"] for i in plan.get("items", ())})
+        campaign_id, items = enqueue_explain(self.queue, plan, profiles_dir=profiles_dir)
+        return {"campaign_id": campaign_id, "item_ids": [i.id for i in items]}
+
     def queue_items(self, states: Iterable[str] | None = None) -> list[dict[str, Any]]:
         return [i.to_dict() for i in self.queue.items(states)]
 
@@ -147,6 +156,20 @@ class Recovery:
             if requeued:
                 self._notice("info", f"requeued {len(requeued)} interrupted item(s): "
                                      + ", ".join(f"#{i}" for i in requeued))
+        await self._backup_if_due()
+
+    async def _backup_if_due(self) -> None:
+        """A safe point (recovered, nothing in flight): a rolling backup of the store if the last
+        is older than `store_integrity.BACKUP_EVERY_S` (`moe-tui doctor --repair` restores it)."""
+        if self._lock is None:
+            return
+        from moe_tui.store import StoreError
+        from moe_tui.store_integrity import BACKUP_EVERY_S, backup_store
+
+        try:
+            await asyncio.to_thread(backup_store, self.store, if_older_than_s=BACKUP_EVERY_S)
+        except StoreError as exc:
+            self._notice("warning", str(exc))
 
     async def _sweep_orphans(self) -> None:
         """Stop what a dead runner of this data dir left (servers, benchmark children), found by

@@ -143,11 +143,32 @@ def render_csv(grid: ComparisonGrid) -> str:
 
 
 # -- text -----------------------------------------------------------------------------------------
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]], width: int | None = None) -> list[str]:
+    """An aligned table; with `width`, the columns that do not fit go under their row, wrapped."""
     rows = [list(r) for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    line = lambda r: "  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip()  # noqa: E731
-    return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+    keep = len(widths)
+    if width is not None:
+        while keep > 2 and sum(widths[:keep]) + 2 * (keep - 1) > width:
+            keep -= 1
+    line = lambda r: "  ".join(str(x).ljust(w) for x, w in zip(r[:keep], widths[:keep])).rstrip()  # noqa: E731
+    out = [line(header), line(["-" * w for w in widths])]
+    for r in rows:
+        out.append(line(r))
+        rest = " · ".join(f"{h}: {x}" for h, x in zip(header[keep:], r[keep:]) if str(x) not in ("", "-"))
+        if rest:
+            out += wrap_lines(rest, width, indent="    ")
+    return out
+
+
+def wrap_lines(text: str, width: int | None, indent: str = "") -> list[str]:
+    """`text` as lines of at most `width` cells (None: one line), continuation lines indented."""
+    import textwrap
+
+    if width is None:
+        return [indent + text]
+    return textwrap.wrap(text, width=max(width, 20), initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_on_hyphens=False) or [""]
 
 
 def control_line(grid: ComparisonGrid) -> str:
@@ -158,8 +179,10 @@ def control_line(grid: ComparisonGrid) -> str:
     return text
 
 
-def render_text(grid: ComparisonGrid) -> str:
-    """The grid as an aligned plain-text table with every cell's state in words, for a terminal."""
+def render_text(grid: ComparisonGrid, width: int | None = None) -> str:
+    """The grid as an aligned plain-text table with every cell's state in words, for a terminal;
+    `width` (the terminal's columns) wraps long lines and moves the columns that do not fit
+    (verdict words, flags) under their row."""
     t = plain_text
     out = [f"{t(grid.baseline_name)} (baseline) vs {t(grid.candidate_name)} (candidate)"]
     if grid.simulated:
@@ -177,7 +200,10 @@ def render_text(grid: ComparisonGrid) -> str:
     rows = [[str(c.concurrency), f"{c.label} ({c.unit})" + ("" if c.primary else " ²"), t(c.baseline.text),
              t(c.candidate.text), c.delta_text or "-", c.ci_text or "-", t(c.verdict_text), t(c.flags_text)]
             for c in grid.cells]
-    out.extend(_table(header, rows) if rows else ["no runs to compare"])
+    if width is not None:  # a terminal: what is read first (delta, interval, verdict) comes first
+        order = (0, 1, 4, 5, 6, 2, 3, 7)
+        header, rows = [header[k] for k in order], [[r[k] for k in order] for r in rows]
+    out.extend(_table(header, rows, width) if rows else ["no runs to compare"])
     out.append("")
     out.append("² secondary metric (all secondary cells form one family); output tok/s across concurrencies is the "
                "primary family. The interval is the family-corrected one the verdict used; a cell without a verdict "
@@ -190,6 +216,8 @@ def render_text(grid: ComparisonGrid) -> str:
         from moe_tui.grid_extras import extras_lines
 
         out.extend(["", *(t(line) for line in extras_lines(grid.extras))])
+    if width is not None:
+        out = [w for line in out for w in (wrap_lines(line, width) if len(line) > width else [line])]
     return "\n".join(out) + "\n"
 
 

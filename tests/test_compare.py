@@ -384,6 +384,7 @@ def test_bad_run_input_is_named():
         grid_of([{"id": 1}], [], baseline_name="baseline-x")
 
 
+@pytest.mark.integration
 def test_core_modules_do_not_import_textual():
     code = "import sys, moe_tui.compare, moe_tui.export; assert 'textual' not in sys.modules; " \
            "assert 'matplotlib' not in sys.modules"

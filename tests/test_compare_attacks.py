@@ -12,8 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store import Store
+
+pytestmark = pytest.mark.integration  # starts real processes
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ import moe_tui
 from moe_tui.bench.engine import native_spec
 from moe_tui.spec import BenchmarkSpec
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SMALL = ["--num-prompts", "4", "--input-len", "32", "--output-len", "8"]
 

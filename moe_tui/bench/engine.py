@@ -434,7 +434,7 @@ class _Run:
         cpu_s = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
         self.selfcheck(outcomes, records, lag_mark, cpu_s, duration)
         self.result.selfcheck.update(stall_check(outcomes, self.result.summary.get("median_itl_ms"),
-                                                 wall_anchor, t0))
+                                                 wall_anchor, t0, duration))
         if self.result.selfcheck["server_stall"]:
             self.result.flags.append(FLAG_SERVER_STALL)
         self.status(outcomes, stopped)

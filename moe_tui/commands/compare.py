@@ -67,6 +67,17 @@ def load_grid(args: argparse.Namespace, command: str) -> tuple[Any, int]:
         return None, 1
 
 
+def terminal_width() -> int | None:
+    """$COLUMNS, else the terminal's width; None when stdout is not a terminal and COLUMNS is unset
+    (a script reading the text gets whole lines)."""
+    import os
+    import shutil
+
+    if "COLUMNS" not in os.environ and not sys.stdout.isatty():
+        return None
+    return shutil.get_terminal_size().columns
+
+
 def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     add_pair_arguments(p)
@@ -91,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "json":
         text = render_json(grid)
     else:
-        text = render_text(grid)
+        text = render_text(grid, width=None if args.output else terminal_width())
     if args.output:
         try:
             path = write_atomic(args.output, text)

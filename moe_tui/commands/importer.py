@@ -222,6 +222,8 @@ def existing_hashes(store: Any) -> dict[str, int]:
 def run(args: argparse.Namespace) -> int:
     from moe_tui.store import Store, StoreError
 
+    if _is_archive(args.file):
+        return _restore(args.file)
     try:
         runs = runs_from_file(args.file, args.profile, parse_assume(args.assume))
     except (ImportFileError, OSError) as exc:
@@ -260,4 +262,32 @@ def run(args: argparse.Namespace) -> int:
     profiles = sorted({r["profile_name"] for r in new})
     print(f"imported {len(ids)} run(s) from {args.file} as profile {', '.join(profiles)}: ids {ids[0]}..{ids[-1]}"
           + (f"; skipped {len(skipped)} already imported" if skipped else ""))
+    return 0
+
+
+def _is_archive(file: str) -> bool:
+    """A `moe-tui store archive` file (its first line is the archive header)."""
+    from moe_tui.store_retention import ARCHIVE_KIND
+
+    try:
+        with open(file, encoding="utf-8") as fh:
+            first = json.loads(fh.readline() or "null")
+    except (OSError, ValueError):
+        return False  # the record reader names what is wrong with it
+    return isinstance(first, dict) and first.get("kind") == ARCHIVE_KIND
+
+
+def _restore(file: str) -> int:
+    """Every run of an archive back, with its requests, GPU samples and server start: all or none."""
+    from moe_tui.store import Store, StoreError
+    from moe_tui.store_retention import ArchiveError
+
+    try:
+        with open(file, encoding="utf-8") as fh, Store.open_default() as store:
+            restored, skipped = store.restore_archive(fh, file)
+    except (ArchiveError, StoreError, OSError) as exc:
+        print(f"moe-tui import: {exc}; nothing imported", file=sys.stderr)
+        return 1
+    print(f"restored {len(restored)} run(s) from archive {file}"
+          + (f"; {len(skipped)} already in the store, not stored again" if skipped else ""))
     return 0

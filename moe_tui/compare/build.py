@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from moe_tui import judgement as J
-from moe_tui.compare.confound import server_args_missing
+from moe_tui.compare.confound import derived_notes, server_args_missing
 from moe_tui.compare.control import control_check
 from moe_tui.compare.grid import (
     Draft,
@@ -142,6 +142,7 @@ def _assemble(names: tuple[str, str], metrics: Sequence[MetricDef], concurrencie
     if conf:
         warnings.insert(0, f"confounded: {len(conf)} difference(s) besides {', '.join(sorted(settings.vary))}: "
                         + "; ".join(c.describe() for c in conf))
+    warnings.extend(derived_notes(used[BASELINE], used[CANDIDATE]))
     missing = server_args_missing(used[BASELINE], used[CANDIDATE])
     if missing:
         warnings.append(f"resolved server args not recorded for the {' and '.join(missing)}: launch settings are "

@@ -224,7 +224,7 @@ PROVENANCE_FIELDS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
     ("moe_tui_version", (("host", "moe_tui_version"), ("moe_tui_version",))),
     ("client", (("client", "name"),)),
     ("client_version", (("client", "version"),)),
-)
+) + tuple((key, (("server", "resolved_args", key), ("server_info", key))) for key in J.SERVER_ARGS_SHOWN)
 PROVENANCE_ORDER = tuple(k for k, _ in PROVENANCE_FIELDS)
 # Flat keys that are per-run by nature (times, pids, paths) or shown elsewhere (spec, profile).
 _VOLATILE_MARKERS = ("time", "_at", "pid", "run_id", "server_start", "log", "argv", "env", "started",

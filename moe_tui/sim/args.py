@@ -116,6 +116,13 @@ SIM_FLAGS: tuple[FlagSpec, ...] = (
     _flag("--sim-crash-after-requests", type=int, default=None, metavar="N",
           help="exit abruptly (non-zero) once the N-th request has started streaming"),
     _flag("--sim-startup-hang", action="store_true", help="never finish loading (never healthy)"),
+    _flag("--sim-startup-fault", type=str, default=None, choices=("oom", "nccl", "cuda"),
+          help="fail the start as SGLang does on this error (nccl at distributed init, cuda while "
+               "loading, oom while capturing graphs): the child's traceback, then the parent kills "
+               "its own tree and itself with SIGKILL"),
+    _flag("--sim-autotune-seconds", type=float, default=0.0, metavar="S",
+          help="a FlashInfer autotune pass of S wall seconds before the CUDA graphs (flashinfer_* MoE "
+               "backends; SGLang runs it on a first start, model_executor/runner/flashinfer_autotune.py)"),
     _flag("--sim-slow-start", type=float, default=0.0, metavar="SECONDS",
           help="extra seconds of weight loading"),
     _flag("--sim-fallback-backend", type=str, default=None, choices=MOE_RUNNER_BACKEND_CHOICES,
@@ -199,8 +206,9 @@ def parse_args(argv: list[str], prog: str = "python -m moe_tui.sim") -> argparse
         (args.sim_time_scale > 0, "--sim-time-scale must be > 0"),
         (0.0 <= args.sim_error_rate <= 1.0, "--sim-error-rate must be in [0, 1]"),
         (args.sim_noise_pct >= 0, "--sim-noise-pct must be >= 0"),
-        (min(args.sim_load_seconds, args.sim_graph_seconds, args.sim_warmup_seconds,
-             args.sim_slow_start) >= 0, "--sim-*-seconds and --sim-slow-start must be >= 0"),
+        (min(args.sim_load_seconds, args.sim_graph_seconds, args.sim_warmup_seconds, args.sim_slow_start,
+             args.sim_autotune_seconds) >= 0,
+         "--sim-*-seconds and --sim-slow-start must be >= 0"),
         (args.sim_merge_chunks_above is None or args.sim_merge_chunks_above >= 1,
          "--sim-merge-chunks-above must be >= 1"),
         (args.sim_crash_after_requests is None or args.sim_crash_after_requests >= 1,

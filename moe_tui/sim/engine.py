@@ -22,6 +22,7 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from moe_tui.sim.args import DEFAULT_CHUNKED_PREFILL_SIZE, DEFAULT_CONTEXT_LENGTH, DEFAULT_MAX_RUNNING_REQUESTS
+from moe_tui.sim.failure import child_failed
 from moe_tui.sim.gpus import MEM_TOTAL_BYTES, SimGpuBoard
 from moe_tui.sim.memory import DEFAULT_MEM_FRACTION, GRAPH_GIB, WEIGHTS_GIB, MemoryBudget
 from moe_tui.sim.model import BatchScheduler, SeqState, load_backends, perf_for
@@ -98,6 +99,10 @@ class SimEngine:
                                 else DEFAULT_CHUNKED_PREFILL_SIZE)
         self.context_length = args.context_length or DEFAULT_CONTEXT_LENGTH
         self.random_seed = args.random_seed if args.random_seed is not None else 0
+        # GLM-5 is a DSA model: SGLang picks the dsa attention backend when none is set
+        # (srt/arg_groups/model_overrides/deepseek_v2.py).
+        self.attention_backend = args.attention_backend or "dsa"
+        self.open_port: Any = None  # async () -> bool, set by the HTTP side (routes.SimServer)
         self.disable_shared_experts_fusion = (args.disable_shared_experts_fusion
                                               or self.resolved_backend in DISABLES_SHARED_EXPERTS_FUSION)
         self.tokenizer = Tokenizer.from_file(str(TOKENIZER_DIR / "tokenizer.json"))
@@ -172,7 +177,7 @@ class SimEngine:
             "served_model_name": self.served_model_name, "host": a.host, "port": a.port,
             "tp_size": a.tp_size, "ep_size": a.ep_size, "dp_size": 1,
             "moe_runner_backend": self.resolved_backend, "moe_a2a_backend": "none",
-            "quantization": a.quantization, "attention_backend": a.attention_backend,
+            "quantization": a.quantization, "attention_backend": self.attention_backend,
             "kv_cache_dtype": a.kv_cache_dtype, "trust_remote_code": a.trust_remote_code,
             "mem_fraction_static": a.mem_fraction_static if a.mem_fraction_static else 0.85,
             "max_running_requests": self.max_running, "chunked_prefill_size": self.chunked_prefill,
@@ -390,9 +395,9 @@ class SimEngine:
     def maybe_crash(self, st: ReqState) -> None:
         n = self.args.sim_crash_after_requests
         if n is not None and st.ordinal >= n:
-            log("Scheduler hit an exception: RuntimeError: CUDA error: an illegal memory access "
-                f"was encountered (SIMULATED crash after {n} requests)", self.prefix, "ERROR")
-            asyncio.get_running_loop().call_later(0.02, os._exit, 1)
+            error = (f"RuntimeError: CUDA error: an illegal memory access was encountered (SIMULATED crash "
+                     f"after {n} requests)")
+            asyncio.get_running_loop().call_later(0.02, child_failed, self, error, True)
 
     def error_draw(self) -> bool:
         rate = self.args.sim_error_rate

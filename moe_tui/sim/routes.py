@@ -449,13 +449,17 @@ class SimServer:
         self._stop = loop.create_future()
         runner = web.AppRunner(self.build_app(), access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, self.e.args.host, self.e.args.port, backlog=4096, reuse_address=True)
-        try:
-            await site.start()
-        except OSError as exc:
-            log(f"Failed to bind {self.e.args.host}:{self.e.args.port}: {exc}", level="ERROR")
-            await runner.cleanup()
-            return 1
+
+        async def open_port() -> bool:  # startup calls it once the engine is up (http_server.py)
+            try:
+                await web.TCPSite(runner, self.e.args.host, self.e.args.port, backlog=4096, reuse_address=True).start()
+            except OSError as exc:
+                log(f"Failed to bind {self.e.args.host}:{self.e.args.port}: {exc}", level="ERROR")
+                if self._stop is not None and not self._stop.done():
+                    self._stop.set_result(1)
+                return False
+            return True
+        self.e.open_port = open_port
         for sig, how in ((signal.SIGTERM, "term"), (signal.SIGINT, "int")):
             loop.add_signal_handler(sig, self._on_signal, how)
         self._tasks = [asyncio.create_task(self.e.engine_loop()), asyncio.create_task(startup(self.e))]

@@ -378,7 +378,10 @@ class SimServer:
 
     async def handle_metrics(self, request: web.Request) -> web.Response:
         name = self.e.served_model_name.replace("\\", "\\\\").replace('"', '\\"')
-        labels = f'model_name="{name}",engine_type="unified",tp_rank="0",pp_rank="0"'
+        # Scheduler gauges and tokenizer-side metrics carry different labels (metrics_collector.py);
+        # the emulator does not split streamed from whole requests: all count as streamed.
+        tok = f'model_name="{name}",engine_type="unified"'
+        labels, streamed = f'{tok},tp_rank="0",pp_rank="0",moe_ep_rank="0"', f'{tok},is_streaming="true"'
         m = self.e.metrics
         lines: list[str] = []
 
@@ -388,7 +391,7 @@ class SimServer:
 
         def counter(metric: str, help_text: str, value: float) -> None:
             lines.extend([f"# HELP {metric} {help_text}", f"# TYPE {metric} counter",
-                          f"{metric}{{{labels}}} {value}"])
+                          f"{metric}{{{streamed}}} {value}"])
 
         gauge("sglang:num_running_reqs", "The number of running requests.", self.e.sched.num_running)
         gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.",
@@ -404,10 +407,10 @@ class SimServer:
                 m.generation_tokens_total)
         lines.extend(["# HELP sglang:cached_tokens_total Number of cached prompt tokens by source "
                       "(device/host/storage).", "# TYPE sglang:cached_tokens_total counter",
-                      f'sglang:cached_tokens_total{{{labels},cache_source="device"}} {m.cached_tokens_total}'])
+                      f'sglang:cached_tokens_total{{{tok},cache_source="device"}} {m.cached_tokens_total}'])
         counter("sglang:num_requests_total", "Number of requests processed.", m.num_requests_total)
-        for hist in (m.ttft, m.itl, m.e2e):
-            lines.extend(hist.render(labels))
+        for hist, hist_labels in ((m.ttft, streamed), (m.itl, tok), (m.e2e, streamed)):
+            lines.extend(hist.render(hist_labels))
         return web.Response(text="\n".join(lines) + "\n",
                             content_type="text/plain", charset="utf-8")
 

@@ -54,6 +54,12 @@ def _banner(engine: SimEngine) -> None:
     log(f"server_args=ServerArgs({args_repr})")
     for level, note in engine.backend_notes:
         log(note, level="WARNING server_args.py:" if level == "WARNING" else "")
+    if not a.attention_backend:  # srt/arg_groups/model_overrides/deepseek_v2.py
+        log("Use dsa attention backend for DeepSeek with DSA.")
+    log("WARNING Setting page size to 64 for DeepSeek DSA.")
+    if a.kv_cache_dtype == "auto":  # srt/arg_groups/overrides.py
+        log(f"WARNING Setting KV cache dtype to {engine.kv_cache_dtype} for DeepSeek DSA on SM{engine.gpu.sm_major} "
+            "device.")
     if engine.disable_shared_experts_fusion and not a.disable_shared_experts_fusion:
         log(f"Disable shared experts fusion for moe_runner_backend='{engine.resolved_backend}'.")
 
@@ -88,6 +94,9 @@ async def _load_and_pool(engine: SimEngine, t0: float) -> float:
         await asyncio.Event().wait()  # SIMULATED hang: never finishes loading, prints nothing more
     await _load_weights(engine, load)
     maybe_startup_fault(engine, "load")
+    refusal = engine.nvfp4_refusal()
+    if refusal:  # raised while building the MoE layers, i.e. during the load (modelopt_quant.py)
+        child_failed(engine, refusal, running=False)
     t1 = time.monotonic()
     engine.startup_time["load_weight"] = t1 - t0
     avail = engine.memory.mem_total_bytes / 2**30 - WEIGHTS_GIB

@@ -30,6 +30,7 @@ _CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
 _SELF_KILL = re.compile(r"Received sigquit from a child process|It usually means one child failed|"
                         r"kill_process_tree called", re.I)
 CAUSE_TEXT_MAX = 240
+DIAGNOSE_LINES = 1000  # how much of the log ring a diagnosis reads
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,10 @@ class Diagnosis:
 
 
 def _strip(line: str) -> str:
-    # "[2026-12-02 00:56:34 TP0 EP0] ERROR Scheduler hit an exception: ..." -> the message
-    line = re.sub(r"^\[[^\]]*\]\s*", "", line.strip())
+    # "[2026-12-02 00:56:34 TP0 EP0] ERROR Scheduler hit an exception: ..." -> the message; the
+    # log is the server's text: no control characters travel into a reason shown on screen.
+    line = "".join(c if c.isprintable() else " " for c in line.strip())
+    line = re.sub(r"^\[[^\]]*\]\s*", "", line)
     return re.sub(r"^(ERROR|WARNING|INFO)\s+", "", line)
 
 

@@ -38,7 +38,7 @@ from moe_tui.servers.base import (
     ServerStartError,
     nvml_gpu_view,
 )
-from moe_tui.servers.failures import diagnose, exit_reason
+from moe_tui.servers.failures import DIAGNOSE_LINES, diagnose, exit_reason
 from moe_tui.servers.preflight import preflight
 from moe_tui.servers.registry import _REGISTRY, _REGISTRY_LOCK, managed_servers
 from moe_tui.servers.teardown import StopReport, _split_returncode, signal_name, terminate_server
@@ -315,7 +315,8 @@ class ManagedServer(ServerWatchMixin):
                 how = f"killed by {signal_name(sig)}" if sig else f"exit code {code}"
                 when = "while starting" if self.state == STARTING else "while ready"
                 self._drain_log()
-                reason = exit_reason(how, when, diagnose(self.log_tail(LOG_TAIL_LINES)),
+                # the error line can sit under hundreds of lines of other ranks' tracebacks
+                reason = exit_reason(how, when, diagnose(self.log_tail(DIAGNOSE_LINES)),
                                      by_sigkill=sig == signal.SIGKILL)
                 await self._fail(reason, exit_code=code, exit_signal=sig)
                 return

@@ -34,6 +34,7 @@ FLAG_SIMULATED = "simulated"
 FLAG_NO_WARMUP_PASS = "no_warmup_pass"
 FLAG_OUTPUT_TOKENS_MISMATCH = "output_tokens_mismatch"
 FLAG_GPU_LOST = "gpu_lost"
+FLAG_FOREIGN_LOAD = "foreign_load"
 # Grid-level flags (about a side or the whole comparison, not one run).
 FLAG_PROFILE_CHANGED = "profile_changed"
 FLAG_ENVIRONMENT_DIFFERS = "environment_differs"
@@ -53,6 +54,7 @@ FLAG_WORDS: Mapping[str, str] = {
     FLAG_NO_WARMUP_PASS: "no warmup pass at this concurrency before the timed run",
     FLAG_OUTPUT_TOKENS_MISMATCH: "output tokens differ from completed requests x output_len (the spec was not followed)",
     FLAG_GPU_LOST: "a GPU fell off the bus during the run (NVML: GPU is lost)",
+    FLAG_FOREIGN_LOAD: "the server held more requests than this run sent: someone else was using it",
     FLAG_PROFILE_CHANGED: "the averaged runs used different profile snapshots",
     FLAG_ENVIRONMENT_DIFFERS: "the control check found the environments differ",
 }
@@ -63,7 +65,7 @@ FLAG_WORDS: Mapping[str, str] = {
 SUSPECT_FLAGS: frozenset[str] = frozenset({
     FLAG_BACKEND_MISMATCH, FLAG_CLIENT_BOUND, FLAG_REQUEST_ERRORS, FLAG_INCOMPLETE,
     FLAG_THROTTLED, FLAG_CLOCK_DROP, FLAG_FOREIGN_GPU_PROCESS, FLAG_SERVER_STALL, FLAG_GPU_LOST,
-    FLAG_OUTPUT_DIFFERS, FLAG_OUTPUT_TOKENS_MISMATCH,
+    FLAG_OUTPUT_DIFFERS, FLAG_OUTPUT_TOKENS_MISMATCH, FLAG_FOREIGN_LOAD,
 })
 INFORMATIONAL_FLAGS: frozenset[str] = frozenset({FLAG_SIMULATED, FLAG_NO_WARMUP_PASS, FLAG_BACKEND_UNVERIFIED})
 
@@ -159,8 +161,15 @@ CONFOUNDED = "confounded"
 UNRELIABLE = "unreliable"
 UNVERIFIED = "unverified"
 NO_DATA = "no_data"
+# A tested cell whose control did not say "agrees" (absent, inconclusive or differs): no verdict
+# unless the user accepts uncontrolled verdicts, and then labelled so everywhere.
+UNCONTROLLED = "uncontrolled"
+# The cell's plan was cut short (queue clear, cancel, skip): planned vs done, no verdict until re-planned.
+CUT_SHORT = "cut_short"
+# The two sides generated different numbers of output tokens per request (beyond 1%): not one workload.
+OUTPUT_DIFFERS = "output_differs"
 VERDICTS = (BETTER, WORSE, WITHIN_NOISE, NOISE_UNKNOWN, INTERIM, REFUSED, CONFOUNDED, UNRELIABLE,
-            UNVERIFIED, NO_DATA)
+            UNVERIFIED, NO_DATA, UNCONTROLLED, CUT_SHORT, OUTPUT_DIFFERS)
 VERDICT_WORDS: Mapping[str, str] = {
     BETTER: "better",
     WORSE: "worse",
@@ -172,6 +181,9 @@ VERDICT_WORDS: Mapping[str, str] = {
     UNRELIABLE: "unreliable",
     UNVERIFIED: "spec unverified",
     NO_DATA: "no data",
+    UNCONTROLLED: "uncontrolled",
+    CUT_SHORT: "cut short",
+    OUTPUT_DIFFERS: "output differs",
 }
 
 CONTROL_AGREES = "agrees"
@@ -200,7 +212,8 @@ VARY_ALIASES: Mapping[str, tuple[str, ...]] = {
                            "sim.fault_output_drift_after", "sim.sim_fault_output_drift_after",
                            "sim.fallback_backend", "sim.sim_fallback_backend"),
 }
-# A better/worse verdict needs at least this relative effect (point estimate), besides significance.
+# A better/worse verdict needs the family-corrected interval of the effect beyond this (not just the
+# point estimate).
 MIN_EFFECT_PCT = 2.0
 # False-verdict rate controlled per family (Holm): the primary family is output throughput across
 # concurrencies; every other metric's cells form one secondary family.
@@ -216,6 +229,17 @@ CONTROL_MIN_RUNS = 3
 CONTROL_AGREE_CONFIDENCE = 0.90
 CONTROL_DIFFER_CONFIDENCE = 0.99
 CONTROL_CONCURRENCIES = (2, 1)
+# Output tokens per request may differ between the sides by at most this (relative) before the cell
+# says "output differs": a backend that stops early does less work, not the same work faster.
+OUTPUT_TOKENS_TOLERANCE_PCT = 1.0
+# A percentile needs enough requests behind it in every run: p99 from fewer than 100 requests is the
+# largest one or two (order statistics), so P99 cells need at least this many completed requests a run.
+PERCENTILE_MIN_REQUESTS = {"p99": 100, "p95": 20, "p90": 10}
+# The start-to-start noise a plan assumes for the control concurrency before any is measured
+# (~1.5% measured on the emulator), and the chance a plan aims at for the control to say "agrees"
+# when the environments truly agree (95%: the gate then costs a verdict at most 1 time in 20).
+CONTROL_PLAN_NOISE_PCT = 1.5
+CONTROL_PLAN_POWER = 0.95
 
 # Profile snapshot keys that identify a profile but cannot change a measurement ("python" is NOT
 # here: another interpreter is another SGLang install).

@@ -29,6 +29,7 @@ the store's `queue_settings` table.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -47,7 +48,7 @@ from moe_tui.queue_plan import (
     server_starts,
     warmup_spec,
 )
-from moe_tui.spec import BenchmarkSpec
+from moe_tui.spec import BenchmarkSpec, SpecError
 from moe_tui.store import Store
 
 __all__ = [
@@ -138,6 +139,16 @@ class RunQueue:
         sql += " ORDER BY position, id"
         return [_item(r) for r in self.store.query(sql, params)]
 
+    def light_items(self) -> list[dict[str, Any]]:
+        """Every item in queue order as plain columns plus its concurrency, without parsing and
+        validating each spec (what a view of a queue of tens of thousands needs, many times)."""
+        rows = self.store.query(
+            "SELECT q.id, q.position, q.campaign_id, q.profile_name, q.fingerprint, q.repeat_index, q.state,"
+            " q.attempts, q.run_id, q.error, json_extract(q.spec_json, '$.max_concurrency') AS concurrency,"
+            " c.name AS campaign FROM queue_items q LEFT JOIN campaigns c ON c.id = q.campaign_id"
+            " ORDER BY q.position, q.id")
+        return [dict(r) for r in rows]
+
     def item(self, item_id: int) -> QueueItem:
         rows = self.store.query("SELECT * FROM queue_items WHERE id = ?", (int(item_id),))
         if not rows:
@@ -158,11 +169,15 @@ class RunQueue:
             counts[row[0]] = row[1]
         return counts
 
-    def plan_rows(self) -> list[dict[str, Any]]:
+    def plan_rows(self, profiles: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Items per (profile, requested spec fingerprint, state): what the grid needs to tell a
-        finished cell from an interim one (`compare.plan_counts`)."""
-        rows = self.store.query("SELECT profile_name, fingerprint, state, COUNT(*) AS n FROM queue_items "
-                                "GROUP BY profile_name, fingerprint, state")
+        finished cell from an interim one (`compare.plan_counts`); only `profiles`' when given
+        (indexed: a grid's cost does not grow with other profiles' items)."""
+        where, params = "", list[Any]()
+        if profiles is not None:
+            where, params = f" WHERE profile_name IN ({','.join('?' * len(profiles))})", list(profiles)
+        rows = self.store.query("SELECT profile_name, fingerprint, state, COUNT(*) AS n FROM queue_items"
+                                f"{where} GROUP BY profile_name, fingerprint, state", params)
         return [{"profile_name": r[0], "fingerprint": r[1], "state": r[2], "n": r[3]} for r in rows]
 
     @property
@@ -193,8 +208,13 @@ class RunQueue:
         return {"id": row["id"], "name": row["name"], "policy": row["policy"],
                 "created_at": row["created_at"], "definition": json.loads(row["definition_json"])}
 
-    def campaigns(self) -> list[dict[str, Any]]:
-        return [self.campaign(r[0]) for r in self.store.query("SELECT id FROM campaigns ORDER BY id")]
+    def campaigns(self, policy: str | None = None) -> list[dict[str, Any]]:
+        """Every campaign (of one ordering policy when given: an indexed read), oldest first."""
+        sql, params = "SELECT * FROM campaigns", list[Any]()
+        if policy is not None:
+            sql, params = sql + " WHERE policy = ?", [policy]
+        return [{"id": r["id"], "name": r["name"], "policy": r["policy"], "created_at": r["created_at"],
+                 "definition": json.loads(r["definition_json"])} for r in self.store.query(sql + " ORDER BY id", params)]
 
     # -- adding -------------------------------------------------------------------------------
     def add_campaign(self, plan: CampaignPlan, name: str | None = None) -> tuple[int, list[QueueItem]]:
@@ -437,10 +457,21 @@ def _check_states(states: Iterable[str]) -> None:
             raise QueueError(f"unknown queue item state {s!r}; states: {', '.join(ITEM_STATES)}")
 
 
+@functools.lru_cache(maxsize=4096)
+def _spec_from_json(text: str) -> BenchmarkSpec:
+    """A queue holds few distinct specs and many items of each: parse each one once (specs are immutable)."""
+    return BenchmarkSpec.from_json(text)
+
+
 def _item(row: Any) -> QueueItem:
+    try:
+        spec = _spec_from_json(row["spec_json"])
+    except SpecError:
+        BenchmarkSpec.from_json(row["spec_json"], f"queue item {row['id']}")  # the same error, naming the item
+        raise
     return QueueItem(
         id=row["id"], position=row["position"], campaign_id=row["campaign_id"],
-        profile_name=row["profile_name"], spec=BenchmarkSpec.from_json(row["spec_json"], f"queue item {row['id']}"),
+        profile_name=row["profile_name"], spec=spec,
         fingerprint=row["fingerprint"], repeat_index=row["repeat_index"], warmup=bool(row["warmup"]),
         state=row["state"], attempts=row["attempts"], run_id=row["run_id"], error=row["error"],
         created_at=row["created_at"], updated_at=row["updated_at"],

@@ -36,6 +36,8 @@ from moe_tui.bench.sglang_adapter import bench_serving_args, client_env, parse_b
 from moe_tui.sim.launch import start_sim
 from moe_tui.spec import BenchmarkSpec
 
+pytestmark = pytest.mark.integration  # starts real processes
+
 BACKENDS_FILE = Path(__file__).with_name("agreement_backends.toml")
 AGREE = 0.02
 METRICS = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms")

@@ -115,9 +115,11 @@ def _env(run: Run, keys: Sequence[str]) -> dict[str, str]:
 def environment_listed(runs_a: Sequence[Run], runs_b: Sequence[Run]) -> tuple[str, ...]:
     """Environment provenance that differs (host, clocks seen, CUDA, ...): listed, not confounding."""
     out = []
+    env_a = [_env(r, J.ENVIRONMENT_LISTED) for r in runs_a]  # one provenance read per run, not per key
+    env_b = [_env(r, J.ENVIRONMENT_LISTED) for r in runs_b]
     for key in J.ENVIRONMENT_LISTED:
-        va = sorted({e[key] for e in (_env(r, (key,)) for r in runs_a) if key in e})
-        vb = sorted({e[key] for e in (_env(r, (key,)) for r in runs_b) if key in e})
+        va = sorted({e[key] for e in env_a if key in e})
+        vb = sorted({e[key] for e in env_b if key in e})
         if va and vb and va != vb:
             out.append(f"{key}: {' | '.join(va)} vs {' | '.join(vb)}")
     return tuple(out)

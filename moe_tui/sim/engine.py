@@ -153,6 +153,7 @@ class SimEngine:
         self._prefill_window = [0, 0]  # cached, total prompt tokens since the last prefill log
         self._wake: asyncio.Event | None = None
         self.fault_task: asyncio.Task | None = None
+        self.step_hooks: list[Any] = []  # hook(plan, wall seconds) after each step (the profiler)
 
     # -- resolution ------------------------------------------------------------------------
 
@@ -206,6 +207,7 @@ class SimEngine:
             "enable_metrics": a.enable_metrics, "log_level": a.log_level, "random_seed": self.random_seed,
             "context_length": self.context_length, "dist_init_addr": a.dist_init_addr,
             "nnodes": a.nnodes, "node_rank": a.node_rank, "disable_radix_cache": a.disable_radix_cache,
+            "expert_distribution_recorder_mode": a.expert_distribution_recorder_mode,
         }
 
     def scheduler_info(self) -> dict[str, Any]:
@@ -260,6 +262,8 @@ class SimEngine:
         if self.args.sim_zero_delay:
             return 0.0
         ms = self.perf.step_ms(decode_batch, prefill_tokens)
+        if decode_batch > 0:
+            ms += self.args.sim_moe_slowdown_ms
         if self.args.sim_jit_stall_ms and decode_batch > 0:
             bucket = 1 << (decode_batch - 1).bit_length()
             if bucket not in self.seen_jit_buckets:
@@ -305,6 +309,8 @@ class SimEngine:
             self.busy.add(mono, wall)
             self.board.update(mono, self.busy.share(mono), self.sched.num_running / self.max_running)
             self._emit(plan, wall)
+            for hook in self.step_hooks:
+                hook(plan, duration)
 
     def _emit(self, plan: Any, wall: float) -> None:
         now = time.monotonic()

@@ -40,6 +40,11 @@ class SimServer:
 
     def __init__(self, args: Any, argv: list[str]) -> None:
         self.e = SimEngine(args, argv)
+        from moe_tui.sim.expert_load import SimExpertRecorder
+        from moe_tui.sim.profiler import SimProfiler
+
+        self.profiler, self.expert = SimProfiler(self.e), SimExpertRecorder(self.e)
+        self.e.step_hooks += [self.profiler.on_step, self.expert.on_step]
         self._stop: asyncio.Future | None = None
         self._tasks: list[asyncio.Task] = []
 
@@ -444,6 +449,9 @@ class SimServer:
         r.add_get("/sim/gpus", self.handle_sim_gpus)
         if self.e.args.enable_metrics:
             r.add_get("/metrics", self.handle_metrics)
+        from moe_tui.sim.profiler import add_routes
+
+        add_routes(app, self.profiler, self.expert)
         return app
 
     async def serve(self) -> int:

@@ -11,6 +11,8 @@ import pytest
 from moe_tui.roofline_inputs import roofline_setup
 from moe_tui.sim.launch import FAST_START, SimProcess, start_sim
 
+pytestmark = pytest.mark.integration
+
 PROFILE = {"name": "p", "engine": "sim", "model_path": "GLM-5-NVFP4", "tp_size": 8,
            "quantization": "modelopt_fp4", "gpus": list(range(8)), "extra_args": []}
 

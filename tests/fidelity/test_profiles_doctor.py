@@ -30,6 +30,7 @@ def _check(folder: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.sglang_client
+@pytest.mark.integration
 def test_doctor_checks_each_profile_end_to_end_without_starting_it(sglang_client, tmp_path):
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))

@@ -70,6 +70,7 @@ def test_a_setting_that_differs_in_server_args_still_confounds():
     assert [c.field for c in grid.confounders] == ["chunked_prefill_size"]
 
 
+@pytest.mark.integration
 def test_a_pool_that_moves_between_starts_is_shown_not_warned_about():
     info = _server_info("flashinfer_cutlass")
     pool = info["max_total_num_tokens"]

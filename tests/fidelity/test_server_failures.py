@@ -20,6 +20,8 @@ from moe_tui.servers import FAILED, READY, ManagedServer
 from moe_tui.servers.failures import CUDA, NCCL, OOM, diagnose
 from moe_tui.sim.launch import SimProcess, http_status
 
+pytestmark = pytest.mark.integration
+
 FAST_SIM = {"load_seconds": 0.3, "graph_seconds": 0.1, "warmup_seconds": 0.1, "time_scale": 50}
 
 

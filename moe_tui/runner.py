@@ -20,6 +20,9 @@ outlives the terminal and SSH session. Either way:
   SIGINT stop the running benchmark, mark its item `interrupted`, stop the servers and exit 0;
   they are always obeyed: a watchdog exits hard `STOP_DEADLINE_S` after the signal if the clean
   stop hangs, and a second signal exits at once (the next runner stops what was left).
+- **Watchdog.** Once it holds the lock, the runner starts `moe_tui.runner_watchdog`, which stops
+  the servers and load generator of a runner killed by SIGKILL as soon as it dies, not at the
+  next start.
 - **Exit status** 1 when the worker stopped on an error (`controller.fatal`: the store refused a
   finished run, which was spilled; the worker crashed); the reason is printed.
 
@@ -92,18 +95,26 @@ class RunnerLock:
         self.path = self.data_dir / LOCK_NAME
         self._fd: int | None = None
 
-    def acquire(self) -> RunnerLock:
+    def acquire(self, *, role: str = "") -> RunnerLock:
+        """Take the lock or raise RunnerBusy. A dead runner's watchdog (`role` "watchdog" in the
+        file) holds it only while it stops what that runner left: that is waited out."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise RunnerBusy(self.data_dir, lock_holder_pid(self.data_dir)) from None
-            raise
+        deadline = time.monotonic() + WATCHDOG_SWEEP_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    os.close(fd)
+                    raise
+                if not _held_by_watchdog(self.path) or time.monotonic() > deadline:
+                    os.close(fd)
+                    raise RunnerBusy(self.data_dir, lock_holder_pid(self.data_dir)) from None
+                time.sleep(0.2)
         os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        os.write(fd, f"{os.getpid()}{' ' + role if role else ''}\n".encode())
         os.fsync(fd)
         self._fd = fd
         return self
@@ -128,10 +139,21 @@ class RunnerLock:
 
 def lock_holder_pid(data_dir: str | Path) -> int | None:
     try:
-        text = (Path(data_dir) / LOCK_NAME).read_text().strip()
-        return int(text) if text else None
+        text = (Path(data_dir) / LOCK_NAME).read_text().split()
+        return int(text[0]) if text else None
     except (OSError, ValueError):
         return None
+
+
+# A runner starting while a dead runner's watchdog stops what it left waits this long for the lock.
+WATCHDOG_SWEEP_WAIT_S = 30.0
+
+
+def _held_by_watchdog(path: Path) -> bool:
+    try:
+        return path.read_text().split()[1:2] == ["watchdog"]
+    except OSError:
+        return False
 
 
 def runner_is_running(data_dir: str | Path) -> int | None:
@@ -347,6 +369,10 @@ async def serve(controller: Any, data_dir: str | Path, *, until_empty: bool, ret
     # The socket's folder is checked (ours, 0700) before anything starts: RunnerUnavailable if not.
     control = ControlServer(controller, data_dir, on_shutdown=request_stop)
     await controller.start(work=True, until_empty=until_empty, retry_interrupted=retry_interrupted)
+    if getattr(controller, "_lock", None) is not None:
+        from moe_tui.runner_watchdog import spawn
+
+        spawn(data_dir)  # stops our servers and load generator at once if we are killed
     # runner.json first, then the socket: whoever sees the socket can already read who serves it.
     info = {"pid": os.getpid(), "socket": str(control.path), "started_at": time.time(),
             "data_dir": str(data_dir), "until_empty": until_empty, "log": log_path}

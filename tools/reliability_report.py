@@ -41,6 +41,7 @@ KIND_BY_FILE = {
     "test_trust.py": "security",
     "test_disturbed.py": "fault",
     "test_store_health.py": "fault",
+    "test_hung_runner.py": "fault",
 }
 KIND_ORDER = ("fault", "bad input", "security", "other")
 

@@ -319,10 +319,15 @@ def _check_tables(data: Mapping[str, Any], where: str) -> None:
         _need(where, problem is None, "roofline", problem or "")
 
 
+PROFILE_MAX_BYTES = 1 << 20
+
+
 def load_profile(path: str | Path) -> ServerProfile:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
+    from moe_tui.trust import read_small_regular_file
+
+    try:  # a regular file of sane size: never a fifo (hangs) or a link to /dev/zero (eats memory)
+        text = read_small_regular_file(path, PROFILE_MAX_BYTES).decode("utf-8")
     except OSError as exc:
         raise ProfileError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError:

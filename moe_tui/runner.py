@@ -58,6 +58,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from moe_tui.bounds import check_request_args
 from moe_tui.events import Event
 
 LOCK_NAME = "runner.lock"
@@ -66,7 +67,7 @@ SOCKET_NAME = "runner.sock"
 # sockaddr_un.sun_path is 108 bytes on Linux (104 on macOS), including the NUL.
 MAX_SOCKET_PATH = 100
 CLIENT_QUEUE_MAX = 10_000
-LINE_LIMIT = 16 * 2**20
+LINE_LIMIT = 16 * 2**20  # one request or answer line; longer ones end the connection
 
 
 class RunnerBusy(RuntimeError):
@@ -306,13 +307,14 @@ class ControlServer:
                 try:
                     if not isinstance(args, dict):
                         raise ValueError("args must be a JSON object")
+                    check_request_args(args)  # bounded before any work (moe_tui.bounds)
                     result = await self.controller.call(str(op), **args)
                     put(json.dumps({"id": rid, "ok": True, "result": result}, default=str))
                 except Exception as exc:
                     put(json.dumps({"id": rid, "ok": False, "error": str(exc),
                                     "error_type": type(exc).__name__}))
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+            pass  # ValueError: a line over LINE_LIMIT; the connection ends, the runner goes on
         finally:
             if unsubscribe is not None:
                 unsubscribe()

@@ -246,8 +246,10 @@ class ProgressPrinter:
     def line(self, text: str) -> None:
         if self.out is None:
             return
-        try:
-            print(f"{time.strftime('%H:%M:%S')} {text}", file=self.out, flush=True)
+        from moe_tui.trust import terminal_text
+
+        try:  # server log tails, reasons and notices carry untrusted text: no escape codes
+            print(f"{time.strftime('%H:%M:%S')} {terminal_text(text)}", file=self.out, flush=True)
         except (OSError, ValueError):
             # The terminal went away (SIGHUP is ignored so the campaign goes on): stop printing;
             # the store keeps the record.

@@ -151,10 +151,13 @@ WATCHDOG_SWEEP_WAIT_S = 30.0
 
 
 def _held_by_watchdog(path: Path) -> bool:
+    """The lock's holder is a dead runner's watchdog, or has not written its pid yet (it just
+    took the lock: a watchdog between flock and its write, seen by a runner started right then)."""
     try:
-        return path.read_text().split()[1:2] == ["watchdog"]
+        words = path.read_text().split()
     except OSError:
         return False
+    return not words or words[1:2] == ["watchdog"]
 
 
 def runner_is_running(data_dir: str | Path) -> int | None:

@@ -33,7 +33,7 @@ MOE_RUNNER_BACKENDS = (
 # Flags the profile sets through its own keys; giving them again in extra_args is ambiguous.
 _OWNED_FLAGS = {
     "--model-path", "--served-model-name", "--tp-size", "--tp", "--ep-size", "--ep",
-    "--moe-runner-backend", "--quantization", "--host", "--port",
+    "--moe-runner-backend", "--quantization", "--host", "--port", "--api-key",
 }
 
 SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
@@ -119,6 +119,7 @@ class ServerProfile:
     sim: Mapping[str, Any] = field(default_factory=dict)
     roofline: Mapping[str, Any] = field(default_factory=dict)  # roofline inputs; not a launch setting
     source: str = ""  # file it was loaded from; not a launch setting
+    api_key: str = ""  # optional: the server answers only requests bearing it (SGLang --api-key)
 
     # -- argv / environment ------------------------------------------------------------------
     def argv(self, python: str | None = None) -> list[str]:
@@ -134,6 +135,8 @@ class ServerProfile:
             args += ["--quantization", self.quantization]
         args += ["--host", self.host, "--port", str(self.port)]
         args += list(self.extra_args)
+        if self.api_key:
+            args += ["--api-key", self.api_key]
         if self.engine == "sim":
             args += sim_flags(self.sim)
         return args
@@ -173,6 +176,7 @@ class ServerProfile:
         data["gpus"] = list(self.gpus)
         data["extra_args"] = list(self.extra_args)
         data["env"] = redact_env(dict(self.env))
+        data["api_key"] = REDACTED if self.api_key else ""
         data["sim"] = dict(self.sim)
         return data
 
@@ -193,7 +197,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "served_model_name": (str,), "tp_size": (int,), "ep_size": (int,), "quantization": (str,),
     "gpus": (list,), "host": (str,), "port": (int,), "startup_timeout_s": (int, float),
     "extra_args": (list,), "env": (dict,), "python": (str,), "description": (str,), "sim": (dict,),
-    "roofline": (dict,),
+    "roofline": (dict,), "api_key": (str,),
 }
 _REQUIRED = ("name", "engine", "model_path", "moe_runner_backend")
 
@@ -227,6 +231,7 @@ def profile_from_dict(data: Mapping[str, Any], where: str = "<profile>") -> Serv
         sim=dict(data.get("sim", {})),
         roofline=dict(data.get("roofline", {})),
         source=where,
+        api_key=data.get("api_key", ""),
     )
 
 

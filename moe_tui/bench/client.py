@@ -124,7 +124,10 @@ class ConnectionCountingConnector(aiohttp.TCPConnector):
         return conn
 
 
-def open_session(connections: int) -> aiohttp.ClientSession:
+API_KEY_ENV = "MOE_TUI_API_KEY"  # the server's key, handed to the bench child in its environment
+
+
+def open_session(connections: int, api_key: str | None = None) -> aiohttp.ClientSession:
     """The run's HTTP/1.1 keep-alive session: `connections` streams at once plus a few spares.
 
     aiohttp's default pool limit (100) would queue requests inside the client above concurrency
@@ -134,6 +137,7 @@ def open_session(connections: int) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(
         connector=connector, read_bufsize=READ_BUFSIZE, trust_env=False,
         timeout=stall_limits(None), cookie_jar=aiohttp.DummyCookieJar(),
+        headers={"Authorization": f"Bearer {api_key}"} if api_key else None,
     )
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import resource
 import time
 from collections import Counter
@@ -48,6 +49,7 @@ import aiohttp
 
 from moe_tui.bench.cancel import until_stopped
 from moe_tui.bench.client import (
+    API_KEY_ENV,
     DEFAULT_STALL_TIMEOUT_S,
     RequestOutcome,
     build_payload,
@@ -193,7 +195,7 @@ async def run_benchmark(
             await _emit(on_progress, BenchProgress(run_id=run_id, **live.snapshot(probe.recent_ms())))
 
     reporter_task = asyncio.create_task(reporter()) if on_progress is not None else None
-    async with open_session(slots) as session:
+    async with open_session(slots, os.environ.get(API_KEY_ENV) or None) as session:
         try:
             limits = _Limits(slots, timeout, stall, warmup_pause_s, preopen_connections)
             await _Run(spec, base_url, url, session, result, live, probe, limits, stop).run(vocab_size, tokenizer)

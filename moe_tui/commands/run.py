@@ -155,9 +155,13 @@ def _detach(args: argparse.Namespace, data_dir: Any, profiles_dir: Any) -> int:
 
 def _status(data_dir: Any) -> int:
     from moe_tui.runner import RunnerOpError, RunnerUnavailable, call_runner_sync
+    from moe_tui.runner_client import RunnerNotAnswering
 
     try:
-        snap = call_runner_sync("snapshot", data_dir)
+        snap = call_runner_sync("snapshot", data_dir, timeout=STATUS_WAIT_S)
+    except RunnerNotAnswering as exc:
+        print(f"moe-tui run --status: {exc}", file=sys.stderr)
+        return 1
     except (RunnerUnavailable, RunnerOpError) as exc:
         print(f"moe-tui run --status: no runner: {exc}", file=sys.stderr)
         return 1
@@ -165,7 +169,27 @@ def _status(data_dir: Any) -> int:
     return 0
 
 
-def _stop(data_dir: Any, wait_s: float = 60.0) -> int:
+# How long `run --stop` waits for the runner's answer on its socket, then for it to exit after
+# the shutdown op or SIGTERM (its own watchdog exits hard STOP_DEADLINE_S after a signal), before
+# SIGKILL. Then whatever a killed runner left (servers, load generator) is stopped too.
+STOP_ASK_S = 5.0
+STOP_WAIT_S = 100.0
+STOP_WAIT_ENV = "MOE_TUI_STOP_WAIT_S"  # tests shorten the wait before SIGKILL
+STATUS_WAIT_S = 15.0
+
+
+def _stop(data_dir: Any, wait_s: float | None = None) -> int:
+    """Stop the runner: the shutdown op; if it does not answer, SIGTERM; if it does not exit, SIGKILL
+    and stop what it left. Always ends with a clear line, never a traceback."""
+    import os
+    import signal
+
+    if wait_s is None:
+        try:
+            wait_s = float(os.environ.get(STOP_WAIT_ENV) or STOP_WAIT_S)
+        except ValueError:
+            wait_s = STOP_WAIT_S
+
     from moe_tui.runner import RunnerOpError, RunnerUnavailable, call_runner_sync, runner_is_running
 
     pid = runner_is_running(data_dir)
@@ -173,21 +197,47 @@ def _stop(data_dir: Any, wait_s: float = 60.0) -> int:
         print("moe-tui run --stop: no runner is running")
         return 0
     try:
-        call_runner_sync("shutdown", data_dir, reason="moe-tui run --stop")
-    except (RunnerUnavailable, RunnerOpError):
-        import os
-        import signal
+        call_runner_sync("shutdown", data_dir, timeout=STOP_ASK_S, reason="moe-tui run --stop")
+    except (RunnerUnavailable, RunnerOpError) as exc:
+        print(f"moe-tui run --stop: runner {pid} did not take the stop request ({exc}); sending SIGTERM",
+              file=sys.stderr, flush=True)
+        _signal(pid, signal.SIGTERM)
+    if _wait_gone(data_dir, wait_s):
+        print(f"runner {pid} stopped")
+        return 0
+    print(f"moe-tui run --stop: runner {pid} still running after {wait_s:g} s; sending SIGKILL",
+          file=sys.stderr, flush=True)
+    _signal(pid, signal.SIGKILL)
+    if not _wait_gone(data_dir, 10.0):
+        print(f"moe-tui run --stop: runner {pid} survived SIGKILL (stuck in the kernel?)", file=sys.stderr)
+        return 1
+    from moe_tui.orphans import stop_orphans
 
-        if pid > 0:
-            os.kill(pid, signal.SIGTERM)
+    for line in stop_orphans(data_dir):
+        print(line)
+    print(f"runner {pid} killed; what it had started is stopped; its running item is recovered at the next start")
+    return 0
+
+
+def _signal(pid: int, sig: int) -> None:
+    import os
+
+    if pid > 0:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _wait_gone(data_dir: Any, wait_s: float) -> bool:
+    from moe_tui.runner import runner_is_running
+
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if not runner_is_running(data_dir):
-            print(f"runner {pid} stopped")
-            return 0
+            return True
         time.sleep(0.2)
-    print(f"moe-tui run --stop: runner {pid} still running after {wait_s:g} s", file=sys.stderr)
-    return 1
+    return not runner_is_running(data_dir)
 
 
 class ProgressPrinter:
@@ -200,8 +250,10 @@ class ProgressPrinter:
     def line(self, text: str) -> None:
         if self.out is None:
             return
-        try:
-            print(f"{time.strftime('%H:%M:%S')} {text}", file=self.out, flush=True)
+        from moe_tui.trust import terminal_text
+
+        try:  # server log tails, reasons and notices carry untrusted text: no escape codes
+            print(f"{time.strftime('%H:%M:%S')} {terminal_text(text)}", file=self.out, flush=True)
         except (OSError, ValueError):
             # The terminal went away (SIGHUP is ignored so the campaign goes on): stop printing;
             # the store keeps the record.

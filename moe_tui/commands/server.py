@@ -123,15 +123,17 @@ def _start(args: argparse.Namespace) -> int:
             return 2
         profile = dataclasses.replace(profile, startup_timeout_s=args.timeout)
 
-    def show(event: Any) -> None:
+    from moe_tui.trust import terminal_text
+
+    def show(event: Any) -> None:  # log lines and reasons carry the server's text: no escape codes
         if isinstance(event, ServerLogLine):
             if not args.quiet:
-                print(f"  | {event.line}", flush=True)
+                print(terminal_text(f"  | {event.line}"), flush=True)
         elif isinstance(event, ServerStateChanged):
             phase = f" [{event.phase}]" if event.phase and event.state == "starting" else ""
-            print(f"{profile.name}: {event.state}{phase}: {event.reason}", flush=True)
+            print(terminal_text(f"{profile.name}: {event.state}{phase}: {event.reason}"), flush=True)
             if event.state == "failed" and args.quiet and event.log_tail:
-                print("\n".join(f"  | {line}" for line in event.log_tail), flush=True)
+                print(terminal_text("\n".join(f"  | {line}" for line in event.log_tail)), flush=True)
         elif isinstance(event, Notice):
             print(f"{event.level.upper()}: {event.message}", file=sys.stderr, flush=True)
 
@@ -286,17 +288,19 @@ def _logs(args: argparse.Namespace) -> int:
     except OSError as exc:
         _err(f"cannot read log {path}: {exc.strerror or exc}")
         return 1
-    with f:
+    from moe_tui.trust import terminal_text
+
+    with f:  # the log is the server's text: escape codes are stripped before they reach the terminal
         lines = collections.deque(f, maxlen=args.lines if args.lines > 0 else None)
-        sys.stdout.write("".join(lines))
+        sys.stdout.write(terminal_text("".join(lines)))
         sys.stdout.flush()
         if not args.follow:
             return 0
         try:
             while True:
-                chunk = f.read()
+                chunk = f.read(1 << 20)
                 if chunk:
-                    sys.stdout.write(chunk)
+                    sys.stdout.write(terminal_text(chunk))
                     sys.stdout.flush()
                 else:
                     time.sleep(0.2)

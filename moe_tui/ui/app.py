@@ -305,12 +305,17 @@ class MoeTuiApp(App):
         if action == "skip":
             return True if self.live.current_item is not None or self.live.bench.run is not None else None
         if action == "show_mode":
-            return None if parameters and parameters[0] == self.current_mode else True
+            at_base = len(self.screen_stack) <= 1
+            return None if parameters and parameters[0] == self.current_mode and at_base else True
         return True
 
-    def action_show_mode(self, mode: str) -> None:
-        # A log or run detail pushed over a mode stays where it was; the mode's base screen shows.
-        self.switch_mode(mode)
+    async def action_show_mode(self, mode: str) -> None:
+        # `1`/`2`/`3` always land on the mode's own screen: a log or run detail left open over it
+        # is closed (k9s-style: a screen key is a way home, not back into a stacked detail).
+        if mode != self.current_mode:
+            await self.switch_mode(mode)
+        while len(self.screen_stack) > 1:
+            await self.pop_screen()
 
     def action_pause(self) -> None:
         self.queue_command("pause the queue", self.client.pause)

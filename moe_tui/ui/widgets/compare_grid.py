@@ -9,7 +9,7 @@ the highlighted cell's full verdict, refusal and flags are shown under the grid 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rich.text import Text
@@ -63,6 +63,12 @@ def short_verdict(cell: Any) -> Text:
     return text
 
 
+def cell_text(cell: Any) -> str:
+    """What `/` matches a cell against: concurrency, metric, verdict in words, flags."""
+    return (f"conc {cell.concurrency} {cell.concurrency} {cell.label} {cell.metric} "
+            f"{J.VERDICT_WORDS.get(cell.verdict, cell.verdict)} {cell.verdict_text} {cell.flags_text}")
+
+
 def cell_cells(cell: Any, first_of_concurrency: bool, changed: bool = False) -> tuple[object, ...]:
     """The row in COLUMNS order; `changed`: the verdict is not the one the user last saw (↻)."""
     style = VERDICT_STYLES.get(cell.verdict, "")
@@ -112,8 +118,10 @@ class CompareGrid(KeyedTable):
     def set_narrow(self, narrow: bool) -> None:
         self.show_columns(NARROW_COLUMNS if narrow else None)
 
-    def show(self, grid: Any | None, changes: Mapping[tuple[int, str], str] | None = None) -> None:
-        """Paint `grid`; cells named in `changes` carry the ↻ mark (`control.seen`)."""
+    def show(self, grid: Any | None, changes: Mapping[tuple[int, str], str] | None = None,
+             keep: Callable[[Any], bool] | None = None) -> None:
+        """Paint `grid`; cells named in `changes` carry the ↻ mark (`control.seen`); `keep` (the
+        `/` filter) leaves out the cells it refuses."""
         if grid is None:
             self._cells_by_key = {}
             self.sync({})
@@ -122,6 +130,8 @@ class CompareGrid(KeyedTable):
         last_conc = None
         self._cells_by_key = {}
         for cell in grid.cells:
+            if keep is not None and not keep(cell):
+                continue
             key = f"{cell.concurrency}/{cell.metric}"
             rows[key] = cell_cells(cell, cell.concurrency != last_conc, (cell.concurrency, cell.metric) in (changes or {}))
             self._cells_by_key[key] = cell

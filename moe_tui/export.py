@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from moe_tui import judgement as J
-from moe_tui.compare import BASELINE, CANDIDATE, CONFIDENCE, ComparisonGrid
+from moe_tui.compare import BASELINE, CANDIDATE, ComparisonGrid
 from moe_tui.spec import BenchmarkSpec, SpecError
 
 SIMULATED_BANNER = (
@@ -39,7 +39,7 @@ CSV_COLUMNS = (
     "baseline_n", "baseline_mean", "baseline_std", "baseline_flagged_left_out", "candidate_n", "candidate_mean",
     "candidate_std", "candidate_flagged_left_out", "delta", "delta_pct", "ci_low", "ci_high", "ci_low_pct",
     "ci_high_pct", "welch_df", "p_value", "p_holm", "verdict", "verdict_words", "reasons", "repeats_to_settle",
-    "baseline_flags", "candidate_flags",
+    "baseline_flags", "candidate_flags", "ci_confidence", "baseline_starts", "candidate_starts", "uncontrolled",
 )
 
 
@@ -125,9 +125,10 @@ def csv_rows(grid: ComparisonGrid) -> list[list[str]]:
             str(c.candidate.n), _num(c.candidate.mean), _num(c.candidate.std), str(c.candidate.n_flagged_excluded),
             _num(c.delta), _num(c.delta_pct), _num(c.ci_low), _num(c.ci_high), _num(c.ci_low_pct),
             _num(c.ci_high_pct), _num(c.df, 2), _num(c.p_value, 6), _num(c.p_adjusted, 6), c.verdict,
-            csv_text(J.VERDICT_WORDS[c.verdict]), csv_text(" | ".join(c.reasons)),
-            "" if c.repeats_needed is None else str(c.repeats_needed),
-            csv_text(" ".join(c.baseline_flags)), csv_text(" ".join(c.candidate_flags)),
+            csv_text(J.VERDICT_WORDS[c.verdict] + (" (uncontrolled)" if c.uncontrolled else "")),
+            csv_text(" | ".join(c.reasons)), "" if c.repeats_needed is None else str(c.repeats_needed),
+            csv_text(" ".join(c.baseline_flags)), csv_text(" ".join(c.candidate_flags)), _num(c.ci_confidence),
+            str(c.n_starts_baseline), str(c.n_starts_candidate), csv_text(c.uncontrolled),
         ])
     return rows
 
@@ -195,7 +196,7 @@ def render_text(grid: ComparisonGrid, width: int | None = None) -> str:
     out.append(f"method: {t(grid.method[3])}" if len(grid.method) > 3 else "")
     out.append("")
     header = ["conc", "metric", f"B {t(grid.baseline_name)}", f"C {t(grid.candidate_name)}", "delta",
-              f"{CONFIDENCE * 100:g}% CI", "verdict", "flags"]
+              "interval (family-corrected)", "verdict", "flags"]
     rows = [[str(c.concurrency), f"{c.label} ({c.unit})" + ("" if c.primary else " ²"), t(c.baseline.text),
              t(c.candidate.text), c.delta_text or "-", c.ci_text or "-", t(c.verdict_text), t(c.flags_text)]
             for c in grid.cells]
@@ -204,7 +205,9 @@ def render_text(grid: ComparisonGrid, width: int | None = None) -> str:
         header, rows = [header[k] for k in order], [[r[k] for k in order] for r in rows]
     out.extend(_table(header, rows, width) if rows else ["no runs to compare"])
     out.append("")
-    out.append("² secondary metric (all secondary cells form one Holm family); output tok/s across concurrencies is the primary family")
+    out.append("² secondary metric (all secondary cells form one family); output tok/s across concurrencies is the "
+               "primary family. The interval is the family-corrected one the verdict used; a cell without a verdict "
+               "shows no delta (its means stay).")
     notes = _point_notes(grid)
     if notes:
         out.append("")

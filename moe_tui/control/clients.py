@@ -51,6 +51,7 @@ def _snapshot(reads: StoreReads, snap: dict[str, Any]) -> ControlSnapshot:
         paused=bool(queue.get("paused")),
         current_item=current.get("id"),
         telemetry=snap.get("telemetry"),
+        notices=tuple(n for n in (reads.store.size_notice(),) if n),
     )
 
 
@@ -105,6 +106,9 @@ class _OpsClient(StoreReads, ControlClient):
 
     def queue_investigation(self, plan: Any) -> dict[str, Any]:
         return dict(self._op("add_investigation", plan=plan.to_dict()))
+
+    def queue_explain(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
+        return dict(self._op("add_explain", plan=self.explain_plan(baseline, candidate, concurrency)))
 
 
 class InProcessClient(_OpsClient):

@@ -157,6 +157,8 @@ class MoeTuiApp(App):
 
     def _loaded(self, snapshot: ControlSnapshot) -> None:
         self.live.load(snapshot)
+        for words in snapshot.notices:
+            self.notify(words, severity="warning", markup=False)
         # "gpus" too: the controller relays an unavailable GPU snapshot once, at its start, often
         # before this App subscribed; the snapshot carries it, and the panel must say why.
         self.mark_dirty("servers", "queue", "status", "bench", "gpus")

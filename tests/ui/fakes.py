@@ -143,13 +143,14 @@ class RecordingAdapter(ControlClient):
     def compared_profiles(self):
         return ["sim-flashinfer-cutedsl", "sim-flashinfer-cutlass"]
 
-    def comparison(self, baseline: str, candidate: str, include_flagged: bool = False):
+    def comparison(self, baseline: str, candidate: str, include_flagged: bool = False, accept_uncontrolled: bool = False):
         from moe_tui.compare import CompareSettings
 
         a, b = demo_runs()
         runs = {"sim-flashinfer-cutlass": a, "sim-flashinfer-cutedsl": b}
         grid = build_grid_from_runs(runs[baseline], runs[candidate], baseline_name=baseline, candidate_name=candidate,
-                                    settings=CompareSettings(include_flagged=include_flagged))
+                                    settings=CompareSettings(include_flagged=include_flagged,
+                                                             accept_uncontrolled=accept_uncontrolled))
         return _with_extras(grid, runs[baseline], runs[candidate])
 
     def run_view(self, run_id: int):

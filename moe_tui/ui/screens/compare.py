@@ -50,6 +50,8 @@ def diff_text(grid: Any) -> Text:
         text.append(env, style="dim")
     if grid.settings.include_flagged:
         text.append("\nflagged runs included (f toggles): their cells are unreliable", style="magenta")
+    if grid.settings.accept_uncontrolled:
+        text.append("\nuncontrolled verdicts shown, labelled (u toggles)", style="magenta")
     for warning in grid.warnings:
         text.append("\n⚠ ", style="yellow")
         text.append(warning, style="yellow")
@@ -92,6 +94,8 @@ class CompareScreen(LiveScreen):
         Binding("w", "swap", "Swap", id="compare.swap", tooltip="Swap baseline and candidate"),
         Binding("f", "toggle_flagged", "Flagged", id="compare.flagged",
                 tooltip="Include flagged runs in the means (their cells then say unreliable)"),
+        Binding("u", "toggle_uncontrolled", "Uncontrolled", id="compare.uncontrolled", show=False,
+                tooltip="Show verdicts the control check did not back, labelled 'uncontrolled'"),
         Binding("g", "reload", "Reload", id="compare.reload", tooltip="Re-read the runs and rebuild the grid"),
         Binding("i", "investigate", "Investigate", id="compare.investigate",
                 tooltip="Propose and queue the runs that would settle the highlighted cell"),
@@ -99,6 +103,8 @@ class CompareScreen(LiveScreen):
                 tooltip="List the highlighted cell's runs (averaged, flagged, left out); enter opens one"),
         Binding("slash", "filter", "Filter", id="compare.filter", key_display="/",
                 tooltip="Show only the cells whose concurrency, metric or verdict hold these words"),
+        Binding("x", "explain", "Explain", id="compare.explain",
+                tooltip="Where each side's decode step goes at the highlighted cell (profiled runs)"),
     ]
 
     def __init__(self) -> None:
@@ -108,6 +114,7 @@ class CompareScreen(LiveScreen):
         self._looked_at: tuple[int, str] | None = None  # the highlighted cell's (concurrency, metric)
         self._choices: list[str] = []
         self.include_flagged = False
+        self.accept_uncontrolled = False  # `u`: show verdicts the control did not back, labelled
 
     @property
     def control(self) -> Room:
@@ -200,9 +207,13 @@ class CompareScreen(LiveScreen):
                                done=self.show_grid, group="compare-build")
 
     def _comparison(self, baseline: str, candidate: str) -> Any:
-        if self.include_flagged:
-            return self.control.client.comparison(baseline, candidate, include_flagged=True)
-        return self.control.client.comparison(baseline, candidate)
+        options = {k: True for k, on in (("include_flagged", self.include_flagged),
+                                         ("accept_uncontrolled", self.accept_uncontrolled)) if on}
+        return self.control.client.comparison(baseline, candidate, **options)
+
+    def action_toggle_uncontrolled(self) -> None:
+        self.accept_uncontrolled = not self.accept_uncontrolled
+        self.reload()
 
     def action_toggle_flagged(self) -> None:
         self.include_flagged = not self.include_flagged
@@ -325,3 +336,12 @@ class CompareScreen(LiveScreen):
             self.notify("investigate: highlight a cell of the grid first", severity="warning")
             return
         self.app.push_screen(InvestigateScreen(*pair, cell.concurrency, cell.metric))
+
+    def action_explain(self) -> None:
+        from moe_tui.ui.screens.explain import ExplainScreen
+
+        pair, cell = self._pair(), self.query_one(CompareGrid).highlighted_cell
+        if pair is None or cell is None:
+            self.notify("explain: highlight a cell of the grid first", severity="warning")
+            return
+        self.app.push_screen(ExplainScreen(*pair, cell.concurrency))

@@ -97,8 +97,7 @@ class QueueScreen(LiveScreen):
         self.live_update({"filter"})
 
     def _item(self) -> QueueRow | None:
-        item_id = self.query_one(QueueTable).highlighted_item
-        return next((r for r in self.control.live.queue if r.id == item_id), None)
+        return self.control.live.queue_row(self.query_one(QueueTable).highlighted_item)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "add_campaign":

@@ -25,9 +25,9 @@ COLUMNS = (
     ("metric", "Metric", 12),
     ("delta", "Delta", 22),  # "-36.4% (-400.1 tok/s)"
     ("verdict", "Verdict", 20),  # "spec unverified ⚑ ⌕"; longer words are whole in the detail line
-    ("ci", "95% CI", 17),  # "[-22.9%, +18.5%]"
-    ("baseline", "Baseline", 20),  # "10.36 ± 0.00206 (n=2)" is cut at its end: the detail line has it whole
-    ("candidate", "Candidate", 19),
+    ("ci", "CI (family)", 23),  # "[-22.9%, +18.5%] 98.3%": the interval the verdict used
+    ("baseline", "Baseline", 17),  # "10.36 ± 0.00206 (n=2)" is cut at its end: the detail line has it whole
+    ("candidate", "Candidate", 16),
 )  # 115 cells: a 120-column terminal less the panel's border and the scrollbar
 # 80 columns: Conc, Metric, Delta and a verdict column as wide as what is left (borders and the
 # scrollbar take 4).

@@ -29,6 +29,7 @@ the store's `queue_settings` table.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -47,6 +48,7 @@ from moe_tui.queue_plan import (
     server_starts,
     warmup_spec,
 )
+from moe_tui.queue_spec import spec_as_queued
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store import Store
 
@@ -260,6 +262,8 @@ class RunQueue:
     def _insert(tx: Any, planned: Sequence[PlannedItem], campaign_id: int | None, now: float) -> list[int]:
         top = tx.execute("SELECT COALESCE(MAX(position), 0) FROM queue_items").fetchone()[0]
         ids = []
+        versions: dict[str, str] = {}
+        planned = [dataclasses.replace(p, spec=spec_as_queued(p.spec, versions)) for p in planned]
         for offset, p in enumerate(planned, start=1):
             cur = tx.execute(
                 "INSERT INTO queue_items (position, campaign_id, profile_name, spec_json, fingerprint,"

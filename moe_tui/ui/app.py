@@ -105,8 +105,10 @@ class MoeTuiApp(App):
         self._on_done: dict[Worker[Any], Callable[[Any], object]] = {}
         self._unsubscribe: Callable[[], None] | None = None
         self.sub_title = subtitle or client.mode
-        if client.data_dir is not None:  # which data dir (and so which runner and queue) this is
-            self.sub_title += f"  ·  {render.home_path(client.data_dir)}"
+        if client.data_dir is not None:  # which data dir (and so which runner and queue) this is,
+            where = f"{client.mode}  ·  {render.home_path(client.data_dir)}"  # right after the mode: cut last
+            self.sub_title = self.sub_title.replace(client.mode, where, 1) if client.mode in self.sub_title \
+                else f"{self.sub_title}  ·  {render.home_path(client.data_dir)}"
 
     def format_title(self, title: str, sub_title: str) -> Content:
         """"moe-tui — in-process controller": Textual's own words and separator, but the blank

@@ -20,7 +20,7 @@ from moe_tui import judgement as J
 from moe_tui.ui import render
 from moe_tui.ui.room import Room, room
 from moe_tui.ui.screens.base import LiveScreen
-from moe_tui.ui.widgets.compare_grid import CompareGrid, cell_detail, cell_text
+from moe_tui.ui.widgets.compare_grid import CI_LABEL, CompareGrid, cell_detail, cell_text
 from moe_tui.ui.widgets.filter_bar import FilterBar
 from moe_tui.ui.widgets.key_bar import KeyBar
 from moe_tui.ui.widgets.throughput_chart import ThroughputChart
@@ -222,7 +222,8 @@ class CompareScreen(LiveScreen):
     def show_grid(self, grid: Any) -> None:
         self.grid = grid
         # Verdicts that differ from what the user last saw are marked (↻) with why, until looked at.
-        self._changes = self.control.seen.changes(grid)
+        # Only a grid on screen is seen: one built while the screen waits in the background is not.
+        self._changes = self.control.seen.changes(grid, CI_LABEL) if self.is_current else {}
         self.query_one("#compare-diff", Static).update(diff_text(grid))
         table = self.query_one(CompareGrid)
         table.show(grid, self._changes, self._filter())

@@ -29,6 +29,8 @@ COLUMNS = (
     ("baseline", "Baseline", 17),  # "10.36 ± 0.00206 (n=2)" is cut at its end: the detail line has it whole
     ("candidate", "Candidate", 16),
 )  # 115 cells: a 120-column terminal less the panel's border and the scrollbar
+# The interval as the grid labels it (the family-corrected one the verdict used), wherever it is named.
+CI_LABEL = next(label for key, label, _ in COLUMNS if key == "ci")
 # 80 columns: Conc, Metric, Delta and a verdict column as wide as what is left (borders and the
 # scrollbar take 4).
 NARROW_COLUMNS = {"conc": 5, "metric": 12, "delta": 22, "verdict": 33}
@@ -97,7 +99,7 @@ def cell_detail(cell: Any, numbers: bool = False, change: str = "") -> Text:
                          (f"({'higher' if cell.higher_is_better else 'lower'} is better)", "dim"), ": ")
     text.append(cell.verdict_text, style=style)
     if numbers:  # the columns a narrow grid leaves out
-        text.append(f"\n95% CI {cell.ci_text or '—'} · baseline {cell.baseline.text} · candidate {cell.candidate.text}",
+        text.append(f"\n{CI_LABEL} {cell.ci_text or '—'} · baseline {cell.baseline.text} · candidate {cell.candidate.text}",
                     style="dim")
     for reason in cell.reasons:
         text.append(f"\n· {reason}", style="dim")

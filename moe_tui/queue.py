@@ -30,6 +30,7 @@ the store's `queue_settings` table.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -49,7 +50,7 @@ from moe_tui.queue_plan import (
     warmup_spec,
 )
 from moe_tui.queue_spec import spec_as_queued
-from moe_tui.spec import BenchmarkSpec
+from moe_tui.spec import BenchmarkSpec, SpecError
 from moe_tui.store import Store
 
 __all__ = [
@@ -262,8 +263,12 @@ class RunQueue:
     def _insert(tx: Any, planned: Sequence[PlannedItem], campaign_id: int | None, now: float) -> list[int]:
         top = tx.execute("SELECT COALESCE(MAX(position), 0) FROM queue_items").fetchone()[0]
         ids = []
+        # The spec as its run will record it (one fingerprint everywhere); once per distinct spec
+        # object, so a large campaign's few specs keep their cached canonical JSON.
         versions: dict[str, str] = {}
-        planned = [dataclasses.replace(p, spec=spec_as_queued(p.spec, versions)) for p in planned]
+        as_queued: dict[int, BenchmarkSpec] = {}
+        planned = [p if (q := as_queued.setdefault(id(p.spec), spec_as_queued(p.spec, versions))) is p.spec
+                   else dataclasses.replace(p, spec=q) for p in planned]
         for offset, p in enumerate(planned, start=1):
             cur = tx.execute(
                 "INSERT INTO queue_items (position, campaign_id, profile_name, spec_json, fingerprint,"
@@ -460,10 +465,21 @@ def _check_states(states: Iterable[str]) -> None:
             raise QueueError(f"unknown queue item state {s!r}; states: {', '.join(ITEM_STATES)}")
 
 
+@functools.lru_cache(maxsize=4096)
+def _spec_from_json(text: str) -> BenchmarkSpec:
+    """A queue holds few distinct specs and many items of each: parse each one once (specs are immutable)."""
+    return BenchmarkSpec.from_json(text)
+
+
 def _item(row: Any) -> QueueItem:
+    try:
+        spec = _spec_from_json(row["spec_json"])
+    except SpecError:
+        BenchmarkSpec.from_json(row["spec_json"], f"queue item {row['id']}")  # the same error, naming the item
+        raise
     return QueueItem(
         id=row["id"], position=row["position"], campaign_id=row["campaign_id"],
-        profile_name=row["profile_name"], spec=BenchmarkSpec.from_json(row["spec_json"], f"queue item {row['id']}"),
+        profile_name=row["profile_name"], spec=spec,
         fingerprint=row["fingerprint"], repeat_index=row["repeat_index"], warmup=bool(row["warmup"]),
         state=row["state"], attempts=row["attempts"], run_id=row["run_id"], error=row["error"],
         created_at=row["created_at"], updated_at=row["updated_at"],

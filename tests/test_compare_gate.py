@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from test_compare_attacks import ASSUME, _cli, cell, grid_json, record, write
 
 from moe_tui.spec import BenchmarkSpec
@@ -31,6 +32,7 @@ def _side(tmp: Path, name: str, backend: str, series: dict[int, list[float]], pi
     return write(tmp / f"{name}.jsonl", recs)
 
 
+@pytest.mark.integration
 def test_an_absent_or_inconclusive_control_withholds_the_verdict(tmp_path):
     """A 5% slower machine said "worse -5%" at concurrency 64 when the control was absent or had 2 runs a side."""
     home = tmp_path / "h"
@@ -48,6 +50,7 @@ def test_an_absent_or_inconclusive_control_withholds_the_verdict(tmp_path):
     assert "worse (uncontrolled)" in text
 
 
+@pytest.mark.integration
 def test_a_quiet_control_is_judged_with_its_own_noise_and_then_gates_open(tmp_path):
     """The control cell is much quieter than the grid: with the grid's pooled noise it was inconclusive."""
     home = tmp_path / "h"
@@ -60,6 +63,7 @@ def test_a_quiet_control_is_judged_with_its_own_noise_and_then_gates_open(tmp_pa
     assert c["verdict"] == "worse" and c["uncontrolled"] is None and c["delta_pct"] < -20
 
 
+@pytest.mark.integration
 def test_a_slower_environment_is_caught_by_the_control(tmp_path):
     home = tmp_path / "h"
     _import(home, _side(tmp_path, "a", "a", {2: [19.30, 19.35, 19.25], 64: [200.0, 201.0, 199.0]}, 100))
@@ -70,6 +74,7 @@ def test_a_slower_environment_is_caught_by_the_control(tmp_path):
     assert c["verdict"] == "uncontrolled" and "control differs" in c["reasons"][0] and c["delta_pct"] is None
 
 
+@pytest.mark.integration
 def test_a_server_start_is_the_unit_and_imports_need_one(tmp_path):
     home = tmp_path / "h"
     ctl = {2: [19.30, 19.31, 19.29, 19.30]}
@@ -93,6 +98,7 @@ def test_a_server_start_is_the_unit_and_imports_need_one(tmp_path):
     assert c["verdict"] == "unverified" and "no server start identity" in " ".join(c["reasons"])
 
 
+@pytest.mark.integration
 def test_output_length_difference_and_thin_percentiles_withhold(tmp_path):
     home = tmp_path / "h"
     assume = "seed=1,ignore_eos=false,warmup_requests=1,temperature=0,flush_cache=false"
@@ -116,6 +122,7 @@ def test_output_length_difference_and_thin_percentiles_withhold(tmp_path):
     assert c["verdict"] == "unreliable" and "at least 100 completed requests a run" in c["reasons"][0]
 
 
+@pytest.mark.integration
 def test_the_same_backend_on_both_sides_is_refused(tmp_path):
     home = tmp_path / "h"
     _import(home, _side(tmp_path, "a", "x", {64: [200.0, 201.0, 199.0]}, 100), "--profile", "one")
@@ -140,6 +147,7 @@ def _starts(store: Store, name: str) -> list[int]:
             for _ in range(3)]
 
 
+@pytest.mark.integration
 def test_sides_apart_in_time_are_said_and_withheld(tmp_path):
     """Baseline runs five days before the candidate's gave byte-identical output to interleaved ones."""
     home = tmp_path / "h"
@@ -159,6 +167,7 @@ def test_sides_apart_in_time_are_said_and_withheld(tmp_path):
     assert "do not overlap in time" in c["reasons"][0] and "5.0 days apart" in c["reasons"][0]
 
 
+@pytest.mark.integration
 def test_a_plan_cut_short_is_said_until_re_planned(tmp_path):
     home = tmp_path / "h"
     profiles = tmp_path / "profiles"
@@ -193,11 +202,13 @@ def test_a_plan_cut_short_is_said_until_re_planned(tmp_path):
     assert cell(grid_json(home, "a", "b", "--accept-uncontrolled"), 64)["verdict"] == "interim"
 
 
+@pytest.mark.integration
 def test_core_stays_free_of_textual():
     code = "import sys, moe_tui.compare.evidence, moe_tui.compare.stats; assert 'textual' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@pytest.mark.integration
 def test_a_reimport_with_a_changed_tag_is_the_same_run(tmp_path):
     """Re-importing the same records with another tag doubled n and turned "within noise" into "worse"."""
     home = tmp_path / "h"
@@ -227,6 +238,7 @@ def test_the_prompt_vocabulary_is_in_the_fingerprint_and_old_fingerprints_hold(t
     assert "vocab_size" not in stored and BenchmarkSpec.from_dict(stored).fingerprint == BenchmarkSpec().fingerprint
 
 
+@pytest.mark.integration
 def test_the_plan_sizes_the_control_from_the_noise_measured_so_far(tmp_path):
     home = tmp_path / "h"
     profiles = tmp_path / "profiles"

@@ -19,6 +19,8 @@ from moe_tui.bench.process import run_benchmark_subprocess
 from moe_tui.sim.launch import FAST_START, start_sim
 from moe_tui.spec import BenchmarkSpec
 
+pytestmark = pytest.mark.integration  # starts real processes
+
 BACKENDS_FILE = Path(__file__).parent.parent / "agreement_backends.toml"
 MERGE = ["--sim-backends-file", str(BACKENDS_FILE), "--sim-exact", "--sim-time-scale", "4",
          "--sim-merge-chunks-above", "2", *FAST_START]

@@ -41,6 +41,7 @@ def test_other_flags_and_ambiguous_prefixes_pass_the_loader():
     assert resolve("--cuda-graph-max-bs").ambiguous and resolve("--cuda-graph-max-bs").dest is None
 
 
+@pytest.mark.integration
 @pytest.mark.sglang_client
 def test_real_parser_check_passes_every_shipped_profile_and_the_flag_table(sglang_client):
     proc = subprocess.run([str(sglang_client.python), "tools/sglang_parser/check.py"], cwd=ROOT,
@@ -49,6 +50,7 @@ def test_real_parser_check_passes_every_shipped_profile_and_the_flag_table(sglan
     assert "sglang 0.5.23 parser:" in proc.stdout and " 0 problem(s)" in proc.stdout
 
 
+@pytest.mark.integration
 @pytest.mark.sglang_client
 def test_real_parser_names_both_spellings_of_a_contradicting_value(sglang_client):
     # A profile object built past the loader (as a newer alias unknown to the table would slip by):
@@ -70,6 +72,7 @@ def test_real_parser_names_both_spellings_of_a_contradicting_value(sglang_client
     assert "tp_size = 2" in proc.stdout and "'tp_size' says 8" in proc.stdout
 
 
+@pytest.mark.integration
 @pytest.mark.sglang_client
 def test_profiles_check_runs_sglangs_parser_in_the_profiles_interpreter(sglang_client, tmp_path):
     shipped = (ROOT / "server_profiles" / "glm5-nvfp4-flashinfer-cutlass.toml").read_text()

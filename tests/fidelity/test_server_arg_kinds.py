@@ -6,6 +6,7 @@ pool difference beside the grid, while a real setting that differs still confoun
 from __future__ import annotations
 
 import httpx
+import pytest
 from compare_data import make_run, provenance, snapshot, summary
 from sim_helpers import sim_server
 
@@ -40,6 +41,7 @@ def _side(name: str, backend: str, info: dict, base: float, first_id: int, **set
                      prov=prov) for i in range(4)]
 
 
+@pytest.mark.integration
 def test_grid_gives_verdicts_across_backend_kv_pools():
     info_a, info_b = _server_info("flashinfer_cutlass"), _server_info("flashinfer_cutedsl")
     pool_a, pool_b = info_a["max_total_num_tokens"], info_b["max_total_num_tokens"]
@@ -57,6 +59,7 @@ def test_grid_gives_verdicts_across_backend_kv_pools():
     assert row.differs and row.baseline == str(pool_a)
 
 
+@pytest.mark.integration
 def test_a_setting_that_differs_in_server_args_still_confounds():
     info = _server_info("flashinfer_cutlass")
     a = _side("a", "flashinfer_cutlass", info, 100.0, 1)

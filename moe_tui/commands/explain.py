@@ -29,7 +29,9 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p.add_argument("--concurrency", "-c", type=int, required=True, help="the cell's concurrency")
     p.add_argument("--steps", type=int, default=None, help="decode steps to profile a side (default 12)")
     p.add_argument("--again", action="store_true", help="queue new profiled runs even if the cell has some")
-    p.add_argument("--profiles-dir", default="server_profiles", help="folder of profile TOML files")
+    from moe_tui.commands.common import add_profiles_dir
+
+    add_profiles_dir(p)
     p.add_argument("--yes", "-y", action="store_true", help="queue without asking")
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     p.add_argument("-o", "--output", metavar="FILE", default=None, help="write the table to FILE")
@@ -118,7 +120,9 @@ def _queue(args: argparse.Namespace, store: Any, grid: Any, steps: int) -> int:
         if input("queue these 2 runs? [y/N] ").strip().lower() not in ("y", "yes"):
             print("nothing queued")
             return 0
-    profiles_dir = Path(args.profiles_dir).resolve()
+    from moe_tui.commands.common import profiles_dir_for
+
+    profiles_dir = Path(profiles_dir_for(args.profiles_dir, (args.baseline, args.candidate)))
     loaded = load_profiles(profiles_dir)
     for name in (plan["baseline"], plan["candidate"]):
         try:

@@ -20,6 +20,8 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     add_pair_arguments(p)
     p.add_argument("--dir", metavar="DIR", default=None, help="folder for the files (default: data dir exports/)")
+    p.add_argument("--json", action="store_true",
+                   help='print one JSON document: {"markdown", "csv", "png", "svg", "extra": [...], "all": [...]}')
     p.set_defaults(run=run)
     return p
 
@@ -41,6 +43,13 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"moe-tui export: cannot write into {args.dir or exports_dir()}: {exc.strerror or exc}", file=sys.stderr)
         return 1
+    if args.json:
+        import json
+
+        print(json.dumps({"markdown": str(paths.markdown), "csv": str(paths.csv), "png": str(paths.png),
+                          "svg": str(paths.svg), "extra": [str(p) for p in paths.extra],
+                          "all": [str(p) for p in paths.all()]}, sort_keys=True))
+        return 0
     for path in paths.all():
         print(path)
     return 0

@@ -209,8 +209,10 @@ async def _profile_while(bench: asyncio.Task[Any], full: asyncio.Event, client: 
     if not start.done():
         start.cancel()
         facts["start_profile"] = {"status": None, "answer": "no answer while the traces were awaited"}
-    if len(_decode_ranks(raw, prefix)) < world:
-        code, text = await _post(client, "/stop_profile")
+    complete = len(_decode_ranks(raw, prefix)) >= world
+    code, text = await _post(client, "/stop_profile")  # nothing may go on profiling (an answer of "not in
+    facts["stop_profile"] = {"status": code, "answer": text}  # progress" is the usual one after num_steps)
+    if not complete:
         facts["notes"].append(f"{len(_decode_ranks(raw, prefix))} of {world} ranks' decode traces after the "
                               f"benchmark or {PROFILE_TIMEOUT_S:.0f} s; /stop_profile answered {code}")
         await asyncio.sleep(0.5)

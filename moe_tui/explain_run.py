@@ -105,7 +105,8 @@ async def profiled_run(ctl: Any, item: Any, profile: Any, server: Any, warmup_in
     req = {"output_dir": str(raw), "num_steps": steps, "profile_by_stage": True, "activities": ["CPU", "GPU"],
            "profile_prefix": prefix, "record_shapes": False, "with_stack": False}
     facts: dict[str, Any] = {"request": req, "steps": steps, "explain": definition.get("name"), "notes": [],
-                             "concurrency": spec.max_concurrency}
+                             "concurrency": spec.max_concurrency,
+                             "prefill": "EXTEND" in (definition.get("stages") or ())}
     world = int((server_facts.get("server_info") or {}).get("tp_size") or getattr(profile, "tp_size", 1) or 1)
     full = asyncio.Event()
 
@@ -186,13 +187,17 @@ async def _wait_running(client: httpx.AsyncClient, concurrency: int, bench: asyn
 async def _profile_while(bench: asyncio.Task[Any], full: asyncio.Event, client: httpx.AsyncClient,
                          req: dict[str, Any], raw: Path, prefix: str, world: int, facts: dict[str, Any]) -> None:
     """Start the profile once the batch is full, wait for every rank's DECODE trace."""
-    waiter = asyncio.create_task(full.wait())
-    await asyncio.wait({bench, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    waiter.cancel()
-    if bench.done():
-        facts["notes"].append("the benchmark ended before the whole concurrency was in flight: nothing profiled")
-        return
-    facts["batch_full"] = await _wait_running(client, int(facts["concurrency"]), bench)
+    if not facts["prefill"]:  # decode only: profile the full batch
+        waiter = asyncio.create_task(full.wait())
+        await asyncio.wait({bench, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if bench.done():
+            facts["notes"].append("the benchmark ended before the whole concurrency was in flight: nothing profiled")
+            return
+        facts["batch_full"] = await _wait_running(client, int(facts["concurrency"]), bench)
+    else:
+        facts["notes"].append("prefill profiled too: the profile began with the benchmark, so on a real server the "
+                              "first decode steps may run before the whole batch is in")
     # Some SGLang versions answer /start_profile only once the profile is done: the answer is
     # awaited beside the folder, and only a definite refusal ends the wait.
     start = asyncio.create_task(_post(client, "/start_profile", req, timeout=PROFILE_TIMEOUT_S))

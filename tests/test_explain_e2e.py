@@ -99,6 +99,10 @@ def test_explain_attributes_an_injected_moe_slowdown(env):
     text = ok(env.run("explain", a, b, "-c", "8", "--plot", str(env.home / "bars.png")))
     assert "MoE GEMM +" in text and "of the gap" in text
     assert (env.home / "bars.png").read_bytes()[:4] == b"\x89PNG"
+    exported = ok(env.run("export", a, b, "--dir", str(env.home / "out")))
+    for ext in (".md", ".csv", ".json", ".png", ".svg"):
+        assert f"{a}-vs-{b}-explain-c8{ext}" in exported
+    assert "MoE GEMM" in (env.home / "out" / f"{a}-vs-{b}-explain-c8.md").read_text()
     no_prefill = env.run("explain", a, b, "-c", "8", "--stage", "extend")
     assert no_prefill.returncode == 1 and "kept no EXTEND trace" in no_prefill.stdout
 

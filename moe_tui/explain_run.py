@@ -118,15 +118,20 @@ async def profiled_run(ctl: Any, item: Any, profile: Any, server: Any, warmup_in
     async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, timeout=30.0) as client:
         code, text = await _post(client, "/start_expert_distribution_record")
         facts["expert_record"] = "recording" if code == 200 else f"not recorded: {text or code}"
-        bench = asyncio.create_task(ctl._run_bench(spec, server, run_id=run_id, phase="timed"))
+        holder: list[asyncio.Task[Any]] = []
+
+        def start_bench() -> asyncio.Task[Any]:
+            holder.append(asyncio.create_task(ctl._run_bench(spec, server, run_id=run_id, phase="timed")))
+            return holder[0]
+
         try:
-            await _profile_while(bench, full, client, req, raw, prefix, world, facts)
+            await _profile_while(start_bench, full, client, req, raw, prefix, world, facts)
         finally:
             unsub()
             if ctl._bench_stop is not None:
                 ctl._bench_stop.set()
         try:
-            result, bench_error = await bench, None
+            result, bench_error = (await holder[0] if holder else None), None
         except Exception as exc:
             result, bench_error = None, f"benchmark could not run: {type(exc).__name__}: {exc}"
         if facts["expert_record"] == "recording":
@@ -135,9 +140,12 @@ async def profiled_run(ctl: Any, item: Any, profile: Any, server: Any, warmup_in
             code, text = await _post(client, "/dump_expert_distribution_record")
             facts["expert_record"] = "dumped" if code == 200 else f"dump failed: {text or code}"
             dump_dir = Path(profile.env.get("SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR", "/tmp")).expanduser()
-            dumps = [p for p in dump_dir.glob(EXPERT_DUMP_GLOB) if p.stat().st_mtime >= since - 1.0]
-            for p in dumps:
-                shutil.copy(p, raw / p.name)
+            for p in dump_dir.glob(EXPERT_DUMP_GLOB):
+                try:
+                    if p.stat().st_mtime >= since - 1.0:  # this dump, not an older one in a shared folder
+                        shutil.copy(p, raw / p.name)
+                except OSError as exc:
+                    facts["notes"].append(f"expert dump {p.name} not kept: {exc}")
     kept, left = keep_files([p for p in raw.iterdir() if p.is_file()], dest)
     shutil.rmtree(raw, ignore_errors=True)
     facts["files"], facts["notes"] = kept, facts["notes"] + left
@@ -184,10 +192,25 @@ async def _wait_running(client: httpx.AsyncClient, concurrency: int, bench: asyn
     return f"not seen within {FULL_BATCH_WAIT_S:.0f} s"
 
 
-async def _profile_while(bench: asyncio.Task[Any], full: asyncio.Event, client: httpx.AsyncClient,
+async def _ask_start(client: httpx.AsyncClient, req: dict[str, Any]) -> asyncio.Task[tuple[int, str]]:
+    """POST /start_profile and give it START_ANSWER_S to answer: some SGLang versions answer only
+    once the profile is done, so the answer is awaited beside the trace folder."""
+    start = asyncio.create_task(_post(client, "/start_profile", req, timeout=PROFILE_TIMEOUT_S))
+    await asyncio.wait({start}, timeout=START_ANSWER_S)
+    return start
+
+
+async def _profile_while(start_bench: Any, full: asyncio.Event, client: httpx.AsyncClient,
                          req: dict[str, Any], raw: Path, prefix: str, world: int, facts: dict[str, Any]) -> None:
-    """Start the profile once the batch is full, wait for every rank's DECODE trace."""
-    if not facts["prefill"]:  # decode only: profile the full batch
+    """Start the benchmark and the profile (once the batch is full; before the benchmark when the
+    prefill is wanted too), then wait for every rank's DECODE trace."""
+    if facts["prefill"]:
+        start = await _ask_start(client, req)
+        bench = start_bench()
+        facts["notes"].append("prefill profiled too: the profile began with the benchmark, so on a real server the "
+                              "first decode steps may run before the whole batch is in")
+    else:
+        bench = start_bench()
         waiter = asyncio.create_task(full.wait())
         await asyncio.wait({bench, waiter}, return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()
@@ -195,17 +218,11 @@ async def _profile_while(bench: asyncio.Task[Any], full: asyncio.Event, client: 
             facts["notes"].append("the benchmark ended before the whole concurrency was in flight: nothing profiled")
             return
         facts["batch_full"] = await _wait_running(client, int(facts["concurrency"]), bench)
-    else:
-        facts["notes"].append("prefill profiled too: the profile began with the benchmark, so on a real server the "
-                              "first decode steps may run before the whole batch is in")
-    # Some SGLang versions answer /start_profile only once the profile is done: the answer is
-    # awaited beside the folder, and only a definite refusal ends the wait.
-    start = asyncio.create_task(_post(client, "/start_profile", req, timeout=PROFILE_TIMEOUT_S))
-    await asyncio.wait({start}, timeout=START_ANSWER_S)
+        start = await _ask_start(client, req)
     if start.done():
         code, text = start.result()
         facts["start_profile"] = {"status": code, "answer": text, "at": time.time()}
-        if code != 200:
+        if code != 200:  # only a definite refusal ends the wait
             facts["notes"].append(f"/start_profile answered {code or 'nothing'}: {text}")
             return
     deadline = time.monotonic() + PROFILE_TIMEOUT_S
@@ -215,8 +232,8 @@ async def _profile_while(bench: asyncio.Task[Any], full: asyncio.Event, client: 
         start.cancel()
         facts["start_profile"] = {"status": None, "answer": "no answer while the traces were awaited"}
     complete = len(_decode_ranks(raw, prefix)) >= world
-    code, text = await _post(client, "/stop_profile")  # nothing may go on profiling (an answer of "not in
-    facts["stop_profile"] = {"status": code, "answer": text}  # progress" is the usual one after num_steps)
+    code, text = await _post(client, "/stop_profile")  # nothing may go on profiling ("not in progress"
+    facts["stop_profile"] = {"status": code, "answer": text}  # is the usual answer after num_steps)
     if not complete:
         facts["notes"].append(f"{len(_decode_ranks(raw, prefix))} of {world} ranks' decode traces after the "
                               f"benchmark or {PROFILE_TIMEOUT_S:.0f} s; /stop_profile answered {code}")

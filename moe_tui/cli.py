@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "server": ("moe_tui.commands.server", "start, stop and inspect profile servers headless"),
     "gpus": ("moe_tui.commands.gpus", "print one NVML sample of every GPU"),
     "bench": ("moe_tui.commands.bench", "run one benchmark (bench_serving-compatible flags)"),
-    "import": ("moe_tui.commands.importer", "import a sglang.bench_serving JSONL file as runs"),
+    "import": ("moe_tui.commands.importer", "import a sglang.bench_serving JSONL file (or a moe-tui store archive) as runs"),
     "queue": ("moe_tui.commands.queue", "add, list and edit the persistent run queue"),
     "run": ("moe_tui.commands.run", "work the queue headless (or detached with --detach)"),
     "compare": ("moe_tui.commands.compare", "print the comparison grid of two profiles"),
@@ -29,6 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "roofline": ("moe_tui.commands.roofline", "print the decode roofline of a profile's model on its GPUs"),
     "gate": ("moe_tui.commands.gate", "run the greedy correctness gate against a running server"),
     "sim": ("moe_tui.commands.sim", "run the SGLang emulator (simulated server)"),
+    "store": ("moe_tui.commands.store", "store size per profile and campaign; archive, prune, vacuum"),
+    "doctor": ("moe_tui.commands.doctor", "check the store; restore it from its backup when damaged"),
 }
 
 

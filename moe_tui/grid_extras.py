@@ -161,12 +161,15 @@ def gate_verdict(store: Any, baseline: str, candidate: str, *, campaign_id: int 
 
 
 def build_extras(store: Any, baseline: str, candidate: str, *, campaign_id: int | None = None,
-                 fingerprints: Mapping[int, str] | None = None) -> GridExtras:
-    statuses = ("complete",)
+                 fingerprints: Mapping[int, str] | None = None,
+                 runs: Mapping[str, Sequence[Any]] | None = None) -> GridExtras:
+    """`runs`: each profile's complete runs when the caller already read them (one read, not two)."""
+    if runs is None:
+        runs = {name: store.runs(profile_name=name, statuses=("complete",)) for name in (baseline, candidate)}
     return GridExtras(
         gate=gate_verdict(store, baseline, candidate, campaign_id=campaign_id),
-        baseline_roofline=roofline_cells(store.runs(profile_name=baseline, statuses=statuses), fingerprints),
-        candidate_roofline=roofline_cells(store.runs(profile_name=candidate, statuses=statuses), fingerprints),
+        baseline_roofline=roofline_cells(runs[baseline], fingerprints),
+        candidate_roofline=roofline_cells(runs[candidate], fingerprints),
     )
 
 

@@ -138,6 +138,16 @@ class RunQueue:
         sql += " ORDER BY position, id"
         return [_item(r) for r in self.store.query(sql, params)]
 
+    def light_items(self) -> list[dict[str, Any]]:
+        """Every item in queue order as plain columns plus its concurrency, without parsing and
+        validating each spec (what a view of a queue of tens of thousands needs, many times)."""
+        rows = self.store.query(
+            "SELECT q.id, q.position, q.campaign_id, q.profile_name, q.fingerprint, q.repeat_index, q.state,"
+            " q.attempts, q.run_id, q.error, json_extract(q.spec_json, '$.max_concurrency') AS concurrency,"
+            " c.name AS campaign FROM queue_items q LEFT JOIN campaigns c ON c.id = q.campaign_id"
+            " ORDER BY q.position, q.id")
+        return [dict(r) for r in rows]
+
     def item(self, item_id: int) -> QueueItem:
         rows = self.store.query("SELECT * FROM queue_items WHERE id = ?", (int(item_id),))
         if not rows:
@@ -158,11 +168,15 @@ class RunQueue:
             counts[row[0]] = row[1]
         return counts
 
-    def plan_rows(self) -> list[dict[str, Any]]:
+    def plan_rows(self, profiles: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Items per (profile, requested spec fingerprint, state): what the grid needs to tell a
-        finished cell from an interim one (`compare.plan_counts`)."""
-        rows = self.store.query("SELECT profile_name, fingerprint, state, COUNT(*) AS n FROM queue_items "
-                                "GROUP BY profile_name, fingerprint, state")
+        finished cell from an interim one (`compare.plan_counts`); only `profiles`' when given
+        (indexed: a grid's cost does not grow with other profiles' items)."""
+        where, params = "", list[Any]()
+        if profiles is not None:
+            where, params = f" WHERE profile_name IN ({','.join('?' * len(profiles))})", list(profiles)
+        rows = self.store.query("SELECT profile_name, fingerprint, state, COUNT(*) AS n FROM queue_items"
+                                f"{where} GROUP BY profile_name, fingerprint, state", params)
         return [{"profile_name": r[0], "fingerprint": r[1], "state": r[2], "n": r[3]} for r in rows]
 
     @property
@@ -193,8 +207,13 @@ class RunQueue:
         return {"id": row["id"], "name": row["name"], "policy": row["policy"],
                 "created_at": row["created_at"], "definition": json.loads(row["definition_json"])}
 
-    def campaigns(self) -> list[dict[str, Any]]:
-        return [self.campaign(r[0]) for r in self.store.query("SELECT id FROM campaigns ORDER BY id")]
+    def campaigns(self, policy: str | None = None) -> list[dict[str, Any]]:
+        """Every campaign (of one ordering policy when given: an indexed read), oldest first."""
+        sql, params = "SELECT * FROM campaigns", list[Any]()
+        if policy is not None:
+            sql, params = sql + " WHERE policy = ?", [policy]
+        return [{"id": r["id"], "name": r["name"], "policy": r["policy"], "created_at": r["created_at"],
+                 "definition": json.loads(r["definition_json"])} for r in self.store.query(sql + " ORDER BY id", params)]
 
     # -- adding -------------------------------------------------------------------------------
     def add_campaign(self, plan: CampaignPlan, name: str | None = None) -> tuple[int, list[QueueItem]]:

@@ -11,7 +11,7 @@ import stat
 import pytest
 from runner_support import Env, free_port, wait_gone
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PROFILE = """
 name = "{name}"

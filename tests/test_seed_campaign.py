@@ -12,7 +12,10 @@ import io
 import pytest
 from runner_support import Env, free_port, wait_gone
 
-pytestmark = pytest.mark.slow
+from moe_tui.judgement import CONTROL_MARGIN_PCT, CONTROL_PLAN_NOISE_PCT
+from moe_tui.queue_plan import control_starts_needed
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # Fast enough for CI, slow enough that the client and the emulator keep up at concurrency 1024:
 # --stream-interval 16 sends a chunk every 16 tokens, like SGLang's own flag of that name.
@@ -88,7 +91,11 @@ def test_seed_campaign_verdicts_and_the_drifted_cell(env):
     done = env.run("run", *pdir, timeout=600)
     assert done.returncode == 0, done.stdout[-4000:]
     states = env.query("SELECT state, count(*) FROM queue_items GROUP BY state")
-    assert states == [("done", 36)], (states, done.stdout[-4000:])
+    # 30 sweep items + 6 at concurrency 10 + the control's extra starts the plan adds (every verdict
+    # needs the concurrency-2 control to agree; `queue add` prints how many and why).
+    extra = 2 * (control_starts_needed(CONTROL_PLAN_NOISE_PCT, CONTROL_MARGIN_PCT) - 3)
+    assert "control: the control (concurrency 2) must show" in added.stdout, added.stdout
+    assert states == [("done", 36 + extra)], (states, done.stdout[-4000:])
     wait_gone(env)
 
     rows = grid_rows(env, cutlass, cutedsl)

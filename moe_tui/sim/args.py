@@ -126,6 +126,10 @@ SIM_FLAGS: tuple[FlagSpec, ...] = (
           help="every decode step's MoE GEMMs take MS longer (modelled ms; the profiler's traces show it)"),
     _flag("--sim-jit-stall-ms", type=float, default=0.0, metavar="MS",
           help="first step at each new power-of-two batch bucket takes MS extra (modelled ms)"),
+    _flag("--sim-merge-chunks-above", type=int, default=None, metavar="N",
+          help="with more than N running requests the HTTP side falls behind and each stream's "
+               "queued outputs go out merged in one chunk of ceil(running / N) tokens, as SGLang's "
+               "tokenizer manager coalesces them (tokenizer_manager.py)"),
     _flag("--sim-error-rate", type=float, default=0.0, metavar="F",
           help="answer HTTP 500 to a seeded fraction F of generation requests"),
     _flag("--sim-cut-stream-after-tokens", type=int, default=None, metavar="N",
@@ -201,6 +205,8 @@ def parse_args(argv: list[str], prog: str = "python -m moe_tui.sim") -> argparse
         (args.sim_noise_pct >= 0, "--sim-noise-pct must be >= 0"),
         (min(args.sim_load_seconds, args.sim_graph_seconds, args.sim_warmup_seconds,
              args.sim_slow_start) >= 0, "--sim-*-seconds and --sim-slow-start must be >= 0"),
+        (args.sim_merge_chunks_above is None or args.sim_merge_chunks_above >= 1,
+         "--sim-merge-chunks-above must be >= 1"),
         (args.sim_crash_after_requests is None or args.sim_crash_after_requests >= 1,
          "--sim-crash-after-requests must be >= 1"),
         (args.sim_fault_output_drift_after is None or args.sim_fault_output_drift_after >= 0,

@@ -15,6 +15,8 @@ from moe_tui.explain.rules import ATTENTION, COLLECTIVE, MOE_GEMM, MOE_ROUTING, 
 from moe_tui.sim.traces import BACKEND_KERNELS
 from tests.sim_helpers import sim_server
 
+pytestmark = pytest.mark.integration  # starts real processes
+
 FAST = ["--sim-load-seconds", "0.05", "--sim-graph-seconds", "0.05", "--sim-warmup-seconds", "0.05",
         "--sim-time-scale", "20"]
 

@@ -64,14 +64,15 @@ class QueueScreen(LiveScreen):
             self.live_update({"queue"})
 
     def live_update(self, topics: set[str]) -> None:
+        if topics & {"layout", "queue"}:
+            self.query_one(QueueTable).set_narrow(self.app.has_class("-narrow"))
         if topics & {"queue", "status", "bench"}:
             live = self.control.live
             self.query_one(QueueTable).show(live.queue, live.current_item)
             self.query_one(QueueSummary).show(live)
 
     def _item(self) -> QueueRow | None:
-        item_id = self.query_one(QueueTable).highlighted_item
-        return next((r for r in self.control.live.queue if r.id == item_id), None)
+        return self.control.live.queue_row(self.query_one(QueueTable).highlighted_item)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "add_campaign":

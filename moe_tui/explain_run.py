@@ -8,7 +8,7 @@
    decode land in separate files), into a fresh folder;
 4. when every TP rank's DECODE trace is written (or `PROFILE_TIMEOUT_S` passed) the benchmark is
    stopped: its numbers are not wanted (the profiler slows the server, so a profiled run is never
-   averaged into a cell: `explain_store.profiled_run_ids` keeps it out of every grid);
+   averaged into a cell: the store marks it `profiled` and grids leave it out);
 5. the traces and the expert dump are moved under the data dir's `traces/run-<id>/` (owner-only,
    at most `MAX_KEPT_BYTES` together; a file beyond it is left out and said so) and named in the
    run's provenance (`profiled.files`).
@@ -135,17 +135,7 @@ async def profiled_run(ctl: Any, item: Any, profile: Any, server: Any, warmup_in
         except Exception as exc:
             result, bench_error = None, f"benchmark could not run: {type(exc).__name__}: {exc}"
         if facts["expert_record"] == "recording":
-            await _post(client, "/stop_expert_distribution_record")
-            since = time.time()
-            code, text = await _post(client, "/dump_expert_distribution_record")
-            facts["expert_record"] = "dumped" if code == 200 else f"dump failed: {text or code}"
-            dump_dir = Path(profile.env.get("SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR", "/tmp")).expanduser()
-            for p in dump_dir.glob(EXPERT_DUMP_GLOB):
-                try:
-                    if p.stat().st_mtime >= since - 1.0:  # this dump, not an older one in a shared folder
-                        shutil.copy(p, raw / p.name)
-                except OSError as exc:
-                    facts["notes"].append(f"expert dump {p.name} not kept: {exc}")
+            await _expert_dump(client, profile, raw, facts)
     kept, left = keep_files([p for p in raw.iterdir() if p.is_file()], dest)
     shutil.rmtree(raw, ignore_errors=True)
     facts["files"], facts["notes"] = kept, facts["notes"] + left
@@ -161,6 +151,21 @@ async def profiled_run(ctl: Any, item: Any, profile: Any, server: Any, warmup_in
     ctl._current = None
     ctl._notice("info" if abort[0] == "done" else "warning",
                 f"profiled run {run_id} ({profile.name}): {len(kept)} file(s) kept in {dest}")
+
+
+async def _expert_dump(client: httpx.AsyncClient, profile: Any, raw: Path, facts: dict[str, Any]) -> None:
+    """Stop recording, dump, and copy this dump (not an older one in a shared folder) beside the traces."""
+    await _post(client, "/stop_expert_distribution_record")
+    since = time.time()
+    code, text = await _post(client, "/dump_expert_distribution_record")
+    facts["expert_record"] = "dumped" if code == 200 else f"dump failed: {text or code}"
+    dump_dir = Path(profile.env.get("SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR", "/tmp")).expanduser()
+    for p in dump_dir.glob(EXPERT_DUMP_GLOB):
+        try:
+            if p.stat().st_mtime >= since - 1.0:
+                shutil.copy(p, raw / p.name)
+        except OSError as exc:
+            facts["notes"].append(f"expert dump {p.name} not kept: {exc}")
 
 
 async def _running(client: httpx.AsyncClient) -> int | None:

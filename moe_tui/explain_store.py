@@ -5,8 +5,9 @@
   its own fingerprint: it never counts as one of the cell's planned repeats), queued as one
   campaign named `explain:<A>-vs-<B>:c=<C>` whose definition says `kind: explain` (the
   controller's cue to profile, `moe_tui.explain_run`);
-- `profiled_run_ids(store)`: the runs made so; `grids.build_grid` keeps them out of every cell
-  (the profiler slows the server);
+- the runs made so are marked `profiled` on the run by the store (`store_schema`'s trigger on the
+  explain campaign's items), and `grids.build_grid` leaves them out of every cell (the profiler
+  slows the server);
 - `latest_explain(store, A, B, C)`: the newest explain campaign of the cell with its items;
   `side_files(store, run_id)`: the kept traces (DECODE stage) and expert dump of a profiled run.
 """
@@ -114,11 +115,6 @@ def explain_records(store: Any) -> list[ExplainRecord]:
             items = tuple(sorted(queue.items(campaign_id=camp["id"]), key=lambda i: i.id))
             out.append(ExplainRecord(camp["id"], camp["name"], d, items))
     return out
-
-
-def profiled_run_ids(store: Any) -> set[int]:
-    """Every run made by an explain campaign: never averaged into a cell."""
-    return {i.run_id for r in explain_records(store) for i in r.items if i.run_id is not None}
 
 
 def latest_explain(store: Any, baseline: str, candidate: str, concurrency: int) -> ExplainRecord | None:

@@ -3,10 +3,12 @@ tests/test_compare_cli.py (its `home` fixture)."""
 
 from __future__ import annotations
 
+import pytest
 from test_compare_cli import _cli
 from test_compare_cli import home as compare_home
 
 home = compare_home  # the same module-scoped fixture: the golden scenario in a temporary store
+pytestmark = pytest.mark.integration  # starts real processes
 
 
 def test_explain_refuses_bad_cells_and_options_and_queues_on_yes(home, tmp_path):

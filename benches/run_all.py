@@ -24,6 +24,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("tui_overhead.py", [], ["--seconds", "5"]),
     ("explain_parse.py", [], ["--steps", "4"]),
     ("aa_emulator.py", ["--seeds", "10"], ["--seeds", "2"]),
+    ("scale.py", ["--sizes", "24,1000,10000,100000"], ["--sizes", "1000", "--repeats", "1", "--idle-s", "3"]),
 ]
 
 

@@ -23,6 +23,9 @@ from typing import Any
 from moe_tui.sglang_flags import CHECKED_VERSION, owned_reached
 
 ENGINES = ("sglang", "sim")
+# SGLang prints weight-shard progress while loading and a line per phase; FlashInfer's autotune
+# and a large CUDA-graph capture stay silent longest (minutes on a first start).
+DEFAULT_STARTUP_STALL_S = 600.0
 
 # Flags SGLang 0.5.23 accepts for --moe-runner-backend (see shared/reference/SGLANG.md).
 MOE_RUNNER_BACKENDS = (
@@ -109,6 +112,10 @@ class ServerProfile:
     host: str = "127.0.0.1"
     port: int = 30000
     startup_timeout_s: float = 1800.0
+    # The no-progress watchdog: a start with no new log line and no new phase for this long fails
+    # (a hang at init) without waiting out startup_timeout_s. Watching, not launching: not in
+    # launch_settings, so it never confounds a comparison.
+    startup_stall_s: float = DEFAULT_STARTUP_STALL_S
     extra_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     python: str = ""
@@ -167,6 +174,7 @@ class ServerProfile:
         data = dataclasses.asdict(self)
         data.pop("source")
         data.pop("roofline")  # roofline inputs do not shape the server
+        data.pop("startup_stall_s")  # how the start is watched, not what is started
         data["gpus"] = list(self.gpus)
         data["extra_args"] = list(self.extra_args)
         data["env"] = redact_env(dict(self.env))
@@ -178,6 +186,8 @@ class ServerProfile:
         snap["source"] = self.source
         if self.roofline:
             snap["roofline"] = dict(self.roofline)
+        if self.startup_stall_s != DEFAULT_STARTUP_STALL_S:
+            snap["startup_stall_s"] = self.startup_stall_s
         return snap
 
     def snapshot_json(self) -> str:
@@ -189,6 +199,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "name": (str,), "engine": (str,), "model_path": (str,), "moe_runner_backend": (str,),
     "served_model_name": (str,), "tp_size": (int,), "ep_size": (int,), "quantization": (str,),
     "gpus": (list,), "host": (str,), "port": (int,), "startup_timeout_s": (int, float),
+    "startup_stall_s": (int, float),
     "extra_args": (list,), "env": (dict,), "python": (str,), "description": (str,), "sim": (dict,),
     "roofline": (dict,),
 }
@@ -217,6 +228,7 @@ def profile_from_dict(data: Mapping[str, Any], where: str = "<profile>") -> Serv
         host=data.get("host", "127.0.0.1"),
         port=data.get("port", 30000),
         startup_timeout_s=float(data.get("startup_timeout_s", 1800.0)),
+        startup_stall_s=float(data.get("startup_stall_s", DEFAULT_STARTUP_STALL_S)),
         extra_args=tuple(data.get("extra_args", [])),
         env={k: str(v) for k, v in env.items()},
         python=data.get("python", ""),
@@ -277,6 +289,8 @@ def _check_placement(data: Mapping[str, Any], where: str) -> None:
           f"must be in [1024, 65535] (ports below 1024 need root), got {port}")
     timeout = data.get("startup_timeout_s", 1800.0)
     _need(where, 0 < timeout <= 86400, "startup_timeout_s", f"must be in (0, 86400] seconds, got {timeout}")
+    stall = data.get("startup_stall_s", DEFAULT_STARTUP_STALL_S)
+    _need(where, 0 < stall <= 86400, "startup_stall_s", f"must be in (0, 86400] seconds, got {stall}")
     gpus = data.get("gpus", [])
     for g in gpus:
         _need(where, isinstance(g, int) and not isinstance(g, bool) and 0 <= g < 1024, "gpus",

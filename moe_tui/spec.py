@@ -154,7 +154,14 @@ class BenchmarkSpec:
         return out
 
     def canonical_json(self) -> str:
-        return json.dumps(self.canonical_dict(), sort_keys=True, separators=(",", ":"))
+        # A spec never changes, and a campaign asks the same spec for its form and fingerprint once
+        # per item (200,000 times for the largest allowed): kept beside the fields, outside them, so
+        # equality, hashing and replace() never see it.
+        cached: str | None = self.__dict__.get("_canonical_json")
+        if cached is None:
+            cached = json.dumps(self.canonical_dict(), sort_keys=True, separators=(",", ":"))
+            self.__dict__["_canonical_json"] = cached
+        return cached
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.canonical_dict(), sort_keys=True, indent=indent)
@@ -169,7 +176,11 @@ class BenchmarkSpec:
 
     @property
     def fingerprint(self) -> str:
-        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+        cached: str | None = self.__dict__.get("_fingerprint")
+        if cached is None:
+            cached = hashlib.sha256(self.canonical_json().encode()).hexdigest()
+            self.__dict__["_fingerprint"] = cached
+        return cached
 
     @property
     def short_fingerprint(self) -> str:

@@ -1,9 +1,19 @@
 """`moe-tui profiles check [DIR]` and `moe-tui profiles show NAME`: catch profile mistakes before a
 10-minute model load. Every problem is listed; the exit code is non-zero if there is any.
 
-Where SGLang is importable (in the profile's `python`, or this one), the profile's arguments also
-go through SGLang's own server-args parser, so a flag typo or a flag the installed SGLang no longer
-accepts is caught here. Emulator profiles go through the emulator's parser, which mirrors it.
+`profiles check` is the pre-flight doctor of a real box; it starts nothing. Per profile:
+- the loader's checks (keys, values, extra_args reaching a profile-owned setting by an alias or an
+  abbreviation of SGLang 0.5.23's parser);
+- the launch args through SGLang's own parser, in the profile's interpreter (its `python`, or this
+  one; without torch the parser is read with torch stubbed, `moe_tui/sglang_stub.py`), and every
+  resolved profile-owned value compared with the profile's key; emulator profiles through the
+  emulator's parser, which mirrors it;
+- the installed SGLang's version against the one moe-tui was checked against
+  (`sglang_flags.CHECKED_VERSION`): for another version it says what moe-tui cannot vouch for and
+  which flags are new or gone;
+- the interpreter runs, a local model path exists, the port is free and the GPUs exist and are
+  not held by another process (the start's own pre-flight, `servers.preflight`, with NVML where
+  there is a driver; emulator profiles skip the GPU part).
 """
 
 from __future__ import annotations
@@ -77,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
 def check(directory: Path, use_sglang: bool = True) -> int:
     from moe_tui.profiles import load_profiles
+    from moe_tui.sglang_flags import CHECKED_VERSION
 
     loaded = load_profiles(directory)
     problems = list(loaded.problems)
@@ -108,7 +119,12 @@ def check(directory: Path, use_sglang: bool = True) -> int:
                 found = json.loads(proc.stdout.strip().split("SGLANG-OK", 1)[1])
                 problems += contradictions(profile, found["resolved"], f"SGLang {found['version']}'s parser")
                 notes += version_notes(where, found["version"], found["flags"])
-                notes.append(f"{where}: accepted by SGLang's parser ({found['version']})")
+                same = found["version"] == CHECKED_VERSION
+                notes.append(f"{where}: accepted by SGLang's parser ({found['version']}"
+                             + (", the version moe-tui was checked against)" if same else ")"))
+        found_problems, found_notes = _box_checks(profile)
+        problems += found_problems
+        notes += found_notes
         if profile.binds_beyond_loopback:
             warnings.append(f"{where}: key 'host': binds {profile.host}, so the server is reachable "
                             "beyond this machine (the default is 127.0.0.1)")
@@ -120,6 +136,31 @@ def check(directory: Path, use_sglang: bool = True) -> int:
         print(f"error: {problem}", file=sys.stderr)
     print(f"{len(loaded.profiles)} profile(s) loaded from {directory}, {len(problems)} problem(s)")
     return 1 if problems else 0
+
+
+def _box_checks(profile: object) -> tuple[list[str], list[str]]:
+    """What the start's own pre-flight would refuse, and the files the launch needs: found now,
+    without starting anything."""
+    import os
+
+    from moe_tui.servers import ServerStartError, no_gpu_view, nvml_gpu_view
+    from moe_tui.servers.preflight import preflight
+
+    where = profile.source  # type: ignore[attr-defined]
+    problems: list[str] = []
+    notes: list[str] = []
+    model = profile.model_path  # type: ignore[attr-defined]
+    if profile.engine == "sglang" and not os.path.isdir(model):  # type: ignore[attr-defined]
+        notes.append(f"{where}: key 'model_path': {model} is not a local folder here; SGLang will look it up "
+                     "as a hub id (offline boxes fail at load)")
+    probe = nvml_gpu_view if profile.engine == "sglang" else no_gpu_view  # type: ignore[attr-defined]
+    try:
+        for warning in preflight(profile, [], probe):  # type: ignore[arg-type]
+            if not (profile.binds_beyond_loopback and " binds " in warning):  # type: ignore[attr-defined]
+                notes.append(f"{where}: {warning}")  # (that one is the check's own warning below)
+    except ServerStartError as exc:
+        problems.append(f"{where}: a start now would be refused: {exc}")
+    return problems, notes
 
 
 def _check_with_emulator_parser(args: list[str]) -> tuple[str | None, dict]:

@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test check lint install bench screenshots sglang-client durations clean
+.PHONY: demo test check lint install bench screenshots sglang-client envs durations clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,8 +18,12 @@ demo: $(STAMP)
 	$(VENV)/bin/moe-tui demo
 
 # SGLang's own benchmark client, unmodified, in an environment of its own (see tools/sglang_client/).
-sglang-client: $(STAMP)
-	$(PY) tools/sglang_client/build_env.py
+sglang-client:
+	$(PYTHON) tools/sglang_client/build_env.py
+
+# The two environments are built side by side (each is mostly waiting on downloads and unpacking).
+envs:
+	$(MAKE) --no-print-directory -j2 $(STAMP) sglang-client
 
 # Layers that fail the build: style and bugs (ruff), types (mypy: strict on the core), and the
 # import contracts in pyproject.toml (import-linter). `make test` runs them first.
@@ -45,14 +49,15 @@ check: $(STAMP) lint
 	$(PYTEST) -q -n $(NPROC) -m "not integration and not ui" --durations=5
 
 # The whole suite, every tier; prints the slowest tests and each tier's time.
-test: $(STAMP) sglang-client lint
+test: envs
+	$(MAKE) --no-print-directory lint
 	$(PYTEST) -q -n $(TEST_WORKERS) --dist loadgroup --durations=15
 
 # Refresh tests/durations.json (the scheduling order) from a whole run on this machine.
-durations: $(STAMP) sglang-client
+durations: envs
 	$(PYTEST) -q -n $(TEST_WORKERS) --dist loadgroup --record-durations tests/durations.json
 
-bench: $(STAMP) sglang-client
+bench: envs
 	$(PY) benches/run_all.py $(BENCH_ARGS)
 
 screenshots: $(STAMP)

@@ -93,7 +93,7 @@ def cell_detail(cell: Any, numbers: bool = False, change: str = "") -> Text:
                          (f"({'higher' if cell.higher_is_better else 'lower'} is better)", "dim"), ": ")
     text.append(cell.verdict_text, style=style)
     if numbers:  # the columns a narrow grid leaves out
-        text.append(f"\n95% CI {cell.ci_text or '—'} · baseline {cell.baseline.text} · candidate {cell.candidate.text}",
+        text.append(f"\nCI (family-corrected) {cell.ci_text or '—'} · baseline {cell.baseline.text} · candidate {cell.candidate.text}",
                     style="dim")
     for reason in cell.reasons:
         text.append(f"\n· {reason}", style="dim")

@@ -15,7 +15,7 @@ from typing import Any
 
 from moe_tui import judgement as J
 
-DEFAULT_INTERVAL_LABEL = "CI"
+DEFAULT_INTERVAL_LABEL = "CI (family-corrected)"  # the interval the verdict used (compare.grid)
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class SeenCell:
 
 
 def change_words(was: SeenCell, now: SeenCell, interval_label: str = DEFAULT_INTERVAL_LABEL) -> str:
-    """'was worse (-5.1% (-2 tok/s), 95% CI [-9.0%, -1.2%], n=2 vs 2); why: ...'."""
+    """'was worse (-5.1% (-2 tok/s), CI (family-corrected) [-9.0%, -1.2%] 97.5%, n=2 vs 2); why: ...'."""
     words = J.VERDICT_WORDS
     before = [w for w in (was.delta_text, f"{interval_label} {was.ci_text}" if was.ci_text else "") if w]
     before.append(f"n={was.baseline_n} vs {was.candidate_n}")

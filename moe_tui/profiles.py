@@ -123,6 +123,7 @@ class ServerProfile:
     sim: Mapping[str, Any] = field(default_factory=dict)
     roofline: Mapping[str, Any] = field(default_factory=dict)  # roofline inputs; not a launch setting
     source: str = ""  # file it was loaded from; not a launch setting
+    api_key: str = ""  # optional: the server answers only requests bearing it (SGLang --api-key)
 
     # -- argv / environment ------------------------------------------------------------------
     def argv(self, python: str | None = None) -> list[str]:
@@ -138,6 +139,8 @@ class ServerProfile:
             args += ["--quantization", self.quantization]
         args += ["--host", self.host, "--port", str(self.port)]
         args += list(self.extra_args)
+        if self.api_key:
+            args += ["--api-key", self.api_key]
         if self.engine == "sim":
             args += sim_flags(self.sim)
         return args
@@ -178,6 +181,7 @@ class ServerProfile:
         data["gpus"] = list(self.gpus)
         data["extra_args"] = list(self.extra_args)
         data["env"] = redact_env(dict(self.env))
+        data["api_key"] = REDACTED if self.api_key else ""
         data["sim"] = dict(self.sim)
         return data
 
@@ -201,7 +205,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "gpus": (list,), "host": (str,), "port": (int,), "startup_timeout_s": (int, float),
     "startup_stall_s": (int, float),
     "extra_args": (list,), "env": (dict,), "python": (str,), "description": (str,), "sim": (dict,),
-    "roofline": (dict,),
+    "roofline": (dict,), "api_key": (str,),
 }
 _REQUIRED = ("name", "engine", "model_path", "moe_runner_backend")
 
@@ -236,6 +240,7 @@ def profile_from_dict(data: Mapping[str, Any], where: str = "<profile>") -> Serv
         sim=dict(data.get("sim", {})),
         roofline=dict(data.get("roofline", {})),
         source=where,
+        api_key=data.get("api_key", ""),
     )
 
 
@@ -334,10 +339,15 @@ def _check_tables(data: Mapping[str, Any], where: str) -> None:
         _need(where, problem is None, "roofline", problem or "")
 
 
+PROFILE_MAX_BYTES = 1 << 20
+
+
 def load_profile(path: str | Path) -> ServerProfile:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
+    from moe_tui.trust import read_small_regular_file
+
+    try:  # a regular file of sane size: never a fifo (hangs) or a link to /dev/zero (eats memory)
+        text = read_small_regular_file(path, PROFILE_MAX_BYTES).decode("utf-8")
     except OSError as exc:
         raise ProfileError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError:

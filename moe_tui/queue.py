@@ -29,6 +29,7 @@ the store's `queue_settings` table.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import time
@@ -48,6 +49,7 @@ from moe_tui.queue_plan import (
     server_starts,
     warmup_spec,
 )
+from moe_tui.queue_spec import spec_as_queued
 from moe_tui.spec import BenchmarkSpec, SpecError
 from moe_tui.store import Store
 
@@ -139,15 +141,16 @@ class RunQueue:
         sql += " ORDER BY position, id"
         return [_item(r) for r in self.store.query(sql, params)]
 
-    def light_items(self) -> list[dict[str, Any]]:
-        """Every item in queue order as plain columns plus its concurrency, without parsing and
-        validating each spec (what a view of a queue of tens of thousands needs, many times)."""
+    def light_items(self) -> list[Any]:
+        """Every item in queue order (rows read by column name) with its concurrency and campaign
+        name, without parsing and validating each spec (what a view of a queue of tens of
+        thousands needs, many times)."""
         rows = self.store.query(
             "SELECT q.id, q.position, q.campaign_id, q.profile_name, q.fingerprint, q.repeat_index, q.state,"
             " q.attempts, q.run_id, q.error, json_extract(q.spec_json, '$.max_concurrency') AS concurrency,"
             " c.name AS campaign FROM queue_items q LEFT JOIN campaigns c ON c.id = q.campaign_id"
             " ORDER BY q.position, q.id")
-        return [dict(r) for r in rows]
+        return rows  # sqlite3.Row: read by column name, no per-item dict
 
     def item(self, item_id: int) -> QueueItem:
         rows = self.store.query("SELECT * FROM queue_items WHERE id = ?", (int(item_id),))
@@ -261,6 +264,12 @@ class RunQueue:
     def _insert(tx: Any, planned: Sequence[PlannedItem], campaign_id: int | None, now: float) -> list[int]:
         top = tx.execute("SELECT COALESCE(MAX(position), 0) FROM queue_items").fetchone()[0]
         ids = []
+        # The spec as its run will record it (one fingerprint everywhere); once per distinct spec
+        # object, so a large campaign's few specs keep their cached canonical JSON.
+        versions: dict[str, str] = {}
+        as_queued: dict[int, BenchmarkSpec] = {}
+        planned = [p if (q := as_queued.setdefault(id(p.spec), spec_as_queued(p.spec, versions))) is p.spec
+                   else dataclasses.replace(p, spec=q) for p in planned]
         for offset, p in enumerate(planned, start=1):
             cur = tx.execute(
                 "INSERT INTO queue_items (position, campaign_id, profile_name, spec_json, fingerprint,"

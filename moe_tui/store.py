@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from moe_tui.store_records import StartAndGateRecords, _dump, _json_default, _server_start_dict  # noqa: F401  (re-exported)
-from moe_tui.store_retention import RetentionRecords
+from moe_tui.store_retention import REQUEST_ROW_BYTES, RUN_BYTES, SAMPLE_ROW_BYTES, RetentionRecords
 from moe_tui.store_schema import _MIGRATIONS, SCHEMA_VERSION, _split_sql, _Tx  # noqa: F401  (re-exported)
 
 RUN_STATUSES = ("running", "complete", "incomplete", "failed")
@@ -354,12 +354,15 @@ class Store(StartAndGateRecords, RetentionRecords):
              _dump(list(r.get("itl") or [])), r.get("finish_reason"), r.get("error") or "")
             for i, r in enumerate(requests)]
         sample_rows = [(run_id, t, _dump(s)) for t, s in gpu_samples]
+        samples_bytes = (sum(len(r[8]) + REQUEST_ROW_BYTES for r in request_rows)
+                         + sum(len(r[2]) + SAMPLE_ROW_BYTES for r in sample_rows))
         with self.transaction() as tx:
             cur = tx.execute(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in columns)}"
                              " WHERE id = ? AND status = 'running'", (*columns.values(), run_id))
             if cur.rowcount != 1:  # a stored result is never overwritten, by any later write
                 raise StoreError(f"run {run_id} in store file {self.path} is not running (missing or already "
                                  f"stored): a stored run is never overwritten; nothing changed")
+            tx.execute(f"UPDATE runs SET stored_bytes = {RUN_BYTES} + ? WHERE id = ?", (samples_bytes, run_id))
             tx.executemany("INSERT OR REPLACE INTO requests (run_id, idx, ok, sent_at, prompt_len, output_len,"
                            " ttft, latency, itl_json, finish_reason, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                            request_rows)

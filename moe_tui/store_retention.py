@@ -48,10 +48,17 @@ class Usage:
                 "profiles": list(self.profiles), "campaigns": list(self.campaigns)}
 
 
-_RUN_BYTES = ("LENGTH(r.spec_json) + LENGTH(r.profile_json) + LENGTH(r.provenance_json) + LENGTH(r.summary_json)"
-              " + LENGTH(r.telemetry_json) + LENGTH(r.selfcheck_json)")
-_REQUEST_BYTES = "(SELECT COALESCE(SUM(LENGTH(q.itl_json)) + COUNT(*) * 64, 0) FROM requests q WHERE q.run_id = r.id)"
-_SAMPLE_BYTES = "(SELECT COALESCE(SUM(LENGTH(g.sample_json)) + COUNT(*) * 24, 0) FROM gpu_samples g WHERE g.run_id = r.id)"
+REQUEST_ROW_BYTES, SAMPLE_ROW_BYTES = 64, 24  # a row's columns beside its JSON, roughly
+RUN_BYTES = ("(LENGTH(spec_json) + LENGTH(profile_json) + LENGTH(provenance_json) + LENGTH(summary_json)"
+             " + LENGTH(telemetry_json) + LENGTH(selfcheck_json))")
+_REQUEST_BYTES = (f"(SELECT COALESCE(SUM(LENGTH(q.itl_json)) + COUNT(*) * {REQUEST_ROW_BYTES}, 0) FROM requests q"
+                  " WHERE q.run_id = r.id)")
+_SAMPLE_BYTES = (f"(SELECT COALESCE(SUM(LENGTH(g.sample_json)) + COUNT(*) * {SAMPLE_ROW_BYTES}, 0) FROM gpu_samples g"
+                 " WHERE g.run_id = r.id)")
+# A run's bytes: as stored when the runner wrote it, else counted (older runs, imports: slow on a big store).
+_BYTES = ("COALESCE(r.stored_bytes, LENGTH(r.spec_json) + LENGTH(r.profile_json) + LENGTH(r.provenance_json)"
+          f" + LENGTH(r.summary_json) + LENGTH(r.telemetry_json) + LENGTH(r.selfcheck_json) + {_REQUEST_BYTES}"
+          f" + {_SAMPLE_BYTES})")
 
 
 class RetentionRecords:
@@ -72,8 +79,8 @@ class RetentionRecords:
 
     def usage(self) -> Usage:
         """Runs and bytes per profile and per campaign (a full read: a command's, not a screen's)."""
-        per_run = (f"SELECT r.id, r.profile_name, r.finished_at, {_RUN_BYTES} + {_REQUEST_BYTES} + {_SAMPLE_BYTES}"
-                   " AS bytes, (SELECT COUNT(*) FROM requests q WHERE q.run_id = r.id) AS requests,"
+        per_run = (f"SELECT r.id, r.profile_name, r.finished_at, {_BYTES} AS bytes,"
+                   " (SELECT COUNT(*) FROM requests q WHERE q.run_id = r.id) AS requests,"
                    " (SELECT COUNT(*) FROM gpu_samples g WHERE g.run_id = r.id) AS samples FROM runs r")
         profiles = [dict(r) for r in self.query(
             f"SELECT profile_name AS name, COUNT(*) AS runs, SUM(requests) AS requests, SUM(samples) AS gpu_samples,"
@@ -239,6 +246,9 @@ class RetentionRecords:
             bound = int(row[0]) + (1 if n == 0 else 0)  # runs below it lose their samples
             owners = {r[0] for r in tx.execute("SELECT DISTINCT run_id FROM requests WHERE run_id < ?", (bound,))}
             owners |= {r[0] for r in tx.execute("SELECT DISTINCT run_id FROM gpu_samples WHERE run_id < ?", (bound,))}
+            tx.execute(f"UPDATE runs SET stored_bytes = {RUN_BYTES} WHERE stored_bytes IS NOT NULL AND id IN ("
+                       "SELECT run_id FROM requests WHERE run_id < ? UNION SELECT run_id FROM gpu_samples"
+                       " WHERE run_id < ?)", (bound, bound))  # what is left of them: the run row
             tx.execute("DELETE FROM requests WHERE run_id < ?", (bound,))
             tx.execute("DELETE FROM gpu_samples WHERE run_id < ?", (bound,))
         return len(owners)

@@ -116,4 +116,6 @@ def test_output_differs_refuses_the_better_verdict(tmp_path):
     paths = export_comparison(grid, tmp_path / "out")
     rows = (paths.csv.parent / f"{paths.csv.stem}-roofline.csv").read_text().splitlines()
     assert rows[0] == "concurrency,side,roofline_tok_s,bound,measured_tok_s,pct_of_roofline"
-    assert rows[-1].startswith("gate,output_differs,")
+    assert not any(r.startswith("gate") for r in rows)  # one table per CSV: the gate has its own
+    gate = (paths.csv.parent / f"{paths.csv.stem}-gate.csv").read_text().splitlines()
+    assert gate[0] == "gate_status,gate_words" and gate[1].startswith("output_differs,")

@@ -181,3 +181,17 @@ def test_the_store_says_when_it_has_grown_past_its_threshold(home, monkeypatch):
         monkeypatch.setenv("MOE_TUI_STORE_WARN_GB", str(s.file_bytes() / 2 / 1024**3))
         words = s.size_notice()
         assert words is not None and "moe-tui store usage" in words and "past" in words
+
+
+def test_usage_reads_the_bytes_recorded_with_each_run_and_they_match_a_recount(home):
+    """`runs.stored_bytes` (set by finish_run, kept right when older runs' samples are dropped)
+    agrees with counting the stored text again, so `store usage` needs no full read of a big store."""
+    path = home / "data" / "moe-tui.sqlite3"
+    assert _cli(home, "store", "keep-samples", "2").returncode == 0  # three runs lose their samples
+    with Store(path) as s:
+        assert s.query("SELECT COUNT(*) FROM runs WHERE stored_bytes IS NULL")[0][0] == 0
+        recorded = {p["name"]: p["bytes"] for p in s.usage().profiles}
+        with s.transaction() as tx:  # forget them: usage counts the stored text itself
+            tx.execute("UPDATE runs SET stored_bytes = NULL")
+        counted = {p["name"]: p["bytes"] for p in s.usage().profiles}
+    assert recorded == counted and recorded["b"] > 4 * 50 * 20

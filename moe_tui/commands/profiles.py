@@ -24,6 +24,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from moe_tui.commands.common import EXIT_NOT_FOUND, add_exit_codes, add_profiles_dir, profiles_dir_for
+
 STUB_FILE = Path(__file__).resolve().parent.parent / "sglang_stub.py"
 
 # Run in the profile's interpreter: parse the launch args with SGLang's own parser, nothing more
@@ -65,27 +67,37 @@ print("SGLANG-OK", json.dumps({"version": version("sglang"), "flags": flags,
 def add_parser(sub: argparse._SubParsersAction, name: str, help_text: str) -> None:
     p = sub.add_parser(name, help=help_text, description=__doc__.split("\n\n")[0])
     actions = p.add_subparsers(dest="profiles_action", metavar="ACTION")
+    add_exit_codes(p)
     check = actions.add_parser("check", help="validate every profile in a folder")
-    check.add_argument("directory", nargs="?", default="server_profiles",
-                       help="folder of *.toml profiles (default: ./server_profiles)")
+    check.add_argument("directory", nargs="?", default=None, help="the same as --profiles-dir (kept working)")
+    add_profiles_dir(check)
     check.add_argument("--no-sglang", action="store_true",
                        help="skip SGLang's own parser even where it is importable")
+    check.add_argument("--json", action="store_true",
+                       help="print one JSON document: folder, profiles, problems, warnings, notes")
     show = actions.add_parser("show", help="print a profile's launch command and settings")
     show.add_argument("name")
-    show.add_argument("--dir", default="server_profiles")
+    add_profiles_dir(show, "--dir")
+    show.add_argument("--json", action="store_true", help="print one JSON document: argv, env (redacted), settings")
+    for q in (check, show):
+        add_exit_codes(q)
     p.set_defaults(run=run, _parser=p)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.profiles_action == "check":
-        return check(Path(args.directory), use_sglang=not args.no_sglang)
+        directory = profiles_dir_for(args.profiles_dir or args.directory)
+        if not directory.is_dir():
+            print(f"error: {directory}: no such folder of profiles", file=sys.stderr)
+            return EXIT_NOT_FOUND
+        return check(directory, use_sglang=not args.no_sglang, as_json=args.json)
     if args.profiles_action == "show":
-        return show(args.name, Path(args.dir))
+        return show(args.name, profiles_dir_for(args.profiles_dir, [args.name]), as_json=args.json)
     args._parser.print_help()
     return 2
 
 
-def check(directory: Path, use_sglang: bool = True) -> int:
+def check(directory: Path, use_sglang: bool = True, as_json: bool = False) -> int:
     from moe_tui.profiles import load_profiles
     from moe_tui.sglang_flags import CHECKED_VERSION
 
@@ -128,6 +140,10 @@ def check(directory: Path, use_sglang: bool = True) -> int:
         if profile.binds_beyond_loopback:
             warnings.append(f"{where}: key 'host': binds {profile.host}, so the server is reachable "
                             "beyond this machine (the default is 127.0.0.1)")
+    if as_json:
+        print(json.dumps({"profiles_dir": str(directory), "profiles": [p.name for p in loaded.profiles],
+                          "problems": problems, "warnings": warnings, "notes": notes}, sort_keys=True))
+        return 1 if problems else 0
     for note in notes:
         print(f"note: {note}")
     for warning in warnings:
@@ -218,7 +234,7 @@ class _ParseFailed(Exception):
     pass
 
 
-def show(name: str, directory: Path) -> int:
+def show(name: str, directory: Path, as_json: bool = False) -> int:
     from moe_tui.profiles import UnknownProfileError, load_profiles
 
     loaded = load_profiles(directory)
@@ -226,7 +242,11 @@ def show(name: str, directory: Path) -> int:
         profile = loaded.by_name(name)
     except UnknownProfileError as exc:
         print(f"error: {directory}: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_NOT_FOUND
+    if as_json:
+        print(json.dumps({"name": profile.name, "profiles_dir": str(directory), "argv": profile.argv(),
+                          "env": profile.redacted_env(), "settings": profile.snapshot()}, sort_keys=True))
+        return 0
     print("argv:", json.dumps(profile.argv()))
     print("env: ", json.dumps(profile.redacted_env(), sort_keys=True))
     print(json.dumps(profile.snapshot(), indent=2, sort_keys=True))

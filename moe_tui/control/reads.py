@@ -41,14 +41,22 @@ class StoreReads:
         return queue
 
     def queue_rows(self) -> tuple[QueueRow, ...]:
-        # Plain columns, no spec parsed per item: a queue of months is re-read on every change.
-        return tuple(
+        # Plain columns, no spec parsed per item: a queue of months is re-read on every change, and
+        # only then (the same tuple while nothing was committed: one change often brings two reads,
+        # and the screens skip a tuple they have already shown).
+        generation = self.store.generation()
+        cached = getattr(self, "_queue_rows_cache", None)
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        rows = tuple(
             QueueRow(id=i["id"], position=i["position"], profile=i["profile_name"],
                      concurrency=int(i["concurrency"] or 0), repeat_index=i["repeat_index"],
                      fingerprint=i["fingerprint"], state=i["state"], attempts=i["attempts"], run_id=i["run_id"],
                      error=i["error"], campaign=i["campaign"] or "")
             for i in self._queue().light_items()
         )
+        self._queue_rows_cache = (generation, rows)
+        return rows
 
     def profile_names(self) -> list[str]:
         return [p.name for p in self.profiles]

@@ -160,6 +160,12 @@ class ManagedServer(ServerWatchMixin):
         self._emit(Notice(level=level, message=message))
 
     def _record(self, **fields: Any) -> None:
+        if self.profile.api_key:  # the server echoes its --api-key (resolved args, log tail): never stored
+            import json
+
+            from moe_tui.profiles import REDACTED
+
+            fields = json.loads(json.dumps(fields, default=str).replace(self.profile.api_key, REDACTED))
         if self.store is not None and self.start_id is not None:
             try:
                 self.store.update_server_start(self.start_id, **fields)
@@ -242,7 +248,11 @@ class ManagedServer(ServerWatchMixin):
         self._done_event = asyncio.Event()
         import httpx
 
-        self._client = httpx.AsyncClient(base_url=self.base_url, trust_env=False, timeout=10.0)
+        from moe_tui.server_keys import auth_headers, register
+
+        register(self.base_url, self.profile.api_key)  # the bench child and the gate send it too
+        auth = auth_headers(self.base_url)
+        self._client = httpx.AsyncClient(base_url=self.base_url, trust_env=False, timeout=10.0, headers=auth)
         self.phase = PHASE_LAUNCHING
         self._set_state(STARTING, f"launched pid {self.pid} on port {self.profile.port}")
         self._tasks = [

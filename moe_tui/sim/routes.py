@@ -434,6 +434,10 @@ class SimServer:
         from moe_tui.sim.outputs import greedy_outputs_middleware  # /generate with return_logprob
 
         app.middlewares.append(greedy_outputs_middleware(self.e.args, self._not_ready))
+        if getattr(self.e.args, "api_key", None):
+            from moe_tui.sim.auth import api_key_middleware
+
+            app.middlewares.insert(0, api_key_middleware(self.e.args.api_key))
         r = app.router
         r.add_route("POST", "/generate", self.handle_generate)
         r.add_route("PUT", "/generate", self.handle_generate)

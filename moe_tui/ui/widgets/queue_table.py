@@ -9,6 +9,7 @@ the current item touches nothing.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from rich.text import Text
@@ -56,7 +57,6 @@ class QueueTable(KeyedTable):
     def __init__(self, **kwargs) -> None:
         super().__init__(COLUMNS, zebra_stripes=True, middle_cut={"profile"}, **kwargs)
         self._rows: Sequence[QueueRow] = ()
-        self._index: dict[str, int] = {}  # row key -> position in the whole queue
         self._current: int | None = None
         self._start = 0
 
@@ -66,15 +66,22 @@ class QueueTable(KeyedTable):
     def show(self, rows: Sequence[QueueRow], current: int | None) -> None:
         if rows is self._rows and current == self._current:
             return  # a status or progress tick: nothing here changed
-        if rows is not self._rows:
-            self._rows = rows
-            self._index = {str(r.id): i for i, r in enumerate(rows)}
-        self._current = current
-        keep = self.highlighted_key
-        at = self._index.get(keep) if keep is not None else None
+        self._rows, self._current = rows, current
+        at = self._position(self.highlighted_item)
         if at is not None and not self._start <= at < self._start + WINDOW:
             self._start = at - WINDOW // 2  # the highlighted item stays in the window
         self._sync_window()
+
+    def _position(self, item_id: int | None) -> int | None:
+        """Where the item is in the whole queue: looked for in (and around) the window first, the
+        whole queue only when it moved far (a queue event must not cost a pass over every row)."""
+        if item_id is None:
+            return None
+        near = range(max(0, self._start - WINDOW), min(len(self._rows), self._start + 2 * WINDOW))
+        for i in itertools.chain(near, range(len(self._rows))):
+            if self._rows[i].id == item_id:
+                return i
+        return None
 
     def _sync_window(self) -> None:
         total = len(self._rows)

@@ -13,11 +13,11 @@ from sim_helpers import sim_server
 from moe_tui import judgement as J
 from moe_tui.compare import CompareSettings
 from moe_tui.compare.build import build_grid_from_runs
+from moe_tui.sim.launch import FAST_START
 
 # These grids hold one concurrency and no control cells (the control gate has its own tests):
 # the verdict checked here is about which server args confound.
 SETTINGS = CompareSettings(accept_uncontrolled=True)
-from moe_tui.sim.launch import FAST_START
 
 
 def test_each_key_has_one_kind():

@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from moe_tui.sglang_flags import CHECKED_VERSION, owned_reached
+from moe_tui.sglang_flags import owned_conflict
 
 ENGINES = ("sglang", "sim")
-# SGLang prints weight-shard progress while loading and a line per phase; FlashInfer's autotune
-# and a large CUDA-graph capture stay silent longest (minutes on a first start).
+# Weight loading prints shard progress; FlashInfer's autotune and a big graph capture stay silent longest.
 DEFAULT_STARTUP_STALL_S = 600.0
 
 # Flags SGLang 0.5.23 accepts for --moe-runner-backend (see shared/reference/SGLANG.md).
@@ -112,9 +111,7 @@ class ServerProfile:
     host: str = "127.0.0.1"
     port: int = 30000
     startup_timeout_s: float = 1800.0
-    # The no-progress watchdog: a start with no new log line and no new phase for this long fails
-    # (a hang at init) without waiting out startup_timeout_s. Watching, not launching: not in
-    # launch_settings, so it never confounds a comparison.
+    # no new log line or phase for this long fails a start (a hang); watching, not launching
     startup_stall_s: float = DEFAULT_STARTUP_STALL_S
     extra_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
@@ -190,8 +187,7 @@ class ServerProfile:
         snap["source"] = self.source
         if self.roofline:
             snap["roofline"] = dict(self.roofline)
-        if self.startup_stall_s != DEFAULT_STARTUP_STALL_S:
-            snap["startup_stall_s"] = self.startup_stall_s
+        snap.update({"startup_stall_s": self.startup_stall_s} if self.startup_stall_s != DEFAULT_STARTUP_STALL_S else {})
         return snap
 
     def snapshot_json(self) -> str:
@@ -292,10 +288,9 @@ def _check_placement(data: Mapping[str, Any], where: str) -> None:
     port = data.get("port", 30000)
     _need(where, 1024 <= port <= 65535, "port",
           f"must be in [1024, 65535] (ports below 1024 need root), got {port}")
-    timeout = data.get("startup_timeout_s", 1800.0)
-    _need(where, 0 < timeout <= 86400, "startup_timeout_s", f"must be in (0, 86400] seconds, got {timeout}")
-    stall = data.get("startup_stall_s", DEFAULT_STARTUP_STALL_S)
-    _need(where, 0 < stall <= 86400, "startup_stall_s", f"must be in (0, 86400] seconds, got {stall}")
+    for key, default in (("startup_timeout_s", 1800.0), ("startup_stall_s", DEFAULT_STARTUP_STALL_S)):
+        value = data.get(key, default)
+        _need(where, 0 < value <= 86400, key, f"must be in (0, 86400] seconds, got {value}")
     gpus = data.get("gpus", [])
     for g in gpus:
         _need(where, isinstance(g, int) and not isinstance(g, bool) and 0 <= g < 1024, "gpus",
@@ -316,13 +311,9 @@ def _check_tables(data: Mapping[str, Any], where: str) -> None:
     """extra_args (no flag the profile's own keys set), env values, the sim table, the roofline table."""
     for arg in data.get("extra_args", []):
         _need(where, isinstance(arg, str), "extra_args", f"entries must be strings, got {arg!r}")
-    # SGLang's parser takes aliases and unambiguous abbreviations (sglang_flags): a setting the
-    # profile owns must not be reached again under any spelling, or the stored profile would
-    # describe a launch that did not happen (extra_args come last, so they would win).
-    for key, r in owned_reached(data.get("extra_args", [])):
-        spelled = r.spelling if r.spelling == r.canonical else f"{r.spelling} (SGLang {CHECKED_VERSION} reads it as {r.canonical})"
-        raise ProfileError(where, "extra_args", f"{spelled} sets {r.dest}, which is set by the profile's own key '{key}' "
-                           f"({repr(data[key]) if key in data else 'its default'}); remove it from extra_args")
+    # SGLang's parser takes aliases and abbreviations: an owned setting reached again is refused
+    conflict = owned_conflict(data.get("extra_args", []), data)
+    _need(where, conflict is None, "extra_args", conflict or "")
     for k, v in data.get("env", {}).items():
         _need(where, isinstance(v, (str, int, float)) and not isinstance(v, bool), "env",
               f"value of {k} must be a string or number, got {v!r}")
@@ -401,19 +392,12 @@ def load_profiles(directory: str | Path) -> ProfileSet:
         except ProfileError as exc:
             problems.append(str(exc))
     seen: dict[str, ServerProfile] = {}
-    ports: dict[tuple[str, int], ServerProfile] = {}
     duplicates: dict[str, list[str]] = {}
     for profile in profiles:
         if profile.name in seen:
             problems.append(f"{profile.source}: key 'name': '{profile.name}' is also used by {seen[profile.name].source}")
             duplicates.setdefault(profile.name, [str(seen[profile.name].source)]).append(str(profile.source))
         seen[profile.name] = profile
-        other = ports.get((profile.host, profile.port))
-        if other is not None:
-            # Two profiles on one port can never run together; the controller starts one at a
-            # time, so this is only a note, not an error.
-            pass
-        ports[(profile.host, profile.port)] = profile
     return ProfileSet(profiles, problems, duplicates)
 
 

@@ -14,9 +14,11 @@ them under any spelling would launch something other than the profile describes.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 CHECKED_VERSION = "0.5.23"
 FLAGS_FILE = Path(__file__).with_name("sglang_flags_0_5_23.json")
@@ -82,3 +84,14 @@ def owned_reached(extra_args: tuple[str, ...] | list[str]) -> list[tuple[str, Re
         if r.dest in PROFILE_OWNED:
             out.append((PROFILE_OWNED[r.dest], r))
     return out
+
+
+def owned_conflict(extra_args: tuple[str, ...] | list[str], profile: Mapping[str, Any]) -> str | None:
+    """Why extra_args may not stand, naming both spellings: the first one that reaches a setting the
+    profile sets through its own key (extra_args come last, so they would win, and the stored
+    profile would describe a launch that did not happen). None when there is none."""
+    for key, r in owned_reached(extra_args):
+        spelled = r.spelling if r.spelling == r.canonical else f"{r.spelling} (SGLang {CHECKED_VERSION} reads it as {r.canonical})"
+        value = repr(profile[key]) if key in profile else "its default"
+        return f"{spelled} sets {r.dest}, which is set by the profile's own key '{key}' ({value}); remove it from extra_args"
+    return None

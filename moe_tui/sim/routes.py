@@ -24,6 +24,7 @@ from aiohttp import web
 
 from moe_tui.sim import SIM_VERSION
 from moe_tui.sim.engine import TOKENIZER_DIR, ReqState, SimEngine
+from moe_tui.sim.metrics_text import metrics_text
 from moe_tui.sim.output import log
 from moe_tui.sim.startup import startup
 
@@ -382,42 +383,7 @@ class SimServer:
                  "running or waiting requests, the operation will not be performed.)\n")
 
     async def handle_metrics(self, request: web.Request) -> web.Response:
-        name = self.e.served_model_name.replace("\\", "\\\\").replace('"', '\\"')
-        # Scheduler gauges and tokenizer-side metrics carry different labels (metrics_collector.py);
-        # the emulator does not split streamed from whole requests: all count as streamed.
-        tok = f'model_name="{name}",engine_type="unified"'
-        labels, streamed = f'{tok},tp_rank="0",pp_rank="0",moe_ep_rank="0"', f'{tok},is_streaming="true"'
-        m = self.e.metrics
-        lines: list[str] = []
-
-        def gauge(metric: str, help_text: str, value: float) -> None:
-            lines.extend([f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge",
-                          f"{metric}{{{labels}}} {value}"])
-
-        def counter(metric: str, help_text: str, value: float) -> None:
-            lines.extend([f"# HELP {metric} {help_text}", f"# TYPE {metric} counter",
-                          f"{metric}{{{streamed}}} {value}"])
-
-        gauge("sglang:num_running_reqs", "The number of running requests.", self.e.sched.num_running)
-        gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.",
-              self.e.sched.num_waiting)
-        gauge("sglang:num_used_tokens", "The number of used tokens.", self.e.used_tokens())
-        gauge("sglang:token_usage", "The token usage.", round(self.e.token_usage(), 6))
-        gauge("sglang:gen_throughput", "The generation throughput (token/s).",
-              round(self.e.last_gen_throughput, 3))
-        gauge("sglang:cache_hit_rate", "The prefix cache hit rate.", round(m.cache_hit_rate, 6))
-        counter("sglang:prompt_tokens_total", "Number of prefill tokens processed.",
-                m.prompt_tokens_total)
-        counter("sglang:generation_tokens_total", "Number of generation tokens processed.",
-                m.generation_tokens_total)
-        lines.extend(["# HELP sglang:cached_tokens_total Number of cached prompt tokens by source "
-                      "(device/host/storage).", "# TYPE sglang:cached_tokens_total counter",
-                      f'sglang:cached_tokens_total{{{tok},cache_source="device"}} {m.cached_tokens_total}'])
-        counter("sglang:num_requests_total", "Number of requests processed.", m.num_requests_total)
-        for hist, hist_labels in ((m.ttft, streamed), (m.itl, tok), (m.e2e, streamed)):
-            lines.extend(hist.render(hist_labels))
-        return web.Response(text="\n".join(lines) + "\n",
-                            content_type="text/plain", charset="utf-8")
+        return web.Response(text=metrics_text(self.e), content_type="text/plain", charset="utf-8")
 
 
     async def handle_sim_gpus(self, request: web.Request) -> web.Response:

@@ -11,8 +11,13 @@ from compare_data import make_run, provenance, snapshot, summary
 from sim_helpers import sim_server
 
 from moe_tui import judgement as J
+from moe_tui.compare import CompareSettings
 from moe_tui.compare.build import build_grid_from_runs
 from moe_tui.sim.launch import FAST_START
+
+# These grids hold one concurrency and no control cells (the control gate has its own tests):
+# the verdict checked here is about which server args confound.
+SETTINGS = CompareSettings(accept_uncontrolled=True)
 
 
 def test_each_key_has_one_kind():
@@ -49,7 +54,7 @@ def test_grid_gives_verdicts_across_backend_kv_pools():
     assert pool_a > pool_b > 0 and info_a["max_req_input_len"] > 0
     a = _side("a", "flashinfer_cutlass", info_a, 100.0, 1)
     b = _side("b", "flashinfer_cutedsl", info_b, 130.0, 20)
-    grid = build_grid_from_runs(a, b)
+    grid = build_grid_from_runs(a, b, settings=SETTINGS)
     cell = grid.cell(8, "output_throughput")
     assert cell.verdict == J.BETTER, (cell.verdict, cell.reasons)
     assert not grid.confounders
@@ -65,7 +70,7 @@ def test_a_setting_that_differs_in_server_args_still_confounds():
     a = _side("a", "flashinfer_cutlass", info, 100.0, 1)
     b = _side("b", "flashinfer_cutedsl", info | {"moe_runner_backend": "flashinfer_cutedsl"}, 130.0, 20,
               chunked_prefill_size=4096)
-    grid = build_grid_from_runs(a, b)
+    grid = build_grid_from_runs(a, b, settings=SETTINGS)
     assert grid.cell(8, "output_throughput").verdict == J.CONFOUNDED
     assert [c.field for c in grid.confounders] == ["chunked_prefill_size"]
 
@@ -78,7 +83,7 @@ def test_a_pool_that_moves_between_starts_is_shown_not_warned_about():
     a = _side("a", "flashinfer_cutlass", info, 100.0, 1)[:2] + _side(
         "a", "flashinfer_cutlass", info | {"max_total_num_tokens": pool - 640}, 100.0, 3)[:2]
     b = _side("b", "flashinfer_cutedsl", info | {"moe_runner_backend": "flashinfer_cutedsl"}, 130.0, 20)
-    grid = build_grid_from_runs(a, b)
+    grid = build_grid_from_runs(a, b, settings=SETTINGS)
     assert grid.cell(8, "output_throughput").verdict == J.BETTER
     assert not any("disagree among themselves" in w for w in grid.warnings), grid.warnings
     note = next(w for w in grid.warnings if "max_total_num_tokens" in w)

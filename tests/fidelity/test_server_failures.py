@@ -90,20 +90,21 @@ async def test_crash_while_ready_names_cuda_error(made):
 
 
 async def test_no_progress_watchdog_fails_a_hung_start_before_the_timeout(made):
-    server = _server(made, _profile(stall=1.5, timeout=120.0, startup_hang=True))
+    # 5 s: above a loaded box's interpreter start before the first log line, far below the timeout
+    server = _server(made, _profile(stall=5.0, timeout=120.0, startup_hang=True))
     began = time.monotonic()
     await server.start()
     with pytest.raises(servers.ServerFailed):
         await server.wait_ready(timeout=60)
     took = time.monotonic() - began
-    assert "no startup progress for" in server.failure.reason and "startup_stall_s=1.5" in server.failure.reason
+    assert "no startup progress for" in server.failure.reason and "startup_stall_s=5" in server.failure.reason
     assert "Loading safetensors checkpoint shards: 0%" in server.failure.reason
     assert took < 60  # far below startup_timeout_s=120
 
 
 async def test_log_lines_keep_the_watchdog_quiet_during_a_long_load(made):
-    # 4 s of loading with the shard progress lines a real load prints, watchdog at 1.5 s
-    server = _server(made, _profile(stall=1.5, load_seconds=4.0))
+    # 12 s of loading with the shard progress lines a real load prints (every 0.5 s), watchdog at 5 s
+    server = _server(made, _profile(stall=5.0, load_seconds=12.0))
     await server.start()
     await server.wait_ready(timeout=60)
     assert server.state == READY

@@ -19,15 +19,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "server": ("moe_tui.commands.server", "start, stop and inspect profile servers headless"),
     "gpus": ("moe_tui.commands.gpus", "print one NVML sample of every GPU"),
     "bench": ("moe_tui.commands.bench", "run one benchmark (bench_serving-compatible flags)"),
-    "import": ("moe_tui.commands.importer", "import a sglang.bench_serving JSONL file as runs"),
+    "import": ("moe_tui.commands.importer", "import a sglang.bench_serving JSONL file (or a moe-tui store archive) as runs"),
     "queue": ("moe_tui.commands.queue", "add, list and edit the persistent run queue"),
     "run": ("moe_tui.commands.run", "work the queue headless (or detached with --detach)"),
     "compare": ("moe_tui.commands.compare", "print the comparison grid of two profiles"),
     "investigate": ("moe_tui.commands.investigate", "propose and queue the runs that would settle one grid cell"),
+    "explain": ("moe_tui.commands.explain", "profile one grid cell on both sides: where each decode step's time goes"),
     "export": ("moe_tui.commands.export", "export a comparison as Markdown and CSV with provenance"),
     "roofline": ("moe_tui.commands.roofline", "print the decode roofline of a profile's model on its GPUs"),
     "gate": ("moe_tui.commands.gate", "run the greedy correctness gate against a running server"),
     "sim": ("moe_tui.commands.sim", "run the SGLang emulator (simulated server)"),
+    "store": ("moe_tui.commands.store", "store size per profile and campaign; archive, prune, vacuum"),
     "doctor": ("moe_tui.commands.doctor", "check the store; restore it from its backup when damaged"),
 }
 
@@ -51,7 +53,19 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             sub.add_parser(name, help=help_text + " (not built yet)")
             continue
         module.add_parser(sub, name, help_text)
+    _document_exit_codes(parser)
     return parser
+
+
+def _document_exit_codes(parser: argparse.ArgumentParser) -> None:
+    """Every command's --help ends with the exit codes (`commands.common`)."""
+    from moe_tui.commands.common import add_exit_codes
+
+    add_exit_codes(parser)
+    for action in parser._actions:  # argparse has no public walk of its subparsers
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _document_exit_codes(child)
 
 
 def _version() -> str:

@@ -60,6 +60,13 @@ class ItemWork:
                 self._finish_item(item, "failed", f"warmup pass failed, server {server.state}: "
                                                    f"{warmup_info.get('error', '')}")
                 return
+        from moe_tui.explain_store import explain_definition
+
+        if (explain := explain_definition(self.queue, item)) is not None:  # a profiled run (`explain`)
+            from moe_tui.explain_run import profiled_run
+
+            await profiled_run(self, item, profile, server, warmup_info, explain)
+            return
         await self._timed_run(item, profile, server, warmup_info)
 
     # -- correctness gate (the logic lives in moe_tui/gate.py) -----------------------------------

@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from moe_tui.sglang_flags import CHECKED_VERSION, owned_reached
+
 ENGINES = ("sglang", "sim")
+# SGLang prints weight-shard progress while loading and a line per phase; FlashInfer's autotune
+# and a large CUDA-graph capture stay silent longest (minutes on a first start).
+DEFAULT_STARTUP_STALL_S = 600.0
 
 # Flags SGLang 0.5.23 accepts for --moe-runner-backend (see shared/reference/SGLANG.md).
 MOE_RUNNER_BACKENDS = (
@@ -30,11 +35,6 @@ MOE_RUNNER_BACKENDS = (
     "lora_cutedsl", "lora_triton", "lora_marlin", "hpc_ops", "megamoe", "intel_xpu",
 )
 
-# Flags the profile sets through its own keys; giving them again in extra_args is ambiguous.
-_OWNED_FLAGS = {
-    "--model-path", "--served-model-name", "--tp-size", "--tp", "--ep-size", "--ep",
-    "--moe-runner-backend", "--quantization", "--host", "--port", "--api-key",
-}
 
 SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 REDACTED = "***redacted***"
@@ -112,6 +112,10 @@ class ServerProfile:
     host: str = "127.0.0.1"
     port: int = 30000
     startup_timeout_s: float = 1800.0
+    # The no-progress watchdog: a start with no new log line and no new phase for this long fails
+    # (a hang at init) without waiting out startup_timeout_s. Watching, not launching: not in
+    # launch_settings, so it never confounds a comparison.
+    startup_stall_s: float = DEFAULT_STARTUP_STALL_S
     extra_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     python: str = ""
@@ -173,6 +177,7 @@ class ServerProfile:
         data = dataclasses.asdict(self)
         data.pop("source")
         data.pop("roofline")  # roofline inputs do not shape the server
+        data.pop("startup_stall_s")  # how the start is watched, not what is started
         data["gpus"] = list(self.gpus)
         data["extra_args"] = list(self.extra_args)
         data["env"] = redact_env(dict(self.env))
@@ -185,6 +190,8 @@ class ServerProfile:
         snap["source"] = self.source
         if self.roofline:
             snap["roofline"] = dict(self.roofline)
+        if self.startup_stall_s != DEFAULT_STARTUP_STALL_S:
+            snap["startup_stall_s"] = self.startup_stall_s
         return snap
 
     def snapshot_json(self) -> str:
@@ -196,6 +203,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "name": (str,), "engine": (str,), "model_path": (str,), "moe_runner_backend": (str,),
     "served_model_name": (str,), "tp_size": (int,), "ep_size": (int,), "quantization": (str,),
     "gpus": (list,), "host": (str,), "port": (int,), "startup_timeout_s": (int, float),
+    "startup_stall_s": (int, float),
     "extra_args": (list,), "env": (dict,), "python": (str,), "description": (str,), "sim": (dict,),
     "roofline": (dict,), "api_key": (str,),
 }
@@ -224,6 +232,7 @@ def profile_from_dict(data: Mapping[str, Any], where: str = "<profile>") -> Serv
         host=data.get("host", "127.0.0.1"),
         port=data.get("port", 30000),
         startup_timeout_s=float(data.get("startup_timeout_s", 1800.0)),
+        startup_stall_s=float(data.get("startup_stall_s", DEFAULT_STARTUP_STALL_S)),
         extra_args=tuple(data.get("extra_args", [])),
         env={k: str(v) for k, v in env.items()},
         python=data.get("python", ""),
@@ -285,6 +294,8 @@ def _check_placement(data: Mapping[str, Any], where: str) -> None:
           f"must be in [1024, 65535] (ports below 1024 need root), got {port}")
     timeout = data.get("startup_timeout_s", 1800.0)
     _need(where, 0 < timeout <= 86400, "startup_timeout_s", f"must be in (0, 86400] seconds, got {timeout}")
+    stall = data.get("startup_stall_s", DEFAULT_STARTUP_STALL_S)
+    _need(where, 0 < stall <= 86400, "startup_stall_s", f"must be in (0, 86400] seconds, got {stall}")
     gpus = data.get("gpus", [])
     for g in gpus:
         _need(where, isinstance(g, int) and not isinstance(g, bool) and 0 <= g < 1024, "gpus",
@@ -305,9 +316,13 @@ def _check_tables(data: Mapping[str, Any], where: str) -> None:
     """extra_args (no flag the profile's own keys set), env values, the sim table, the roofline table."""
     for arg in data.get("extra_args", []):
         _need(where, isinstance(arg, str), "extra_args", f"entries must be strings, got {arg!r}")
-        flag = arg.split("=", 1)[0]
-        _need(where, flag not in _OWNED_FLAGS, "extra_args",
-              f"{flag} is set by the profile's own key; remove it from extra_args")
+    # SGLang's parser takes aliases and unambiguous abbreviations (sglang_flags): a setting the
+    # profile owns must not be reached again under any spelling, or the stored profile would
+    # describe a launch that did not happen (extra_args come last, so they would win).
+    for key, r in owned_reached(data.get("extra_args", [])):
+        spelled = r.spelling if r.spelling == r.canonical else f"{r.spelling} (SGLang {CHECKED_VERSION} reads it as {r.canonical})"
+        raise ProfileError(where, "extra_args", f"{spelled} sets {r.dest}, which is set by the profile's own key '{key}' "
+                           f"({repr(data[key]) if key in data else 'its default'}); remove it from extra_args")
     for k, v in data.get("env", {}).items():
         _need(where, isinstance(v, (str, int, float)) and not isinstance(v, bool), "env",
               f"value of {k} must be a string or number, got {v!r}")

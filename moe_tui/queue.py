@@ -29,6 +29,8 @@ the store's `queue_settings` table.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -47,7 +49,8 @@ from moe_tui.queue_plan import (
     server_starts,
     warmup_spec,
 )
-from moe_tui.spec import BenchmarkSpec
+from moe_tui.queue_spec import spec_as_queued
+from moe_tui.spec import BenchmarkSpec, SpecError
 from moe_tui.store import Store
 
 __all__ = [
@@ -138,6 +141,17 @@ class RunQueue:
         sql += " ORDER BY position, id"
         return [_item(r) for r in self.store.query(sql, params)]
 
+    def light_items(self) -> list[Any]:
+        """Every item in queue order (rows read by column name) with its concurrency and campaign
+        name, without parsing and validating each spec (what a view of a queue of tens of
+        thousands needs, many times)."""
+        rows = self.store.query(
+            "SELECT q.id, q.position, q.campaign_id, q.profile_name, q.fingerprint, q.repeat_index, q.state,"
+            " q.attempts, q.run_id, q.error, json_extract(q.spec_json, '$.max_concurrency') AS concurrency,"
+            " c.name AS campaign FROM queue_items q LEFT JOIN campaigns c ON c.id = q.campaign_id"
+            " ORDER BY q.position, q.id")
+        return rows  # sqlite3.Row: read by column name, no per-item dict
+
     def item(self, item_id: int) -> QueueItem:
         rows = self.store.query("SELECT * FROM queue_items WHERE id = ?", (int(item_id),))
         if not rows:
@@ -158,11 +172,15 @@ class RunQueue:
             counts[row[0]] = row[1]
         return counts
 
-    def plan_rows(self) -> list[dict[str, Any]]:
+    def plan_rows(self, profiles: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Items per (profile, requested spec fingerprint, state): what the grid needs to tell a
-        finished cell from an interim one (`compare.plan_counts`)."""
-        rows = self.store.query("SELECT profile_name, fingerprint, state, COUNT(*) AS n FROM queue_items "
-                                "GROUP BY profile_name, fingerprint, state")
+        finished cell from an interim one (`compare.plan_counts`); only `profiles`' when given
+        (indexed: a grid's cost does not grow with other profiles' items)."""
+        where, params = "", list[Any]()
+        if profiles is not None:
+            where, params = f" WHERE profile_name IN ({','.join('?' * len(profiles))})", list(profiles)
+        rows = self.store.query("SELECT profile_name, fingerprint, state, COUNT(*) AS n FROM queue_items"
+                                f"{where} GROUP BY profile_name, fingerprint, state", params)
         return [{"profile_name": r[0], "fingerprint": r[1], "state": r[2], "n": r[3]} for r in rows]
 
     @property
@@ -193,8 +211,13 @@ class RunQueue:
         return {"id": row["id"], "name": row["name"], "policy": row["policy"],
                 "created_at": row["created_at"], "definition": json.loads(row["definition_json"])}
 
-    def campaigns(self) -> list[dict[str, Any]]:
-        return [self.campaign(r[0]) for r in self.store.query("SELECT id FROM campaigns ORDER BY id")]
+    def campaigns(self, policy: str | None = None) -> list[dict[str, Any]]:
+        """Every campaign (of one ordering policy when given: an indexed read), oldest first."""
+        sql, params = "SELECT * FROM campaigns", list[Any]()
+        if policy is not None:
+            sql, params = sql + " WHERE policy = ?", [policy]
+        return [{"id": r["id"], "name": r["name"], "policy": r["policy"], "created_at": r["created_at"],
+                 "definition": json.loads(r["definition_json"])} for r in self.store.query(sql + " ORDER BY id", params)]
 
     # -- adding -------------------------------------------------------------------------------
     def add_campaign(self, plan: CampaignPlan, name: str | None = None) -> tuple[int, list[QueueItem]]:
@@ -241,6 +264,12 @@ class RunQueue:
     def _insert(tx: Any, planned: Sequence[PlannedItem], campaign_id: int | None, now: float) -> list[int]:
         top = tx.execute("SELECT COALESCE(MAX(position), 0) FROM queue_items").fetchone()[0]
         ids = []
+        # The spec as its run will record it (one fingerprint everywhere); once per distinct spec
+        # object, so a large campaign's few specs keep their cached canonical JSON.
+        versions: dict[str, str] = {}
+        as_queued: dict[int, BenchmarkSpec] = {}
+        planned = [p if (q := as_queued.setdefault(id(p.spec), spec_as_queued(p.spec, versions))) is p.spec
+                   else dataclasses.replace(p, spec=q) for p in planned]
         for offset, p in enumerate(planned, start=1):
             cur = tx.execute(
                 "INSERT INTO queue_items (position, campaign_id, profile_name, spec_json, fingerprint,"
@@ -437,10 +466,21 @@ def _check_states(states: Iterable[str]) -> None:
             raise QueueError(f"unknown queue item state {s!r}; states: {', '.join(ITEM_STATES)}")
 
 
+@functools.lru_cache(maxsize=4096)
+def _spec_from_json(text: str) -> BenchmarkSpec:
+    """A queue holds few distinct specs and many items of each: parse each one once (specs are immutable)."""
+    return BenchmarkSpec.from_json(text)
+
+
 def _item(row: Any) -> QueueItem:
+    try:
+        spec = _spec_from_json(row["spec_json"])
+    except SpecError:
+        BenchmarkSpec.from_json(row["spec_json"], f"queue item {row['id']}")  # the same error, naming the item
+        raise
     return QueueItem(
         id=row["id"], position=row["position"], campaign_id=row["campaign_id"],
-        profile_name=row["profile_name"], spec=BenchmarkSpec.from_json(row["spec_json"], f"queue item {row['id']}"),
+        profile_name=row["profile_name"], spec=spec,
         fingerprint=row["fingerprint"], repeat_index=row["repeat_index"], warmup=bool(row["warmup"]),
         state=row["state"], attempts=row["attempts"], run_id=row["run_id"], error=row["error"],
         created_at=row["created_at"], updated_at=row["updated_at"],

@@ -5,7 +5,8 @@ metrics, status, flags), per-request records, GPU samples, campaigns and queue i
 carries a version (`PRAGMA user_version`) and upgrades through ordered migrations. Every write is
 one transaction, so a crash or a failed disk write leaves the previous state intact; failures
 surface as `StoreError` naming the file. Server-start and gate-sample records live in the
-`moe_tui.store_records` mixin; the schema and migrations in `moe_tui.store_schema`.
+`moe_tui.store_records` mixin; usage, archive, prune and sample retention in the
+`moe_tui.store_retention` mixin; the schema and migrations in `moe_tui.store_schema`.
 
 The runner process writes and the TUI reads at the same time: WAL lets readers proceed while a
 writer commits, and `busy_timeout` waits out short write locks instead of failing. A write lock
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from moe_tui.store_records import StartAndGateRecords, _dump, _json_default, _server_start_dict  # noqa: F401  (re-exported)
+from moe_tui.store_retention import REQUEST_ROW_BYTES, RUN_BYTES, SAMPLE_ROW_BYTES, RetentionRecords
 from moe_tui.store_schema import _MIGRATIONS, SCHEMA_VERSION, _split_sql, _Tx  # noqa: F401  (re-exported)
 
 RUN_STATUSES = ("running", "complete", "incomplete", "failed")
@@ -115,19 +117,21 @@ class RunRecord:
     server_start_id: int | None
     source: str
     error: str
+    diagnostic: str = ""  # 'cold': evidence about warmup, never in a cell's mean (schema 5)
 
     @property
     def short_fingerprint(self) -> str:
         return self.fingerprint[:12]
 
 
-class Store(StartAndGateRecords):
+class Store(StartAndGateRecords, RetentionRecords):
     """A handle on the SQLite store. Thread-safe: one connection guarded by a lock."""
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float | None = None,
                  write_retry_s: float | None = None, readonly: bool | None = None):
         self.path = Path(path)
         self._lock = threading.RLock()
+        self._commits = 0
         self.busy_timeout_s = (_seconds_from_env(BUSY_ENV, DEFAULT_BUSY_TIMEOUT_S)
                                if busy_timeout_s is None else busy_timeout_s)
         self.write_retry_s = (_seconds_from_env(RETRY_ENV, DEFAULT_WRITE_RETRY_S)
@@ -241,6 +245,11 @@ class Store(StartAndGateRecords):
             raise StoreError(
                 f"store file {self.path} has schema {version}, newer than this moe-tui ({SCHEMA_VERSION})"
             )
+        if version == 0:
+            # A new store frees deleted pages with `PRAGMA incremental_vacuum` (`moe-tui store prune`);
+            # it takes effect on an empty file only through a VACUUM (instant: nothing in it yet).
+            self._conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            self._conn.execute("VACUUM")
         for target in range(version + 1, SCHEMA_VERSION + 1):
             with self.transaction() as conn:
                 conn.executescript_in_tx(_MIGRATIONS[target])
@@ -260,6 +269,7 @@ class Store(StartAndGateRecords):
             try:
                 yield _Tx(self._conn)
                 self._conn.execute("COMMIT")
+                self._commits += 1
             except BaseException as exc:
                 try:
                     self._conn.execute("ROLLBACK")
@@ -344,22 +354,30 @@ class Store(StartAndGateRecords):
              _dump(list(r.get("itl") or [])), r.get("finish_reason"), r.get("error") or "")
             for i, r in enumerate(requests)]
         sample_rows = [(run_id, t, _dump(s)) for t, s in gpu_samples]
+        samples_bytes = (sum(len(r[8]) + REQUEST_ROW_BYTES for r in request_rows)
+                         + sum(len(r[2]) + SAMPLE_ROW_BYTES for r in sample_rows))
         with self.transaction() as tx:
             cur = tx.execute(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in columns)}"
                              " WHERE id = ? AND status = 'running'", (*columns.values(), run_id))
             if cur.rowcount != 1:  # a stored result is never overwritten, by any later write
                 raise StoreError(f"run {run_id} in store file {self.path} is not running (missing or already "
                                  f"stored): a stored run is never overwritten; nothing changed")
+            tx.execute(f"UPDATE runs SET stored_bytes = {RUN_BYTES} + ? WHERE id = ?", (samples_bytes, run_id))
             tx.executemany("INSERT OR REPLACE INTO requests (run_id, idx, ok, sent_at, prompt_len, output_len,"
                            " ttft, latency, itl_json, finish_reason, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                            request_rows)
             tx.executemany("INSERT INTO gpu_samples (run_id, t, sample_json) VALUES (?,?,?)", sample_rows)
-            if close_item is None:
-                return False
-            item_id, state, item_error = close_item
-            cur = tx.execute("UPDATE queue_items SET state = ?, error = ?, run_id = ?, updated_at = ?"
-                             " WHERE id = ? AND state = 'running'", (state, item_error, run_id, time.time(), item_id))
-            return cur.rowcount == 1
+            closed = False
+            if close_item is not None:
+                item_id, state, item_error = close_item
+                cur = tx.execute("UPDATE queue_items SET state = ?, error = ?, run_id = ?, updated_at = ?"
+                                 " WHERE id = ? AND state = 'running'", (state, item_error, run_id, time.time(), item_id))
+                closed = cur.rowcount == 1
+        try:
+            self.apply_sample_retention()  # per-request samples for the last N runs only, when set
+        except StoreError:
+            pass  # the run is stored; older samples go at the next run's end
+        return closed
 
     def import_run(
         self, *, profile_name: str, spec_json: str, fingerprint: str, client: str,
@@ -398,7 +416,10 @@ class Store(StartAndGateRecords):
     def runs(
         self, *, profile_name: str | None = None, fingerprint: str | None = None,
         statuses: Sequence[str] | None = None, limit: int | None = None,
+        exclude_diagnostic: bool = False,
     ) -> list[RunRecord]:
+        """Runs in id order; `exclude_diagnostic` leaves out runs marked as evidence about something
+        other than the backends (an investigation's cold runs). Indexed by profile and status."""
         where, params = [], []
         if profile_name is not None:
             where.append("profile_name = ?")
@@ -409,16 +430,37 @@ class Store(StartAndGateRecords):
         if statuses:
             where.append(f"status IN ({','.join('?' * len(statuses))})")
             params.extend(statuses)
+        if exclude_diagnostic:
+            where.append("diagnostic = ''")
         sql = "SELECT * FROM runs"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY id"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return [_run_record(r) for r in self.query(sql, params)]
+        decoded: dict[str, Any] = {}  # repeats of one spec share their spec and profile JSON
+        return [_run_record(r, decoded) for r in self.query(sql, params)]
+
+    def diagnostic_run_ids(self, profiles: Sequence[str] | None = None) -> list[int]:
+        """Runs marked as evidence about something other than the backends (`runs.diagnostic`,
+        e.g. an investigation's cold runs), of `profiles` when given: an indexed read."""
+        sql, params = "SELECT id FROM runs WHERE diagnostic != ''", list[Any]()
+        if profiles is not None:
+            sql += f" AND profile_name IN ({','.join('?' * len(profiles))})"
+            params = list(profiles)
+        return [int(r[0]) for r in self.query(sql + " ORDER BY id", params)]
 
     def profile_names_with_runs(self) -> list[str]:
-        return [r[0] for r in self.query("SELECT DISTINCT profile_name FROM runs ORDER BY profile_name")]
+        # A skip-scan of the (profile_name, ...) index: one seek per profile, not one row per run.
+        return [r[0] for r in self.query(
+            "WITH RECURSIVE p(name) AS (SELECT MIN(profile_name) FROM runs UNION ALL"
+            " SELECT (SELECT MIN(profile_name) FROM runs WHERE profile_name > p.name) FROM p"
+            " WHERE p.name IS NOT NULL) SELECT name FROM p WHERE name IS NOT NULL")]
+
+    def generation(self) -> tuple[int, int]:
+        """Changes whenever anything is committed to the store, by this handle or another process
+        (a cache of what was read from it is keyed by this): (this handle's commits, data_version)."""
+        return self._commits, self.data_version()
 
     def requests(self, run_id: int) -> list[dict[str, Any]]:
         rows = self.query("SELECT * FROM requests WHERE run_id = ? ORDER BY idx", (run_id,))
@@ -444,14 +486,24 @@ class Store(StartAndGateRecords):
             return cur.rowcount
 
 
-def _run_record(row: sqlite3.Row) -> RunRecord:
+def _shared_json(text: str, decoded: dict[str, Any] | None) -> Any:
+    """json.loads, once per distinct text within one read (the grid copies what it keeps)."""
+    if decoded is None:
+        return json.loads(text)
+    if text not in decoded:
+        decoded[text] = json.loads(text)
+    return decoded[text]
+
+
+def _run_record(row: sqlite3.Row, decoded: dict[str, Any] | None = None) -> RunRecord:
     return RunRecord(
         id=row["id"], created_at=row["created_at"], started_at=row["started_at"],
         finished_at=row["finished_at"], status=row["status"], profile_name=row["profile_name"],
-        spec=json.loads(row["spec_json"]), fingerprint=row["fingerprint"], client=row["client"],
-        profile=json.loads(row["profile_json"]), provenance=json.loads(row["provenance_json"]),
+        spec=_shared_json(row["spec_json"], decoded), fingerprint=row["fingerprint"], client=row["client"],
+        profile=_shared_json(row["profile_json"], decoded), provenance=json.loads(row["provenance_json"]),
         summary=json.loads(row["summary_json"]), flags=json.loads(row["flags_json"]),
         telemetry=json.loads(row["telemetry_json"]), selfcheck=json.loads(row["selfcheck_json"]),
         queue_item_id=row["queue_item_id"], server_start_id=row["server_start_id"],
         source=row["source"], error=row["error"],
+        diagnostic=row["diagnostic"] if "diagnostic" in row.keys() else "",
     )

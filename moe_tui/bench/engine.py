@@ -278,6 +278,8 @@ class _Run:
         except SpecError as exc:
             self._fail("setup", str(exc))
             return None
+        vocab_size = vocab_size or self.spec.vocab_size or None  # the spec's, when it names one
+        tokenizer = tokenizer or self.spec.tokenizer or None
         try:
             if vocab_size is None:
                 vocab_size, vocab_source = await resolve_vocab_size(self.session, self.base_url, tokenizer)

@@ -23,12 +23,14 @@ import sys
 import time
 from typing import Any
 
+from moe_tui.commands.common import add_profiles_dir, profiles_dir_for
+
 PROGRESS_EVERY_S = 2.0
 
 
 def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
-    p.add_argument("--profiles-dir", default="server_profiles", help="folder of profile TOML files")
+    add_profiles_dir(p)
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--until-empty", action="store_true", default=None,
                       help="exit when no pending item is left (default in the foreground)")
@@ -42,7 +44,9 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p.add_argument("--stall-timeout", type=float, default=None, metavar="S",
                    help="seconds a response may stay silent before its request fails as 'timeout' "
                         "(default: the client's, 120 s); frees the queue from a hung server")
-    p.add_argument("--status", action="store_true", help="print the running runner's state and exit")
+    p.add_argument("--status", action="store_true",
+                   help="print the running runner's state in words and exit (--json: its whole snapshot)")
+    p.add_argument("--json", action="store_true", help="with --status: the runner's snapshot as JSON")
     p.add_argument("--stop", action="store_true", help="stop the running runner (its servers too) and exit")
     p.set_defaults(run=run)
     return p
@@ -55,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
     data_dir = paths.data_dir()
     if args.status:
-        return _status(data_dir)
+        return _status(data_dir, as_json=args.json)
     if args.stop:
         return _stop(data_dir)
     import math
@@ -64,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         if value is not None and not (value > 0 and math.isfinite(value)):
             print(f"moe-tui run: {flag} must be > 0 seconds, got {value}", file=sys.stderr)
             return 2
-    profiles_dir = Path(args.profiles_dir).resolve()
+    profiles_dir = Path(profiles_dir_for(args.profiles_dir))
     from moe_tui.profiles import load_profiles
 
     duplicates = load_profiles(profiles_dir)
@@ -145,11 +149,15 @@ def _detach(args: argparse.Namespace, data_dir: Any, profiles_dir: Any) -> int:
         print(f"moe-tui run --detach: {exc}", file=sys.stderr)
         return 1
     print(f"runner started: pid {pid}, log {log_path}")
-    print("attach with the TUI, watch with `moe-tui run --status`, stop with `moe-tui run --stop`")
+    from moe_tui.control.launch import attach_command
+
+    env = attach_command(profiles_dir).split("moe-tui", 1)[0]  # MOE_TUI_HOME=... when not the default home
+    print(f"data dir {data_dir}: attach with `{attach_command(profiles_dir)}`, watch with `{env}moe-tui run --status`, "
+          f"stop with `{env}moe-tui run --stop`")
     return 0
 
 
-def _status(data_dir: Any) -> int:
+def _status(data_dir: Any, as_json: bool = False) -> int:
     from moe_tui.runner import RunnerOpError, RunnerUnavailable, call_runner_sync
     from moe_tui.runner_client import RunnerNotAnswering
 
@@ -161,8 +169,39 @@ def _status(data_dir: Any) -> int:
     except (RunnerUnavailable, RunnerOpError) as exc:
         print(f"moe-tui run --status: no runner: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps(snap, indent=2, sort_keys=True, default=str))
+    if as_json:
+        print(json.dumps(snap, indent=2, sort_keys=True, default=str))
+    else:
+        print(status_text(snap))
     return 0
+
+
+def status_text(snap: dict[str, Any]) -> str:
+    """The runner's snapshot as a person reads it: who, doing what, the queue, the servers."""
+    queue = snap.get("queue") or {}
+    counts = ", ".join(f"{k} {v}" for k, v in (queue.get("counts") or {}).items() if v) or "empty"
+    lines = [f"runner pid {snap.get('pid', '?')} on {snap.get('data_dir', '?')}",
+             f"doing:   {snap.get('activity') or 'idle'}" + (f" ({snap['detail']})" if snap.get("detail") else ""),
+             f"queue:   {'PAUSED' if queue.get('paused') else 'active'}: {counts}"]
+    item = snap.get("current_item") or {}
+    if item:
+        spec = item.get("spec") or {}
+        lines.append(f"item:    #{item.get('id')} {item.get('profile_name', '?')} conc {spec.get('max_concurrency', '?')}"
+                     + (f", run {snap['current_run_id']}" if snap.get("current_run_id") else ""))
+    progress = snap.get("last_progress") or {}
+    if item and progress:
+        lines.append(f"run:     {progress.get('completed', '?')}/{progress.get('total', '?')} requests, "
+                     f"{progress.get('errors', 0)} errors")
+    finished = snap.get("last_finished") or {}
+    if finished:
+        tok = finished.get("output_throughput")
+        lines.append(f"last:    run {finished.get('run_id')} {finished.get('status')} ({finished.get('profile')}"
+                     + (f", {tok:.1f} tok/s)" if isinstance(tok, int | float) else ")"))
+    servers = snap.get("servers") or []
+    lines.append(f"servers: {len(servers) or 'none'}")
+    for server in servers:
+        lines.append(f"  {server.get('name', '?'):<32} {server.get('state', '?'):<9} port {server.get('port', '?')}")
+    return "\n".join(lines)
 
 
 # How long `run --stop` waits for the runner's answer on its socket, then for it to exit after

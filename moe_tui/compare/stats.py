@@ -1,17 +1,19 @@
-"""Statistics of the grid: Welch deltas, pooled relative noise, Holm families, the equivalence test.
+"""Statistics of the grid: moderated variances over server-start means, Holm families, Welch deltas.
+
+The grid's test (`fit_priors`, `moderated_test`, below) works on the log of each server start's mean:
+each cell's own variance (both sides pooled), moderated toward a prior fitted per metric with a trend
+in log concurrency (limma, Smyth 2004). The older pooled-noise test (`PooledNoise`, `cell_test`) and
+`welch_delta` stay as references (tests, investigations).
 
 Documented for the reader of a verdict (the README's "How a verdict is decided" says it in words):
 - Per side: mean and sample standard deviation (ddof=1) of the runs averaged.
 - `welch_delta`: delta = candidate - baseline with a Welch interval (matches scipy's ttest_ind
   with equal_var=False); no interval when a side has one value or both sides have zero spread.
-- `cell_test`: the per-cell test behind a verdict. Three repeats give a side 2 degrees of freedom,
-  too few for a useful interval, so each metric's relative noise (coefficient of variation) is
-  pooled over every tested (side, concurrency) group of the grid (the cell's own runs included), and
-  the degrees of freedom combine by Welch-Satterthwaite. Assumes relative noise is similar across
-  concurrencies; a side whose own spread exceeds the pool beyond the F test's 99% quantile keeps
-  its own variance and df (a noisier cell never borrows a quieter estimate).
+- `cell_test` (the previous grid's test, kept as a reference): relative noise pooled over the grid,
+  which assumes it is similar across concurrencies; the moderated test replaced it because it is not.
 - `holm`: step-down adjusted p-values within a family (valid under any dependence between cells).
-- `equivalence`: the control check's intervals (a 90% one for TOST agreement, a 99% one for "differs").
+- `moderated_test` with `Prior(0, 0)`: the control check's own-noise test (its 90% interval for TOST
+  agreement, its 99% one for "differs").
 """
 
 from __future__ import annotations
@@ -181,3 +183,112 @@ def repeats_to_settle(
             return n
         n += 1
     return None
+
+
+# -- moderated variances (empirical Bayes, limma-style) over server-start samples ----------------------
+def trigamma_inverse(y: float) -> float:
+    """x with trigamma(x) = y (Newton's method as in Smyth 2004's limma; y > 0)."""
+    from scipy.special import polygamma
+
+    if y > 1e7:
+        return 1.0 / math.sqrt(y)
+    if y < 1e-6:
+        return 1.0 / y
+    x = 0.5 + 1.0 / y
+    for _ in range(50):
+        tri = float(polygamma(1, x))
+        step = tri * (1.0 - tri / y) / float(polygamma(2, x))
+        x += step
+        if -step / x < 1e-8:
+            break
+    return x
+
+
+@dataclass(frozen=True)
+class Prior:
+    """A cell's prior variance (log scale) and its degrees of freedom; df 0 means no borrowing."""
+
+    s2: float
+    df: float
+
+
+def fit_priors(cells: Sequence[tuple[float, float, float]]) -> list[Prior]:
+    """Per cell (x = log2 concurrency, s2 = own log-scale variance, d = its df): the prior it borrows.
+
+    limma's fit of a scaled F distribution to the cells' variances, with a linear trend in x (three or
+    more concurrencies; else a constant), so noise growing with concurrency is the prior's shape and
+    not a deviation. The prior's df is what the spread of the variances around the trend allows
+    (smaller when cells disagree more than sampling explains) and never more than the information the
+    fitted trend holds at this cell (its leverage): a grid of few cells borrows little.
+    """
+    from scipy.special import digamma, polygamma
+
+    k = len(cells)
+    if k < 2:
+        return [Prior(0.0, 0.0)] * k
+    x = np.array([c[0] for c in cells], dtype=float)
+    d = np.array([c[2] for c in cells], dtype=float)
+    e = np.log([c[1] for c in cells]) - digamma(d / 2.0) + np.log(d / 2.0)
+    trig = polygamma(1, d / 2.0)
+    design = np.column_stack([np.ones(k), x]) if k >= 3 and len(set(x.tolist())) >= 3 else np.ones((k, 1))
+    beta, *_ = np.linalg.lstsq(design, e, rcond=None)
+    fitted = design @ beta
+    resid_df = k - design.shape[1]
+    evar = float(((e - fitted) ** 2).sum() / resid_df) - float(trig.mean()) if resid_df > 0 else 0.0
+    spread = max(evar, 0.0)
+    leverage = np.einsum("ij,jk,ik->i", design, np.linalg.pinv(design.T @ design), design)
+    out = []
+    for i in range(k):
+        # Uncertainty of the prior's level at this cell: the true variance's scatter around the trend
+        # (evar) plus the trend's own estimation error (leverage x the scatter of the e's).
+        var_log = spread + float(leverage[i]) * (float(trig.mean()) + spread)
+        df0 = 2.0 * trigamma_inverse(var_log) if var_log > 0 else 0.0
+        s2 = float(math.exp(fitted[i] + digamma(df0 / 2.0) - math.log(df0 / 2.0))) if df0 > 0 else 0.0
+        out.append(Prior(s2, df0))
+    return out
+
+
+@dataclass(frozen=True)
+class ModeratedTest:
+    """Candidate vs baseline on the log scale of per-start means: delta = log(ratio of geometric means)."""
+
+    delta_log: float
+    se: float
+    df: float
+    p_value: float
+    own_df: float
+    prior_df: float
+
+    @property
+    def delta_pct(self) -> float:
+        return (math.exp(self.delta_log) - 1.0) * 100.0
+
+    def interval_pct(self, confidence: float) -> tuple[float, float]:
+        half = t_ppf(0.5 + confidence / 2.0, self.df) * self.se
+        return (math.exp(self.delta_log - half) - 1.0) * 100.0, (math.exp(self.delta_log + half) - 1.0) * 100.0
+
+
+def log_samples(values: Sequence[float]) -> np.ndarray | None:
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0 or not np.all(arr > 0):
+        return None
+    return np.log(arr)
+
+
+def own_variance(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """The two sides' pooled within-side variance of log values and its df (na + nb - 2)."""
+    ss = float(((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum())
+    df = a.size + b.size - 2
+    return (ss / df if df > 0 else 0.0), float(df)
+
+
+def moderated_test(a: np.ndarray, b: np.ndarray, prior: Prior) -> ModeratedTest | None:
+    """The cell's test with its own variance moderated by `prior` (df add; Smyth 2004, eq. 3)."""
+    s2, d = own_variance(a, b)
+    if d <= 0 or s2 <= 0:
+        return None
+    post = (prior.df * prior.s2 + d * s2) / (prior.df + d)
+    df = prior.df + d
+    se = math.sqrt(post * (1.0 / a.size + 1.0 / b.size))
+    delta = float(b.mean() - a.mean())
+    return ModeratedTest(delta, se, df, t_sf2(delta / se, df), d, prior.df)

@@ -63,6 +63,9 @@ class LiveState:
         self.servers: dict[str, ServerLive] = {}
         self.bench = BenchLive()
         self.queue: tuple[QueueRow, ...] = ()
+        self._indexed: tuple[QueueRow, ...] | None = None  # the queue the two below were built from
+        self._by_id: dict[int, QueueRow] = {}
+        self._counts: dict[str, int] = {}
         self.activity = "idle"
         self.detail = ""
         self.paused = False
@@ -190,14 +193,23 @@ class LiveState:
             return None
         return max(0.0, (now if now is not None else time.time()) - live.row.ready_since)
 
+    def _queue_index(self) -> tuple[dict[int, QueueRow], dict[str, int]]:
+        # Counts and rows by id, once per queue read (not per status or progress tick: a queue of
+        # months has tens of thousands of rows).
+        if self._indexed is not self.queue:
+            self._indexed = self.queue
+            self._by_id = {r.id: r for r in self.queue}
+            self._counts = dict(collections.Counter(r.state for r in self.queue))
+        return self._by_id, self._counts
+
     def queue_counts(self) -> dict[str, int]:
-        counts: dict[str, int] = collections.Counter(row.state for row in self.queue)
-        return dict(counts)
+        return dict(self._queue_index()[1])
+
+    def queue_row(self, item_id: int | None) -> QueueRow | None:
+        return None if item_id is None else self._queue_index()[0].get(item_id)
 
     def current_row(self) -> QueueRow | None:
-        if self.current_item is None:
-            return None
-        return next((r for r in self.queue if r.id == self.current_item), None)
+        return self.queue_row(self.current_item)
 
     def is_simulated(self, profile: str | None) -> bool:
         live = self.servers.get(profile or "")

@@ -32,6 +32,7 @@ class StoreReads:
     store: Store
     profiles: list[ServerProfile]
     exports_dir: Path | None = None
+    data_dir: Path | None = None  # where the user's compare direction is remembered
 
     def _queue(self) -> RunQueue:
         queue = getattr(self, "_run_queue", None)
@@ -40,13 +41,22 @@ class StoreReads:
         return queue
 
     def queue_rows(self) -> tuple[QueueRow, ...]:
-        names = self._queue().campaign_names()
-        return tuple(
-            QueueRow(id=i.id, position=i.position, profile=i.profile_name, concurrency=i.spec.max_concurrency,
-                     repeat_index=i.repeat_index, fingerprint=i.fingerprint, state=i.state, attempts=i.attempts,
-                     run_id=i.run_id, error=i.error, campaign=names.get(i.campaign_id, "") if i.campaign_id is not None else "")
-            for i in self._queue().items()
+        # Plain columns, no spec parsed per item: a queue of months is re-read on every change, and
+        # only then (the same tuple while nothing was committed: one change often brings two reads,
+        # and the screens skip a tuple they have already shown).
+        generation = self.store.generation()
+        cached = getattr(self, "_queue_rows_cache", None)
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        rows = tuple(
+            QueueRow(id=i["id"], position=i["position"], profile=i["profile_name"],
+                     concurrency=int(i["concurrency"] or 0), repeat_index=i["repeat_index"],
+                     fingerprint=i["fingerprint"], state=i["state"], attempts=i["attempts"], run_id=i["run_id"],
+                     error=i["error"], campaign=i["campaign"] or "")
+            for i in self._queue().light_items()
         )
+        self._queue_rows_cache = (generation, rows)
+        return rows
 
     def profile_names(self) -> list[str]:
         return [p.name for p in self.profiles]
@@ -59,9 +69,23 @@ class StoreReads:
         ordered = [p.name for p in self.profiles if p.name in with_runs]
         return ordered + sorted(with_runs - set(ordered))
 
-    def comparison(self, baseline: str, candidate: str, include_flagged: bool = False) -> compare.ComparisonGrid:
+    def compare_direction(self) -> tuple[str, str] | None:
+        from moe_tui.control import direction
+
+        names = self.compared_profiles()
+        campaign = direction.campaign_order(self._queue().campaigns(), names)
+        return direction.choose(names, direction.load_pick(self.data_dir), campaign)
+
+    def remember_direction(self, baseline: str, candidate: str) -> None:
+        from moe_tui.control import direction
+
+        direction.save_pick(self.data_dir, baseline, candidate)
+
+    def comparison(self, baseline: str, candidate: str, include_flagged: bool = False,
+                   accept_uncontrolled: bool = False) -> compare.ComparisonGrid:
         return grids.build_grid(self.store, baseline, candidate,
-                                  settings=compare.CompareSettings(include_flagged=include_flagged))
+                                  settings=compare.CompareSettings(include_flagged=include_flagged,
+                                                                   accept_uncontrolled=accept_uncontrolled))
 
     def investigation_plan(self, baseline: str, candidate: str, concurrency: int, metric: str) -> Any:
         from moe_tui.investigate import plan_investigation
@@ -69,6 +93,20 @@ class StoreReads:
 
         evidence = evidence_from_grid(grids.build_grid(self.store, baseline, candidate), self.store)
         return plan_investigation(evidence, concurrency, metric)
+
+    def explain_cell(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
+        from moe_tui.explain.render import text_lines
+        from moe_tui.explain_store import explain_cell
+
+        grid = grids.build_grid(self.store, baseline, candidate)
+        view = explain_cell(self.store, grid, concurrency)
+        lines = text_lines(view.explanation, ["", *view.extras]) if view.state == "ready" else [view.message]
+        return {"state": view.state, "message": view.message, "lines": lines, "simulated": bool(grid.simulated)}
+
+    def explain_plan(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
+        from moe_tui.explain_store import plan_explain
+
+        return plan_explain(grids.build_grid(self.store, baseline, candidate), concurrency)
 
     def export(self, baseline: str, candidate: str, fmt: str) -> Path:
         if fmt not in ("markdown", "csv"):

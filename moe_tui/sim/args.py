@@ -68,6 +68,8 @@ SGLANG_FLAGS: tuple[FlagSpec, ...] = (
     _flag("--cuda-graph-max-bs-decode", type=int, default=None),
     _flag("--cuda-graph-max-bs-prefill", type=int, default=None),
     _flag("--disable-shared-experts-fusion", action="store_true"),
+    _flag("--expert-distribution-recorder-mode", type=str, default=None,
+          choices=("per_token", "per_pass", "stat", "stat_approx")),
     _flag("--attention-backend", type=str, default=None),
     _flag("--kv-cache-dtype", type=str, default="auto"),
     _flag("--log-level", type=str, default="info"),
@@ -117,12 +119,25 @@ SIM_FLAGS: tuple[FlagSpec, ...] = (
     _flag("--sim-crash-after-requests", type=int, default=None, metavar="N",
           help="exit abruptly (non-zero) once the N-th request has started streaming"),
     _flag("--sim-startup-hang", action="store_true", help="never finish loading (never healthy)"),
+    _flag("--sim-startup-fault", type=str, default=None, choices=("oom", "nccl", "cuda"),
+          help="fail the start as SGLang does on this error (nccl at distributed init, cuda while "
+               "loading, oom while capturing graphs): the child's traceback, then the parent kills "
+               "its own tree and itself with SIGKILL"),
+    _flag("--sim-autotune-seconds", type=float, default=0.0, metavar="S",
+          help="a FlashInfer autotune pass of S wall seconds before the CUDA graphs (flashinfer_* MoE "
+               "backends; SGLang runs it on a first start, model_executor/runner/flashinfer_autotune.py)"),
     _flag("--sim-slow-start", type=float, default=0.0, metavar="SECONDS",
           help="extra seconds of weight loading"),
     _flag("--sim-fallback-backend", type=str, default=None, choices=MOE_RUNNER_BACKEND_CHOICES,
           metavar="BACKEND", help="silently run BACKEND instead of --moe-runner-backend"),
+    _flag("--sim-moe-slowdown-ms", type=float, default=0.0, metavar="MS",
+          help="every decode step's MoE GEMMs take MS longer (modelled ms; the profiler's traces show it)"),
     _flag("--sim-jit-stall-ms", type=float, default=0.0, metavar="MS",
           help="first step at each new power-of-two batch bucket takes MS extra (modelled ms)"),
+    _flag("--sim-merge-chunks-above", type=int, default=None, metavar="N",
+          help="with more than N running requests the HTTP side falls behind and each stream's "
+               "queued outputs go out merged in one chunk of ceil(running / N) tokens, as SGLang's "
+               "tokenizer manager coalesces them (tokenizer_manager.py)"),
     _flag("--sim-error-rate", type=float, default=0.0, metavar="F",
           help="answer HTTP 500 to a seeded fraction F of generation requests"),
     _flag("--sim-cut-stream-after-tokens", type=int, default=None, metavar="N",
@@ -134,9 +149,13 @@ SIM_FLAGS: tuple[FlagSpec, ...] = (
     _flag("--sim-orphan-children", type=float, default=0.0, metavar="SECONDS",
           help="children do not die with a killed parent (no PR_SET_PDEATHSIG, as in field reports "
                "of orphaned schedulers): they live SECONDS more, holding their GPU"),
-    _flag("--sim-gpu-power-limit-w", type=float, default=700.0, metavar="W",
-          help="enforced power limit of each simulated GPU; below ~630 W load hits the cap: "
-               "power-cap throttle (sw_power_cap), lower SM clock, slower steps"),
+    _flag("--sim-gpu", type=str, default="rtx-pro-6000", choices=("rtx-pro-6000", "h200"),
+          help="the simulated card (sim/gpus.py GPU_PRESETS): RTX PRO 6000 Blackwell (the performance "
+               "model's box) or H200, where SGLang 0.5.23 refuses NVFP4 MoE runners other than marlin"),
+    _flag("--sim-gpu-power-limit-w", type=float, default=None, metavar="W",
+          help="enforced power limit of each simulated GPU (default: the card's own); below ~90%% of "
+               "the card's limit load hits the cap: power-cap throttle (sw_power_cap), lower SM clock, "
+               "slower steps"),
     _flag("--sim-gpu-foreign-process", type=int, default=None, metavar="GPU",
           help="a foreign process (not of this server) appears on GPU index GPU"),
     _flag("--sim-gpu-lost", type=int, default=None, metavar="GPU",
@@ -196,8 +215,11 @@ def parse_args(argv: list[str], prog: str = "python -m moe_tui.sim") -> argparse
         (args.sim_time_scale > 0, "--sim-time-scale must be > 0"),
         (0.0 <= args.sim_error_rate <= 1.0, "--sim-error-rate must be in [0, 1]"),
         (args.sim_noise_pct >= 0, "--sim-noise-pct must be >= 0"),
-        (min(args.sim_load_seconds, args.sim_graph_seconds, args.sim_warmup_seconds,
-             args.sim_slow_start) >= 0, "--sim-*-seconds and --sim-slow-start must be >= 0"),
+        (min(args.sim_load_seconds, args.sim_graph_seconds, args.sim_warmup_seconds, args.sim_slow_start,
+             args.sim_autotune_seconds) >= 0,
+         "--sim-*-seconds and --sim-slow-start must be >= 0"),
+        (args.sim_merge_chunks_above is None or args.sim_merge_chunks_above >= 1,
+         "--sim-merge-chunks-above must be >= 1"),
         (args.sim_crash_after_requests is None or args.sim_crash_after_requests >= 1,
          "--sim-crash-after-requests must be >= 1"),
         (args.sim_fault_output_drift_after is None or args.sim_fault_output_drift_after >= 0,
@@ -210,7 +232,7 @@ def parse_args(argv: list[str], prog: str = "python -m moe_tui.sim") -> argparse
         (args.sim_drift_tau_min > 0, "--sim-drift-tau-min must be > 0"),
         (args.sim_run_gap_seconds >= 0, "--sim-run-gap-seconds must be >= 0"),
         (args.sim_orphan_children >= 0, "--sim-orphan-children must be >= 0"),
-        (args.sim_gpu_power_limit_w > 0, "--sim-gpu-power-limit-w must be > 0"),
+        (args.sim_gpu_power_limit_w is None or args.sim_gpu_power_limit_w > 0, "--sim-gpu-power-limit-w must be > 0"),
         (args.sim_gpu_fault_after >= 0, "--sim-gpu-fault-after must be >= 0"),
         (all(g is None or g >= 0 for g in gpus), "--sim-gpu-foreign-process / --sim-gpu-lost take a GPU index >= 0"),
     ]

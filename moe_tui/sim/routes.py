@@ -40,6 +40,11 @@ class SimServer:
 
     def __init__(self, args: Any, argv: list[str]) -> None:
         self.e = SimEngine(args, argv)
+        from moe_tui.sim.expert_load import SimExpertRecorder
+        from moe_tui.sim.profiler import SimProfiler
+
+        self.profiler, self.expert = SimProfiler(self.e), SimExpertRecorder(self.e)
+        self.e.step_hooks += [self.profiler.on_step, self.expert.on_step]
         self._stop: asyncio.Future | None = None
         self._tasks: list[asyncio.Task] = []
 
@@ -233,7 +238,7 @@ class SimServer:
             raise
         return resp
 
-    def _parse_completions(self, body: dict[str, Any]) -> tuple[int, int, bool, bool]:
+    def _parse_completions(self, body: dict[str, Any]) -> tuple[list[int], int, bool, tuple[bool, bool]]:
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
             prompt = prompt[0]
@@ -254,12 +259,12 @@ class SimServer:
         if not isinstance(opts, dict):
             raise BadRequest("stream_options must be a JSON object")
         self._check_lengths(len(prompt_ids), max_new)
-        return prompt_ids, max_new, stream, bool(opts.get("include_usage"))
+        return prompt_ids, max_new, stream, (bool(opts.get("include_usage")), bool(opts.get("continuous_usage_stats")))
 
     async def handle_completions(self, request: web.Request) -> web.StreamResponse:
         try:
             body = await self._json_body(request)
-            prompt_ids, max_new, stream, include_usage = self._parse_completions(body)
+            prompt_ids, max_new, stream, (include_usage, continuous_usage) = self._parse_completions(body)
         except BadRequest as exc:
             return self._openai_error(str(exc))
         reason = self._not_ready()
@@ -288,9 +293,12 @@ class SimServer:
         async def chunk(st: ReqState, n: int, final: bool, sent_len: int) -> tuple[bytes, int]:
             full = self.e.bank.text_json(st.text_offset, n)
             finish = '"length"' if final else "null"
+            # stream_options.continuous_usage_stats: cumulative usage on every chunk (serving_completions.py)
+            usage = (f'{{"prompt_tokens": {prompt_len}, "total_tokens": {prompt_len + n}, "completion_tokens": {n}, '
+                     '"prompt_tokens_details": null}') if continuous_usage else "null"
             data = (f'{head_json}, "choices": [{{"index": 0, "text": "{full[sent_len:]}", '
                     f'"logprobs": null, "finish_reason": {finish}, "matched_stop": null}}], '
-                    f'"usage": null}}')
+                    f'"usage": {usage}}}')
             return ("data: " + data + "\n\n").encode(), len(full)
 
         tail = b""
@@ -344,7 +352,7 @@ class SimServer:
 
     async def handle_server_info(self, request: web.Request) -> web.Response:
         launch = shlex.join(["python", "-m", "sglang.launch_server", *self.e.argv])
-        return web.json_response(self.e.server_args_dict() | {
+        return web.json_response(self.e.server_args_dict() | self.e.scheduler_info() | {
             "launch_command": launch,
             "version": SIM_VERSION,
             "startup_time": dict(self.e.startup_time),
@@ -375,7 +383,10 @@ class SimServer:
 
     async def handle_metrics(self, request: web.Request) -> web.Response:
         name = self.e.served_model_name.replace("\\", "\\\\").replace('"', '\\"')
-        labels = f'model_name="{name}",engine_type="unified",tp_rank="0",pp_rank="0"'
+        # Scheduler gauges and tokenizer-side metrics carry different labels (metrics_collector.py);
+        # the emulator does not split streamed from whole requests: all count as streamed.
+        tok = f'model_name="{name}",engine_type="unified"'
+        labels, streamed = f'{tok},tp_rank="0",pp_rank="0",moe_ep_rank="0"', f'{tok},is_streaming="true"'
         m = self.e.metrics
         lines: list[str] = []
 
@@ -385,7 +396,7 @@ class SimServer:
 
         def counter(metric: str, help_text: str, value: float) -> None:
             lines.extend([f"# HELP {metric} {help_text}", f"# TYPE {metric} counter",
-                          f"{metric}{{{labels}}} {value}"])
+                          f"{metric}{{{streamed}}} {value}"])
 
         gauge("sglang:num_running_reqs", "The number of running requests.", self.e.sched.num_running)
         gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.",
@@ -401,10 +412,10 @@ class SimServer:
                 m.generation_tokens_total)
         lines.extend(["# HELP sglang:cached_tokens_total Number of cached prompt tokens by source "
                       "(device/host/storage).", "# TYPE sglang:cached_tokens_total counter",
-                      f'sglang:cached_tokens_total{{{labels},cache_source="device"}} {m.cached_tokens_total}'])
+                      f'sglang:cached_tokens_total{{{tok},cache_source="device"}} {m.cached_tokens_total}'])
         counter("sglang:num_requests_total", "Number of requests processed.", m.num_requests_total)
-        for hist in (m.ttft, m.itl, m.e2e):
-            lines.extend(hist.render(labels))
+        for hist, hist_labels in ((m.ttft, streamed), (m.itl, tok), (m.e2e, streamed)):
+            lines.extend(hist.render(hist_labels))
         return web.Response(text="\n".join(lines) + "\n",
                             content_type="text/plain", charset="utf-8")
 
@@ -442,6 +453,9 @@ class SimServer:
         r.add_get("/sim/gpus", self.handle_sim_gpus)
         if self.e.args.enable_metrics:
             r.add_get("/metrics", self.handle_metrics)
+        from moe_tui.sim.profiler import add_routes
+
+        add_routes(app, self.profiler, self.expert)
         return app
 
     async def serve(self) -> int:
@@ -450,13 +464,17 @@ class SimServer:
         self._stop = loop.create_future()
         runner = web.AppRunner(self.build_app(), access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, self.e.args.host, self.e.args.port, backlog=4096, reuse_address=True)
-        try:
-            await site.start()
-        except OSError as exc:
-            log(f"Failed to bind {self.e.args.host}:{self.e.args.port}: {exc}", level="ERROR")
-            await runner.cleanup()
-            return 1
+
+        async def open_port() -> bool:  # startup calls it once the engine is up (http_server.py)
+            try:
+                await web.TCPSite(runner, self.e.args.host, self.e.args.port, backlog=4096, reuse_address=True).start()
+            except OSError as exc:
+                log(f"Failed to bind {self.e.args.host}:{self.e.args.port}: {exc}", level="ERROR")
+                if self._stop is not None and not self._stop.done():
+                    self._stop.set_result(1)
+                return False
+            return True
+        self.e.open_port = open_port
         for sig, how in ((signal.SIGTERM, "term"), (signal.SIGINT, "int")):
             loop.add_signal_handler(sig, self._on_signal, how)
         self._tasks = [asyncio.create_task(self.e.engine_loop()), asyncio.create_task(startup(self.e))]

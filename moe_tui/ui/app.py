@@ -25,7 +25,9 @@ from textual.screen import ModalScreen
 from textual.worker import Worker, WorkerState
 
 from moe_tui.control import CampaignRequest, ControlClient, ControlSnapshot, LiveState
+from moe_tui.control.seen import SeenVerdicts
 from moe_tui.events import Notice, RunFinished
+from moe_tui.ui import render
 from moe_tui.ui.messages import CoreEventArrived
 from moe_tui.ui.palette import ControlRoomCommands
 from moe_tui.ui.screens.base import LiveScreen
@@ -94,6 +96,7 @@ class MoeTuiApp(App):
         self.live = LiveState()
         self.clock = clock
         self.compare_pair: tuple[str, str] | None = None
+        self.seen = SeenVerdicts()  # the grid cells as the user last saw them (verdict changes are marked)
         self._keymap = dict(keymap or {})
         self._startup_notes = startup_notes
         self._dirty: set[str] = set()
@@ -102,6 +105,10 @@ class MoeTuiApp(App):
         self._on_done: dict[Worker[Any], Callable[[Any], object]] = {}
         self._unsubscribe: Callable[[], None] | None = None
         self.sub_title = subtitle or client.mode
+        if client.data_dir is not None:  # which data dir (and so which runner and queue) this is,
+            where = f"{client.mode}  ·  {render.home_path(client.data_dir)}"  # right after the mode: cut last
+            self.sub_title = self.sub_title.replace(client.mode, where, 1) if client.mode in self.sub_title \
+                else f"{self.sub_title}  ·  {render.home_path(client.data_dir)}"
 
     def format_title(self, title: str, sub_title: str) -> Content:
         """"moe-tui — in-process controller": Textual's own words and separator, but the blank
@@ -152,6 +159,8 @@ class MoeTuiApp(App):
 
     def _loaded(self, snapshot: ControlSnapshot) -> None:
         self.live.load(snapshot)
+        for words in snapshot.notices:
+            self.notify(words, severity="warning", markup=False)
         # "gpus" too: the controller relays an unavailable GPU snapshot once, at its start, often
         # before this App subscribed; the snapshot carries it, and the panel must say why.
         self.mark_dirty("servers", "queue", "status", "bench", "gpus")
@@ -300,12 +309,17 @@ class MoeTuiApp(App):
         if action == "skip":
             return True if self.live.current_item is not None or self.live.bench.run is not None else None
         if action == "show_mode":
-            return None if parameters and parameters[0] == self.current_mode else True
+            at_base = len(self.screen_stack) <= 1
+            return None if parameters and parameters[0] == self.current_mode and at_base else True
         return True
 
-    def action_show_mode(self, mode: str) -> None:
-        # A log or run detail pushed over a mode stays where it was; the mode's base screen shows.
-        self.switch_mode(mode)
+    async def action_show_mode(self, mode: str) -> None:
+        # `1`/`2`/`3` always land on the mode's own screen: a log or run detail left open over it
+        # is closed (k9s-style: a screen key is a way home, not back into a stacked detail).
+        if mode != self.current_mode:
+            await self.switch_mode(mode)
+        while len(self.screen_stack) > 1:
+            await self.pop_screen()
 
     def action_pause(self) -> None:
         self.queue_command("pause the queue", self.client.pause)
@@ -335,7 +349,8 @@ class MoeTuiApp(App):
             if choice in ("stop", "leave"):
                 self._leave(stop_servers=choice == "stop")
 
-        self.push_screen(QuitScreen(running, can_detach=self.client.can_detach, pending=pending), answer)
+        self.push_screen(QuitScreen(running, can_detach=self.client.can_detach, pending=pending,
+                                    attach_command=self.client.attach_command), answer)
 
     def _leave(self, stop_servers: bool) -> None:
         if self.client.can_detach:

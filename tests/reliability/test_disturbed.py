@@ -19,7 +19,7 @@ import time
 import pytest
 from runner_support import speed_factor, wait_for, wait_gone
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # Another user's load: `n` concurrent streaming /generate requests, each read to its end.
 INTRUDER = textwrap.dedent('''

@@ -24,7 +24,7 @@ import time
 import pytest
 from runner_support import speed_factor, wait_for, wait_gone
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SPEC = ["--input-len", "32", "--output-len", "32", "--no-warmup-pass"]
 
@@ -198,7 +198,7 @@ def test_data_dir_filesystem_fills_mid_run(env, tmp_path):
         runner = env.popen("run", "--profiles-dir", str(env.profiles))
         run_id = wait_for(lambda: _running_run(env), 60, "a run in progress")
         wait_for(lambda: _timed_requests_done(env, 2), 60, "timed requests under way")
-        with open(mnt / "filler", "wb") as f:  # eat every free block
+        with open(mnt / "filler", "wb", buffering=0) as f:  # eat every free block (unbuffered: nothing left to flush at close)
             with contextlib.suppress(OSError):
                 while True:
                     f.write(b"\0" * 65536)

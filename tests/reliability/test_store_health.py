@@ -18,7 +18,7 @@ import sqlite3
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SPEC = ["--concurrency", "1", "--num-prompts", "6", "--input-len", "16", "--output-len", "32", "--no-warmup-pass"]
 

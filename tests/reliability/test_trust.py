@@ -57,6 +57,7 @@ def _runs(env) -> list[tuple]:
     return env.query("SELECT id, status, summary_json, flags_json FROM runs ORDER BY id")
 
 
+@pytest.mark.integration
 def test_planted_loose_malformed_and_conflicting_spill_files_are_set_aside(env):
     """Spill files readable by others, malformed, for a stored run, for a future run: moved aside and named at the next start; stored runs unchanged."""
     _one_campaign(env)
@@ -84,6 +85,7 @@ def test_planted_loose_malformed_and_conflicting_spill_files_are_set_aside(env):
     assert third.returncode == 0 and "not trusted" not in third.stdout, third.stdout  # set aside once
 
 
+@pytest.mark.integration
 @needs_root
 def test_spill_planted_by_another_user_is_never_read(env, tmp_path):
     """Another user's spill file (in the data dir, or a temp folder with the fallback's prefix made first): refused, named; run 1 keeps its number and flags."""
@@ -127,6 +129,7 @@ def test_a_stored_run_is_never_overwritten(env, seeded_store, store_digest):
     assert store_digest(seeded_store) == before
 
 
+@pytest.mark.integration
 @needs_root
 def test_data_dir_and_store_of_another_user_are_refused_for_writing(env, seeded_store, store_digest):
     """A store, or a data dir, owned by another user: writes refused naming the owner; nothing changed."""
@@ -147,6 +150,7 @@ def test_data_dir_and_store_of_another_user_are_refused_for_writing(env, seeded_
     assert store_digest(seeded_store) == before
 
 
+@pytest.mark.integration
 @needs_root
 def test_runner_json_of_another_user_is_ignored(env, tmp_path):
     """A runner.json not ours (or loose) is never believed: `run --status` does not follow its socket path."""
@@ -171,6 +175,7 @@ def test_runner_json_of_another_user_is_ignored(env, tmp_path):
         info.unlink()
 
 
+@pytest.mark.integration
 def test_spill_fallback_is_a_private_mkdtemp_folder(env, tmp_path):
     """With the data dir's spill folder unusable, a run is spilled into a fresh 0700 mkdtemp folder (never a fixed /tmp path)."""
     script = f"""

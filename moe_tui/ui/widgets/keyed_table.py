@@ -1,7 +1,8 @@
 """KeyedTable: a DataTable updated in place by row key (never cleared and refilled on a tick).
 
 `sync(rows)` takes the full wanted picture {row key: cells} in display order and does the least
-work to get there: new rows are added, vanished rows removed, and only cells whose value changed
+work to get there (linear in the rows given; a table of thousands shows a window of them, see
+`moe_tui.ui.widgets.queue_table`): new rows are added, vanished rows removed, and only cells whose value changed
 are updated, all inside one `batch_update`. The cursor stays on the same row key across updates.
 
 `show_columns(keys)` narrows the table to some of its columns (narrow terminals): rows always
@@ -17,6 +18,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist
 
@@ -24,6 +26,11 @@ from moe_tui.ui.render import middle_truncate, plain
 
 
 class KeyedTable(DataTable):
+    BINDINGS = [  # k9s/lazygit users move with j/k as well as the arrows
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+    ]
+
     def __init__(self, columns: Sequence[tuple[str, str, int | None]], *,
                  middle_cut: Collection[str] = (), **kwargs: Any) -> None:
         kwargs.setdefault("cursor_type", "row")
@@ -114,7 +121,8 @@ class KeyedTable(DataTable):
                             self.update_cell(key, col, self._cell(col, after))
                 self._cells[key] = cells
             wanted = list(rows)
-            current = [k for k in self._order if k in rows] + [k for k in wanted if k not in self._order]
+            before = set(self._order)  # a set: membership in the old order list made this quadratic
+            current = [k for k in self._order if k in rows] + [k for k in wanted if k not in before]
             if current != wanted:
                 # Reordering is rare (a user moved an item): re-add only the rows from the first
                 # one out of place; everything above it stays untouched.

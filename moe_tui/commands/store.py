@@ -1,0 +1,173 @@
+"""`moe-tui store ...`: what months of runs cost, and keeping the store in bounds.
+
+    moe-tui store usage [--json]                        size per profile and per campaign
+    moe-tui store archive FILE [SELECTORS] [--prune]    runs to a file `moe-tui import FILE` reads back
+    moe-tui store prune [SELECTORS] --yes [--archive FILE]
+    moe-tui store vacuum [--full]                       give freed pages back to the file system
+    moe-tui store keep-samples N|all                    per-request samples for the last N runs only
+
+SELECTORS (every one given must hold): --older-than DAYS, --profile NAME, --campaign ID. A running
+run is never selected. `prune` needs at least one selector and --yes, deletes the runs (their
+requests and GPU samples with them) in one transaction, then frees the space. `archive --prune`
+deletes only after the whole archive was written and flushed to disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+DAY_S = 86400.0
+
+
+def _selectors(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--older-than", type=float, metavar="DAYS", default=None,
+                   help="runs finished more than DAYS days ago")
+    p.add_argument("--profile", default=None, help="runs of this profile")
+    p.add_argument("--campaign", type=int, metavar="ID", default=None, help="runs of this campaign's items")
+
+
+def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help=help_text, description=help_text)
+    actions = p.add_subparsers(dest="store_action", metavar="ACTION")
+    usage = actions.add_parser("usage", help="runs and bytes per profile and per campaign")
+    usage.add_argument("--json", action="store_true", help="machine-readable output")
+    archive = actions.add_parser("archive", help="write runs to a file that `moe-tui import` reads back")
+    archive.add_argument("file", help="the archive to write (JSON lines; refused if it exists)")
+    _selectors(archive)
+    archive.add_argument("--prune", action="store_true", help="then delete the archived runs and free the space")
+    prune = actions.add_parser("prune", help="delete runs (with their requests and GPU samples), then vacuum")
+    _selectors(prune)
+    prune.add_argument("--archive", metavar="FILE", default=None, help="archive them to FILE first")
+    prune.add_argument("--yes", action="store_true", help="really delete (without it: say what would go)")
+    vacuum = actions.add_parser("vacuum", help="give freed pages back to the file system")
+    vacuum.add_argument("--full", action="store_true", help="VACUUM (rewrites the whole file; needs its size free)")
+    keep = actions.add_parser("keep-samples", help="keep per-request samples for the last N runs only")
+    keep.add_argument("runs", help="N (0 keeps none), or 'all' (the default: keep every run's)")
+    p.set_defaults(run=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from moe_tui.store import Store, StoreError
+    from moe_tui.store_retention import ArchiveError
+
+    action = getattr(args, "store_action", None)
+    if action is None:
+        print("moe-tui store: say what to do: usage, archive, prune, vacuum or keep-samples", file=sys.stderr)
+        return 2
+    try:
+        with Store.open_default() as store:
+            return int(ACTIONS[action](store, args))
+    except (StoreError, ArchiveError, ValueError, OSError) as exc:
+        print(f"moe-tui store {action}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _mb(n: float | None) -> str:
+    return f"{(n or 0) / 1e6:,.1f} MB"
+
+
+def _usage(store: Any, args: argparse.Namespace) -> int:
+    usage = store.usage()
+    if args.json:
+        print(json.dumps(usage.to_dict(), indent=2, sort_keys=True))
+        return 0
+    print(f"store {store.path}: {_mb(usage.file_bytes)} on disk ({_mb(usage.free_bytes)} free pages), "
+          f"{usage.runs:,} runs")
+    print(f"{'profile':<32} {'runs':>8} {'requests':>10} {'gpu samples':>12} {'stored':>12}")
+    for p in usage.profiles:
+        print(f"{p['name'][:32]:<32} {p['runs']:>8,} {p['requests'] or 0:>10,} {p['gpu_samples'] or 0:>12,} "
+              f"{_mb(p['bytes']):>12}")
+    if usage.campaigns:
+        print(f"\n{'campaign':<40} {'items':>7} {'runs':>7} {'stored':>12}")
+        for c in usage.campaigns:
+            print(f"{('#' + str(c['id']) + ' ' + c['name'])[:40]:<40} {c['items']:>7,} {c['runs']:>7,} "
+                  f"{_mb(c['bytes']):>12}")
+    keep = store.keep_samples_runs()
+    print(f"\nper-request samples kept: {'every run' if keep is None else f'the last {keep} runs'}")
+    return 0
+
+
+def _selected(store: Any, args: argparse.Namespace) -> list[int]:
+    if args.older_than is None and args.profile is None and args.campaign is None:
+        raise ValueError("name the runs: --older-than DAYS, --profile NAME and/or --campaign ID")
+    if args.older_than is not None and not args.older_than >= 0:
+        raise ValueError(f"--older-than {args.older_than}: days must be >= 0")
+    return store.select_run_ids(older_than_s=None if args.older_than is None else args.older_than * DAY_S,
+                                profile=args.profile, campaign_id=args.campaign)
+
+
+def _write_archive(store: Any, ids: list[int], file: str) -> None:
+    path = Path(file)
+    if path.exists():
+        raise ValueError(f"{path} exists: an archive is never overwritten (name a new file)")
+    tmp = path.with_name(path.name + ".partial")
+    with tmp.open("w", encoding="utf-8") as out:
+        store.archive_runs(ids, out)
+        out.flush()
+        os.fsync(out.fileno())
+    tmp.replace(path)  # a whole archive or none: an interrupted one never looks complete
+    print(f"archived {len(ids):,} run(s) to {path} ({_mb(path.stat().st_size)}); `moe-tui import {path}` restores them")
+
+
+def _prune_ids(store: Any, ids: list[int]) -> None:
+    deleted = store.delete_runs(ids)
+    before, after = store.reclaim()
+    print(f"deleted {deleted:,} run(s) with their requests and GPU samples; store {_mb(before)} -> {_mb(after)}")
+
+
+def _archive(store: Any, args: argparse.Namespace) -> int:
+    ids = _selected(store, args)
+    if not ids:
+        print("no run matches: nothing archived")
+        return 0
+    _write_archive(store, ids, args.file)
+    if args.prune:
+        _prune_ids(store, ids)
+    return 0
+
+
+def _prune(store: Any, args: argparse.Namespace) -> int:
+    ids = _selected(store, args)
+    if not ids:
+        print("no run matches: nothing deleted")
+        return 0
+    if not args.yes:
+        print(f"{len(ids):,} run(s) match (ids {ids[0]}..{ids[-1]}); nothing deleted: add --yes to delete them"
+              + ("" if args.archive else " (--archive FILE keeps a copy)"))
+        return 1
+    if args.archive:
+        _write_archive(store, ids, args.archive)
+    _prune_ids(store, ids)
+    return 0
+
+
+def _vacuum(store: Any, args: argparse.Namespace) -> int:
+    before, after = store.reclaim(full=args.full)
+    print(f"store {store.path}: {_mb(before)} -> {_mb(after)}")
+    return 0
+
+
+def _keep_samples(store: Any, args: argparse.Namespace) -> int:
+    text = str(args.runs).strip().lower()
+    if text == "all":
+        store.set_keep_samples_runs(None)
+        print("per-request samples: kept for every run")
+        return 0
+    try:
+        n = int(text)
+    except ValueError:
+        raise ValueError(f"keep-samples {args.runs!r}: a whole number of runs, or 'all'") from None
+    store.set_keep_samples_runs(n)
+    dropped = store.apply_sample_retention()
+    print(f"per-request samples: kept for the last {n} run(s); dropped from {dropped:,} older run(s) "
+          "(their summaries and flags stay; `moe-tui store vacuum` frees the space)")
+    return 0
+
+
+ACTIONS = {"usage": _usage, "archive": _archive, "prune": _prune, "vacuum": _vacuum, "keep-samples": _keep_samples}

@@ -1,0 +1,83 @@
+"""The Queue screen on a queue of months (issue 26): the table holds a window of the items, the
+cursor walks past the window's edge into the rest, a reload keeps the highlighted item, and a
+status tick that changes neither the rows nor the current item touches no row. Speed is benched
+(benches/scale.py), not timed here."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from textual.widgets import DataTable
+
+from moe_tui.control import QueueRow
+from moe_tui.events import ControllerStatus, QueueChanged
+from moe_tui.ui.widgets.queue_table import WINDOW, QueueTable
+from tests.ui.fakes import FP_A
+from tests.ui.test_pilot import SIZE, emit, open_queue, settle
+
+N = WINDOW * 5 + 7
+
+
+def big_queue(n: int = N) -> tuple[QueueRow, ...]:
+    return tuple(QueueRow(i, float(i), f"profile-{i % 3}", 2 ** (i % 8), i % 5, FP_A,
+                          "done" if i < n // 2 else "pending", attempts=1, campaign="months")
+                 for i in range(1, n + 1))
+
+
+def _key(table: DataTable) -> str:
+    return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+
+
+async def test_a_long_queue_is_shown_as_a_window_the_cursor_walks_through(make_app):
+    app, adapter = make_app()
+    adapter.queue = big_queue()
+    async with app.run_test(size=SIZE) as pilot:
+        table = await open_queue(pilot, app)
+        assert isinstance(table, QueueTable)
+        assert table.row_count == WINDOW
+        assert f"of {N:,}" in str(table.border_subtitle)
+        table.move_cursor(row=WINDOW - 1)
+        await settle(pilot, app)
+        assert _key(table) == str(WINDOW)
+        await pilot.press("down")  # past the window's last row: the window moves on
+        await settle(pilot, app)
+        assert _key(table) == str(WINDOW + 1) and table.row_count == WINDOW
+        await pilot.press("ctrl+end")
+        await settle(pilot, app)
+        assert _key(table) == str(N)
+        assert f"rows {N - WINDOW + 1:,}-{N:,} of {N:,}" in str(table.border_subtitle)
+        await pilot.press("ctrl+home", "up")  # nothing above the first item
+        await settle(pilot, app)
+        assert _key(table) == "1"
+
+
+async def test_a_reload_keeps_the_highlighted_item_and_a_tick_touches_no_row(make_app):
+    app, adapter = make_app()
+    adapter.queue = big_queue()
+    async with app.run_test(size=SIZE) as pilot:
+        table = await open_queue(pilot, app)
+        await pilot.press("ctrl+end")
+        await settle(pilot, app)
+        # The first item is deleted: every row moves up one; the cursor stays on the last item.
+        adapter.queue = adapter.queue[1:]
+        await emit(pilot, app, QueueChanged(reason="item 1 deleted"))
+        assert _key(table) == str(N) and table.row_count == WINDOW
+
+        synced: list[int] = []
+        real_sync = table.sync
+        table.sync = lambda rows: (synced.append(len(rows)), real_sync(rows))  # type: ignore[method-assign]
+        await emit(pilot, app, ControllerStatus(activity="benchmarking", detail="1 of 9",
+                                                queue_item_id=app.live.current_item))
+        assert synced == []  # nothing the table shows changed
+        adapter.queue = tuple(replace(r, state="running") if r.id == N else r for r in adapter.queue)
+        await emit(pilot, app, QueueChanged(reason=f"item {N} running"))
+        assert synced == [WINDOW] and "running" in str(table.get_row(str(N)))
+
+
+async def test_the_control_room_says_when_the_store_has_grown(make_app):
+    app, adapter = make_app()
+    loaded = adapter.snapshot
+    adapter.snapshot = lambda: replace(loaded(), notices=("the store is 31.0 GB (past 20 GB): [b]see[/b]",))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        assert any("31.0 GB" in n.message and "[b]see[/b]" in n.message for n in app._notifications)

@@ -131,7 +131,9 @@ def test_client_refuses_a_runner_of_another_user(env, tmp_path):
     try:
         assert os.read(ready_r, 1) == b"1", "the impostor did not start"
         env.data_dir.mkdir(parents=True)
-        (env.data_dir / "runner.json").write_text(json.dumps({"pid": pid, "socket": str(path)}))
+        info = env.data_dir / "runner.json"
+        info.write_text(json.dumps({"pid": pid, "socket": str(path)}))
+        info.chmod(0o600)  # as the runner writes it: a looser one is not even read (test_trust.py)
         status = env.run("run", "--status")
         assert status.returncode == 1, status.stdout
         assert "FAKE-SNAPSHOT" not in status.stdout and "Traceback" not in status.stdout

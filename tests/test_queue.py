@@ -281,7 +281,7 @@ def test_queue_cli_add_list_edit(tmp_path, monkeypatch, capsys):
     assert "grouped 2, interleaved 4 (chosen), alternating 8" in out and "nothing added" in out
     assert "n=128" in out  # 2 x 64 prompts at concurrency 64, the minimum 10 at concurrency 1
 
-    assert cli.main(["queue", "add", "--profiles", f"{a},typo", "--concurrency", "1", *common]) == 4  # "not found" (every command's --help lists the codes)
+    assert cli.main(["queue", "add", "--profiles", f"{a},typo", "--concurrency", "1", *common]) == 4  # not found (commands.common)
     assert "no profile named 'typo'" in capsys.readouterr().err
 
     assert cli.main(["queue", "add", "--profiles", f"{a},{b}", "--concurrency", "1,64", "--repeats", "2",

@@ -64,12 +64,13 @@ class Changing(RecordingAdapter):
     def __init__(self) -> None:
         super().__init__()
         self.grids = list(grids())
+        self.now = 0  # which grid the store "holds"; the test moves it on
 
     def compared_profiles(self):
         return [A, B]
 
     def comparison(self, baseline, candidate, include_flagged=False):
-        return self.grids[0] if len(self.grids) == 1 else self.grids.pop(0)
+        return self.grids[self.now]
 
 
 async def _settle(pilot):
@@ -80,7 +81,7 @@ async def _settle(pilot):
 
 
 async def test_the_grid_marks_the_changed_cell_and_clears_it_once_seen(make_app):
-    app, _ = make_app(adapter=Changing())
+    app, adapter = make_app(adapter=Changing())
     async with app.run_test(size=SIZE) as pilot:
         await _settle(pilot)
         await pilot.press("3")
@@ -90,6 +91,7 @@ async def test_the_grid_marks_the_changed_cell_and_clears_it_once_seen(make_app)
         table = screen.query_one("#compare-grid", DataTable)
         was = J.VERDICT_WORDS[grids()[0].cell(10, "output_throughput").verdict]
         assert table.get_cell("10/output_throughput", "verdict").plain == was
+        adapter.now = 1  # a run was replaced
         await pilot.press("g")  # reload: the second grid arrives
         await _settle(pilot)
         assert table.get_cell("10/output_throughput", "verdict").plain.startswith("↻ ")

@@ -234,10 +234,10 @@ class CompareScreen(LiveScreen):
 
     def _show_cell(self) -> None:
         cell = self.query_one(CompareGrid).highlighted_cell
-        narrow = self.app.has_class("-narrow")
         change = self._changes.get((cell.concurrency, cell.metric), "") if cell is not None else ""
+        # The means and the interval in full under the grid at every width (a column may cut them).
         self.query_one("#compare-cell", Static).update(
-            cell_detail(cell, numbers=narrow, change=change) if cell is not None else "")
+            cell_detail(cell, numbers=True, change=change) if cell is not None else "")
 
     def on_data_table_row_highlighted(self) -> None:
         table = self.query_one(CompareGrid)

@@ -22,18 +22,18 @@ from moe_tui.ui.widgets.keyed_table import KeyedTable
 # Delta, Verdict): on a narrow terminal only those show and the line under the grid gives the rest.
 COLUMNS = (
     ("conc", "Conc", 5),
-    ("metric", "Metric", 12),
-    ("delta", "Delta", 22),  # "-36.4% (-400.1 tok/s)"
-    ("verdict", "Verdict", 20),  # "spec unverified ⚑ ⌕"; longer words are whole in the detail line
+    ("metric", "Metric", 13),
+    ("delta", "Delta", 20),  # "-2.2% (-2.12 tok/s)"; a longer one is whole in the detail line
+    ("verdict", "Verdict", 17),  # "noise unknown ⚑ ⌕"; longer words are whole in the detail line
     ("ci", "CI (family)", 23),  # "[-22.9%, +18.5%] 98.3%": the interval the verdict used
-    ("baseline", "Baseline", 17),  # "10.36 ± 0.00206 (n=2)" is cut at its end: the detail line has it whole
-    ("candidate", "Candidate", 16),
+    ("baseline", "Baseline", 19),  # "181.0 ± 0.835 (n=3)"; longer ones are whole in the detail line
+    ("candidate", "Candidate", 18),
 )  # 115 cells: a 120-column terminal less the panel's border and the scrollbar
 # The interval as the grid labels it (the family-corrected one the verdict used), wherever it is named.
 CI_LABEL = next(label for key, label, _ in COLUMNS if key == "ci")
 # 80 columns: Conc, Metric, Delta and a verdict column as wide as what is left (borders and the
 # scrollbar take 4).
-NARROW_COLUMNS = {"conc": 5, "metric": 12, "delta": 22, "verdict": 33}
+NARROW_COLUMNS = {"conc": 5, "metric": 13, "delta": 21, "verdict": 33}
 
 VERDICT_STYLES = {
     J.BETTER: "bold green",

@@ -13,9 +13,9 @@ pytestmark = pytest.mark.integration  # starts real processes
 
 def test_explain_refuses_bad_cells_and_options_and_queues_on_yes(home, tmp_path):
     bad = _cli(home, "explain", "glm5-cutlass", "nope", "-c", "64")
-    assert bad.returncode == 2 and "nope" in bad.stderr
+    assert bad.returncode == 4 and "nope" in bad.stderr
     cell = _cli(home, "explain", "glm5-cutlass", "glm5-cutedsl", "-c", "3")
-    assert cell.returncode == 2 and "no cell at concurrency 3" in cell.stderr
+    assert cell.returncode == 4 and "no cell at concurrency 3" in cell.stderr
     plot = _cli(home, "explain", "glm5-cutlass", "glm5-cutedsl", "-c", "64", "--plot", "bars.gif")
     assert plot.returncode == 2 and ".png or .svg" in plot.stderr
     refused = _cli(home, "explain", "glm5-cutlass", "glm5-cutedsl", "-c", "64")  # the sides ran other specs
@@ -26,6 +26,6 @@ def test_explain_refuses_bad_cells_and_options_and_queues_on_yes(home, tmp_path)
     profiles.mkdir()
     missing = _cli(home, "explain", "glm5-cutlass", "glm5-cutedsl", "-c", "10", "--yes", "--profiles-dir",
                    str(profiles))
-    assert missing.returncode == 2 and "the runner could not start it" in missing.stderr
+    assert missing.returncode == 4 and "the runner could not start it" in missing.stderr
     still = _cli(home, "explain", "glm5-cutlass", "glm5-cutedsl", "-c", "10")
     assert "pass --yes" in still.stdout  # nothing was queued by the refused attempts

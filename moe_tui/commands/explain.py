@@ -7,8 +7,9 @@ answers for a script). `moe-tui run` works them. Once both are done it prints th
 side: ms per decode step by kernel class, B-A and its share of the gap, the kernels that moved,
 the MoE GEMM against its roofline, the per-layer expert load. `--format md|csv|json` and `-o FILE`
 write the table; `--plot FILE.png|.svg` draws a stacked bar per side. A profiled run is never
-averaged into a cell. Exit 0 on success (also "queued" and "still pending"), 2 for an unknown
-profile, cell or bad option, 1 for the store or unreadable traces.
+averaged into a cell. Exit 0 on success (also "queued" and "still pending"), 4 for an unknown
+profile or cell (or a profile missing from --profiles-dir), 2 for a bad option or a cell the two
+sides ran with different specs, 1 for the store or unreadable traces.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import argparse
 import sys
 from pathlib import Path
 from typing import Any
+
+from moe_tui.commands.common import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE
 
 FORMATS = ("text", "md", "csv", "json")
 
@@ -55,13 +58,13 @@ def run(args: argparse.Namespace) -> int:
     from moe_tui.store import Store, StoreError
 
     if args.plot and Path(args.plot).suffix.lower() not in (".png", ".svg"):
-        return _fail(f"--plot {args.plot}: the file must end in .png or .svg", 2)
+        return _fail(f"--plot {args.plot}: the file must end in .png or .svg", EXIT_USAGE)
     grid, code = load_grid(args, "explain")
     if grid is None:
         return code
     if args.concurrency not in grid.concurrencies:
         return _fail(f"no cell at concurrency {args.concurrency}; measured: "
-                     f"{', '.join(map(str, grid.concurrencies)) or 'none'}", 2)
+                     f"{', '.join(map(str, grid.concurrencies)) or 'none'}", EXIT_NOT_FOUND)
     try:
         with Store.open_default() as store:
             existing = latest_explain(store, args.baseline, args.candidate, args.concurrency)
@@ -69,9 +72,9 @@ def run(args: argparse.Namespace) -> int:
                 return _queue(args, store, grid, args.steps or DEFAULT_STEPS)
             view = explain_cell(store, grid, args.concurrency, args.stage.upper())
     except ExplainQueueError as exc:
-        return _fail(str(exc), 2)
+        return _fail(str(exc), EXIT_USAGE)
     except StoreError as exc:
-        return _fail(str(exc), 1)
+        return _fail(str(exc), EXIT_FAILED)
     if view.state != "ready":
         print(view.message)
         return 1 if view.state == "failed" else 0
@@ -133,7 +136,8 @@ def _queue(args: argparse.Namespace, store: Any, grid: Any, steps: int) -> int:
         try:
             loaded.by_name(name)
         except KeyError as exc:
-            return _fail(f"{exc.args[0]} in {profiles_dir}: the runner could not start it (--profiles-dir)", 2)
+            return _fail(f"{exc.args[0]} in {profiles_dir}: the runner could not start it (--profiles-dir)",
+                         EXIT_NOT_FOUND)
     try:
         campaign_id, items = enqueue_explain(RunQueue(store), plan, profiles_dir=str(profiles_dir))
     except (QueueError, SpecError) as exc:

@@ -24,11 +24,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("moe_tui.commands.run", "work the queue headless (or detached with --detach)"),
     "compare": ("moe_tui.commands.compare", "print the comparison grid of two profiles"),
     "investigate": ("moe_tui.commands.investigate", "propose and queue the runs that would settle one grid cell"),
+    "explain": ("moe_tui.commands.explain", "profile one grid cell on both sides: where each decode step's time goes"),
     "export": ("moe_tui.commands.export", "export a comparison as Markdown and CSV with provenance"),
     "roofline": ("moe_tui.commands.roofline", "print the decode roofline of a profile's model on its GPUs"),
     "gate": ("moe_tui.commands.gate", "run the greedy correctness gate against a running server"),
     "sim": ("moe_tui.commands.sim", "run the SGLang emulator (simulated server)"),
     "store": ("moe_tui.commands.store", "store size per profile and campaign; archive, prune, vacuum"),
+    "doctor": ("moe_tui.commands.doctor", "check the store; restore it from its backup when damaged"),
 }
 
 

@@ -103,6 +103,7 @@ OPS: dict[str, str] = {
     "move_item": "move_item", "skip_item": "skip_item", "cancel_item": "cancel_item",
     "retry_item": "retry_item", "delete_item": "delete_item", "clear_queue": "clear_queue",
     "profiles": "profile_names", "add_investigation": "add_investigation",
+    "add_explain": "add_explain",
     "gate": "run_gate_now",  # the correctness gate on demand
 }
 

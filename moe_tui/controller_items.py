@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from moe_tui.disturbance import ServerLoadWatch, client_cap
 from moe_tui.events import BenchProgress, RunFinished, RunStarted
 from moe_tui.judgement import SIM_ENGINE
 from moe_tui.profiles import ServerProfile, load_profiles
@@ -58,6 +59,13 @@ class ItemWork:
                 self._finish_item(item, "failed", f"warmup pass failed, server {server.state}: "
                                                    f"{warmup_info.get('error', '')}")
                 return
+        from moe_tui.explain_store import explain_definition
+
+        if (explain := explain_definition(self.queue, item)) is not None:  # a profiled run (`explain`)
+            from moe_tui.explain_run import profiled_run
+
+            await profiled_run(self, item, profile, server, warmup_info, explain)
+            return
         await self._timed_run(item, profile, server, warmup_info)
 
     # -- correctness gate (the logic lives in moe_tui/gate.py) -----------------------------------
@@ -221,6 +229,10 @@ class ItemWork:
         self._status("benchmarking", f"#{item.id} {profile.name} conc={spec.max_concurrency} "
                                      f"n={spec.num_prompts} run {run_id}")
 
+        # The server's own running + queued count during the run: more than this client's cap is
+        # someone else's load (moe_tui.disturbance).
+        load_watch = ServerLoadWatch(profile.name, client_cap(spec.max_concurrency, spec.num_prompts))
+        unsub_load = server.subscribe(load_watch) if hasattr(server, "subscribe") else None
         collector, unsub, our_pids = None, None, None
         if self._telemetry is not None:
             from moe_tui.telemetry import SnapshotCollector, expand_descendants
@@ -238,6 +250,8 @@ class ItemWork:
         finally:
             if unsub is not None:
                 unsub()
+            if unsub_load is not None:
+                unsub_load()
         telemetry_summary = None
         if collector is not None:
             from moe_tui.telemetry import summarize_run
@@ -248,7 +262,8 @@ class ItemWork:
             provenance_args=dict(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
                                  warmup=warmup_info, started_at=started),
             client_limits=self._client_limits(spec), telemetry_summary=telemetry_summary,
-            gpu_snapshots=collector.snapshots if collector else [], abort_verdict=self._abort_verdict)
+            gpu_snapshots=collector.snapshots if collector else [], abort_verdict=self._abort_verdict,
+            server_load=load_watch.summary())
         status, summary, flags, error = (record.status, record.finish["summary"], record.finish["flags"],
                                          record.finish["error"])
         # Run and item in one transaction; RunSpilled (the store cannot take it) ends the worker.
@@ -263,6 +278,7 @@ class ItemWork:
         )
         self._last_finished = finished_event
         self._emit(finished_event)
+        await self._backup_if_due()  # a safe point: the run and its item are stored together
 
 
 def spec_as_run(spec: BenchmarkSpec) -> BenchmarkSpec:

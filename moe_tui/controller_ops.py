@@ -27,13 +27,17 @@ class QueueOps:
 
     def _plan(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
               spec: dict[str, Any] | None = None, policy: str = "interleaved",
-              prompts_per_concurrency: int | None = None, warmup_pass: bool = True) -> CampaignPlan:
+              prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
+              control: bool = True) -> CampaignPlan:
+        from moe_tui.grids import control_noise_pct  # the control's starts sized from the noise measured so far
+
         profiles_dir = str(self.profiles_dir.resolve()) if self.profiles_dir else None
         base = BenchmarkSpec.from_dict(spec or {}, "campaign spec")
         return CampaignPlan(profiles=tuple(profiles), concurrencies=tuple(int(c) for c in concurrencies),
                             repeats=int(repeats), base_spec=base, policy=policy,
                             prompts_per_concurrency=prompts_per_concurrency, warmup_pass=warmup_pass,
-                            profiles_dir=profiles_dir)
+                            profiles_dir=profiles_dir, control=control,
+                            control_noise_pct=control_noise_pct(self.store, profiles) if control else None)
 
     def _check_profiles(self, names: Iterable[str]) -> None:
         known = self._profiles()
@@ -45,13 +49,16 @@ class QueueOps:
 
     def plan_campaign(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
                       spec: dict[str, Any] | None = None, policy: str = "interleaved",
-                      prompts_per_concurrency: int | None = None, warmup_pass: bool = True) -> dict[str, Any]:
+                      prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
+                      control: bool = True) -> dict[str, Any]:
         profiles = list(profiles)
         self._check_profiles(profiles)
-        plan = self._plan(profiles, concurrencies, repeats, spec, policy, prompts_per_concurrency, warmup_pass)
+        plan = self._plan(profiles, concurrencies, repeats, spec, policy, prompts_per_concurrency, warmup_pass,
+                          control)
         running = next((s.name for s in self.servers.live() if s.state == "ready"), None)
         return {
             "definition": plan.definition(),
+            "control": plan.control_plan(),
             "server_starts": plan.start_costs(running),
             "items": [{"profile_name": p.profile_name, "concurrency": p.spec.max_concurrency,
                        "num_prompts": p.spec.num_prompts, "repeat_index": p.repeat_index,
@@ -61,10 +68,11 @@ class QueueOps:
     def add_campaign(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
                      spec: dict[str, Any] | None = None, policy: str = "interleaved",
                      prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
-                     name: str | None = None) -> dict[str, Any]:
+                     name: str | None = None, control: bool = True) -> dict[str, Any]:
         profiles = list(profiles)
         self._check_profiles(profiles)
-        plan = self._plan(profiles, concurrencies, repeats, spec, policy, prompts_per_concurrency, warmup_pass)
+        plan = self._plan(profiles, concurrencies, repeats, spec, policy, prompts_per_concurrency, warmup_pass,
+                          control)
         campaign_id, items = self.queue.add_campaign(plan, name)
         return {"campaign_id": campaign_id, "item_ids": [i.id for i in items],
                 "server_starts": plan.start_costs()}
@@ -77,6 +85,15 @@ class QueueOps:
         profiles_dir = str(self.profiles_dir.resolve()) if self.profiles_dir else None
         self._check_profiles({i["profile"] for p in plan.get("proposals", ()) for i in p.get("items", ())})
         campaign_id, items = enqueue_plan_dict(self.queue, plan, profiles_dir=profiles_dir)
+        return {"campaign_id": campaign_id, "item_ids": [i.id for i in items]}
+
+    def add_explain(self, plan: dict[str, Any]) -> dict[str, Any]:
+        """Queue an explain plan (`moe_tui.explain_store.plan_explain`): one profiled run a side."""
+        from moe_tui.explain_store import enqueue_explain
+
+        profiles_dir = str(self.profiles_dir.resolve()) if self.profiles_dir else None
+        self._check_profiles({i["profile"] for i in plan.get("items", ())})
+        campaign_id, items = enqueue_explain(self.queue, plan, profiles_dir=profiles_dir)
         return {"campaign_id": campaign_id, "item_ids": [i.id for i in items]}
 
     def queue_items(self, states: Iterable[str] | None = None) -> list[dict[str, Any]]:
@@ -139,6 +156,20 @@ class Recovery:
             if requeued:
                 self._notice("info", f"requeued {len(requeued)} interrupted item(s): "
                                      + ", ".join(f"#{i}" for i in requeued))
+        await self._backup_if_due()
+
+    async def _backup_if_due(self) -> None:
+        """A safe point (recovered, nothing in flight): a rolling backup of the store if the last
+        is older than `store_integrity.BACKUP_EVERY_S` (`moe-tui doctor --repair` restores it)."""
+        if self._lock is None:
+            return
+        from moe_tui.store import StoreError
+        from moe_tui.store_integrity import BACKUP_EVERY_S, backup_store
+
+        try:
+            await asyncio.to_thread(backup_store, self.store, if_older_than_s=BACKUP_EVERY_S)
+        except StoreError as exc:
+            self._notice("warning", str(exc))
 
     async def _sweep_orphans(self) -> None:
         """Stop what a dead runner of this data dir left (servers, benchmark children), found by

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from moe_tui import judgement as J
-from moe_tui.compare import BASELINE, CANDIDATE, CONFIDENCE, ComparisonGrid
+from moe_tui.compare import BASELINE, CANDIDATE, ComparisonGrid
 from moe_tui.spec import BenchmarkSpec, SpecError
 
 SIMULATED_BANNER = (
@@ -39,7 +39,7 @@ CSV_COLUMNS = (
     "baseline_n", "baseline_mean", "baseline_std", "baseline_flagged_left_out", "candidate_n", "candidate_mean",
     "candidate_std", "candidate_flagged_left_out", "delta", "delta_pct", "ci_low", "ci_high", "ci_low_pct",
     "ci_high_pct", "welch_df", "p_value", "p_holm", "verdict", "verdict_words", "reasons", "repeats_to_settle",
-    "baseline_flags", "candidate_flags",
+    "baseline_flags", "candidate_flags", "ci_confidence", "baseline_starts", "candidate_starts", "uncontrolled",
 )
 
 
@@ -125,9 +125,10 @@ def csv_rows(grid: ComparisonGrid) -> list[list[str]]:
             str(c.candidate.n), _num(c.candidate.mean), _num(c.candidate.std), str(c.candidate.n_flagged_excluded),
             _num(c.delta), _num(c.delta_pct), _num(c.ci_low), _num(c.ci_high), _num(c.ci_low_pct),
             _num(c.ci_high_pct), _num(c.df, 2), _num(c.p_value, 6), _num(c.p_adjusted, 6), c.verdict,
-            csv_text(J.VERDICT_WORDS[c.verdict]), csv_text(" | ".join(c.reasons)),
-            "" if c.repeats_needed is None else str(c.repeats_needed),
-            csv_text(" ".join(c.baseline_flags)), csv_text(" ".join(c.candidate_flags)),
+            csv_text(J.VERDICT_WORDS[c.verdict] + (" (uncontrolled)" if c.uncontrolled else "")),
+            csv_text(" | ".join(c.reasons)), "" if c.repeats_needed is None else str(c.repeats_needed),
+            csv_text(" ".join(c.baseline_flags)), csv_text(" ".join(c.candidate_flags)), _num(c.ci_confidence),
+            str(c.n_starts_baseline), str(c.n_starts_candidate), csv_text(c.uncontrolled),
         ])
     return rows
 
@@ -142,11 +143,32 @@ def render_csv(grid: ComparisonGrid) -> str:
 
 
 # -- text -----------------------------------------------------------------------------------------
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]], width: int | None = None) -> list[str]:
+    """An aligned table; with `width`, the columns that do not fit go under their row, wrapped."""
     rows = [list(r) for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    line = lambda r: "  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip()  # noqa: E731
-    return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+    keep = len(widths)
+    if width is not None:
+        while keep > 2 and sum(widths[:keep]) + 2 * (keep - 1) > width:
+            keep -= 1
+    line = lambda r: "  ".join(str(x).ljust(w) for x, w in zip(r[:keep], widths[:keep])).rstrip()  # noqa: E731
+    out = [line(header), line(["-" * w for w in widths])]
+    for r in rows:
+        out.append(line(r))
+        rest = " · ".join(f"{h}: {x}" for h, x in zip(header[keep:], r[keep:]) if str(x) not in ("", "-"))
+        if rest:
+            out += wrap_lines(rest, width, indent="    ")
+    return out
+
+
+def wrap_lines(text: str, width: int | None, indent: str = "") -> list[str]:
+    """`text` as lines of at most `width` cells (None: one line), continuation lines indented."""
+    import textwrap
+
+    if width is None:
+        return [indent + text]
+    return textwrap.wrap(text, width=max(width, 20), initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_on_hyphens=False) or [""]
 
 
 def control_line(grid: ComparisonGrid) -> str:
@@ -157,8 +179,10 @@ def control_line(grid: ComparisonGrid) -> str:
     return text
 
 
-def render_text(grid: ComparisonGrid) -> str:
-    """The grid as an aligned plain-text table with every cell's state in words, for a terminal."""
+def render_text(grid: ComparisonGrid, width: int | None = None) -> str:
+    """The grid as an aligned plain-text table with every cell's state in words, for a terminal;
+    `width` (the terminal's columns) wraps long lines and moves the columns that do not fit
+    (verdict words, flags) under their row."""
     t = plain_text
     out = [f"{t(grid.baseline_name)} (baseline) vs {t(grid.candidate_name)} (candidate)"]
     if grid.simulated:
@@ -172,13 +196,18 @@ def render_text(grid: ComparisonGrid) -> str:
     out.append(f"method: {t(grid.method[3])}" if len(grid.method) > 3 else "")
     out.append("")
     header = ["conc", "metric", f"B {t(grid.baseline_name)}", f"C {t(grid.candidate_name)}", "delta",
-              f"{CONFIDENCE * 100:g}% CI", "verdict", "flags"]
+              "interval (family-corrected)", "verdict", "flags"]
     rows = [[str(c.concurrency), f"{c.label} ({c.unit})" + ("" if c.primary else " ²"), t(c.baseline.text),
              t(c.candidate.text), c.delta_text or "-", c.ci_text or "-", t(c.verdict_text), t(c.flags_text)]
             for c in grid.cells]
-    out.extend(_table(header, rows) if rows else ["no runs to compare"])
+    if width is not None:  # a terminal: what is read first (delta, interval, verdict) comes first
+        order = (0, 1, 4, 5, 6, 2, 3, 7)
+        header, rows = [header[k] for k in order], [[r[k] for k in order] for r in rows]
+    out.extend(_table(header, rows, width) if rows else ["no runs to compare"])
     out.append("")
-    out.append("² secondary metric (all secondary cells form one Holm family); output tok/s across concurrencies is the primary family")
+    out.append("² secondary metric (all secondary cells form one family); output tok/s across concurrencies is the "
+               "primary family. The interval is the family-corrected one the verdict used; a cell without a verdict "
+               "shows no delta (its means stay).")
     notes = _point_notes(grid)
     if notes:
         out.append("")
@@ -187,6 +216,8 @@ def render_text(grid: ComparisonGrid) -> str:
         from moe_tui.grid_extras import extras_lines
 
         out.extend(["", *(t(line) for line in extras_lines(grid.extras))])
+    if width is not None:
+        out = [w for line in out for w in (wrap_lines(line, width) if len(line) > width else [line])]
     return "\n".join(out) + "\n"
 
 

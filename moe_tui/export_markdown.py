@@ -4,7 +4,7 @@ specs, the grid with every state in words, and the method. Untrusted text goes t
 from __future__ import annotations
 
 from moe_tui import judgement as J
-from moe_tui.compare import CONFIDENCE, ComparisonGrid
+from moe_tui.compare import ComparisonGrid
 from moe_tui.export import SIMULATED_BANNER, _point_notes, _spec_fields, _value, md
 
 
@@ -90,13 +90,15 @@ def _grid_table(grid: ComparisonGrid) -> list[str]:
     b, c = md(grid.baseline_name), md(grid.candidate_name)
     out = ["## Grid", "",
            f"B = {b} (baseline), C = {c} (candidate). Delta = C - B, in percent of B's mean; "
-           f"CI = {CONFIDENCE * 100:g}% interval of the delta (before the family correction).", "",
-           "| conc | metric | family | B mean ± std (n) | C mean ± std (n) | delta | CI | verdict | why | flags |",
+           "Interval = the family-corrected interval the verdict used (Bonferroni over the cell's family, level "
+           "shown); no delta and no interval where there is no verdict.", "",
+           "| conc | metric | family | B mean ± std (n) | C mean ± std (n) | delta | interval (family-corrected) | verdict | why | flags |",
            "|---:|---|---|---:|---:|---:|---|---|---|---|"]
     for cell in grid.cells:
         direction = "higher better" if cell.higher_is_better else "lower better"
         verdict = J.VERDICT_WORDS[cell.verdict]
         verdict = f"**{verdict}**" if cell.verdict in (J.BETTER, J.WORSE) else verdict
+        verdict += " (uncontrolled)" if cell.uncontrolled else ""
         out.append(
             f"| {cell.concurrency} | {md(cell.label)} ({md(cell.unit)}, {direction}) | {cell.family} | "
             f"{md(cell.baseline.text)} | {md(cell.candidate.text)} | {md(cell.delta_text or '-')} | "

@@ -55,7 +55,7 @@ def render_throughput_plot(grid: ComparisonGrid) -> tuple[bytes, bytes]:
     if values and max(values) / min(values) >= 20:
         ax.set_yscale("log")
     if refused_seen:
-        ax.text(0.99, 0.01, "hollow: no valid comparison at this concurrency", transform=ax.transAxes,
+        ax.text(0.99, 0.01, "hollow: not comparable here (no verdict: no delta)", transform=ax.transAxes,
                 ha="right", va="bottom", fontsize=8)
     ax.set_xlabel("max concurrency")
     ax.set_ylabel("output throughput (tok/s)")

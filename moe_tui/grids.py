@@ -31,7 +31,6 @@ from moe_tui.compare import (
 from moe_tui.grid_extras import apply_gate, build_extras
 from moe_tui.investigate_report import describe_cell, report
 from moe_tui.investigate_store import diagnostic_run_ids, evidence_from_grid, under_investigation
-from moe_tui.queue import RunQueue
 from moe_tui.store import Store
 
 RUN_STATUSES = ("complete", "incomplete", "failed")
@@ -72,6 +71,7 @@ def _build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str
         raise error
     # Cold runs of an investigation (no warmup pass, on purpose) are evidence about warmup, not about
     # the backends: they never enter a cell's mean (the investigation's report reads them itself).
+    # Profiled runs (`explain`) ran under the profiler, which slows the server: marked 'profiled'.
     # They are marked on the run (`runs.diagnostic`), so the store leaves them out of this read.
     pair = (baseline, candidate)
     every = {name: store.runs(profile_name=name, statuses=RUN_STATUSES, exclude_diagnostic=True)
@@ -79,17 +79,42 @@ def _build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str
     grid = build_grid_from_runs(
         every[baseline], every[candidate], baseline_name=baseline, candidate_name=candidate,
         fingerprint=fingerprint, metrics=metrics, settings=settings,
-        plan=plan_counts(RunQueue(store).plan_rows(profiles=pair)))
+        plan=plan_of(store, pair))
     grid = mark_investigations(store, grid)
     if not extras:
         return grid
     # The extras' roofline reads the same profiles' complete runs (cold ones included, as before):
     # the records read above, plus the few marked cold ones, instead of a second full read.
-    cold = [r for r in map(store.run, sorted(diagnostic_run_ids(store, pair))) if r is not None]
+    cold = [r for r in map(store.run, sorted(diagnostic_run_ids(store, pair))) if r is not None and r.diagnostic == "cold"]
     complete = {name: sorted([r for r in every[name] if r.status == "complete"]
                              + [r for r in cold if r.profile_name == name and r.status == "complete"],
                              key=lambda r: r.id) for name in every}
     return apply_gate(grid, build_extras(store, baseline, candidate, runs=complete))
+
+
+def plan_of(store: Store, profiles: Sequence[str]) -> dict:
+    """The queue's plan per (profile, requested fingerprint) for `profiles`, with what each campaign
+    planned (its stored definition's `planned_items`) so that items cleared from the queue still
+    count as cut. Reads only the compared profiles' items and the campaigns that name them."""
+    import json
+
+    names = list(dict.fromkeys(profiles))
+    marks = ", ".join("?" for _ in names)
+    rows = [{"campaign_id": r[0], "profile_name": r[1], "fingerprint": r[2], "state": r[3], "n": r[4]}
+            for r in store.query("SELECT campaign_id, profile_name, fingerprint, state, COUNT(*) FROM queue_items "
+                                 f"WHERE profile_name IN ({marks}) "
+                                 "GROUP BY campaign_id, profile_name, fingerprint, state", tuple(names))]
+    expected: dict[tuple[int, str, str], int] = {}
+    named = " OR ".join("instr(definition_json, ?) > 0" for _ in names)
+    for cid, definition in store.query(f"SELECT id, definition_json FROM campaigns WHERE {named}",
+                                       tuple(json.dumps(n) for n in names)):
+        try:
+            planned = json.loads(definition).get("planned_items") or []
+            for profile, fp, n in planned:
+                expected[(int(cid), str(profile), str(fp))] = int(n)
+        except (ValueError, TypeError, AttributeError):
+            continue  # an older or foreign definition: its cleared items cannot be counted
+    return plan_counts(rows, expected)
 
 
 def mark_investigations(store: Store, grid: ComparisonGrid) -> ComparisonGrid:
@@ -112,5 +137,34 @@ def mark_investigations(store: Store, grid: ComparisonGrid) -> ComparisonGrid:
             words = f"{rep.state} ({record.name})"
         if rep.flags:
             words += f"; {', '.join(rep.flags)}"
+        if record.definition.get("baseline") != grid.baseline_name:  # 'before' was the other order's delta
+            words += f" (investigated as {record.definition.get('baseline')} vs {record.definition.get('candidate')})"
         cells.append(dataclasses.replace(cell, investigation=words))
     return dataclasses.replace(grid, cells=tuple(cells))
+
+
+def control_noise_pct(store: Store, profiles: Sequence[str]) -> float | None:
+    """Start-to-start noise measured so far at the control concurrency (2) for these profiles: the
+    relative spread of output throughput between server starts (log scale, each profile's own mean
+    removed, pooled), in percent; None until some profile has two starts there. A plan sizes the
+    control's starts from it (`queue_plan.CampaignPlan.control_noise_pct`)."""
+    import math
+
+    from moe_tui.compare.evidence import start_means
+    from moe_tui.compare.runs import concurrency_of, normalise
+    from moe_tui.judgement import CONTROL_CONCURRENCIES
+
+    ss, df = 0.0, 0
+    for name in profiles:
+        runs = [normalise(r, name) for r in store.runs(profile_name=name, statuses=("complete",))]
+        control = [r for r in runs if concurrency_of(r) == CONTROL_CONCURRENCIES[0] and not r.flags]
+        by_fp: dict[str, list] = {}
+        for r in control:
+            by_fp.setdefault(r.fingerprint, []).append(r)
+        for group in by_fp.values():
+            logs = [math.log(v) for v in start_means(group, "output_throughput") if v > 0]
+            if len(logs) >= 2:
+                mean = sum(logs) / len(logs)
+                ss += sum((x - mean) ** 2 for x in logs)
+                df += len(logs) - 1
+    return math.sqrt(ss / df) * 100.0 if df >= 2 else None

@@ -123,6 +123,11 @@ def report(store: Any, record: Any, evidence: GridEvidence) -> InvestigationRepo
     after = cell_snapshot(evidence.cell(record.concurrency, record.metric), evidence)
     lines = [f"cell  before: {describe_cell(before)}",
              f"      after:  {describe_cell(after)}"]
+    made_as = (record.definition.get("baseline"), record.definition.get("candidate"))
+    if made_as == (evidence.candidate, evidence.baseline):
+        # The same cell seen the other way round: a delta's sign (and better/worse) flip with the order.
+        lines.insert(0, f"      investigated as baseline {made_as[0]}, candidate {made_as[1]}: 'before' is in "
+                        f"that order, 'after' in this one ({evidence.baseline} vs {evidence.candidate})")
     settled = _settled(record, after)
     if settled:
         lines.append(f"      {settled}")

@@ -70,7 +70,7 @@ def evidence_from_grid(grid: Any, store: Any) -> GridEvidence:
         cells.append(CellEvidence(
             concurrency=c.concurrency, metric=c.metric, higher_is_better=c.higher_is_better,
             verdict=c.verdict, baseline=sides["baseline"],
-            candidate=sides["candidate"], delta_pct=c.delta_pct, ci_pct=ci, planned_repeats=c.repeats_needed,
+            candidate=sides["candidate"], delta_pct=_planning_delta(c), ci_pct=ci, planned_repeats=c.repeats_needed,
             spec=dict(grid.specs[shared]) if shared in grid.specs else None,
             fingerprint=shared,
             flags={s: tuple(f) for s, f in (("baseline", c.baseline_flags), ("candidate", c.candidate_flags)) if f},
@@ -171,7 +171,7 @@ class InvestigationRecord:
 
 
 def investigations(store: Any, baseline: str | None = None, candidate: str | None = None) -> list[InvestigationRecord]:
-    """Every investigation record (newest last), optionally only those of one pair."""
+    """Every investigation record (newest last), optionally only those of one pair (in either order)."""
     from moe_tui.queue import RunQueue
 
     queue = RunQueue(store)
@@ -180,7 +180,8 @@ def investigations(store: Any, baseline: str | None = None, candidate: str | Non
         d = camp["definition"] or {}
         if d.get("kind") != KIND:
             continue
-        if baseline is not None and (d.get("baseline"), d.get("candidate")) != (baseline, candidate):
+        # A cell is the same cell in either order: the investigation made as B vs A is found from A vs B.
+        if baseline is not None and {d.get("baseline"), d.get("candidate")} != {baseline, candidate}:
             continue
         items = tuple(sorted(queue.items(campaign_id=camp["id"]), key=lambda i: i.id))
         out.append(InvestigationRecord(camp["id"], camp["name"], camp["created_at"], d, items))
@@ -199,3 +200,16 @@ def diagnostic_run_ids(store: Any, profiles: Sequence[str] | None = None) -> set
     (`runs.diagnostic`, set when the investigation's item gets its run), so clearing the queue
     cannot put them back; an indexed read of the marked runs (of `profiles` when given)."""
     return set(store.diagnostic_run_ids(profiles))
+
+
+def _planning_delta(cell: Any) -> float | None:
+    """What an investigation plans from: the grid's delta where it gave a verdict, else the raw
+    difference of the two means (the grid shows no delta without a verdict, but a cell without one
+    is exactly what an investigation sizes its repeats and bisections from). None where the two
+    columns are not the same measurement (no data, refused, confounded)."""
+    if cell.delta_pct is not None:
+        return float(cell.delta_pct)
+    if cell.verdict in (judgement.NO_DATA, judgement.REFUSED, judgement.CONFOUNDED) or not cell.comparable:
+        return None
+    a, b = cell.baseline.mean, cell.candidate.mean
+    return (b - a) / a * 100.0 if a else None

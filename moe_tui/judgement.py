@@ -34,6 +34,7 @@ FLAG_SIMULATED = "simulated"
 FLAG_NO_WARMUP_PASS = "no_warmup_pass"
 FLAG_OUTPUT_TOKENS_MISMATCH = "output_tokens_mismatch"
 FLAG_GPU_LOST = "gpu_lost"
+FLAG_FOREIGN_LOAD = "foreign_load"
 # Grid-level flags (about a side or the whole comparison, not one run).
 FLAG_PROFILE_CHANGED = "profile_changed"
 FLAG_ENVIRONMENT_DIFFERS = "environment_differs"
@@ -53,6 +54,7 @@ FLAG_WORDS: Mapping[str, str] = {
     FLAG_NO_WARMUP_PASS: "no warmup pass at this concurrency before the timed run",
     FLAG_OUTPUT_TOKENS_MISMATCH: "output tokens differ from completed requests x output_len (the spec was not followed)",
     FLAG_GPU_LOST: "a GPU fell off the bus during the run (NVML: GPU is lost)",
+    FLAG_FOREIGN_LOAD: "the server held more requests than this run sent: someone else was using it",
     FLAG_PROFILE_CHANGED: "the averaged runs used different profile snapshots",
     FLAG_ENVIRONMENT_DIFFERS: "the control check found the environments differ",
 }
@@ -63,7 +65,7 @@ FLAG_WORDS: Mapping[str, str] = {
 SUSPECT_FLAGS: frozenset[str] = frozenset({
     FLAG_BACKEND_MISMATCH, FLAG_CLIENT_BOUND, FLAG_REQUEST_ERRORS, FLAG_INCOMPLETE,
     FLAG_THROTTLED, FLAG_CLOCK_DROP, FLAG_FOREIGN_GPU_PROCESS, FLAG_SERVER_STALL, FLAG_GPU_LOST,
-    FLAG_OUTPUT_DIFFERS, FLAG_OUTPUT_TOKENS_MISMATCH,
+    FLAG_OUTPUT_DIFFERS, FLAG_OUTPUT_TOKENS_MISMATCH, FLAG_FOREIGN_LOAD,
 })
 INFORMATIONAL_FLAGS: frozenset[str] = frozenset({FLAG_SIMULATED, FLAG_NO_WARMUP_PASS, FLAG_BACKEND_UNVERIFIED})
 
@@ -159,8 +161,15 @@ CONFOUNDED = "confounded"
 UNRELIABLE = "unreliable"
 UNVERIFIED = "unverified"
 NO_DATA = "no_data"
+# A tested cell whose control did not say "agrees" (absent, inconclusive or differs): no verdict
+# unless the user accepts uncontrolled verdicts, and then labelled so everywhere.
+UNCONTROLLED = "uncontrolled"
+# The cell's plan was cut short (queue clear, cancel, skip): planned vs done, no verdict until re-planned.
+CUT_SHORT = "cut_short"
+# The two sides generated different numbers of output tokens per request (beyond 1%): not one workload.
+OUTPUT_DIFFERS = "output_differs"
 VERDICTS = (BETTER, WORSE, WITHIN_NOISE, NOISE_UNKNOWN, INTERIM, REFUSED, CONFOUNDED, UNRELIABLE,
-            UNVERIFIED, NO_DATA)
+            UNVERIFIED, NO_DATA, UNCONTROLLED, CUT_SHORT, OUTPUT_DIFFERS)
 VERDICT_WORDS: Mapping[str, str] = {
     BETTER: "better",
     WORSE: "worse",
@@ -172,6 +181,9 @@ VERDICT_WORDS: Mapping[str, str] = {
     UNRELIABLE: "unreliable",
     UNVERIFIED: "spec unverified",
     NO_DATA: "no data",
+    UNCONTROLLED: "uncontrolled",
+    CUT_SHORT: "cut short",
+    OUTPUT_DIFFERS: "output differs",
 }
 
 CONTROL_AGREES = "agrees"
@@ -200,7 +212,8 @@ VARY_ALIASES: Mapping[str, tuple[str, ...]] = {
                            "sim.fault_output_drift_after", "sim.sim_fault_output_drift_after",
                            "sim.fallback_backend", "sim.sim_fallback_backend"),
 }
-# A better/worse verdict needs at least this relative effect (point estimate), besides significance.
+# A better/worse verdict needs the family-corrected interval of the effect beyond this (not just the
+# point estimate).
 MIN_EFFECT_PCT = 2.0
 # False-verdict rate controlled per family (Holm): the primary family is output throughput across
 # concurrencies; every other metric's cells form one secondary family.
@@ -216,33 +229,76 @@ CONTROL_MIN_RUNS = 3
 CONTROL_AGREE_CONFIDENCE = 0.90
 CONTROL_DIFFER_CONFIDENCE = 0.99
 CONTROL_CONCURRENCIES = (2, 1)
+# Output tokens per request may differ between the sides by at most this (relative) before the cell
+# says "output differs": a backend that stops early does less work, not the same work faster.
+OUTPUT_TOKENS_TOLERANCE_PCT = 1.0
+# A percentile needs enough requests behind it in every run: p99 from fewer than 100 requests is the
+# largest one or two (order statistics), so P99 cells need at least this many completed requests a run.
+PERCENTILE_MIN_REQUESTS = {"p99": 100, "p95": 20, "p90": 10}
+# The start-to-start noise a plan assumes for the control concurrency before any is measured
+# (~1.5% measured on the emulator), and the chance a plan aims at for the control to say "agrees"
+# when the environments truly agree (95%: the gate then costs a verdict at most 1 time in 20).
+CONTROL_PLAN_NOISE_PCT = 1.5
+CONTROL_PLAN_POWER = 0.95
 
 # Profile snapshot keys that identify a profile but cannot change a measurement ("python" is NOT
 # here: another interpreter is another SGLang install).
 PROFILE_IDENTITY_KEYS: frozenset[str] = frozenset({"name", "description", "port", "host", "source"})
-# Resolved server args (/server_info, dotted for nested dicts) that never confound: identity and
-# addresses (host, port, dist_init_addr, served_model_name), per-start values (pid, random_seed, the
-# emulator's seed in force, startup times, live status and internal states), the launch command
-# (each of its args is compared on its own), and the version (compared as sglang_version).
-SERVER_ARGS_IGNORED: frozenset[str] = frozenset({
-    "host", "port", "pid", "dist_init_addr", "served_model_name", "random_seed", "sim.sim_seed",
-    "launch_command", "version", "status", "internal_states", "startup_time", "log_requests_target",
-    "file_storage_path", "metrics_http_port", "nccl_port", "decode_log_interval",
-})
-SERVER_ARGS_IGNORED_PREFIXES: tuple[str, ...] = ("startup_time.", "internal_states")
-# Per-start values the emulator reports under "sim" (its own draw of the start's speed, drift and
-# run factor, the children's pids, what its faults did): like a pid, they differ at every start.
-SERVER_ARGS_IGNORED |= frozenset({
-    "sim.perf_factor_start", "sim.perf_factor_drift", "sim.perf_factor_run", "sim.runs_seen",
-    "sim.foreign_gpu_pid", "sim.gpus_lost",
-})
+# -- resolved server args: three kinds --------------------------------------------------------------
+# SGLang 0.5.23's /server_info (srt/entrypoints/http_server.py `server_info`, srt/utils/common.py
+# `build_server_info`) is `ServerArgs.resolved_dict()` (every resolved launch setting) plus the
+# launch command, the scheduler's init info (srt/managers/scheduler.py `get_init_info`: status,
+# max_total_num_tokens, max_req_input_len, startup_time), kv_events, internal_states, version and
+# frontend. Its keys (dotted for nested dicts) are of three kinds, decided here and nowhere else:
+# - SETTING: a resolved launch setting; a difference between the sides confounds. Every key not
+#   listed below is a setting (an unknown key of a newer SGLang is treated as one: the safe side).
+# - DERIVED: a value SGLang computes from the compared backend or from the memory it leaves: shown
+#   beside the grid (`SERVER_ARGS_SHOWN`), never a confounder. Its inputs (memory fraction, GPUs,
+#   context length, backend) are settings or environment and are compared themselves.
+# - PER_START: identity, addresses and values that differ at every start: ignored.
+SETTING, DERIVED, PER_START = "setting", "derived", "per_start"
+SERVER_ARG_KINDS = (SETTING, DERIVED, PER_START)
+SERVER_ARGS_DERIVED: Mapping[str, str] = {
+    "max_total_num_tokens": "the KV pool in tokens: sized from the memory left after weights, the MoE backend's "
+                            "workspace and CUDA graphs (srt/managers/tp_worker.py get_worker_info, reported by "
+                            "srt/managers/scheduler.py get_init_info); it caps the running batch",
+    "max_req_input_len": "min(context_len - 1, KV pool - 1) - 5 (srt/managers/tp_worker.py get_worker_info)",
+    "disable_shared_experts_fusion": "set true for the flashinfer_cutedsl, flashinfer_trtllm(_routed), "
+                                     "experimental_sgl_trtllm and lora MoE runners (srt/arg_groups/overrides.py)",
+    "speculative_moe_runner_backend": "defaults to moe_runner_backend (srt/arg_groups/overrides.py)",
+}
+# Derived keys shown beside the grid, with what they mean to a reader.
+SERVER_ARGS_SHOWN: Mapping[str, str] = {
+    "max_total_num_tokens": "KV pool (tokens)",
+    "max_req_input_len": "max request input (tokens)",
+}
+# The derived key whose difference is called out: the KV pool limits how many requests run at once.
+KV_POOL_KEY = "max_total_num_tokens"
+SERVER_ARGS_PER_START: Mapping[str, str] = {
+    "host": "address", "port": "address", "dist_init_addr": "address", "nccl_port": "address",
+    "metrics_http_port": "address", "served_model_name": "identity", "pid": "per start",
+    "random_seed": "per start (a fresh draw unless set)", "sim.sim_seed": "the emulator's seed in force",
+    "launch_command": "each of its args is compared on its own (the profile)",
+    "version": "compared as sglang_version (environment)", "status": "live state (scheduler.py get_init_info)",
+    "internal_states": "live scheduler state (http_server.py server_info)",
+    "startup_time": "seconds per start phase", "log_requests_target": "a log path",
+    "file_storage_path": "a path", "decode_log_interval": "log cadence",
+    "kv_event_sources": "live publisher endpoints (scheduler.py get_init_info)",
+    # The emulator's own per-start draws (its start's speed, drift and run factor, the children's
+    # pids, what its faults did): like a pid, they differ at every start.
+    "sim.perf_factor_start": "per start", "sim.perf_factor_drift": "per start", "sim.perf_factor_run": "per start",
+    "sim.runs_seen": "per start", "sim.foreign_gpu_pid": "per start", "sim.gpus_lost": "per start",
+}
+SERVER_ARGS_PER_START_PREFIXES: tuple[str, ...] = ("startup_time.", "internal_states", "kv_event_sources.")
 # Any key naming a process id (a leader's, a scheduler's, a detokenizer's) is per start.
-SERVER_ARGS_IGNORED_SUFFIXES: tuple[str, ...] = ("_pid", "_pids")
-# Server args SGLang derives from a compared setting: they change with it, so they are part of what
-# is compared, not a second difference. 0.5.23's server_args.py turns shared-experts fusion off for
-# the flashinfer_cutedsl and flashinfer_trtllm MoE runners.
+SERVER_ARGS_PER_START_SUFFIXES: tuple[str, ...] = ("_pid", "_pids")
+# Older names of the per-start set, kept for their importers.
+SERVER_ARGS_IGNORED: frozenset[str] = frozenset(SERVER_ARGS_PER_START)
+SERVER_ARGS_IGNORED_PREFIXES = SERVER_ARGS_PER_START_PREFIXES
+SERVER_ARGS_IGNORED_SUFFIXES = SERVER_ARGS_PER_START_SUFFIXES
+# Server args SGLang derives from a compared setting (a subset of SERVER_ARGS_DERIVED, by cause).
 DERIVED_SERVER_ARGS: Mapping[str, tuple[str, ...]] = {
-    "moe_runner_backend": ("disable_shared_experts_fusion",),
+    "moe_runner_backend": ("disable_shared_experts_fusion", "speculative_moe_runner_backend"),
 }
 # Environment provenance that confounds (another stack or other GPUs) vs. what is only listed beside
 # the control check (a different host or clocks seen say "look", not "another measurement").
@@ -251,9 +307,18 @@ ENVIRONMENT_LISTED: tuple[str, ...] = ("hostname", "sm_clock_max_seen_mhz", "sm_
                                        "platform", "python_version")
 
 
+def server_arg_kind(key: str) -> str:
+    """SETTING, DERIVED or PER_START for a flat (dotted) /server_info key."""
+    if (key in SERVER_ARGS_PER_START or key.startswith(SERVER_ARGS_PER_START_PREFIXES)
+            or key.endswith(SERVER_ARGS_PER_START_SUFFIXES)):
+        return PER_START
+    if key in SERVER_ARGS_DERIVED:
+        return DERIVED
+    return SETTING
+
+
 def server_arg_ignored(key: str) -> bool:
-    return (key in SERVER_ARGS_IGNORED or key.startswith(SERVER_ARGS_IGNORED_PREFIXES)
-            or key.endswith(SERVER_ARGS_IGNORED_SUFFIXES))
+    return server_arg_kind(key) == PER_START
 
 
 def derived_from_varied(key: str, vary: Iterable[str]) -> bool:

@@ -5,7 +5,8 @@
 Owner-only: every directory made here is 0700 and the process umask becomes 0077 the first time a
 data path is asked for, so the store, its WAL/SHM, logs, exports and the runner's files are 0600
 without each writer having to remember it. An existing data dir that others can read is
-tightened to 0700 (it is ours: we only chmod what we own). A data dir that cannot be made or
+tightened to 0700 (it is ours: we only chmod what we own); one owned by another user is refused
+for writing (whoever owns it could rewrite what moe-tui reads back). A data dir that cannot be made or
 written (MOE_TUI_HOME a file, a read-only folder) raises `DataDirError` naming the path and why;
 `writable=False` asks for a dir only to read from (queue list, compare, export elsewhere).
 """
@@ -51,6 +52,9 @@ def private_dir(path: Path, *, what: str, writable: bool = True) -> Path:
         except OSError as exc:
             raise DataDirError(f"cannot create {what} {path}: {exc.strerror or exc}") from None
     st = path.stat()
+    if writable and st.st_uid != os.getuid():
+        raise DataDirError(f"{what} {path} belongs to uid {st.st_uid}, not to you (uid {os.getuid()}): another "
+                           f"user could rewrite what moe-tui reads back from it; use a folder of your own")
     if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
         try:
             os.chmod(path, DIR_MODE)

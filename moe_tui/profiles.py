@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from moe_tui.sglang_flags import CHECKED_VERSION, owned_reached
+
 ENGINES = ("sglang", "sim")
 
 # Flags SGLang 0.5.23 accepts for --moe-runner-backend (see shared/reference/SGLANG.md).
@@ -30,11 +32,6 @@ MOE_RUNNER_BACKENDS = (
     "lora_cutedsl", "lora_triton", "lora_marlin", "hpc_ops", "megamoe", "intel_xpu",
 )
 
-# Flags the profile sets through its own keys; giving them again in extra_args is ambiguous.
-_OWNED_FLAGS = {
-    "--model-path", "--served-model-name", "--tp-size", "--tp", "--ep-size", "--ep",
-    "--moe-runner-backend", "--quantization", "--host", "--port",
-}
 
 SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 REDACTED = "***redacted***"
@@ -300,9 +297,13 @@ def _check_tables(data: Mapping[str, Any], where: str) -> None:
     """extra_args (no flag the profile's own keys set), env values, the sim table, the roofline table."""
     for arg in data.get("extra_args", []):
         _need(where, isinstance(arg, str), "extra_args", f"entries must be strings, got {arg!r}")
-        flag = arg.split("=", 1)[0]
-        _need(where, flag not in _OWNED_FLAGS, "extra_args",
-              f"{flag} is set by the profile's own key; remove it from extra_args")
+    # SGLang's parser takes aliases and unambiguous abbreviations (sglang_flags): a setting the
+    # profile owns must not be reached again under any spelling, or the stored profile would
+    # describe a launch that did not happen (extra_args come last, so they would win).
+    for key, r in owned_reached(data.get("extra_args", [])):
+        spelled = r.spelling if r.spelling == r.canonical else f"{r.spelling} (SGLang {CHECKED_VERSION} reads it as {r.canonical})"
+        raise ProfileError(where, "extra_args", f"{spelled} sets {r.dest}, which is set by the profile's own key '{key}' "
+                           f"({repr(data[key]) if key in data else 'its default'}); remove it from extra_args")
     for k, v in data.get("env", {}).items():
         _need(where, isinstance(v, (str, int, float)) and not isinstance(v, bool), "env",
               f"value of {k} must be a string or number, got {v!r}")

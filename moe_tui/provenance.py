@@ -9,8 +9,11 @@ Python version, start/end times, and `simulated` (true for the emulator, whose n
 pass for a GPU's). The controller builds it at run start (so an interrupted run still says what
 it was) and completes it at the end with times and telemetry.
 
-`run_flags` turns a benchmark outcome and a telemetry summary into the run's flags
-(`RUN_FLAGS`), each of which a reader must see before trusting the number.
+`run_flags` turns a benchmark outcome, a telemetry summary and the server's own load counts into
+the run's flags (`RUN_FLAGS`), each of which a reader must see before trusting the number. A run
+is clean only if nothing else touched it: someone else's requests on the server (`foreign_load`),
+a frozen server (`server_stall`: one long freeze or many short ones adding up), throttling and
+foreign GPU processes (telemetry) each flag it.
 
 Pure functions over plain data, apart from reading the host name and interpreter version.
 """
@@ -24,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from moe_tui import judgement as J
+from moe_tui.disturbance import load_flags
 
 # Flags a run can carry, in words: the one list lives in moe_tui.judgement (this name is kept for
 # callers that imported it from here).
@@ -145,6 +149,7 @@ def run_flags(
     status: str = "complete",
     telemetry: Mapping[str, Any] | None = None,
     warmup_pass: bool = True,
+    server_load: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """Every flag the run earns, sorted. `bench_flags` are the benchmark's own (client_bound,
     request_errors, incomplete, ...); the rest are derived here so no source is forgotten."""
@@ -163,6 +168,7 @@ def run_flags(
         flags.add(J.FLAG_NO_WARMUP_PASS)
     if telemetry:
         flags |= _telemetry_flags(telemetry)
+    flags |= load_flags(server_load)  # someone else's requests on the server (moe_tui.disturbance)
     return sorted(flags)
 
 

@@ -29,6 +29,7 @@ the store's `queue_settings` table.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -47,7 +48,7 @@ from moe_tui.queue_plan import (
     server_starts,
     warmup_spec,
 )
-from moe_tui.spec import BenchmarkSpec
+from moe_tui.spec import BenchmarkSpec, SpecError
 from moe_tui.store import Store
 
 __all__ = [
@@ -457,10 +458,21 @@ def _check_states(states: Iterable[str]) -> None:
             raise QueueError(f"unknown queue item state {s!r}; states: {', '.join(ITEM_STATES)}")
 
 
+@functools.lru_cache(maxsize=4096)
+def _spec_from_json(text: str) -> BenchmarkSpec:
+    """A queue holds few distinct specs and many items of each: parse each one once (specs are immutable)."""
+    return BenchmarkSpec.from_json(text)
+
+
 def _item(row: Any) -> QueueItem:
+    try:
+        spec = _spec_from_json(row["spec_json"])
+    except SpecError:
+        BenchmarkSpec.from_json(row["spec_json"], f"queue item {row['id']}")  # the same error, naming the item
+        raise
     return QueueItem(
         id=row["id"], position=row["position"], campaign_id=row["campaign_id"],
-        profile_name=row["profile_name"], spec=BenchmarkSpec.from_json(row["spec_json"], f"queue item {row['id']}"),
+        profile_name=row["profile_name"], spec=spec,
         fingerprint=row["fingerprint"], repeat_index=row["repeat_index"], warmup=bool(row["warmup"]),
         state=row["state"], attempts=row["attempts"], run_id=row["run_id"], error=row["error"],
         created_at=row["created_at"], updated_at=row["updated_at"],

@@ -14,6 +14,15 @@ Ordering policies (`ORDER_POLICIES`), for a campaign of profiles P, concurrencie
 `server_starts()` counts what a sequence costs; `CampaignPlan.start_costs()` shows every policy's
 cost before the user picks.
 
+The control concurrency (`judgement.CONTROL_CONCURRENCIES`, 2) is part of every comparison campaign a
+user queues (two or more profiles; `moe-tui queue add --no-control` leaves it out): it is where the environments are checked, and every
+verdict needs that check to agree. Its runs are cheap, and it needs more server starts than the other
+cells (an equivalence test must fit its interval inside the margin): `control_starts_needed()` is the
+number of starts per side at which "agrees" is reached with `CONTROL_PLAN_POWER` when the environments
+truly agree, at the start-to-start noise measured so far (else `CONTROL_PLAN_NOISE_PCT`); the repeats
+already give one start each, and the rest are extra control-only items, alternating profiles (each a
+server start). `CampaignPlan.control_plan()` says how many and why.
+
 `warmup_spec()` is the warm-up pass that precedes a timed item. Pure code over BenchmarkSpec: the
 persistent queue (`moe_tui.queue.RunQueue`) stores what a plan makes.
 """
@@ -24,6 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from moe_tui import judgement as J
 from moe_tui.spec import BenchmarkSpec, SpecError, check_feasible
 
 ORDER_POLICIES = ("grouped", "interleaved", "alternating")
@@ -60,10 +70,17 @@ class CampaignPlan:
     prompts_per_concurrency: int | None = None
     warmup_pass: bool = True
     profiles_dir: str | None = None  # where the runner finds these profiles (recorded, not compared)
+    # Add the control concurrency and its extra starts (comparisons only). Off for a bare plan; the
+    # user's ways in (`moe-tui queue add`, the controller's add/plan_campaign: the TUI, the demo) turn it on.
+    control: bool = False
+    control_noise_pct: float | None = None  # start-to-start noise measured so far at the control, if any
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "profiles", tuple(self.profiles))
-        object.__setattr__(self, "concurrencies", tuple(int(c) for c in self.concurrencies))
+        concs = tuple(int(c) for c in self.concurrencies)
+        if self.control and len(self.profiles) >= 2 and not set(concs) & set(J.CONTROL_CONCURRENCIES):
+            concs = (J.CONTROL_CONCURRENCIES[0], *concs)
+        object.__setattr__(self, "concurrencies", concs)
         if not self.profiles:
             raise QueueError("campaign: at least one profile is needed")
         if len(set(self.profiles)) != len(self.profiles):
@@ -89,7 +106,23 @@ class CampaignPlan:
     @property
     def size(self) -> int:
         """How many items the plan makes (known before any is built)."""
-        return len(self.profiles) * len(self.concurrencies) * self.repeats
+        return len(self.profiles) * (len(self.concurrencies) * self.repeats + self.control_plan()["extra_per_profile"])
+
+    def control_plan(self) -> dict[str, Any]:
+        """The control concurrency, starts per side it needs, the extra items per profile, and why."""
+        conc = next((c for c in J.CONTROL_CONCURRENCIES if c in self.concurrencies), None)
+        if not self.control or len(self.profiles) < 2 or conc is None:
+            return {"concurrency": conc, "starts_per_side": self.repeats, "extra_per_profile": 0,
+                    "why": "no control planned (a single profile, or control=False)"}
+        noise = self.control_noise_pct if self.control_noise_pct else J.CONTROL_PLAN_NOISE_PCT
+        need = control_starts_needed(noise, J.CONTROL_MARGIN_PCT)
+        extra = max(0, need - self.repeats)
+        source = "measured so far" if self.control_noise_pct else "assumed: the emulator's measured start noise"
+        return {"concurrency": conc, "starts_per_side": max(need, self.repeats), "extra_per_profile": extra,
+                "why": (f"the control (concurrency {conc}) must show the environments agree within "
+                        f"±{J.CONTROL_MARGIN_PCT:g}%; at {noise:g}% start-to-start noise ({source}) that takes "
+                        f"{need} server starts a side for a {J.CONTROL_PLAN_POWER:.0%} chance; the {self.repeats} "
+                        f"repeat(s) give {self.repeats}, so {extra} extra control-only start(s) per profile")}
 
     def num_prompts_for(self, concurrency: int) -> int:
         """The campaign's prompt-count rule: the base count, or ppc x concurrency if that is more."""
@@ -108,7 +141,12 @@ class CampaignPlan:
         policy = policy or self.policy
         specs = {c: self.spec_for(c) for c in self.concurrencies}
         order = order_keys(self.profiles, self.concurrencies, self.repeats, policy)
-        return [PlannedItem(p, specs[c], r, self.warmup_pass) for p, c, r in order]
+        items = [PlannedItem(p, specs[c], r, self.warmup_pass) for p, c, r in order]
+        ctl = self.control_plan()
+        for r in range(ctl["extra_per_profile"]):  # alternating profiles: each item its own server start
+            items += [PlannedItem(p, specs[ctl["concurrency"]], self.repeats + r, self.warmup_pass, fresh_start=True)
+                      for p in self.profiles]
+        return items
 
     def start_costs(self, running: str | None = None) -> dict[str, int]:
         """Server starts each policy needs for this campaign (given the server already up)."""
@@ -137,7 +175,18 @@ class CampaignPlan:
             "warmup_rule": (f"same spec, num_prompts = max(concurrency, {WARMUP_MIN_PROMPTS}), "
                             f"seed + {WARMUP_SEED_OFFSET}; results discarded"),
             "server_starts": self.start_costs(),
+            "control": self.control_plan(),
+            # What the plan asked for, per (profile, requested fingerprint): the grid counts items
+            # cleared from the queue against it (a plan cut short, not a finished one).
+            "planned_items": self.planned_counts(),
         }
+
+    def planned_counts(self) -> list[list[Any]]:
+        counts: dict[tuple[str, str], int] = {}
+        for item in self.items():
+            key = (item.profile_name, item.spec.fingerprint)
+            counts[key] = counts.get(key, 0) + 1
+        return [[p, fp, n] for (p, fp), n in sorted(counts.items())]
 
     def default_name(self) -> str:
         conc = ",".join(str(c) for c in self.concurrencies)
@@ -154,6 +203,20 @@ def order_keys(profiles: Sequence[str], concurrencies: Sequence[int], repeats: i
     if policy == "alternating":
         return [(p, c, r) for r in range(repeats) for c in concurrencies for p in profiles]
     raise QueueError(f"order policy must be one of {', '.join(ORDER_POLICIES)}, got {policy!r}")
+
+
+def control_starts_needed(noise_pct: float, margin_pct: float, power: float = J.CONTROL_PLAN_POWER,
+                          max_starts: int = 50) -> int:
+    """Server starts per side for the control's 90% TOST interval to fit inside +/- margin with `power`
+    when the true difference is 0 (t quantiles at the pooled df 2n - 2; never under CONTROL_MIN_RUNS)."""
+    from scipy.special import stdtrit
+
+    for n in range(J.CONTROL_MIN_RUNS, max_starts + 1):
+        df = 2 * n - 2
+        half = (float(stdtrit(df, J.CONTROL_AGREE_CONFIDENCE / 2 + 0.5)) + float(stdtrit(df, 0.5 + power / 2)))
+        if half * noise_pct * (2.0 / n) ** 0.5 <= margin_pct:
+            return n
+    return max_starts
 
 
 def server_starts(profile_sequence: Iterable[str], running: str | None = None) -> int:

@@ -181,10 +181,18 @@ def private_socket_dir(short: Path) -> Path:
 
 
 def read_runner_info(data_dir: str | Path) -> dict[str, Any] | None:
+    """`runner.json`, if it is ours and private (`moe_tui.trust`) and a JSON object; else None
+    (then the socket's default path is used, and what answers there is uid-checked anyway)."""
+    from moe_tui.trust import untrusted_reason
+
+    path = Path(data_dir) / INFO_NAME
+    if untrusted_reason(path, max_bytes=1 << 16) is not None:
+        return None
     try:
-        return json.loads((Path(data_dir) / INFO_NAME).read_text())
+        info = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    return info if isinstance(info, dict) else None
 
 
 # -- the server side ---------------------------------------------------------------------------

@@ -16,6 +16,11 @@ measurement then spills it (`moe_tui.recording`) instead of dropping it. Both li
 `DEFAULT_BUSY_TIMEOUT_S` / `DEFAULT_WRITE_RETRY_S` and can be set per process with
 MOE_TUI_STORE_BUSY_TIMEOUT_S / MOE_TUI_STORE_WRITE_RETRY_S.
 
+Integrity: every writable open runs `PRAGMA quick_check` first and refuses a damaged file
+(`StoreDamaged`, with the recovery hint); the runner keeps a rolling, checked online backup beside
+it (`store_integrity.backup_store`), which `moe-tui doctor --repair` restores (`moe_tui.store_integrity`). A store owned by another
+user is refused for writing.
+
 Owner-only: the store, its WAL and SHM are 0600 (created under an 0077 umask, tightened if an
 older version left them looser). A store the user cannot write (read-only file or folder, a
 read-only mount) opens read-only: reads work, every write raises `StoreReadOnly` naming the file.
@@ -53,6 +58,10 @@ class StoreError(RuntimeError):
 
 class StoreBusy(StoreError):
     """Another process held the store's write lock past the busy timeout and every retry."""
+
+
+class StoreDamaged(StoreError):
+    """The store failed its integrity check at open: nothing is written; the message says how to recover."""
 
 
 class StoreReadOnly(StoreError):
@@ -128,12 +137,16 @@ class Store(StartAndGateRecords, RetentionRecords):
         self.write_retry_s = (_seconds_from_env(RETRY_ENV, DEFAULT_WRITE_RETRY_S)
                               if write_retry_s is None else write_retry_s)
         self.readonly = self._cannot_write() if readonly is None else readonly
+        self.readonly_why = ""  # why a writable-looking store was opened read-only (open_default)
+        if not self.readonly:
+            self._check_owner()
         try:
             if not self.readonly:
                 os.umask(os.umask(0o077) | 0o077)  # store, WAL, SHM: owner only
                 self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._conn = self._connect()
             if not self.readonly:
+                self._refuse_if_damaged()
                 self._migrate()
                 for suffix in ("", "-wal", "-shm"):
                     _tighten(Path(str(self.path) + suffix))
@@ -143,6 +156,23 @@ class Store(StartAndGateRecords, RetentionRecords):
             raise StoreError(f"store file {self.path} is not a usable moe-tui database: {exc}") from None
         except OSError as exc:
             raise StoreError(f"cannot open store file {self.path}: {exc}") from None
+
+    def _refuse_if_damaged(self) -> None:
+        """PRAGMA quick_check before the first write (a migration included): a damaged file is
+        never written into (`moe_tui.store_integrity`)."""
+        from moe_tui.store_integrity import damaged_message, quick_check
+
+        problems = quick_check(self._conn)
+        if problems:
+            self._conn.close()
+            raise StoreDamaged(damaged_message(self.path, problems))
+
+    def _check_owner(self) -> None:
+        """A store another user owns is never written (they could rewrite any result in it)."""
+        uid = self.path.stat().st_uid if self.path.exists() else os.getuid()
+        if uid != os.getuid():
+            raise StoreError(f"store file {self.path} belongs to uid {uid}, not to you (uid {os.getuid()}); "
+                             f"refusing to write into it: copy it to a data dir of your own")
 
     def _cannot_write(self) -> bool:
         if self.path.exists():
@@ -194,7 +224,9 @@ class Store(StartAndGateRecords, RetentionRecords):
                 raise exc from None
             if not path.exists():
                 raise exc from None
-            return cls(path, readonly=True)
+            store = cls(path, readonly=True)
+            store.readonly_why = str(exc)
+            return store
 
     def close(self) -> None:
         with self._lock:
@@ -229,7 +261,8 @@ class Store(StartAndGateRecords, RetentionRecords):
         A write lock held by another process past the busy timeout is retried with backoff for up
         to `write_retry_s`; then `StoreBusy`. A read-only store raises `StoreReadOnly`."""
         if self.readonly:
-            raise StoreReadOnly(f"store file {self.path} is read-only (file, folder or mount not writable): "
+            why = self.readonly_why or "file, folder or mount not writable"
+            raise StoreReadOnly(f"store file {self.path} is read-only ({why}): "
                                 f"nothing changed; reading commands still work")
         with self._lock:
             self._begin()
@@ -305,7 +338,8 @@ class Store(StartAndGateRecords, RetentionRecords):
         `close_item` = (queue item id, state, error): the item the run measured is closed in the
         SAME transaction, so a crash can never leave a stored run with its item still to do (which
         would run it twice). Returns whether that item was closed (False: it was no longer running,
-        edited behind the runner's back; the run is stored regardless)."""
+        edited behind the runner's back; the run is stored regardless). Only a run still `running` is
+        closed: any other raises StoreError and changes nothing (a stored run is never overwritten)."""
         if status not in RUN_STATUSES or status == "running":
             raise ValueError(f"finish_run: status must be complete, incomplete or failed, got {status!r}")
         columns = {"status": status, "finished_at": finished_at or time.time(), "summary_json": _dump(summary or {}),
@@ -323,8 +357,11 @@ class Store(StartAndGateRecords, RetentionRecords):
         samples_bytes = (sum(len(r[8]) + REQUEST_ROW_BYTES for r in request_rows)
                          + sum(len(r[2]) + SAMPLE_ROW_BYTES for r in sample_rows))
         with self.transaction() as tx:
-            tx.execute(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in columns)} WHERE id = ?",
-                       (*columns.values(), run_id))
+            cur = tx.execute(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in columns)}"
+                             " WHERE id = ? AND status = 'running'", (*columns.values(), run_id))
+            if cur.rowcount != 1:  # a stored result is never overwritten, by any later write
+                raise StoreError(f"run {run_id} in store file {self.path} is not running (missing or already "
+                                 f"stored): a stored run is never overwritten; nothing changed")
             tx.execute(f"UPDATE runs SET stored_bytes = {RUN_BYTES} + ? WHERE id = ?", (samples_bytes, run_id))
             tx.executemany("INSERT OR REPLACE INTO requests (run_id, idx, ok, sent_at, prompt_len, output_len,"
                            " ttft, latency, itl_json, finish_reason, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
@@ -403,27 +440,6 @@ class Store(StartAndGateRecords, RetentionRecords):
             sql += f" LIMIT {int(limit)}"
         decoded: dict[str, Any] = {}  # repeats of one spec share their spec and profile JSON
         return [_run_record(r, decoded) for r in self.query(sql, params)]
-
-    def diagnostic_run_ids(self, profiles: Sequence[str] | None = None) -> list[int]:
-        """Runs marked as evidence about something other than the backends (`runs.diagnostic`,
-        e.g. an investigation's cold runs), of `profiles` when given: an indexed read."""
-        sql, params = "SELECT id FROM runs WHERE diagnostic != ''", list[Any]()
-        if profiles is not None:
-            sql += f" AND profile_name IN ({','.join('?' * len(profiles))})"
-            params = list(profiles)
-        return [int(r[0]) for r in self.query(sql + " ORDER BY id", params)]
-
-    def profile_names_with_runs(self) -> list[str]:
-        # A skip-scan of the (profile_name, ...) index: one seek per profile, not one row per run.
-        return [r[0] for r in self.query(
-            "WITH RECURSIVE p(name) AS (SELECT MIN(profile_name) FROM runs UNION ALL"
-            " SELECT (SELECT MIN(profile_name) FROM runs WHERE profile_name > p.name) FROM p"
-            " WHERE p.name IS NOT NULL) SELECT name FROM p WHERE name IS NOT NULL")]
-
-    def generation(self) -> tuple[int, int]:
-        """Changes whenever anything is committed to the store, by this handle or another process
-        (a cache of what was read from it is keyed by this): (this handle's commits, data_version)."""
-        return self._commits, self.data_version()
 
     def requests(self, run_id: int) -> list[dict[str, Any]]:
         rows = self.query("SELECT * FROM requests WHERE run_id = ? ORDER BY idx", (run_id,))

@@ -93,9 +93,11 @@ def golden_runs() -> tuple[list[RunRecord], list[RunRecord]]:
     b: list[RunRecord] = []
 
     def add(side: list[RunRecord], name: str, snap: dict, pv: dict, conc: int, values: list[float], **kw: Any) -> None:
-        for v in values:
+        # Interleaved in time, as a campaign runs them: the k-th baseline run, then the k-th candidate run.
+        for k, v in enumerate(values):
+            when = 1000.0 * conc + 2 * k + (side is b)
             side.append(make_run(next(rid), name, concurrency=conc, summary=summary(v, scale=10.36 / v * conc),
-                                 profile=snap, prov=pv, **kw))
+                                 profile=snap, prov=pv, when=when, **kw))
 
     add(a, "glm5-cutlass", base_snap, bp, 1, [10.36])
     add(b, "glm5-cutedsl", cand_snap, cp, 1, [10.07])

@@ -9,7 +9,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import time
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +47,106 @@ def env(tmp_path):
     e = Env(tmp_path)
     yield e
     e.cleanup()
+
+
+# -- tiers ---------------------------------------------------------------------------------------
+# `integration` marks a test that starts real processes (the emulator, the runner, `moe-tui`
+# subprocesses, SGLang's client, tmux); `ui` (set here for tests/ui) an in-process Textual pilot or
+# snapshot; the rest are unit tests of pure code, the quick tier (`make check`). No tier but
+# integration may start a process: the guard below makes an unmarked test that starts one fail at
+# once, naming itself, so the quick tiers can never quietly grow slow.
+class ProcessOutsideIntegrationTier(RuntimeError):
+    pass
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "integration: starts real processes (emulator, runner, CLI, tmux); not in `make check`")
+    config.addinivalue_line("markers", "ui: in-process Textual pilot or snapshot test (set for tests/ui by conftest)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Around setup, call and teardown (module fixtures included) of a unit or ui test, starting a
+    process raises ProcessOutsideIntegrationTier naming the test."""
+    if item.get_closest_marker("integration") is not None:
+        yield
+        return
+    import multiprocessing.util
+    import subprocess
+
+    def refuse(*_args, **_kwargs):
+        raise ProcessOutsideIntegrationTier(
+            f"{item.nodeid} starts a process: mark it `pytest.mark.integration` "
+            "(or its module, with pytestmark) so it runs in the integration tier")
+
+    patched = [(subprocess.Popen, "_execute_child"), (os, "fork"), (os, "posix_spawn"),
+               (multiprocessing.util, "spawnv_passfds")]
+    saved = [(owner, name, getattr(owner, name)) for owner, name in patched]
+    for owner, name in patched:
+        setattr(owner, name, refuse)
+    try:
+        yield
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
+
+
+# -- scheduling and the tier report ----------------------------------------------------------------
+# With parallel workers the run ends when its longest test ends, so known-long tests start first
+# (tests/durations.json: seconds per test id from an earlier run, refreshed by `make durations`).
+# Tests sharing a module-scoped fixture (one emulator for the module) stay on one worker
+# (xdist_group), so that fixture starts once.
+DURATIONS = Path(__file__).with_name("durations.json")
+_UNKNOWN_S = {"integration": 5.0, "ui": 2.0, "unit": 0.2}
+_seen: dict[str, tuple[str, float]] = {}
+
+
+def _tier(item_or_report) -> str:
+    """integration: starts processes; ui: in-process Textual pilots and snapshots; unit: the rest."""
+    if "integration" in item_or_report.keywords:
+        return "integration"
+    return "ui" if "ui" in item_or_report.keywords else "unit"
+
+
+def pytest_collection_modifyitems(session, config, items):
+    known = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    for item in items:
+        if item.nodeid.startswith("tests/ui/") and _tier(item) != "integration":
+            item.add_marker(pytest.mark.ui)
+        info = getattr(item, "_fixtureinfo", None)
+        defs = info.name2fixturedefs.values() if info is not None else ()
+        if any(d[-1].scope == "module" for d in defs if d):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    items.sort(key=lambda it: -known.get(it.nodeid, _UNKNOWN_S[_tier(it)]))
+
+
+def pytest_runtest_logreport(report):
+    tier, total = _seen.get(report.nodeid, (_tier(report), 0.0))
+    _seen[report.nodeid] = (tier, total + report.duration)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not _seen:
+        return
+    started = getattr(config, "_moe_started", None)
+    wall = f", wall {time.monotonic() - started:.0f} s" if started else ""
+    terminalreporter.section("tiers")
+    for tier in ("unit", "ui", "integration"):
+        times = [t for k, (n, t) in _seen.items() if n == tier]
+        if times:
+            terminalreporter.write_line(f"{tier:12s} {len(times):4d} tests, {sum(times):7.1f} s of test time")
+    terminalreporter.write_line(f"workers: {getattr(config.option, 'numprocesses', None) or 1}{wall}")
+    out = config.getoption("--record-durations", None)
+    if out:
+        Path(out).write_text(json.dumps({k: round(t, 2) for k, (_, t) in sorted(_seen.items())}, indent=0) + "\n")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--record-durations", default=None, metavar="PATH",
+                     help="write each test's setup+call+teardown seconds as JSON (tests/durations.json)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    session.config._moe_started = time.monotonic()

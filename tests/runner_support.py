@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -24,9 +23,10 @@ FAST_SIM = {"time_scale": 50, "load_seconds": 0.2, "graph_seconds": 0.1, "warmup
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A claimed loopback port outside the ephemeral range (safe with parallel workers and runs)."""
+    from moe_tui.sim.launch import free_port as claim
+
+    return claim()
 
 
 def write_profile(directory: Path, name: str, backend: str, port: int, **sim: Any) -> Path:

@@ -15,6 +15,8 @@ from moe_tui.bench.process import run_benchmark_subprocess
 from moe_tui.sim.launch import start_sim
 from moe_tui.spec import BenchmarkSpec
 
+pytestmark = pytest.mark.integration  # starts real processes
+
 FAST = ["--sim-time-scale", "50"]
 
 

@@ -31,6 +31,7 @@ def _run(spec: BenchmarkSpec, url: str, **kw):
     return asyncio.run(run_benchmark(spec, url, warmup_pause_s=0.0, **kw))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("api", ["generate", "completions"])
 def test_clean_run_counts_every_token(api):
     spec = BenchmarkSpec(api=api, input_len=48, output_len=24, range_ratio=0.5, num_prompts=24,
@@ -64,6 +65,7 @@ def test_clean_run_counts_every_token(api):
     assert check["loop_lag_samples"] > 0 and check["client_cpu_fraction"] is not None
 
 
+@pytest.mark.integration
 def test_poisson_arrivals_follow_the_requested_rate():
     spec = BenchmarkSpec(input_len=16, output_len=4, num_prompts=30, max_concurrency=30, request_rate=40.0)
     with start_sim(FAST) as sim:
@@ -77,6 +79,7 @@ def test_poisson_arrivals_follow_the_requested_rate():
     assert result.selfcheck["dispatch_lag_p99_ms"] < 50
 
 
+@pytest.mark.integration
 def test_http_500s_make_the_run_incomplete_and_are_counted():
     spec = BenchmarkSpec(input_len=16, output_len=8, num_prompts=40, max_concurrency=8, warmup_requests=0)
     with start_sim(FAST + ["--sim-error-rate", "0.3", "--sim-seed", "3"]) as sim:
@@ -92,6 +95,7 @@ def test_http_500s_make_the_run_incomplete_and_are_counted():
     assert s["total_output_tokens"] == sum(r["output_len"] for r in result.requests if r["ok"])
 
 
+@pytest.mark.integration
 def test_cut_streams_fail_every_request():
     spec = BenchmarkSpec(input_len=16, output_len=20, num_prompts=6, max_concurrency=3, warmup_requests=0)
     with start_sim(FAST + ["--sim-cut-stream-after-tokens", "5"]) as sim:
@@ -101,6 +105,7 @@ def test_cut_streams_fail_every_request():
     assert "no request completed" in result.error
 
 
+@pytest.mark.integration
 def test_hung_stream_times_out_instead_of_hanging_the_run():
     spec = BenchmarkSpec(input_len=16, output_len=20, num_prompts=3, max_concurrency=3, warmup_requests=0)
     with start_sim(FAST + ["--sim-hang-after-tokens", "4"]) as sim:
@@ -111,6 +116,7 @@ def test_hung_stream_times_out_instead_of_hanging_the_run():
     assert result.summary["duration"] < 5
 
 
+@pytest.mark.integration
 def test_server_crash_mid_run_keeps_partial_results():
     spec = BenchmarkSpec(input_len=16, output_len=8, num_prompts=12, max_concurrency=1, warmup_requests=0)
     with start_sim(FAST + ["--sim-crash-after-requests", "4"]) as sim:
@@ -133,6 +139,7 @@ def test_unreachable_server_fails_with_a_clear_error():
     assert result.summary == {}
 
 
+@pytest.mark.integration
 def test_warmup_failure_fails_the_run():
     spec = BenchmarkSpec(input_len=16, output_len=8, num_prompts=4, warmup_requests=2)
     with start_sim(FAST + ["--sim-error-rate", "1.0"]) as sim:
@@ -141,6 +148,7 @@ def test_warmup_failure_fails_the_run():
     assert result.errors_by_kind == {"http_500": 2}
 
 
+@pytest.mark.integration
 def test_stall_timeout_fails_a_silent_stream_long_before_the_request_timeout():
     spec = BenchmarkSpec(input_len=16, output_len=20, num_prompts=3, max_concurrency=3, warmup_requests=0)
     with start_sim(FAST + ["--sim-hang-after-tokens", "4"]) as sim:
@@ -153,6 +161,7 @@ def test_stall_timeout_fails_a_silent_stream_long_before_the_request_timeout():
     assert result.selfcheck["stall_timeout_s"] == 0.5 and result.selfcheck["request_timeout_s"] == 60.0
 
 
+@pytest.mark.integration
 def test_stall_timeout_does_not_cut_a_slow_but_streaming_server():
     # a stall limit only counts silence: a server streaming normally is never cut by it
     spec = BenchmarkSpec(input_len=16, output_len=12, num_prompts=4, max_concurrency=4, warmup_requests=0)
@@ -163,6 +172,7 @@ def test_stall_timeout_does_not_cut_a_slow_but_streaming_server():
     assert result.selfcheck["request_timeout_s"] >= 600  # the default total limit stays in force
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("preopen", [True, False])
 def test_connection_pool_is_opened_before_the_timed_phase(preopen):
     spec = BenchmarkSpec(input_len=16, output_len=4, num_prompts=40, max_concurrency=40, warmup_requests=1)

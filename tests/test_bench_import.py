@@ -6,7 +6,11 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from moe_tui.store import Store
+
+pytestmark = pytest.mark.integration  # starts real processes
 
 RECORD = {
     "backend": "sglang", "dataset_name": "random-ids", "request_rate": float("inf"), "max_concurrency": 16,

@@ -42,6 +42,15 @@ SNAP_A = snapshot("a", "flashinfer_cutlass")
 SNAP_B = snapshot("b", "flashinfer_cutedsl", port=30001)
 
 
+def grid_of(a, b, settings=None, **kw):
+    """The grid with uncontrolled verdicts accepted (labelled): these tests are about what a cell's own
+    evidence says; the control gate is tested on its own below and in test_compare_gate.py."""
+    from moe_tui.compare import CompareSettings
+
+    settings = dataclasses.replace(settings or CompareSettings(), accept_uncontrolled=True)
+    return build_grid_from_runs(a, b, settings=settings, **kw)
+
+
 def runs(name, conc, values, start, snap=None, **kw):
     return [make_run(start + i, name, concurrency=conc, summary=summary(v), profile=snap or SNAP_A, **kw)
             for i, v in enumerate(values)]
@@ -58,17 +67,18 @@ def test_welch_ci_matches_scipy_ttest():
     assert d.delta_pct == pytest.approx((np.mean(b) - np.mean(a)) / np.mean(a) * 100)
 
 
-def test_single_repeat_gives_delta_but_no_verdict():
-    g = build_grid_from_runs(runs("a", 64, [200.0], 1), runs("b", 64, [230.0], 10, SNAP_B))
+def test_single_repeat_shows_the_means_but_no_delta_and_no_verdict():
+    g = grid_of(runs("a", 64, [200.0], 1), runs("b", 64, [230.0], 10, SNAP_B))
     c = g.cell(64, "output_throughput")
     assert c.comparable and c.verdict == NOISE_UNKNOWN
-    assert c.delta == pytest.approx(30.0) and c.delta_pct == pytest.approx(15.0)
+    assert c.baseline.mean == pytest.approx(200.0) and c.candidate.mean == pytest.approx(230.0)
+    assert c.delta is None and c.delta_pct is None and c.delta_text == ""  # no delta without a verdict
     assert c.ci_low is None and c.repeats_needed is None and c.ci_text == ""
-    assert "+15.0%" in c.delta_text and c.verdict_text.startswith("noise unknown")
+    assert c.verdict_text.startswith("noise unknown")
 
 
 def test_zero_variance_is_noise_unknown_never_a_zero_width_interval():
-    g = build_grid_from_runs(runs("a", 64, [200.0, 200.0], 1), runs("b", 64, [201.0, 201.0], 10, SNAP_B))
+    g = grid_of(runs("a", 64, [200.0, 200.0], 1), runs("b", 64, [201.0, 201.0], 10, SNAP_B))
     c = g.cell(64, "output_throughput")
     assert c.verdict == NOISE_UNKNOWN and c.ci_low is None and "identical" in c.reasons[0]
     assert welch_delta([1.0, 1.0], [2.0, 2.0]).ci_low is None
@@ -80,8 +90,8 @@ def test_a_tiny_effect_beyond_noise_is_not_a_verdict():
                   profile=SNAP_A) for i in range(4)]
     b = [make_run(10 + i, "b", concurrency=8, summary=summary(100 + i % 3 * 0.01, mean_tpot_ms=95.38 + i % 3 * 0.01),
                   profile=SNAP_B) for i in range(4)]
-    c = build_grid_from_runs(a, b).cell(8, "mean_tpot_ms")
-    assert c.verdict == WITHIN_NOISE and "minimum effect" in c.reasons[0] and not c.primary
+    c = grid_of(a, b).cell(8, "mean_tpot_ms")
+    assert c.verdict == WITHIN_NOISE and any("minimum effect" in r for r in c.reasons) and not c.primary
 
 
 def test_verdict_follows_metric_direction():
@@ -89,17 +99,17 @@ def test_verdict_follows_metric_direction():
          for i in range(4)]
     b = [make_run(10 + i, "b", concurrency=8, summary=summary(150 + i % 2, mean_ttft_ms=150.0 + i % 2 * 1.5),
                   profile=SNAP_B) for i in range(4)]
-    g = build_grid_from_runs(a, b)
+    g = grid_of(a, b)
     assert g.cell(8, "output_throughput").verdict == BETTER  # higher throughput
     assert g.cell(8, "mean_ttft_ms").verdict == BETTER  # lower latency
-    g2 = build_grid_from_runs(b, a)
+    g2 = grid_of(b, a)
     assert g2.cell(8, "output_throughput").verdict == WORSE
     assert g2.cell(8, "mean_ttft_ms").verdict == WORSE
 
 
 def test_within_noise_says_how_many_repeats_would_settle_it():
     # +3%: above the 2% minimum effect, but not clear of the noise (under it, nothing is worth settling)
-    g = build_grid_from_runs(runs("a", 4, [100, 104, 97, 101], 1), runs("b", 4, [105, 101, 107, 101], 10, SNAP_B))
+    g = grid_of(runs("a", 4, [100, 104, 97, 101], 1), runs("b", 4, [105, 101, 107, 101], 10, SNAP_B))
     c = g.cell(4, "output_throughput")
     assert c.verdict == WITHIN_NOISE and c.p_adjusted is not None and c.p_adjusted >= 0.05
     assert c.repeats_needed is not None and c.repeats_needed > 4
@@ -123,7 +133,7 @@ def test_incomplete_and_failed_runs_are_flagged_never_averaged():
     a = runs("a", 16, [100.0, 102.0], 1)
     a.append(make_run(3, "a", concurrency=16, summary=summary(5.0, failed=90), status="incomplete", profile=SNAP_A))
     a.append(make_run(4, "a", concurrency=16, summary=summary(1.0), status="failed", profile=SNAP_A))
-    g = build_grid_from_runs(a, runs("b", 16, [101.0, 103.0], 10, SNAP_B))
+    g = grid_of(a, runs("b", 16, [101.0, 103.0], 10, SNAP_B))
     c = g.cell(16, "output_throughput")
     assert c.baseline.n == 2 and c.baseline.mean == pytest.approx(101.0)
     assert FLAG_INCOMPLETE in c.baseline_flags
@@ -136,14 +146,14 @@ def test_incomplete_and_failed_runs_are_flagged_never_averaged():
 
 def test_only_incomplete_runs_refuse_with_the_reason():
     a = [make_run(1, "a", concurrency=16, summary=summary(5.0), status="incomplete", profile=SNAP_A)]
-    g = build_grid_from_runs(a, runs("b", 16, [101.0], 10, SNAP_B), baseline_name="A", candidate_name="B")
+    g = grid_of(a, runs("b", 16, [101.0], 10, SNAP_B), baseline_name="A", candidate_name="B")
     c = g.cell(16, "output_throughput")
     assert c.verdict == NO_DATA and c.delta is None
     assert "no complete run" in c.refusal and "A has only 1" in c.refusal and c.baseline.text == "no complete run"
 
 
 def test_no_run_on_one_side_names_it():
-    g = build_grid_from_runs(runs("a", 256, [700.0], 1), [], baseline_name="A", candidate_name="Bee")
+    g = grid_of(runs("a", 256, [700.0], 1), [], baseline_name="A", candidate_name="Bee")
     c = g.cell(256, "output_throughput")
     assert c.verdict == NO_DATA and c.refusal == "no run: Bee at concurrency 256"
     assert c.verdict_text == "no data: no run: Bee at concurrency 256"
@@ -154,7 +164,7 @@ def test_different_spec_refuses_and_names_fields_with_both_values():
     a = runs("a", 64, [218.0, 219.0], 1)
     b = [make_run(10 + i, "b", concurrency=64, summary=summary(v), profile=SNAP_B,
                   spec_changes={"output_len": 512, "range_ratio": 0.0}) for i, v in enumerate([249.0, 250.0])]
-    c = build_grid_from_runs(a, b).cell(64, "output_throughput")
+    c = grid_of(a, b).cell(64, "output_throughput")
     assert not c.comparable and c.verdict == DIFFERENT_SPEC
     assert c.delta is None and c.delta_pct is None and c.ci_low is None and c.delta_text == ""
     assert [d.field for d in c.spec_diffs] == ["output_len", "range_ratio"]
@@ -165,7 +175,7 @@ def test_fingerprint_choice_prefers_the_shared_spec_then_says_others_exist():
     a = runs("a", 64, [218.0, 219.0], 1)
     a += [make_run(50, "a", concurrency=64, summary=summary(999.0), profile=SNAP_A, spec_changes={"seed": 7})]
     b = runs("b", 64, [249.0, 250.0], 10, SNAP_B)
-    g = build_grid_from_runs(a, b)
+    g = grid_of(a, b)
     c = g.cell(64, "output_throughput")
     assert c.fingerprint and c.baseline.mean == pytest.approx(218.5)
     note = " ".join(g.point("baseline", 64).notes)
@@ -176,7 +186,7 @@ def test_fingerprint_choice_without_shared_spec_takes_the_most_recent():
     a = [make_run(1, "a", concurrency=64, summary=summary(100.0), profile=SNAP_A, spec_changes={"seed": 1}),
          make_run(2, "a", concurrency=64, summary=summary(200.0), profile=SNAP_A, spec_changes={"seed": 2})]
     b = [make_run(3, "b", concurrency=64, summary=summary(300.0), profile=SNAP_B, spec_changes={"seed": 3})]
-    g = build_grid_from_runs(a, b)
+    g = grid_of(a, b)
     c = g.cell(64, "output_throughput")
     assert c.baseline.mean == 200.0 and "seed: 2 vs 3" in c.refusal
     assert "the most recent" in g.point("baseline", 64).notes[0]
@@ -186,12 +196,12 @@ def test_forced_fingerprint_limits_rows_and_choice():
     a = runs("a", 2, [19.0], 1) + runs("a", 64, [218.0], 5)
     b = runs("b", 2, [19.1], 10, SNAP_B) + runs("b", 64, [250.0], 15, SNAP_B)
     fp = a[1].fingerprint
-    g = build_grid_from_runs(a, b, fingerprint=fp[:10])
+    g = grid_of(a, b, fingerprint=fp[:10])
     assert g.concurrencies == (64,)
     with pytest.raises(CompareError, match="at least 6"):
-        build_grid_from_runs(a, b, fingerprint="abc")
+        grid_of(a, b, fingerprint="abc")
     with pytest.raises(CompareError, match="neither"):
-        build_grid_from_runs(a, b, fingerprint="ffffffffff")
+        grid_of(a, b, fingerprint="ffffffffff")
 
 
 def test_suspect_flags_from_every_source():
@@ -200,7 +210,7 @@ def test_suspect_flags_from_every_source():
     b = [make_run(10, "b", concurrency=32, summary=summary(300.0, failed=3), profile=SNAP_B, telemetry=tel,
                   selfcheck={"client_bound": True}, flags=("simulated",),
                   prov=provenance(resolved_backend="triton"))]
-    g = build_grid_from_runs(runs("a", 32, [250.0], 1), b)
+    g = grid_of(runs("a", 32, [250.0], 1), b)
     c = g.cell(32, "output_throughput")
     assert set(c.candidate_flags) == {FLAG_BACKEND_MISMATCH, FLAG_CLIENT_BOUND, FLAG_REQUEST_ERRORS,
                                       FLAG_THROTTLED, FLAG_CLOCK_DROP, FLAG_FOREIGN_GPU_PROCESS}
@@ -217,20 +227,20 @@ def test_flagged_runs_on_both_sides_lose_their_verdict_and_the_toggle_keeps_them
 
     a = runs("a", 64, [200.0, 201.0, 199.0], 1, flags=("client_bound",))
     b = runs("b", 64, [260.0, 261.0, 259.0], 10, SNAP_B, flags=("client_bound",))
-    c = build_grid_from_runs(a, b).cell(64, "output_throughput")
+    c = grid_of(a, b).cell(64, "output_throughput")
     assert c.verdict == UNRELIABLE and c.baseline.n == 0 and "client_bound" in c.reasons[0]
-    c = build_grid_from_runs(a, b, settings=CompareSettings(include_flagged=True)).cell(64, "output_throughput")
+    c = grid_of(a, b, settings=CompareSettings(include_flagged=True)).cell(64, "output_throughput")
     assert c.verdict == UNRELIABLE and c.baseline.n == 3 and "includes 3 flagged" in c.reasons[0]
     # One flagged run of three on a side: left out, two clean remain, a verdict may stand.
     a2 = runs("a", 64, [200.0, 201.0], 1) + runs("a", 64, [150.0], 5, flags=("server_stall",))
-    c = build_grid_from_runs(a2, runs("b", 64, [260.0, 262.0], 10, SNAP_B)).cell(64, "output_throughput")
+    c = grid_of(a2, runs("b", 64, [260.0, 262.0], 10, SNAP_B)).cell(64, "output_throughput")
     assert c.verdict == BETTER and c.baseline.n == 2 and c.baseline.n_flagged_excluded == 1
     assert any("1 flagged run(s) left out" in r for r in c.reasons)
 
 
 def test_bench_engine_flag_spelling_is_normalised():
     b = [make_run(10, "b", concurrency=32, summary=summary(300.0), profile=SNAP_B, flags=("client-bound",))]
-    c = build_grid_from_runs(runs("a", 32, [250.0], 1), b).cell(32, "output_throughput")
+    c = grid_of(runs("a", 32, [250.0], 1), b).cell(32, "output_throughput")
     assert c.candidate_flags == (FLAG_CLIENT_BOUND,)
 
 
@@ -239,42 +249,46 @@ def test_control_check_differs_and_withdraws_every_verdict():
     g = build_grid_from_runs(a, b)
     assert g.control.failed and g.control.state == "differs" and g.control.concurrency == 2
     assert FLAG_ENVIRONMENT_DIFFERS in g.flags and g.warnings[0].startswith("ENVIRONMENT DIFFERS")
-    assert g.cell(2, "output_throughput").verdict == CONFOUNDED
+    c = g.cell(2, "output_throughput")
+    assert c.verdict == "uncontrolled" and c.delta_pct is None and "control differs" in c.reasons[0]
+    # Accepted, the verdict shows, labelled as uncontrolled.
+    c = grid_of(a, b).cell(2, "output_throughput")
+    assert c.verdict == BETTER and c.uncontrolled.startswith("control differs") and "(uncontrolled)" in c.verdict_text
 
 
 def test_control_check_is_an_equivalence_test():
     """The seed's concurrency-2 point: 19.29 vs 19.24 tok/s, a real 0.3% difference with quiet repeats:
     its interval lies inside ±3%, so the check agrees."""
-    g = build_grid_from_runs(runs("a", 2, [19.29, 19.291, 19.289], 1),
+    g = grid_of(runs("a", 2, [19.29, 19.291, 19.289], 1),
                              runs("b", 2, [19.24, 19.241, 19.239], 10, SNAP_B))
     assert g.control.state == "agrees" and "margin ±3%" in g.control.text
     assert FLAG_ENVIRONMENT_DIFFERS not in g.flags
     # Quiet repeats 4% apart: beyond the margin and clear of zero: differs.
-    g = build_grid_from_runs(runs("a", 2, [19.29, 19.291, 19.289], 1),
+    g = grid_of(runs("a", 2, [19.29, 19.291, 19.289], 1),
                              runs("b", 2, [18.52, 18.521, 18.519], 10, SNAP_B))
     assert g.control.failed and FLAG_ENVIRONMENT_DIFFERS in g.flags
     # Noisy repeats: neither inside the margin nor clearly beyond it.
-    g = build_grid_from_runs(runs("a", 2, [19.0, 20.5, 18.0], 1), runs("b", 2, [18.5, 20.0, 19.5], 10, SNAP_B))
+    g = grid_of(runs("a", 2, [19.0, 20.5, 18.0], 1), runs("b", 2, [18.5, 20.0, 19.5], 10, SNAP_B))
     assert g.control.state == "inconclusive"
 
 
 def test_control_check_needs_three_runs_a_side_and_more_never_weaken_it():
     """The issue's attack: a 10% slower environment passed with 2 repeats a side."""
-    g = build_grid_from_runs(runs("a", 2, [19.0, 19.1], 1), runs("b", 2, [17.1, 17.2], 10, SNAP_B))
+    g = grid_of(runs("a", 2, [19.0, 19.1], 1), runs("b", 2, [17.1, 17.2], 10, SNAP_B))
     assert g.control.state == "inconclusive" and "at least 3" in g.control.text
-    g = build_grid_from_runs(runs("a", 2, [19.0], 1), runs("b", 2, [19.6], 10, SNAP_B))
+    g = grid_of(runs("a", 2, [19.0], 1), runs("b", 2, [19.6], 10, SNAP_B))
     assert g.control.state == "inconclusive"
-    g = build_grid_from_runs(runs("a", 2, [19.0, 19.1, 18.9], 1), runs("b", 2, [17.1, 17.2, 17.0], 10, SNAP_B))
+    g = grid_of(runs("a", 2, [19.0, 19.1, 18.9], 1), runs("b", 2, [17.1, 17.2, 17.0], 10, SNAP_B))
     assert g.control.state == "differs"
 
 
 def test_control_check_falls_back_to_concurrency_1_and_reports_absence():
-    g = build_grid_from_runs(runs("a", 1, [10.0, 10.01, 9.99], 1), runs("b", 1, [10.0, 10.01, 9.99], 10, SNAP_B))
+    g = grid_of(runs("a", 1, [10.0, 10.01, 9.99], 1), runs("b", 1, [10.0, 10.01, 9.99], 10, SNAP_B))
     assert g.control.state == "agrees" and g.control.concurrency == 1
-    g = build_grid_from_runs(runs("a", 64, [10.0], 1), runs("b", 64, [10.0], 10, SNAP_B))
+    g = grid_of(runs("a", 64, [10.0], 1), runs("b", 64, [10.0], 10, SNAP_B))
     assert g.control.state == "absent" and "add concurrency 2" in g.control.text
     # The issue's attack: a sweep without 2 raised ENVIRONMENT DIFFERS from the seed's honest -2.8% at 1.
-    g = build_grid_from_runs(runs("a", 1, [10.36], 1) + runs("a", 64, [220.0], 5),
+    g = grid_of(runs("a", 1, [10.36], 1) + runs("a", 64, [220.0], 5),
                              runs("b", 1, [10.07], 10, SNAP_B) + runs("b", 64, [250.0], 15, SNAP_B))
     assert g.control.state == "inconclusive" and not g.control.failed
 
@@ -287,7 +301,7 @@ def test_launch_setting_and_driver_differences_confound_every_cell_they_touch():
                   flags=tuple(r.flags), spec_changes={k: r.spec[k] for k in ("output_len", "num_prompts")},
                   profile=snap, prov=provenance(driver="580.82.07", resolved_backend="flashinfer_cutedsl"))
          for r in b]
-    g = build_grid_from_runs(a, b)
+    g = grid_of(a, b)
     assert [d.key for d in g.backend_diff] == ["moe_runner_backend"]
     assert [d.key for d in g.launch_diff] == ["extra_args --cuda-graph-max-bs"]
     assert {d.key for d in g.identity_diff} == {"name", "port"}
@@ -305,9 +319,9 @@ def test_launch_setting_and_driver_differences_confound_every_cell_they_touch():
 def test_python_counts_and_identity_does_not():
     a = runs("a", 64, [200.0, 201.0, 199.0], 1)
     b = runs("b", 64, [260.0, 261.0, 259.0], 10, snapshot("b", "flashinfer_cutedsl", port=39999, description="x"))
-    assert build_grid_from_runs(a, b).cell(64, "output_throughput").verdict == BETTER
+    assert grid_of(a, b).cell(64, "output_throughput").verdict == BETTER
     b = runs("b", 64, [260.0, 261.0, 259.0], 10, snapshot("b", "flashinfer_cutedsl", python="/opt/other/python"))
-    c = build_grid_from_runs(a, b).cell(64, "output_throughput")
+    c = grid_of(a, b).cell(64, "output_throughput")
     assert c.verdict == CONFOUNDED and c.confounders[0].field == "python"
 
 
@@ -324,16 +338,16 @@ def test_resolved_server_args_confound_with_an_explicit_ignore_list():
     b = runs("b", 64, [140.0, 141.0, 139.0], 10, SNAP_B,
              prov=prov(moe_runner_backend="flashinfer_cutedsl", max_running_requests=8, port=30001, random_seed=99,
                        startup_time={"load_weight": 9.0}))
-    c = build_grid_from_runs(a, b).cell(64, "output_throughput")
+    c = grid_of(a, b).cell(64, "output_throughput")
     assert c.verdict == CONFOUNDED and [x.describe() for x in c.confounders] == ["max_running_requests: 1024 vs 8"]
     # Declared as what is varied, the same difference is the comparison itself.
     s = CompareSettings(vary=frozenset({"moe_runner_backend", "max_running_requests"}))
-    assert build_grid_from_runs(a, b, settings=s).cell(64, "output_throughput").verdict == WORSE
+    assert grid_of(a, b, settings=s).cell(64, "output_throughput").verdict == WORSE
 
 
 def test_grid_serves_the_ui_without_computation():
     a, b = golden_runs()
-    g = build_grid_from_runs(a, b, baseline_name="glm5-cutlass", candidate_name="glm5-cutedsl")
+    g = grid_of(a, b, baseline_name="glm5-cutlass", candidate_name="glm5-cutedsl")
     assert g.concurrencies == (1, 2, 10, 64, 256, 1024)
     assert len(g.cells) == 6 * 6
     assert g.baseline_series.concurrencies == g.concurrencies
@@ -342,7 +356,7 @@ def test_grid_serves_the_ui_without_computation():
     for c in g.cells:
         assert c.baseline.text and c.candidate.text and c.verdict_text
         assert c.verdict_text.startswith(__import__("moe_tui.judgement").judgement.VERDICT_WORDS[c.verdict].split(":")[0])
-        assert (c.delta is not None) == (c.comparable and c.verdict not in (CONFOUNDED, UNRELIABLE))
+        assert (c.delta is not None) == (c.verdict in (BETTER, WORSE, WITHIN_NOISE))  # no delta without a verdict
     frame = g.to_frame()
     assert list(frame["concurrency"].unique()) == list(g.concurrencies) and len(frame) == 36
 
@@ -356,7 +370,8 @@ def test_build_grid_from_store_and_unknown_profile(tmp_path):
                              fingerprint=r.fingerprint, client=r.client, summary=r.summary, provenance=r.provenance,
                              profile=r.profile)
         g = build_grid(store, "glm5-cutlass", "glm5-cutlass")
-        assert g.cell(2, "output_throughput").verdict == WITHIN_NOISE
+        c = g.cell(2, "output_throughput")  # one profile against itself: the backend did not change
+        assert c.verdict == DIFFERENT_SPEC and "compared setting did not change" in c.reasons[0]
         with pytest.raises(CompareError) as err:
             build_grid(store, "glm5-cutlas", "nope")
         msg = str(err.value)
@@ -366,9 +381,10 @@ def test_build_grid_from_store_and_unknown_profile(tmp_path):
 
 def test_bad_run_input_is_named():
     with pytest.raises(CompareError, match="baseline-x run"):
-        build_grid_from_runs([{"id": 1}], [], baseline_name="baseline-x")
+        grid_of([{"id": 1}], [], baseline_name="baseline-x")
 
 
+@pytest.mark.integration
 def test_core_modules_do_not_import_textual():
     code = "import sys, moe_tui.compare, moe_tui.export; assert 'textual' not in sys.modules; " \
            "assert 'matplotlib' not in sys.modules"
@@ -378,7 +394,7 @@ def test_core_modules_do_not_import_textual():
 def test_nan_metric_is_not_averaged():
     a = runs("a", 4, [100.0, 101.0], 1)
     b = runs("b", 4, [100.0], 10, SNAP_B) + [make_run(12, "b", concurrency=4, summary=summary(float("nan")), profile=SNAP_B)]
-    c = build_grid_from_runs(a, b).cell(4, "output_throughput")
+    c = grid_of(a, b).cell(4, "output_throughput")
     assert c.candidate.n == 1 and not math.isnan(c.candidate.mean)
     assert c.verdict == NOISE_UNKNOWN
 
@@ -389,9 +405,10 @@ def test_interim_until_the_planned_repeats_are_in():
     a = runs("a", 64, [200.0, 201.0, 199.0], 1)
     b = runs("b", 64, [260.0, 261.0], 10, SNAP_B)
     fp = a[0].fingerprint
-    c = build_grid_from_runs(a, b, plan={("b", fp): PlanCount(3, 1)}).cell(64, "output_throughput")
-    assert c.verdict == "interim" and "2 of 3 planned repeats done" in c.reasons[0] and c.delta_text
-    c = build_grid_from_runs(a, b, plan={("b", fp): PlanCount(3, 0)}).cell(64, "output_throughput")
+    c = grid_of(a, b, plan={("b", fp): PlanCount(3, 1)}).cell(64, "output_throughput")
+    assert c.verdict == "interim" and "2 of 3 planned repeats done" in c.reasons[0]
+    assert c.delta_pct is None and c.delta_text == ""  # an interim cell shows no running delta
+    c = grid_of(a, b, plan={("b", fp): PlanCount(3, 0)}).cell(64, "output_throughput")
     assert c.verdict == BETTER
 
 
@@ -404,13 +421,13 @@ def test_repeats_from_one_server_start_each_are_noise_unknown():
 
     a = runs("a", 64, [200.0, 201.0, 199.0], 1)
     b = runs("b", 64, [230.0, 231.0, 229.0], 10, SNAP_B)
-    cell = build_grid_from_runs(starts(a, [1, 1, 1]), starts(b, [2, 2, 2])).cell(64, "output_throughput")
-    assert cell.verdict == NOISE_UNKNOWN and "one server start" in " ".join(cell.reasons)
+    cell = grid_of(starts(a, [1, 1, 1]), starts(b, [2, 2, 2])).cell(64, "output_throughput")
+    assert cell.verdict == NOISE_UNKNOWN and "from 1 server start(s)" in " ".join(cell.reasons)
     # The same numbers from three starts a side: the verdict stands.
-    cell = build_grid_from_runs(starts(a, [1, 3, 5]), starts(b, [2, 4, 6])).cell(64, "output_throughput")
+    cell = grid_of(starts(a, [1, 3, 5]), starts(b, [2, 4, 6])).cell(64, "output_throughput")
     assert cell.verdict == BETTER
     # Starts not known (imported runs): nothing to judge by, the rule does not apply.
-    assert build_grid_from_runs(a, b).cell(64, "output_throughput").verdict == BETTER
+    assert grid_of(a, b).cell(64, "output_throughput").verdict == BETTER
 
 
 def test_emulator_per_start_values_and_backend_derived_args_do_not_confound():
@@ -430,9 +447,9 @@ def test_emulator_per_start_values_and_backend_derived_args_do_not_confound():
          for i, r in enumerate(runs("a", 64, [200.0, 201.0, 199.0], 1))]
     b = [dataclasses.replace(r, provenance=info("flashinfer_cutedsl", 10 + i, True), server_start_id=10 + i)
          for i, r in enumerate(runs("b", 64, [230.0, 231.0, 229.0], 10, SNAP_B))]
-    cell = build_grid_from_runs(a, b).cell(64, "output_throughput")
+    cell = grid_of(a, b).cell(64, "output_throughput")
     assert cell.verdict == BETTER, (cell.verdict, cell.reasons)
     b8 = [dataclasses.replace(r, provenance=info("flashinfer_cutedsl", 10 + i, True, max_running_requests=8))
           for i, r in enumerate(b)]
-    cell = build_grid_from_runs(a, b8).cell(64, "output_throughput")
+    cell = grid_of(a, b8).cell(64, "output_throughput")
     assert cell.verdict == CONFOUNDED and [c.field for c in cell.confounders] == ["max_running_requests"]

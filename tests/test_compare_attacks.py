@@ -12,8 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store import Store
+
+pytestmark = pytest.mark.integration  # starts real processes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,9 +28,12 @@ def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
                           timeout=120, cwd=ROOT)
 
 
-def record(conc: int, tput: float, backend: str, **server: object) -> dict:
+def record(conc: int, tput: float, backend: str, pid: int | None = None, **server: object) -> dict:
+    """A bench_serving record; `pid` names the server start (none: the record carries no start identity)."""
     info = {"version": "0.5.23", "moe_runner_backend": backend, "model_path": "GLM-5", "tp_size": 8,
             "max_running_requests": 1024, "port": 30000, "random_seed": 7} | server
+    if pid is not None:
+        info["pid"] = pid
     return {"backend": "sglang", "dataset_name": "random-ids", "request_rate": float("inf"), "max_concurrency": conc,
             "random_input_len": 1024, "random_output_len": 1024, "random_range_ratio": 1.0, "server_info": info,
             "duration": 100.0, "completed": 64, "total_input_tokens": 65536, "total_output_tokens": 65536,
@@ -38,6 +45,9 @@ def record(conc: int, tput: float, backend: str, **server: object) -> dict:
 def write(path: Path, records: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return path
+
+
+ASSUME = "seed=1,ignore_eos=true,warmup_requests=1,temperature=0,flush_cache=false"
 
 
 def grid_json(home: Path, *args: str) -> dict:
@@ -52,29 +62,33 @@ def cell(grid: dict, conc: int, metric: str = "output_throughput") -> dict:
 
 def test_json_contract_keys_and_vocabulary(tmp_path):
     home = tmp_path / "h"
-    f = write(tmp_path / "a.jsonl", [record(64, v, "a") for v in (200.0, 201.0, 199.0)])
-    g = write(tmp_path / "b.jsonl", [record(64, v, "b") for v in (150.0, 151.0, 149.0)])
-    assert _cli(home, "import", str(f), "--assume", "seed=1,ignore_eos=true,warmup_requests=1,temperature=0,"
-                "flush_cache=false").returncode == 0
-    assert _cli(home, "import", str(g), "--assume", "seed=1,ignore_eos=true,warmup_requests=1,temperature=0,"
-                "flush_cache=false").returncode == 0
+    f = write(tmp_path / "a.jsonl", [record(64, v, "a", pid=100 + i) for i, v in enumerate((200.0, 201.0, 199.0))])
+    g = write(tmp_path / "b.jsonl", [record(64, v, "b", pid=200 + i) for i, v in enumerate((150.0, 151.0, 149.0))])
+    for path in (f, g):
+        assert _cli(home, "import", str(path), "--assume", ASSUME).returncode == 0
     grid = grid_json(home, "a", "b")
     # The issue's two keys, plus the roofline % and the correctness gate (issue 15) under "extras".
     assert set(grid) == {"control", "cells", "extras"} and grid["control"]["state"] == "absent"
     assert set(grid["extras"]) == {"gate", "roofline"} and set(grid["extras"]["roofline"]) == {"baseline", "candidate"}
     c = cell(grid, 64)
     assert set(c) == {"concurrency", "metric", "verdict", "n_baseline", "n_candidate", "delta_pct", "ci_pct",
-                      "reasons"}
+                      "reasons", "starts_baseline", "starts_candidate", "baseline_mean", "candidate_mean",
+                      "ci_confidence", "uncontrolled"}
+    # No control: no verdict, no delta; the means stay.
+    assert c["verdict"] == "uncontrolled" and c["delta_pct"] is None and c["ci_pct"] is None
+    assert c["baseline_mean"] == 200.0 and c["starts_baseline"] == 3 and "control absent" in c["reasons"][0]
+    c = cell(grid_json(home, "a", "b", "--accept-uncontrolled"), 64)
     assert c["verdict"] == "worse" and c["n_baseline"] == 3 and len(c["ci_pct"]) == 2
+    assert c["uncontrolled"].startswith("control absent") and c["ci_confidence"] == 0.95  # one cell in its family
 
 
 def test_server_args_difference_confounds_and_is_named(tmp_path):
     """max_running_requests 1024 vs 8 in server_info got "-30.0% worse" before, with no warning."""
     home = tmp_path / "h"
     assume = ["--assume", "seed=1,ignore_eos=true,warmup_requests=1,temperature=0,flush_cache=true"]
-    write(tmp_path / "a.jsonl", [record(64, v, "a") for v in (200.0, 201.0, 199.0)])
-    write(tmp_path / "b.jsonl", [record(64, v, "b", max_running_requests=8, quantization="fp8", port=31000,
-                                        random_seed=99) for v in (140.0, 141.0, 139.0)])
+    write(tmp_path / "a.jsonl", [record(64, v, "a", pid=i) for i, v in enumerate((200.0, 201.0, 199.0))])
+    write(tmp_path / "b.jsonl", [record(64, v, "b", pid=10 + i, max_running_requests=8, quantization="fp8",
+                                        port=31000, random_seed=99) for i, v in enumerate((140.0, 141.0, 139.0))])
     for name in ("a", "b"):
         assert _cli(home, "import", str(tmp_path / f"{name}.jsonl"), *assume).returncode == 0
     c = cell(grid_json(home, "a", "b"), 64)
@@ -85,7 +99,8 @@ def test_server_args_difference_confounds_and_is_named(tmp_path):
     text = _cli(home, "compare", "a", "b").stdout
     assert "confounded" in text and "max_running_requests: 1024 vs 8" in text
     # Declaring it varied makes it the comparison itself (quantization still confounds)
-    c = cell(grid_json(home, "a", "b", "--vary", "moe_runner_backend,max_running_requests,quantization"), 64)
+    c = cell(grid_json(home, "a", "b", "--vary", "moe_runner_backend,max_running_requests,quantization",
+                       "--accept-uncontrolled"), 64)
     assert c["verdict"] == "worse"
 
 
@@ -160,4 +175,4 @@ def test_queue_add_interleaves_and_flushes_by_default(tmp_path):
         rows = store.query("SELECT profile_name, spec_json FROM queue_items ORDER BY position, id")
     specs = [json.loads(r["spec_json"]) for r in rows]
     assert [r["profile_name"] for r in rows[:4]] == ["a", "b", "a", "b"]  # interleaved
-    assert all(s["flush_cache"] for s in specs[:4]) and specs[4]["flush_cache"] is False
+    assert all(s["flush_cache"] for s in specs[:-1]) and specs[-1]["flush_cache"] is False

@@ -15,6 +15,8 @@ from compare_data import golden_runs
 
 from moe_tui.store import Store
 
+pytestmark = pytest.mark.integration  # starts real processes
+
 
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, MOE_TUI_HOME=str(home))

@@ -15,7 +15,7 @@ import moe_tui
 from moe_tui.bench.engine import native_spec
 from moe_tui.spec import BenchmarkSpec
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SMALL = ["--num-prompts", "4", "--input-len", "32", "--output-len", "8"]
 
@@ -23,8 +23,9 @@ SMALL = ["--num-prompts", "4", "--input-len", "32", "--output-len", "8"]
 def test_small_campaign_runs_headless_to_the_end(env):
     a = env.profile("sim-a", "flashinfer_cutlass")
     b = env.profile("sim-b", "flashinfer_cutedsl")
+    # --no-control: this test is the runner's flow (the control's planned starts: test_seed_campaign).
     added = env.run("queue", "add", "--profiles", f"{a},{b}", "--concurrency", "1,4", "--repeats", "2",
-                    "--profiles-dir", str(env.profiles), *SMALL)
+                    "--profiles-dir", str(env.profiles), "--no-control", *SMALL)
     assert added.returncode == 0, added.stdout
     # Interleaved is the default order (repeats independent of one start): 4 starts instead of 2.
     assert "grouped 2, interleaved 4 (chosen), alternating 8" in added.stdout
@@ -103,7 +104,7 @@ def test_failed_server_start_fails_item_skips_profile_and_queue_goes_on(env):
                                              'extra_args = ["--enable-metrics", "--cuda-graph-max-bs", "8"]'))
     assert env.run("queue", "add", "--profiles", f"{broken},{good}", "--concurrency", "1", "--repeats", "2",
                    "--order", "interleaved", "--no-warmup-pass", "--profiles-dir", str(env.profiles),
-                   *SMALL).returncode == 0
+                   "--no-control", *SMALL).returncode == 0
     done = env.run("run", "--profiles-dir", str(env.profiles), timeout=90)
     assert done.returncode == 0, done.stdout
     rows = env.query("SELECT profile_name, state, error, attempts FROM queue_items ORDER BY id")

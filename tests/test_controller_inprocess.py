@@ -18,7 +18,7 @@ from moe_tui.events import ControllerStatus, RunFinished, RunStarted
 from moe_tui.runner import RunnerBusy, RunnerLock
 from moe_tui.store import Store
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from runner_support import Env, wait_for, wait_gone
 from moe_tui.events import QueueChanged, RunFinished, RunStarted, ServerStateChanged
 from moe_tui.runner import RunnerClient, RunnerOpError
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 async def _attach_and_run_one_item(env: Env, profile: str) -> tuple[list, dict, dict]:

@@ -11,6 +11,8 @@ import time
 import pytest
 from runner_support import wait_gone
 
+pytestmark = pytest.mark.integration  # starts real processes
+
 SMALL = ["--num-prompts", "4", "--input-len", "32", "--output-len", "8", "--warmup-requests", "0",
          "--no-warmup-pass"]
 

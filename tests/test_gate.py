@@ -21,6 +21,7 @@ def _generate(url: str, body: dict) -> dict:
     return resp.json()
 
 
+@pytest.mark.integration
 def test_emulator_answers_return_logprob_in_sglang_shape_deterministically():
     with sim_server(SIM + ["--moe-runner-backend", "flashinfer_cutlass"]) as sim:
         body = request_body("Hello there, emulator.", 16)
@@ -44,6 +45,7 @@ def test_emulator_answers_return_logprob_in_sglang_shape_deterministically():
         assert bad.status_code == 400 and "max_new_tokens" in bad.json()["error"]["message"]
 
 
+@pytest.mark.integration
 def test_drift_fault_changes_tokens_from_n_on_only():
     with sim_server(SIM + ["--moe-runner-backend", "flashinfer_cutlass"]) as good, \
          sim_server(SIM + ["--moe-runner-backend", "flashinfer_cutedsl", "--sim-fault-output-drift-after", "5"]) as bad:
@@ -67,6 +69,7 @@ def test_parse_answer_refuses_unusable_answers():
     assert ok.token_ids == (1,) and ok.logprobs == (None,) and ok.finish_reason == "stop"
 
 
+@pytest.mark.integration
 def test_gate_cli_passes_faithful_and_flags_drifting_backend(env):
     base = env.profile("gate-base", "flashinfer_cutlass")
     good = env.profile("gate-good", "flashinfer_cutedsl")
@@ -99,6 +102,7 @@ def test_gate_cli_passes_faithful_and_flags_drifting_backend(env):
     assert none.returncode == 2 and "no gate samples for the baseline" in none.stdout
 
 
+@pytest.mark.integration
 def test_gate_cli_names_an_unreachable_server(env):
     name = env.profile("gate-down", "flashinfer_cutlass")
     out = env.run("gate", name, "--profiles-dir", str(env.profiles))  # nothing listens on its port
@@ -107,6 +111,7 @@ def test_gate_cli_names_an_unreachable_server(env):
     assert env.query("SELECT COUNT(*) FROM gate_samples")[0][0] == 0
 
 
+@pytest.mark.integration
 def test_campaign_gates_each_profile_before_its_first_timed_run(env):
     a = env.profile("sim-ga", "flashinfer_cutlass")
     b = env.profile("sim-gb", "flashinfer_cutedsl", fault_output_drift_after=4)

@@ -25,14 +25,18 @@ CAND = snapshot("glm5-cutedsl", "flashinfer_cutedsl", engine="sim", port=30001)
 def _runs() -> tuple[list, list]:
     rid = iter(range(1, 100))
     a, b = [], []
+    # The control (concurrency 2) agrees; runs interleaved in time (a, b, a, b), as a campaign makes them.
     for conc, base_vals, cand_vals in ((1, [10.36, 10.40, 10.31], [10.10, 10.05, 10.12]),
+                                       (2, [19.29, 19.31, 19.22], [19.24, 19.30, 19.26]),
                                        (10, [38.46, 38.90, 38.12], [64.29, 64.64, 63.90])):
-        for v in base_vals:
+        for k, v in enumerate(base_vals):
             a.append(make_run(next(rid), "glm5-cutlass", concurrency=conc, summary=summary(v), profile=BASE,
-                              prov=provenance(engine="sim", resolved_backend="flashinfer_cutlass")))
-        for v in cand_vals:
+                              prov=provenance(engine="sim", resolved_backend="flashinfer_cutlass"),
+                              when=100.0 * conc + 2 * k))
+        for k, v in enumerate(cand_vals):
             b.append(make_run(next(rid), "glm5-cutedsl", concurrency=conc, summary=summary(v), profile=CAND,
-                              prov=provenance(engine="sim", resolved_backend="flashinfer_cutedsl")))
+                              prov=provenance(engine="sim", resolved_backend="flashinfer_cutedsl"),
+                              when=100.0 * conc + 2 * k + 1))
     return a, b
 
 
@@ -40,7 +44,8 @@ def _store(tmp_path, runs) -> Store:
     store = Store(tmp_path / "s.sqlite3")
     for r in runs:
         store.import_run(profile_name=r.profile_name, spec_json=json.dumps(r.spec), fingerprint=r.fingerprint,
-                         client=r.client, summary=r.summary, provenance=r.provenance, profile=r.profile)
+                         client=r.client, summary=r.summary, provenance=r.provenance, profile=r.profile,
+                         started_at=r.started_at, finished_at=r.finished_at)
     return store
 
 
@@ -57,7 +62,7 @@ def _gate(store: Store, name: str, drift_at: int | None) -> None:
 def test_roofline_cells_give_percent_of_ceiling_per_concurrency():
     a, _ = _runs()
     cells = roofline_cells(a)
-    assert sorted(cells) == [1, 10]
+    assert sorted(cells) == [1, 2, 10]
     one = cells[1]
     # GLM-5-NVFP4 on 8 RTX PRO 6000 (NVML names in provenance), context 1024 + 1024/2
     assert one.ceiling is not None and one.ceiling.ceiling_tok_s == pytest.approx(309.9, abs=0.5)

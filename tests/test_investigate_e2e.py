@@ -15,7 +15,7 @@ import json
 import pytest
 from runner_support import Env, free_port, wait_gone
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PROFILE = """
 name = "{name}"
@@ -75,8 +75,10 @@ def test_too_few_repeats_settle_and_the_missing_control_is_proposed(env):
     a = add_profile(env, "sim-cutlass", "flashinfer_cutlass", extra=low)
     b = add_profile(env, "sim-cutedsl", "flashinfer_cutedsl", extra=low)
     pdir = ["--profiles-dir", str(env.profiles)]
+    # --no-control: the sweep is made without the control's planned starts, so the investigation
+    # proposes the missing control (the subject of this test).
     ok(env.run("queue", "add", "--profiles", f"{a},{b}", "--concurrency", "1,10", "--order", "interleaved",
-               *pdir, *WORKLOAD))
+               "--no-control", *pdir, *WORKLOAD))
     work_queue(env, pdir)
 
     dry = ok(env.run("investigate", a, b, "--concurrency", "10", "--dry-run", *pdir))

@@ -158,6 +158,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.integration
 def test_cli_roofline_of_a_shipped_sim_profile(tmp_path):
     out = _cli("sim-flashinfer-cutlass", "--concurrency", "1,64", "--format", "json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -174,6 +175,7 @@ def test_cli_roofline_of_a_shipped_sim_profile(tmp_path):
     assert json.loads(h200.stdout)["rows"][0]["gpu_count"] == 4
 
 
+@pytest.mark.integration
 def test_cli_roofline_bad_inputs(tmp_path):
     unknown = _cli("no-such-profile", cwd=tmp_path)
     assert unknown.returncode == 2 and "no profile named 'no-such-profile'" in unknown.stderr

@@ -122,6 +122,7 @@ def make(tracked, profile, store=None, **kw) -> ManagedServer:
 
 
 # -- lifecycle -------------------------------------------------------------------------------
+@pytest.mark.integration
 async def test_start_to_ready_records_everything_and_stops_clean(store, tracked):
     profile = sim_profile(env={"HF_TOKEN": "sekrit", "NCCL_DEBUG": "WARN"})
     server = make(tracked, profile, store, metrics_interval_s=0.1)
@@ -171,6 +172,7 @@ async def test_start_to_ready_records_everything_and_stops_clean(store, tracked)
     assert states[-2:] == ["stopping", "stopped"]
 
 
+@pytest.mark.integration
 async def test_v1_models_answering_is_not_readiness(tracked):
     # Warmup long enough to see the port answer while the server still warms up.
     server = make(tracked, sim_profile(warmup_seconds=1.5))
@@ -192,6 +194,7 @@ async def test_v1_models_answering_is_not_readiness(tracked):
     await server.stop()
 
 
+@pytest.mark.integration
 async def test_startup_hang_hits_timeout_and_group_is_gone(store, tracked):
     # 4 s: the emulator must get as far as "Load weight begin" on a busy 2-core CI machine.
     server = make(tracked, sim_profile(startup_hang=True, timeout=4.0), store)
@@ -214,6 +217,7 @@ async def test_startup_hang_hits_timeout_and_group_is_gone(store, tracked):
     assert store.server_start(server.start_id)["state"] == FAILED
 
 
+@pytest.mark.integration
 async def test_crash_mid_run_is_detected_with_log_tail(store, tracked):
     server = make(tracked, sim_profile(crash_after_requests=1), store)
     failed = asyncio.Event()
@@ -255,6 +259,7 @@ async def test_port_in_use_names_port_and_holder(tracked):
     assert info.value.holder_pid == os.getpid() and server.pid is None and server.state == STOPPED
 
 
+@pytest.mark.integration
 async def test_silent_fallback_is_flagged_from_server_info(store, tracked):
     server = make(tracked, sim_profile(fallback_backend="flashinfer_cutedsl"), store)
     events = []
@@ -270,6 +275,7 @@ async def test_silent_fallback_is_flagged_from_server_info(store, tracked):
     await server.stop()
 
 
+@pytest.mark.integration
 async def test_overlapping_gpus_refused_naming_both_profiles(tracked):
     manager = ServerManager(gpu_probe=servers.no_gpu_view, ready_poll_s=0.1)
     a = await manager.start(sim_profile("sim-a", gpus=(0, 1)))
@@ -284,6 +290,7 @@ async def test_overlapping_gpus_refused_naming_both_profiles(tracked):
     assert a.state == STOPPED
 
 
+@pytest.mark.integration
 async def test_health_that_stops_answering_while_ready_fails_the_server(store, tracked):
     server = make(tracked, sim_profile(), store, health_interval_s=0.2, health_timeout_s=0.3,
                   health_failures=2, grace_s=0.5)
@@ -319,6 +326,7 @@ STAND_IN = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 async def test_garbage_server_info_is_flagged_not_a_crash(tmp_path, store, tracked):
     script = tmp_path / "standin.py"
     script.write_text(STAND_IN)
@@ -348,6 +356,7 @@ def test_binding_beyond_loopback_warns():
     assert servers.preflight(sim_profile()) == []
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 async def test_twenty_start_stop_cycles_leave_nothing_behind(tracked):
     profile = sim_profile(load_seconds=0.05, graph_seconds=0.02, warmup_seconds=0.02)
@@ -406,6 +415,7 @@ def run_controller(tmp_path, profile: ServerProfile, mode: str, sig: int) -> dic
             proc.wait()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_killing_the_controller_leaves_no_server(tmp_path, home, sig):
     info = run_controller(tmp_path, sim_profile(), "stop", sig)
@@ -418,6 +428,7 @@ def test_killing_the_controller_leaves_no_server(tmp_path, home, sig):
             proc.kill()
 
 
+@pytest.mark.integration
 def test_kept_server_survives_controller_and_stops_from_record(tmp_path, home):
     info = run_controller(tmp_path, sim_profile(), "keep", signal.SIGTERM)
     try:
@@ -432,6 +443,7 @@ def test_kept_server_survives_controller_and_stops_from_record(tmp_path, home):
             proc.kill()
 
 
+@pytest.mark.integration
 def test_cli_start_keep_status_logs_stop(tmp_path, home):
     profiles = tmp_path / "profiles"
     profiles.mkdir()
@@ -487,6 +499,7 @@ ESCAPER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("leader_lives_s", [0.0, 60.0])
 def test_stop_finds_escaped_descendants_by_marker(tmp_path, leader_lives_s):
     script = tmp_path / "escaper.py"
@@ -511,6 +524,7 @@ def test_stop_finds_escaped_descendants_by_marker(tmp_path, leader_lives_s):
             leader.wait()
 
 
+@pytest.mark.integration
 def test_stop_reports_gpu_still_listing_server_pids():
     marker = f"test-gpu-{os.getpid()}"
     proc = subprocess.Popen(["sleep", "30"], start_new_session=True, env={**os.environ, SERVER_ID_ENV: marker})
@@ -592,6 +606,7 @@ def test_foreign_gpu_process_refused_unless_forced():
     assert check_gpus(_sglang_profile(range(8)), [], None, force=False) == []  # no NVML: nothing to check
 
 
+@pytest.mark.integration
 def test_servers_module_does_not_import_textual():
     code = "import sys, moe_tui.servers, moe_tui.commands.server; assert 'textual' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
@@ -606,6 +621,7 @@ def tree_of(pid: int) -> list[psutil.Process]:
     return [p for p in psutil.Process(pid).children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
 
 
+@pytest.mark.integration
 async def test_tp8_tree_is_found_owned_never_foreign_and_stopped_with_zero_survivors(store, tracked):
     from moe_tui.telemetry import SimSource, SimulatedGpuSampler, expand_descendants, foreign_processes, gpu_owners
 
@@ -636,6 +652,7 @@ async def test_tp8_tree_is_found_owned_never_foreign_and_stopped_with_zero_survi
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in children)
 
 
+@pytest.mark.integration
 async def test_tp8_orphans_of_a_sigkilled_parent_are_owned_by_marker_and_swept(store, tracked):
     from moe_tui.telemetry import gpu_owners
 

@@ -200,6 +200,7 @@ def test_spec_fields_refuse_a_foreign_backend():
 
 
 # -- the installed client ---------------------------------------------------------------------
+@pytest.mark.integration
 @pytest.mark.sglang_client
 def test_emitted_flags_exist_in_the_installed_client(sglang_client):
     """Every flag the adapter can emit is one the installed bench_serving accepts."""
@@ -229,6 +230,7 @@ AGREEMENT_SPEC = dict(client=CLIENT_NAME, client_version="0.5.23", api="generate
                       request_rate=math.inf, seed=42, warmup_requests=1)
 
 
+@pytest.mark.integration
 @pytest.mark.sglang_client
 def test_sglang_client_agrees_with_emulator_model(sglang_client, tmp_path):
     from moe_tui.bench.sglang_adapter import run_bench_serving
@@ -269,6 +271,7 @@ def test_sglang_client_agrees_with_emulator_model(sglang_client, tmp_path):
         f"{predicted.mean_tpot_ms:.2f}")
 
 
+@pytest.mark.integration
 @pytest.mark.sglang_client
 def test_failed_client_run_reports_exit_and_log_tail(sglang_client, tmp_path):
     from moe_tui.bench.sglang_adapter import run_bench_serving

@@ -75,6 +75,7 @@ def test_sampler_without_driver_reports_unavailable_and_never_raises():
     json.dumps(summary)
 
 
+@pytest.mark.integration
 @no_driver_only
 def test_gpus_command_without_driver_exits_zero_with_reason():
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -101,12 +102,14 @@ def test_live_sampler_reads_every_gpu():
     assert out.returncode == 0 and "driver" in out.stdout
 
 
+@pytest.mark.integration
 def test_gpus_command_rejects_bad_gpu_list():
     out = subprocess.run([sys.executable, "-m", "moe_tui", "gpus", "--gpus", "0,x"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "--gpus" in out.stderr
 
 
+@pytest.mark.integration
 def test_core_does_not_import_textual():
     code = "import sys, moe_tui.telemetry, moe_tui.commands.gpus; assert 'textual' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
@@ -214,6 +217,7 @@ def test_clean_run_and_idle_only_run_raise_no_suspicion():
     assert suspect_reasons(summary) == []
 
 
+@pytest.mark.integration
 def test_foreign_processes_counts_descendants_of_our_pids_as_ours():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
                              start_new_session=True)
@@ -310,6 +314,7 @@ def test_lost_gpu_is_summarised_and_named_a_reason():
     assert GpuSample.from_dict(lost.to_dict()) == lost
 
 
+@pytest.mark.integration
 def test_simulated_sampler_merges_live_servers_and_fills_idle_gpus():
     from moe_tui.sim.launch import start_sim
     from moe_tui.telemetry import SimSource, SimulatedGpuSampler
@@ -377,6 +382,7 @@ def test_ownership_rule_on_plain_data():
     assert owner_of(105, families) == "a" and owner_of(400, families) == "b" and owner_of(300, families) is None
 
 
+@pytest.mark.integration
 def test_gpu_owners_follow_the_live_tree():
     from moe_tui.telemetry import gpu_owners
 

@@ -38,6 +38,9 @@ KIND_BY_FILE = {
     "test_bounds.py": "bad input",
     "test_owner_only.py": "security",
     "test_untrusted_text.py": "security",
+    "test_trust.py": "security",
+    "test_disturbed.py": "fault",
+    "test_store_health.py": "fault",
 }
 KIND_ORDER = ("fault", "bad input", "security", "other")
 

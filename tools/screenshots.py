@@ -3,7 +3,7 @@
 Runs `moe-tui demo`'s startup (bundled simulated profiles, a throwaway data home, a detached
 runner the app attaches to, as `moe-tui demo` does), starts the demo campaign, waits until both
 profiles have a finished run, then saves one SVG per screen into screenshots/ (and the dashboard
-once more at 80x24). Nothing is drawn by hand: every number is the emulator's, measured by the
+and Compare once more at 80x24). Nothing is drawn by hand: every number is the emulator's, measured by the
 real controller. Quitting stops the runner; if anything fails it is stopped anyway. Takes about a
 minute and a half.
 """
@@ -70,6 +70,11 @@ async def main() -> int:
         await pilot.press("3")
         await pilot.pause(2.0)
         shot("compare")
+        await pilot.resize_terminal(80, 24)  # the narrow grid: Conc, Metric, Delta, Verdict
+        await pilot.pause(1.0)
+        shot("compare-80x24")
+        await pilot.resize_terminal(*SIZE)
+        await pilot.pause(0.5)
         await pilot.press("1")
         await pilot.pause(0.5)
         app.screen.query_one("#server-table").focus()

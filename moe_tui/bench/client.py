@@ -6,8 +6,13 @@ Timing (sglang 0.5.23 bench_serving semantics):
   bench_serving and record that wait separately as `queued_s`);
 - TTFT: arrival of the first chunk carrying non-empty text;
 - each later token-bearing chunk: its arrival and new-token count (/generate: the increase of
-  `meta_info.completion_tokens`; /v1/completions: the increase of `usage.completion_tokens` when the
-  server sends usage, else 1 per text chunk); ITL splits each chunk gap evenly over its tokens;
+  `meta_info.completion_tokens`; /v1/completions: the increase of `usage.completion_tokens`, which
+  the request asks SGLang to put on every chunk with `stream_options.continuous_usage_stats`);
+  ITL splits each chunk gap evenly over its tokens. Counting chunks would undercount: under load
+  SGLang's tokenizer manager sends a stream's queued outputs as one chunk of many tokens
+  (tokenizer_manager.py `_coalesce_streaming_chunks`). A server that sends no usage at all gets
+  bench_serving's rule: a stream finished by length produced the requested tokens
+  (`async_request_openai_completions`, benchmark/serving.py);
 - latency (E2E): arrival of the last non-empty line of the stream (normally `data: [DONE]`).
 One `perf_counter` reading per socket read stamps every line in that read: closer to arrival than
 stamping after each parse. Payloads are serialized before the clock starts.
@@ -233,7 +238,7 @@ def _generate_fields_fast(buf: bytes, start: int = 0, end: int | None = None) ->
 class _StreamState:
     """Parses SSE lines of one response into the outcome; `done` once `[DONE]` arrived."""
 
-    __slots__ = ("o", "generate", "on_tokens", "done", "last_tokens", "t0")
+    __slots__ = ("o", "generate", "on_tokens", "done", "last_tokens", "t0", "usage_seen")
 
     def __init__(self, outcome: RequestOutcome, api: str, on_tokens: Callable[[float, int], None] | None):
         self.o = outcome
@@ -242,6 +247,7 @@ class _StreamState:
         self.done = False
         self.last_tokens = 0
         self.t0 = outcome.sent_at or 0.0
+        self.usage_seen = False  # /v1/completions: did any chunk carry usage.completion_tokens?
 
     def line(self, buf: bytes, start: int, end: int, now: float) -> None:
         """One line of the stream, `buf[start:end]` (without its newline), read at `now`."""
@@ -306,8 +312,10 @@ class _StreamState:
         text = choice.get("text")
         usage = msg.get("usage") or {}
         tokens = usage.get("completion_tokens")
-        if tokens is None and text:
-            tokens = self.last_tokens + 1
+        if tokens is not None:
+            self.usage_seen = True
+        elif text:
+            tokens = self.last_tokens + 1  # no usage: a lower bound, settled at the end
         return bool(text), tokens, choice.get("finish_reason")
 
 
@@ -328,7 +336,9 @@ def build_payload(api: str, input_ids: list[int], output_len: int, *, temperatur
         }
     else:
         body = {"model": model or "default", "prompt": input_ids, "max_tokens": output_len,
-                "temperature": temperature, "ignore_eos": ignore_eos, "best_of": 1, "stream": True}
+                "temperature": temperature, "ignore_eos": ignore_eos, "best_of": 1, "stream": True,
+                # cumulative usage on every chunk (serving_completions.py), no usage-only tail chunk
+                "stream_options": {"continuous_usage_stats": True}}
     return orjson.dumps(body)
 
 
@@ -386,6 +396,14 @@ async def stream_request(
                      f"{type(exc).__name__}: {exc}")
         return outcome
     _judge_stream_end(outcome, state.done)
+    if outcome.ok and not state.generate and not state.usage_seen and outcome.finish_reason == "length":
+        # bench_serving's rule for a server that reports no usage: a length finish means every
+        # requested token was produced; the uncounted ones join the last chunk.
+        missing = outcome.requested_output_len - outcome.output_len
+        if missing > 0 and outcome.chunks:
+            at, n = outcome.chunks[-1]
+            outcome.chunks[-1] = (at, n + missing)
+            outcome.output_len = outcome.requested_output_len
     return outcome
 
 

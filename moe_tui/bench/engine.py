@@ -267,6 +267,8 @@ class _Run:
         except SpecError as exc:
             self._fail("setup", str(exc))
             return None
+        vocab_size = vocab_size or self.spec.vocab_size or None  # the spec's, when it names one
+        tokenizer = tokenizer or self.spec.tokenizer or None
         try:
             if vocab_size is None:
                 vocab_size, vocab_source = await resolve_vocab_size(self.session, self.base_url, tokenizer)
@@ -432,7 +434,7 @@ class _Run:
         cpu_s = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
         self.selfcheck(outcomes, records, lag_mark, cpu_s, duration)
         self.result.selfcheck.update(stall_check(outcomes, self.result.summary.get("median_itl_ms"),
-                                                 wall_anchor, t0))
+                                                 wall_anchor, t0, duration))
         if self.result.selfcheck["server_stall"]:
             self.result.flags.append(FLAG_SERVER_STALL)
         self.status(outcomes, stopped)

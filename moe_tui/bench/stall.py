@@ -6,8 +6,10 @@ every stream silent at once. Requests still finish after it resumes, so the run 
 while its throughput is half the real one. `find_stalls` sweeps the timed phase's outcomes:
 progress is a token arriving, or the client going from idle to busy (an idle client is no stall);
 a gap in progress longer than `judgement.stall_threshold_s(median ITL)` while at least one request
-was in flight is a stall. The run gets `judgement.FLAG_SERVER_STALL` and the self-check keeps the
-longest stall's start (epoch seconds) and length, how many there were and their total.
+was in flight is a stall. Shorter gaps (over `pause_threshold_s`) are pauses: many of them adding
+up past a limit is a stall too (`cumulative`). The run gets `judgement.FLAG_SERVER_STALL` and the
+self-check keeps the longest stall's start (epoch seconds) and length, how many there were and
+their total.
 """
 
 from __future__ import annotations
@@ -54,15 +56,40 @@ def find_stalls(outcomes: Iterable[Any], threshold_s: float) -> list[tuple[float
     return stalls
 
 
+# Short freezes add up: a gap in progress over PAUSE_MIN_S (or PAUSE_ITL_MULTIPLE x median ITL)
+# counts as a pause, and pauses totalling over max(PAUSE_TOTAL_MIN_S, PAUSE_TOTAL_FRACTION of the run)
+# flag the run even when none of them reaches the single-stall threshold (five 3 s freezes under a
+# 5 s floor cost a run 37% and were stored clean).
+PAUSE_MIN_S = 1.0
+PAUSE_ITL_MULTIPLE = 10.0
+PAUSE_TOTAL_FRACTION = 0.02
+PAUSE_TOTAL_MIN_S = 3.0
+
+
+def pause_threshold_s(median_itl_ms: float | None) -> float:
+    return max(PAUSE_MIN_S, PAUSE_ITL_MULTIPLE * (median_itl_ms or 0.0) / 1000.0)
+
+
 def stall_check(outcomes: list[Any], median_itl_ms: float | None, wall_anchor: float,
-                perf_anchor: float) -> dict[str, Any]:
-    """Self-check fields: `stall_threshold_s` and `server_stall` (None, or the longest stall's
-    `start` in epoch seconds and `length_s`, with `count` and `total_s` of all of them)."""
+                perf_anchor: float, duration_s: float | None = None) -> dict[str, Any]:
+    """Self-check fields: `stall_threshold_s`, `pauses` (threshold, count, total and the limit
+    on the total) and `server_stall` (None, or the longest stall's `start` in epoch seconds and
+    `length_s`, with `count` and `total_s` of all of them, and `cumulative` true when it is the
+    pauses' total, not one stall, that crossed its limit)."""
     threshold = stall_threshold_s(median_itl_ms)
     stalls = find_stalls(outcomes, threshold)
-    check: dict[str, Any] = {"stall_threshold_s": threshold, "server_stall": None}
-    if stalls:
-        start, length = max(stalls, key=lambda s: s[1])
+    pause_s = min(pause_threshold_s(median_itl_ms), threshold)
+    pauses = find_stalls(outcomes, pause_s)
+    total_limit = max(PAUSE_TOTAL_MIN_S, PAUSE_TOTAL_FRACTION * (duration_s or 0.0))
+    pause_total = sum(p[1] for p in pauses)
+    check: dict[str, Any] = {"stall_threshold_s": threshold, "server_stall": None,
+                             "pauses": {"threshold_s": pause_s, "count": len(pauses), "total_s": round(pause_total, 3),
+                                        "total_limit_s": round(total_limit, 3)}}
+    cumulative = not stalls and pause_total > total_limit
+    found = stalls or (pauses if cumulative else [])
+    if found:
+        start, length = max(found, key=lambda s: s[1])
         check["server_stall"] = {"start": wall_anchor + (start - perf_anchor), "length_s": round(length, 3),
-                                 "count": len(stalls), "total_s": round(sum(s[1] for s in stalls), 3)}
+                                 "count": len(found), "total_s": round(sum(s[1] for s in found), 3),
+                                 "cumulative": cumulative}
     return check

@@ -96,6 +96,11 @@ def spec_from_args(args: argparse.Namespace) -> Any:
         data["api"] = BACKENDS[args.backend]
     if args.disable_ignore_eos:
         data["ignore_eos"] = False
+    # The prompts' vocabulary is part of the spec (other ids, other prompts): in the fingerprint.
+    if getattr(args, "vocab_size", None) is not None:
+        data["vocab_size"] = args.vocab_size
+    if getattr(args, "tokenizer", None) is not None:
+        data["tokenizer"] = args.tokenizer
     # This command *is* the moe-tui client; a spec written for another client or version is refused.
     where = args.spec_file or "flags"
     if data.get("client", "moe-tui") != "moe-tui":

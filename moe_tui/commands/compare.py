@@ -4,7 +4,8 @@ Text (an aligned table, every cell's state in words), JSON (`{"control": {...}, 
 the machine contract), Markdown or CSV, to stdout or to a file (`-o`, written atomically).
 `--vary FIELD[,FIELD]` names what the comparison varies (default moe_runner_backend): any other
 difference confounds. `--include-flagged` averages flagged runs in (their cells then say
-unreliable); `--min-effect PCT` sets the minimum practical effect. Exit 0 on success, 2 when a
+unreliable); `--min-effect PCT` sets the minimum practical effect; `--accept-uncontrolled` shows
+verdicts the control did not back, labelled "uncontrolled". Exit 0 on success, 2 when a
 profile has no runs or an option is invalid (the message says which), 1 when the store cannot be read.
 """
 
@@ -32,6 +33,10 @@ def add_pair_arguments(p: argparse.ArgumentParser) -> None:
                    help="average flagged runs in too (their cells are then unreliable, never a verdict)")
     p.add_argument("--min-effect", metavar="PCT", type=float, default=J.MIN_EFFECT_PCT,
                    help="minimum practical effect for better/worse, percent of the baseline (default %(default)g)")
+    p.add_argument("--accept-uncontrolled", action="store_true",
+                   help="show verdicts the control check did not back (absent, inconclusive, differs, or sides "
+                        "apart in time), each labelled 'uncontrolled'; by default such cells say uncontrolled "
+                        "and show no verdict and no delta")
 
 
 def settings_from_args(args: argparse.Namespace) -> Any:
@@ -39,7 +44,8 @@ def settings_from_args(args: argparse.Namespace) -> Any:
 
     vary = frozenset(v.strip() for v in str(args.vary).split(",") if v.strip())
     return CompareSettings(vary=vary, include_flagged=bool(args.include_flagged),
-                           min_effect_pct=float(args.min_effect))
+                           min_effect_pct=float(args.min_effect),
+                           accept_uncontrolled=bool(getattr(args, "accept_uncontrolled", False)))
 
 
 def load_grid(args: argparse.Namespace, command: str) -> tuple[Any, int]:
@@ -59,6 +65,17 @@ def load_grid(args: argparse.Namespace, command: str) -> tuple[Any, int]:
     except StoreError as exc:
         print(f"moe-tui {command}: {exc}", file=sys.stderr)
         return None, 1
+
+
+def terminal_width() -> int | None:
+    """$COLUMNS, else the terminal's width; None when stdout is not a terminal and COLUMNS is unset
+    (a script reading the text gets whole lines)."""
+    import os
+    import shutil
+
+    if "COLUMNS" not in os.environ and not sys.stdout.isatty():
+        return None
+    return shutil.get_terminal_size().columns
 
 
 def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
@@ -85,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "json":
         text = render_json(grid)
     else:
-        text = render_text(grid)
+        text = render_text(grid, width=None if args.output else terminal_width())
     if args.output:
         try:
             path = write_atomic(args.output, text)

@@ -11,8 +11,9 @@ Two kinds of record:
   `--assume seed=1,ignore_eos=true,...` (recorded as `confirmed_fields`). Its client version is
   unknown (bench_serving does not write it); the server's version stays the server's.
 Every record: output tokens are checked against completed x output_len (with ignore_eos) and a
-mismatch is named and flagged `output_tokens_mismatch`; a record already in the store (same
-content, sha256 of its canonical JSON) is skipped and the CLI says so.
+mismatch is named and flagged `output_tokens_mismatch`; a record already in the store (same content,
+sha256 of its canonical JSON with labels such as bench_serving's `tag` left out) is skipped and the
+CLI says so.
 
 The whole file is read and checked before anything is written, then all new runs go in one
 transaction: an unreadable file or line gives an error naming the file and line, exit status 1,
@@ -78,8 +79,17 @@ def parse_assume(text: str) -> dict[str, Any]:
     return out
 
 
-def content_hash(record: Mapping[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
+# Keys that label a record without being part of the measurement (bench_serving's --tag, notes, names):
+# a re-import with a changed label is the same run, and must not double n.
+LABEL_KEYS = frozenset({"tag", "tags", "label", "labels", "run_name", "name", "note", "notes", "comment",
+                        "description"})
+
+
+def content_hash(record: Mapping[str, Any], *, labels: bool = False) -> str:
+    """SHA-256 of the record's measurement (labels left out). `labels=True`: the whole record, as imports
+    made before labels were ignored stored it (still matched, so those are not stored twice either)."""
+    body = dict(record) if labels else {k: v for k, v in record.items() if k not in LABEL_KEYS}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _own_spec(record: Mapping[str, Any], where: str) -> Any:
@@ -167,6 +177,7 @@ def run_from_record(record: Mapping[str, Any], where: str, lineno: int, path: st
     status = record.get("status") if record.get("status") in ("complete", "incomplete", "failed") else "complete"
     provenance = {
         "source_file": str(path), "line": lineno, "content_sha256": content_hash(record),
+        "content_sha256_labelled": content_hash(record, labels=True),
         "server_info": server_info, "unknown_fields": unknown,
         "confirmed_fields": sorted(assume) if "spec" not in record else [],
         "client": {"name": client_name, "version": client_version},
@@ -224,8 +235,9 @@ def run(args: argparse.Namespace) -> int:
             new, skipped = [], []
             for r in runs:
                 h = r["provenance"]["content_sha256"]
-                if h in seen:
-                    skipped.append((r["provenance"]["line"], seen[h]))
+                legacy = r["provenance"]["content_sha256_labelled"]
+                if h in seen or legacy in seen:
+                    skipped.append((r["provenance"]["line"], seen.get(h, seen.get(legacy, 0))))
                 else:
                     seen[h] = -r["provenance"]["line"]  # a duplicate line within this file
                     new.append(r)

@@ -14,20 +14,41 @@ import subprocess
 import sys
 from pathlib import Path
 
+STUB_FILE = Path(__file__).resolve().parent.parent / "sglang_stub.py"
+
 # Run in the profile's interpreter: parse the launch args with SGLang's own parser, nothing more
 # (ServerArgs.__post_init__ probes the GPU and is not wanted here).
+# Without torch (a CPU machine with sglang installed --no-deps) the parser is read through
+# moe_tui/sglang_stub.py, loaded by file path (argv[1]): the profile's interpreter may lack moe-tui.
 _SGLANG_PARSE = """
-import argparse, sys
+import argparse, importlib.util, sys
+stub_path = sys.argv.pop(1)
 try:
     from sglang.srt.server_args import ServerArgs
-except Exception as exc:  # not installed here
-    print("SGLANG-NOT-IMPORTABLE", type(exc).__name__, exc)
-    sys.exit(3)
+except Exception as exc:
+    if importlib.util.find_spec("torch") is not None or importlib.util.find_spec("sglang") is None:
+        print("SGLANG-NOT-IMPORTABLE", type(exc).__name__, exc)
+        sys.exit(3)
+    for name in [m for m in sys.modules if m == "sglang" or m.startswith("sglang.")]:
+        del sys.modules[name]
+    spec = importlib.util.spec_from_file_location("moe_tui_sglang_stub", stub_path)
+    stub = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stub)
+    stub.install()
+    try:
+        from sglang.srt.server_args import ServerArgs
+    except Exception as exc:
+        print("SGLANG-NOT-IMPORTABLE", type(exc).__name__, exc)
+        sys.exit(3)
 parser = argparse.ArgumentParser(prog="sglang serve")
 ServerArgs.add_cli_args(parser)
-parser.parse_args(sys.argv[1:])
-import sglang
-print("SGLANG-OK", getattr(sglang, "__version__", "?"))
+ns = parser.parse_args(sys.argv[1:])
+import json
+from importlib.metadata import version
+owned = ("model_path", "served_model_name", "tp_size", "ep_size", "moe_runner_backend", "quantization", "host", "port")
+flags = sorted(o for a in parser._actions for o in a.option_strings if o.startswith("--"))
+print("SGLANG-OK", json.dumps({"version": version("sglang"), "flags": flags,
+                              "resolved": {k: getattr(ns, k, None) for k in owned}}))
 """
 
 
@@ -65,14 +86,15 @@ def check(directory: Path, use_sglang: bool = True) -> int:
         where = profile.source
         argv = profile.argv()
         if profile.engine == "sim":
-            problem = _check_with_emulator_parser(argv[3:])
+            problem, resolved = _check_with_emulator_parser(argv[3:])
             if problem:
                 problems.append(f"{where}: the emulator rejects the launch args: {problem}")
+            problems += contradictions(profile, resolved, "the emulator's parser")
         elif use_sglang:
             python = profile.python or sys.executable
             try:
-                proc = subprocess.run([python, "-c", _SGLANG_PARSE, *argv[3:]], capture_output=True,
-                                      text=True, timeout=120)
+                proc = subprocess.run([python, "-c", _SGLANG_PARSE, str(STUB_FILE), *argv[3:]],
+                                      capture_output=True, text=True, timeout=120)
             except (OSError, subprocess.TimeoutExpired) as exc:
                 problems.append(f"{where}: key 'python': cannot run {python}: {exc}")
                 continue
@@ -83,7 +105,10 @@ def check(directory: Path, use_sglang: bool = True) -> int:
                 detail = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
                 problems.append(f"{where}: SGLang's parser rejects the launch args: {detail}")
             else:
-                notes.append(f"{where}: accepted by SGLang's parser ({proc.stdout.strip().split()[-1]})")
+                found = json.loads(proc.stdout.strip().split("SGLANG-OK", 1)[1])
+                problems += contradictions(profile, found["resolved"], f"SGLang {found['version']}'s parser")
+                notes += version_notes(where, found["version"], found["flags"])
+                notes.append(f"{where}: accepted by SGLang's parser ({found['version']})")
         if profile.binds_beyond_loopback:
             warnings.append(f"{where}: key 'host': binds {profile.host}, so the server is reachable "
                             "beyond this machine (the default is 127.0.0.1)")
@@ -97,19 +122,55 @@ def check(directory: Path, use_sglang: bool = True) -> int:
     return 1 if problems else 0
 
 
-def _check_with_emulator_parser(args: list[str]) -> str | None:
+def _check_with_emulator_parser(args: list[str]) -> tuple[str | None, dict]:
+    """(the emulator parser's complaint or None, the values it resolved)."""
     try:
         from moe_tui.sim.args import build_parser
     except ModuleNotFoundError:
-        return None
+        return None, {}
     parser = build_parser()
     errors: list[str] = []
     parser.error = lambda message: (errors.append(message), (_ for _ in ()).throw(_ParseFailed()))  # type: ignore[assignment]
     try:
-        parser.parse_args(args)
+        ns = parser.parse_args(args)
     except (_ParseFailed, SystemExit):
-        return errors[0] if errors else "rejected"
-    return None
+        return (errors[0] if errors else "rejected"), {}
+    return None, vars(ns)
+
+
+def contradictions(profile: object, resolved: dict, by: str) -> list[str]:
+    """Each profile-owned setting the parser resolved to another value than the profile's key,
+    naming the extra_args spelling that got there and SGLang's own name for it."""
+    from moe_tui.sglang_flags import PROFILE_OWNED, owned_reached
+
+    out = []
+    for dest, key in PROFILE_OWNED.items():
+        want = getattr(profile, key)
+        if dest not in resolved or want in ("", None):
+            continue
+        got = resolved[dest]
+        if str(got) != str(want):
+            spelled = [f"{r.spelling} (SGLang's {r.canonical})" for k, r in owned_reached(profile.extra_args)  # type: ignore[attr-defined]
+                       if k == key]
+            how = f"extra_args {', '.join(spelled)}" if spelled else "the launch args"
+            out.append(f"{profile.source}: {by} resolves {dest} = {got!r} through {how}, "  # type: ignore[attr-defined]
+                       f"but the profile's key '{key}' says {want!r}")
+    return out
+
+
+def version_notes(where: str, version: str, flags: list[str]) -> list[str]:
+    """What moe-tui cannot vouch for when the installed SGLang is not the one it was checked against."""
+    from moe_tui.sglang_flags import CHECKED_VERSION, flag_table
+
+    if version == CHECKED_VERSION:
+        return []
+    known = set(flag_table())
+    new, gone = sorted(set(flags) - known), sorted(known - set(flags))
+    return [f"{where}: SGLang {version} is installed; moe-tui was checked against {CHECKED_VERSION}. Unknown for "
+            f"{version}: its /server_info keys (each unknown key counts as a setting), log phase lines, metric "
+            f"names and MoE backend list; flags new since {CHECKED_VERSION}: {len(new)} ({', '.join(new[:6])}"
+            f"{', ...' if len(new) > 6 else ''}), gone: {len(gone)} ({', '.join(gone[:6])}"
+            f"{', ...' if len(gone) > 6 else ''})"]
 
 
 class _ParseFailed(Exception):

@@ -55,6 +55,9 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     add.add_argument("--no-flush-cache", action="store_true",
                      help="do not POST /flush_cache before each timed run (default: flush, recorded in the spec, "
                           "so a repeat is never served from the previous repeat's radix cache)")
+    add.add_argument("--no-control", action="store_true",
+                     help="leave out the control concurrency (2) and its extra server starts; every verdict of "
+                          "the comparison then says uncontrolled")
     add.add_argument("--dry-run", action="store_true", help="print the plan, add nothing")
     add.add_argument("--yes", action="store_true",
                      help=f"add a campaign larger than the cap (MOE_TUI_CAMPAIGN_CAP, default {CAMPAIGN_CAP})")
@@ -131,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
 def _add(args: argparse.Namespace, store: Any) -> int:
     from pathlib import Path
 
+    from moe_tui.grids import control_noise_pct
     from moe_tui.profiles import load_profiles
     from moe_tui.queue import CampaignPlan, RunQueue
     from moe_tui.spec import BenchmarkSpec
@@ -150,7 +154,8 @@ def _add(args: argparse.Namespace, store: Any) -> int:
         profiles=tuple(names), concurrencies=tuple(_csv(args.concurrency, int, "--concurrency")),
         repeats=args.repeats, base_spec=BenchmarkSpec.from_dict(_spec_dict(args), "moe-tui queue add flags"),
         policy=args.order, prompts_per_concurrency=args.prompts_per_concurrency,
-        warmup_pass=not args.no_warmup_pass, profiles_dir=str(profiles_dir),
+        warmup_pass=not args.no_warmup_pass, profiles_dir=str(profiles_dir), control=not args.no_control,
+        control_noise_pct=control_noise_pct(store, names) if not args.no_control else None,
     )
     cap = campaign_cap()
     if plan.size > cap and not args.yes and not args.dry_run:
@@ -163,6 +168,7 @@ def _add(args: argparse.Namespace, store: Any) -> int:
     print(f"base spec: {plan.base_spec.describe()}")
     rule = plan.definition()["num_prompts_rule"]["rule"]
     print(f"prompts: {rule}; warmup pass: {'yes' if plan.warmup_pass else 'no'}")
+    print(f"control: {plan.control_plan()['why']}")
     costs = plan.start_costs()
     print("server starts: " + ", ".join(f"{k} {v}{' (chosen)' if k == plan.policy else ''}"
                                         for k, v in costs.items()))

@@ -145,7 +145,11 @@ def _detach(args: argparse.Namespace, data_dir: Any, profiles_dir: Any) -> int:
         print(f"moe-tui run --detach: {exc}", file=sys.stderr)
         return 1
     print(f"runner started: pid {pid}, log {log_path}")
-    print("attach with the TUI, watch with `moe-tui run --status`, stop with `moe-tui run --stop`")
+    from moe_tui.control.launch import attach_command
+
+    env = attach_command(profiles_dir).split("moe-tui", 1)[0]  # MOE_TUI_HOME=... when not the default home
+    print(f"data dir {data_dir}: attach with `{attach_command(profiles_dir)}`, watch with `{env}moe-tui run --status`, "
+          f"stop with `{env}moe-tui run --stop`")
     return 0
 
 

@@ -7,15 +7,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from moe_tui import judgement as J
-from moe_tui.compare.confound import server_args_missing
+from moe_tui.compare.confound import derived_notes, server_args_missing
 from moe_tui.compare.control import control_check
 from moe_tui.compare.grid import (
     Draft,
     cell_confounders,
     environment_beside,
     finish,
+    gate,
     method_lines,
-    pooled_noise,
     pre_state,
     run_tests,
     side_stats,
@@ -46,7 +46,6 @@ from moe_tui.compare.runs import (
     side_provenance,
     snapshot_diff,
 )
-from moe_tui.compare.stats import PooledNoise
 
 
 def _group(runs: Sequence[Run], name: str, warnings: list[str]) -> dict[int, list[Run]]:
@@ -104,15 +103,12 @@ def build_grid_from_runs(
             points[(side, conc)], side_runs[(side, conc)] = side_point(
                 side, conc, by_conc[side].get(conc, []), fp, other, settings.include_flagged)
     drafts = _drafts(concurrencies, metrics, points, side_runs, names, settings, plan or {})
-    pooled = pooled_noise(drafts)
-    control = control_check(points, {k: v.sa.values if k[0] == BASELINE else v.sb.values
-                                     for v in drafts if v.metric.key == PRIMARY_METRIC
-                                     for k in ((BASELINE, v.conc), (CANDIDATE, v.conc))},
-                            pooled.get(PRIMARY_METRIC, PooledNoise(0.0, 0)), settings.control_margin_pct,
+    control = control_check(points, {k: sr.averaged for k, sr in side_runs.items()}, settings.control_margin_pct,
                             environment_beside(side_runs))
-    families = run_tests(drafts, pooled, settings)
-    differs = control.text.split(";")[0] if control.failed else None
-    cells = tuple(finish(d, differs, settings) for d in drafts)
+    families = run_tests(drafts, settings)
+    for d in drafts:
+        gate(d, control, settings)
+    cells = tuple(finish(d, settings) for d in drafts)
     return _assemble(names, metrics, concurrencies, cells, points, side_runs, runs, control, warnings,
                      settings, families)
 
@@ -146,6 +142,7 @@ def _assemble(names: tuple[str, str], metrics: Sequence[MetricDef], concurrencie
     if conf:
         warnings.insert(0, f"confounded: {len(conf)} difference(s) besides {', '.join(sorted(settings.vary))}: "
                         + "; ".join(c.describe() for c in conf))
+    warnings.extend(derived_notes(used[BASELINE], used[CANDIDATE]))
     missing = server_args_missing(used[BASELINE], used[CANDIDATE])
     if missing:
         warnings.append(f"resolved server args not recorded for the {' and '.join(missing)}: launch settings are "
@@ -221,20 +218,40 @@ def _series(side: str, concurrencies: Sequence[int], cells: Sequence[GridCell]) 
         means.append(stats.mean if stats else None)
         stds.append(stats.std if stats else None)
         ns.append(stats.n if stats else 0)
-        comparable.append(bool(cell and cell.comparable and cell.verdict != J.CONFOUNDED))
+        comparable.append(bool(cell and cell.delta_pct is not None))  # no verdict: drawn as not comparable
     return ThroughputSeries(tuple(concurrencies), tuple(means), tuple(stds), tuple(ns), tuple(comparable))
 
 
-def plan_counts(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], PlanCount]:
-    """(profile, requested fingerprint) -> planned queue items and those still pending or running,
-    from the queue's per-state counts (`RunQueue.plan_rows()`: profile_name, fingerprint, state, n)."""
+def plan_counts(rows: Iterable[Mapping[str, Any]],
+                expected: Mapping[tuple[int, str, str], int] | None = None) -> dict[tuple[str, str], PlanCount]:
+    """(profile, requested fingerprint) -> planned queue items, those still pending or running, and those
+    of the latest plan touching it that were cut: cancelled or skipped items, plus items its campaign
+    planned (`expected`: (campaign id, profile, fingerprint) -> count, from the stored definitions) that
+    are no longer in the queue (cleared). `rows`: per-state counts (profile_name, fingerprint, state, n,
+    and campaign_id when known). A newer plan for the key (a re-plan) leaves the older cut behind."""
+    expected = expected or {}
+    present: dict[tuple[int, str, str], int] = {}
+    latest: dict[tuple[str, str], int] = {}
     out: dict[tuple[str, str], PlanCount] = {}
+    cut_by: dict[tuple[int, str, str], int] = {}
     for r in rows:
-        if r["state"] in ("cancelled", "skipped"):
-            continue
         key = (r["profile_name"], r["fingerprint"])
-        planned, pending = out.get(key, PlanCount(0, 0))
-        out[key] = PlanCount(planned + r["n"], pending + (r["n"] if r["state"] in ("pending", "running") else 0))
+        camp = int(r.get("campaign_id") or 0)
+        latest[key] = max(latest.get(key, 0), camp)
+        present[(camp, *key)] = present.get((camp, *key), 0) + r["n"]
+        planned, pending, cut = out.get(key, PlanCount(0, 0))
+        if r["state"] in ("cancelled", "skipped"):
+            cut_by[(camp, *key)] = cut_by.get((camp, *key), 0) + r["n"]
+            out[key] = PlanCount(planned, pending, cut)
+            continue
+        out[key] = PlanCount(planned + r["n"], pending + (r["n"] if r["state"] in ("pending", "running") else 0), cut)
+    for camp, profile, fp in expected:
+        latest[(profile, fp)] = max(latest.get((profile, fp), 0), camp)
+    for key, camp in latest.items():
+        missing = max(0, expected.get((camp, *key), 0) - present.get((camp, *key), 0))
+        cut = cut_by.get((camp, *key), 0) + missing
+        planned, pending, _ = out.get(key, PlanCount(0, 0))
+        out[key] = PlanCount(planned, pending, cut)
     return out
 
 

@@ -4,7 +4,9 @@ Three sources, each per run so that a side whose own runs disagree is caught too
 - the profile snapshot (launch settings: engine, model, parallelism, quantization, GPUs, python,
   each extra arg flag by flag, each env var and emulator setting); identity keys do not count;
 - the resolved server args the server reported (`/server_info`, or an imported record's
-  `server_info`), flattened with dots, minus `judgement.SERVER_ARGS_IGNORED`;
+  `server_info`), flattened with dots: only the keys `judgement.server_arg_kind` calls settings
+  (derived values such as the KV pool are shown beside the grid, `derived_notes`; per-start values
+  are ignored);
 - the environment: SGLang version, GPU model and count, driver (`judgement.ENVIRONMENT_CONFOUNDERS`).
 Fields named by `vary` (and their aliases, `judgement.VARY_ALIASES`) are what is compared and
 never confound. Host, clocks and the like are listed beside the control check (`environment_listed`).
@@ -67,7 +69,7 @@ def server_args(run: Run) -> dict[str, str] | None:
         return None
     flat: dict[str, str] = {}
     _flatten("", info, flat)
-    return {k: v for k, v in flat.items() if not J.server_arg_ignored(k) and k != "simulated"}
+    return {k: v for k, v in flat.items() if J.server_arg_kind(k) == J.SETTING and k != "simulated"}
 
 
 def _compare(source: str, side_a: Sequence[Mapping[str, str]], side_b: Sequence[Mapping[str, str]],
@@ -113,9 +115,11 @@ def _env(run: Run, keys: Sequence[str]) -> dict[str, str]:
 def environment_listed(runs_a: Sequence[Run], runs_b: Sequence[Run]) -> tuple[str, ...]:
     """Environment provenance that differs (host, clocks seen, CUDA, ...): listed, not confounding."""
     out = []
+    env_a = [_env(r, J.ENVIRONMENT_LISTED) for r in runs_a]  # one provenance read per run, not per key
+    env_b = [_env(r, J.ENVIRONMENT_LISTED) for r in runs_b]
     for key in J.ENVIRONMENT_LISTED:
-        va = sorted({e[key] for e in (_env(r, (key,)) for r in runs_a) if key in e})
-        vb = sorted({e[key] for e in (_env(r, (key,)) for r in runs_b) if key in e})
+        va = sorted({e[key] for e in env_a if key in e})
+        vb = sorted({e[key] for e in env_b if key in e})
         if va and vb and va != vb:
             out.append(f"{key}: {' | '.join(va)} vs {' | '.join(vb)}")
     return tuple(out)
@@ -127,4 +131,27 @@ def server_args_missing(runs_a: Sequence[Run], runs_b: Sequence[Run]) -> list[st
     for side, runs in (("baseline", runs_a), ("candidate", runs_b)):
         if runs and all(server_args(r) is None for r in runs):
             out.append(side)
+    return out
+
+
+def _derived(run: Run, key: str) -> float | None:
+    info = dig(run.provenance, ("server", "resolved_args")) or run.provenance.get("server_info")
+    value = info.get(key) if isinstance(info, Mapping) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def derived_notes(runs_a: Sequence[Run], runs_b: Sequence[Run]) -> list[str]:
+    """Derived server values (judgement.SERVER_ARGS_SHOWN) that differ between the sides, in words:
+    never a confounder, but the KV pool limits the running batch, so a reader must see it."""
+    out = []
+    for key, label in J.SERVER_ARGS_SHOWN.items():
+        va = sorted({v for v in (_derived(r, key) for r in runs_a) if v is not None})
+        vb = sorted({v for v in (_derived(r, key) for r in runs_b) if v is not None})
+        if not va or not vb or va == vb:
+            continue
+        mean_a, mean_b = sum(va) / len(va), sum(vb) / len(vb)
+        pct = f" ({(mean_b - mean_a) / mean_a * 100:+.1f}%)" if mean_a else ""
+        why = "; it limits how many requests run at once" if key == J.KV_POOL_KEY else ""
+        out.append(f"derived by the server, not a confounder: {label} ({key}) "
+                   f"{' | '.join(f'{v:.0f}' for v in va)} vs {' | '.join(f'{v:.0f}' for v in vb)}{pct}{why}")
     return out

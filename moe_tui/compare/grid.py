@@ -1,14 +1,16 @@
-"""Building the grid: points, confounders, per-cell states, pooled tests, Holm families, control.
+"""Building the grid: points, confounders, evidence checks, per-cell states, moderated tests, families.
 
 Each cell ends in exactly one `judgement.VERDICTS` state, decided in this order (the first that
 applies wins; README "How a verdict is decided" says it in words):
-no_data -> refused (different spec) -> confounded (anything but the varied fields differs) ->
-unverified (an imported spec field is unknown) -> unreliable (flagged runs: fewer than
-`judgement.MIN_CLEAN_RUNS` clean runs on a side once they are left out, or flagged runs included
-by the toggle) -> interim (the queue still holds planned repeats) -> noise_unknown (n < 2 or zero
-spread on a side) -> tested: better/worse when the Holm-adjusted p-value of the cell's family is
-under alpha AND the effect is at least the minimum; within_noise otherwise. A control check that
-says "differs" turns every tested cell into confounded.
+no_data -> refused (different spec, or both servers report the same backend) -> confounded (anything
+but the varied fields differs) -> unverified (an imported spec field or server start is unknown) ->
+unreliable (flagged runs; a percentile from too few requests) -> output_differs (output tokens per
+request beyond 1%) -> interim (the queue still holds planned repeats) -> cut_short (the latest plan
+was cancelled, skipped or cleared before it was done) -> noise_unknown (fewer than 2 server starts or
+zero spread on a side) -> tested: better/worse when the family-corrected interval lies beyond the
+minimum effect, within_noise otherwise -> uncontrolled (a tested cell whose control did not say
+"agrees", or whose sides do not overlap in time, unless the control agrees on overlapping runs):
+no verdict and no delta unless the user accepts uncontrolled verdicts, and then labelled so.
 """
 
 from __future__ import annotations
@@ -19,11 +21,21 @@ from dataclasses import dataclass, field
 
 from moe_tui import judgement as J
 from moe_tui.compare.confound import confounders, environment_listed
+from moe_tui.compare.evidence import (
+    is_import,
+    output_tokens_problem,
+    overlap_problem,
+    percentile_problem,
+    same_backend,
+    start_key,
+    start_means,
+)
 from moe_tui.compare.model import (
     BASELINE,
     CANDIDATE,
     CompareSettings,
     Confounder,
+    ControlCheck,
     FamilySummary,
     GridCell,
     MetricDef,
@@ -33,7 +45,7 @@ from moe_tui.compare.model import (
 )
 from moe_tui.compare.points import SideRuns
 from moe_tui.compare.runs import format_number, format_pct, requested_fingerprint, signed, spec_field_diffs
-from moe_tui.compare.stats import CONFIDENCE, CellTest, PooledNoise, cell_test, holm, repeats_to_settle
+from moe_tui.compare.stats import ModeratedTest, Prior, fit_priors, holm, log_samples, moderated_test, repeats_to_settle
 
 TESTED = (J.BETTER, J.WORSE, J.WITHIN_NOISE)
 
@@ -51,8 +63,12 @@ class Draft:
     verdict: str | None = None
     reasons: list[str] = field(default_factory=list)
     confounders: tuple[Confounder, ...] = ()
-    test: CellTest | None = None
+    test: ModeratedTest | None = None
     p_adjusted: float | None = None
+    runs: tuple = ()  # (baseline SideRuns, candidate SideRuns)
+    starts: tuple[list[float], list[float]] = ([], [])  # per-start means, the test's samples
+    confidence: float | None = None  # of the family-corrected interval
+    uncontrolled: str = ""
 
 
 def stats_text(values: Sequence[float], mean: float | None, std: float | None) -> str:
@@ -94,6 +110,7 @@ def pre_state(d: Draft, names: tuple[str, str], runs: tuple[SideRuns, SideRuns],
               conf: tuple[Confounder, ...], settings: CompareSettings,
               plan: Mapping[tuple[str, str], PlanCount]) -> None:
     """Decide every state that needs no grid-wide statistics; leaves d.verdict None when testable."""
+    d.runs = runs
     sides = ((names[0], d.pa, d.sa, runs[0], missing[0]), (names[1], d.pb, d.sb, runs[1], missing[1]))
     if d.pa.fingerprint is None or d.pb.fingerprint is None:
         who = [n for n, p, *_ in sides if p.fingerprint is None]
@@ -107,37 +124,67 @@ def pre_state(d: Draft, names: tuple[str, str], runs: tuple[SideRuns, SideRuns],
                                       "run(s) of this spec")
         if stats.n == 0 and not sr.flagged:
             return _set(d, J.NO_DATA, f"not reported: {name} run(s) {', '.join(map(str, miss))} lack {d.metric.key}")
+    same = same_backend(runs[0].complete, runs[1].complete, settings.vary)
+    if same:
+        return _set(d, J.REFUSED, same)
     if conf:
         d.confounders = conf
         return _set(d, J.CONFOUNDED, *(f"{c.describe()} ({c.source.replace('_', ' ')})" for c in conf))
-    unknown = [(n, p.unknown_fields) for n, p, *_ in sides if p.unknown_fields]
-    if unknown:
-        return _set(d, J.UNVERIFIED, *(f"{n}: the imported record did not carry {', '.join(f)}; confirm them with "
-                                       "`moe-tui import --assume FIELD=VALUE,...`" for n, f in unknown))
+    if _unverified(d, sides):
+        return None
     reasons = _flag_reasons(sides, settings)
+    reasons += [w for n, _, _, sr, _ in sides if (w := percentile_problem(d.metric.key, sr.averaged, n))]
     if reasons:
         return _set(d, J.UNRELIABLE, *reasons)
+    output = output_tokens_problem(runs[0].averaged, runs[1].averaged, names)
+    if output:
+        return _set(d, J.OUTPUT_DIFFERS, output)
     for name, _point, stats, _sr, _ in sides:
         if stats.n_flagged_excluded:
             d.reasons.append(f"{name}: {stats.n_flagged_excluded} flagged run(s) left out of the mean")
-    pending = [(n, _pending(n, sr, plan)) for n, _, _, sr, _ in sides]
-    pending = [(n, p) for n, p in pending if p.pending > 0]
+    if _planned_state(d, sides, plan):
+        return None
+    d.starts = (start_means(runs[0].averaged, d.metric.key), start_means(runs[1].averaged, d.metric.key))
+    for (name, _point, stats, _sr, _), starts in zip(sides, d.starts):
+        if len(starts) < 2:
+            return _set(d, J.NOISE_UNKNOWN, f"{name} has {stats.n} run(s) from {len(starts)} server start(s): "
+                                            "start-to-start variance is unknown; a side needs 2 starts (interleave "
+                                            "the profiles, or restart the server between repeats)")
+        if stats.std == 0 or max(starts) == min(starts):
+            return _set(d, J.NOISE_UNKNOWN, f"{name}'s {stats.n} runs are identical (zero spread is unknown noise, "
+                                            "not none)")
+    return None
+
+
+def _unverified(d: Draft, sides: Iterable[tuple]) -> bool:
+    reasons = [f"{n}: the imported record did not carry {', '.join(p.unknown_fields)}; confirm them with "
+               "`moe-tui import --assume FIELD=VALUE,...`" for n, p, *_ in sides if p.unknown_fields]
+    for name, _p, _s, sr, _ in sides:
+        nameless = [r.id for r in sr.averaged if start_key(r) is None and is_import(r)]
+        if nameless:
+            reasons.append(f"{name}: imported run(s) {', '.join(map(str, nameless[:5]))} carry no server start "
+                           "identity (server_info has no pid): runs on one start cannot be told from runs on "
+                           "many, so the sample size is unknown")
+    if reasons:
+        _set(d, J.UNVERIFIED, *reasons)
+    return bool(reasons)
+
+
+def _planned_state(d: Draft, sides: Iterable[tuple], plan: Mapping[tuple[str, str], PlanCount]) -> bool:
+    """Interim while planned repeats are pending; cut short when the latest plan was cut before done."""
+    counts = [(n, _pending(n, sr, plan), len(sr.all)) for n, _, _, sr, _ in sides]
+    pending = [(n, p) for n, p, _ in counts if p.pending > 0]
     if pending:
-        return _set(d, J.INTERIM, *(f"{n}: {p.planned - p.pending} of {p.planned} planned repeats done; "
-                                    "no verdict until the campaign's repeats are in" for n, p in pending))
-    for name, _point, stats, *_ in sides:
-        if stats.n < 2:
-            return _set(d, J.NOISE_UNKNOWN, f"{name} has {stats.n} run(s)")
-        if stats.std == 0:
-            return _set(d, J.NOISE_UNKNOWN, f"{name}'s {stats.n} runs are identical (zero spread is unknown noise, not none)")
-    for name, _point, _stats, sr, _ in sides:
-        # Repeats on one server start share its speed offset (a restart moves throughput by a
-        # percent or two): their spread says nothing about the start-to-start part of the noise.
-        starts = {r.server_start_id for r in sr.averaged}
-        if len(sr.averaged) >= 2 and None not in starts and len(starts) == 1:
-            return _set(d, J.NOISE_UNKNOWN, f"{name}'s {len(sr.averaged)} runs all came from one server start: "
-                                            "start-to-start variance is unknown (interleave the profiles, or "
-                                            "restart the server between repeats)")
+        _set(d, J.INTERIM, *(f"{n}: {p.planned - p.pending} of {p.planned} planned repeats done; "
+                             "no verdict (and no delta) until the plan is done" for n, p in pending))
+        return True
+    cut = [(n, p, done) for n, p, done in counts if p.cut > 0]
+    if cut:
+        _set(d, J.CUT_SHORT, *(f"{n}: plan cut short: {p.cut} planned item(s) cancelled, skipped or cleared; "
+                               f"{done} run(s) done of {p.planned + p.cut} planned; re-plan the cell for a verdict"
+                               for n, p, done in cut))
+        return True
+    return False
 
 
 def _set(d: Draft, verdict: str, *reasons: str) -> None:
@@ -160,28 +207,35 @@ def _flag_reasons(sides: Iterable[tuple], settings: CompareSettings) -> list[str
 def _pending(name: str, sr: SideRuns, plan: Mapping[tuple[str, str], PlanCount]) -> PlanCount:
     keys = {(r.profile_name or name, requested_fingerprint(r)) for r in sr.all}
     counts = [plan[k] for k in keys if k in plan]
-    return PlanCount(sum(c.planned for c in counts), sum(c.pending for c in counts))
+    return PlanCount(sum(c.planned for c in counts), sum(c.pending for c in counts), sum(c.cut for c in counts))
 
 
-def pooled_noise(drafts: Sequence[Draft]) -> dict[str, PooledNoise]:
-    """Per metric: relative noise pooled over the testable cells' sides."""
-    groups: dict[str, list[Sequence[float]]] = {}
+def _samples(d: Draft) -> tuple | None:
+    la, lb = log_samples(d.starts[0]), log_samples(d.starts[1])
+    return None if la is None or lb is None else (la, lb)
+
+
+def run_tests(drafts: Sequence[Draft], settings: CompareSettings) -> list[FamilySummary]:
+    """Moderate every testable cell's variance (per metric, trend in concurrency), test, Holm-adjust within
+    the primary and the secondary family, and decide on the family-corrected interval."""
+    by_metric: dict[str, list[tuple[Draft, tuple]]] = {}
     for d in drafts:
-        if d.verdict is None:
-            groups.setdefault(d.metric.key, []).extend([d.sa.values, d.sb.values])
-    return {k: PooledNoise.of(v) for k, v in groups.items()}
-
-
-def run_tests(drafts: Sequence[Draft], pooled: Mapping[str, PooledNoise], settings: CompareSettings) -> list[FamilySummary]:
-    """Test every testable cell, Holm-adjust within the primary and the secondary family, decide."""
-    families = []
-    for name, primary in (("primary", True), ("secondary", False)):
-        members = [d for d in drafts if d.verdict is None and d.metric.primary == primary]
-        for d in members:
-            d.test = cell_test(d.sa.values, d.sb.values, pooled.get(d.metric.key, PooledNoise(0.0, 0)))
+        samples = _samples(d) if d.verdict is None else None
+        if d.verdict is None and samples is None:
+            _set(d, J.NOISE_UNKNOWN, "a value that is not positive: no relative noise to judge from")
+        elif samples is not None:
+            by_metric.setdefault(d.metric.key, []).append((d, samples))
+    for members in by_metric.values():
+        own = [(math.log2(d.conc), *_own(s)) for d, s in members]
+        usable = [i for i, (_, s2, df) in enumerate(own) if s2 > 0 and df > 0]
+        priors = dict(zip(usable, fit_priors([own[i] for i in usable])))
+        for i, (d, (la, lb)) in enumerate(members):
+            d.test = moderated_test(la, lb, priors.get(i, Prior(0.0, 0.0)))
             if d.test is None:
                 _set(d, J.NOISE_UNKNOWN, "no spread to judge from")
-        tested = [d for d in members if d.test is not None]
+    families = []
+    for name, primary in (("primary", True), ("secondary", False)):
+        tested = [d for d in drafts if d.verdict is None and d.metric.primary == primary and d.test is not None]
         for d, p in zip(tested, holm([d.test.p_value for d in tested if d.test is not None])):
             d.p_adjusted = p
             _decide(d, len(tested), name, settings)
@@ -191,42 +245,74 @@ def run_tests(drafts: Sequence[Draft], pooled: Mapping[str, PooledNoise], settin
     return families
 
 
+def _own(samples: tuple) -> tuple[float, float]:
+    from moe_tui.compare.stats import own_variance
+
+    return own_variance(*samples)
+
+
 def _decide(d: Draft, family_size: int, family: str, settings: CompareSettings) -> None:
+    """Better/worse when the Bonferroni interval (level 1 - alpha/m, m = the family's tested cells) lies
+    wholly beyond the minimum effect; that interval is the one shown with the cell."""
     t = d.test
     assert t is not None and d.p_adjusted is not None
-    where = f"p={t.p_value:.3g}, Holm-adjusted {d.p_adjusted:.3g} over {family_size} {family} cell(s)"
-    if d.p_adjusted < settings.alpha and abs(t.delta_pct) >= settings.min_effect_pct:
-        up = t.delta > 0
+    d.confidence = 1.0 - settings.alpha / family_size
+    lo, hi = t.interval_pct(d.confidence)
+    where = (f"{d.confidence:.2%} interval [{format_pct(lo)}, {format_pct(hi)}] (family-corrected over "
+             f"{family_size} {family} cell(s); Holm p {d.p_adjusted:.3g}; {t.own_df:g} own + {t.prior_df:.1f} "
+             "borrowed df)")
+    m = settings.min_effect_pct
+    if lo > m or hi < -m:
+        up = t.delta_log > 0
         _set(d, J.BETTER if up == d.metric.higher_is_better else J.WORSE, where)
     elif d.p_adjusted < settings.alpha:
-        _set(d, J.WITHIN_NOISE, f"{where}; {format_pct(t.delta_pct)} is under the {settings.min_effect_pct:g}% "
-                                "minimum effect")
+        _set(d, J.WITHIN_NOISE, f"{where}; significant, but the interval reaches inside the {m:g}% minimum effect")
     else:
         _set(d, J.WITHIN_NOISE, f"{where}; not under alpha {settings.alpha:g}")
 
 
-def finish(d: Draft, control_differs: str | None, settings: CompareSettings) -> GridCell:
-    """The frozen cell, with its texts."""
-    if control_differs and d.verdict in TESTED:
-        d.verdict = J.CONFOUNDED
-        d.reasons.insert(0, control_differs)
+def gate(d: Draft, control: ControlCheck, settings: CompareSettings) -> None:
+    """A tested cell stands only when the control agrees (and the sides overlap in time, or the control
+    agrees on overlapping runs); otherwise it is uncontrolled, shown only when the user accepts that."""
+    if d.verdict not in TESTED:
+        return
+    why = ""
+    if control.state != J.CONTROL_AGREES:
+        why = {J.CONTROL_ABSENT: "control absent (no concurrency 2 or 1 on both sides)",
+               J.CONTROL_INCONCLUSIVE: "control inconclusive",
+               J.CONTROL_DIFFERS: "control differs (environment)"}[control.state]
+    else:
+        apart = overlap_problem(d.runs[0].averaged, d.runs[1].averaged) if d.runs else None
+        if apart and not control.overlapping:
+            why = apart + "; the control's runs do not overlap either"
+    if not why:
+        return
+    d.uncontrolled = why
+    if settings.accept_uncontrolled:
+        d.reasons.insert(0, f"uncontrolled ({why}): shown because uncontrolled verdicts are accepted")
+        return
+    d.reasons.insert(0, f"{J.VERDICT_WORDS[d.verdict]} withheld: {why}; a verdict needs the control to agree "
+                        "(--accept-uncontrolled shows it, labelled)")
+    d.verdict = J.UNCONTROLLED
+
+
+def finish(d: Draft, settings: CompareSettings) -> GridCell:
+    """The frozen cell, with its texts; a delta and interval only with a verdict (tested cells)."""
     sa, sb, m = d.sa, d.sb, d.metric
-    show_delta = d.verdict not in (J.NO_DATA, J.REFUSED, J.CONFOUNDED) and sa.n and sb.n
     delta = delta_pct = lo = hi = lo_pct = hi_pct = None
     delta_text = ci_text = ""
-    if show_delta and sa.mean is not None and sb.mean is not None:
-        delta = sb.mean - sa.mean
-        delta_pct = delta / sa.mean * 100.0 if sa.mean else None
-        delta_text = f"{format_pct(delta_pct)} ({signed(delta, format_number(delta))} {m.unit})"
     repeats = None
-    if d.verdict in TESTED and d.test is not None:
-        lo, hi = d.test.interval(CONFIDENCE)
-        lo_pct, hi_pct = (lo / sa.mean * 100.0, hi / sa.mean * 100.0) if sa.mean else (None, None)
-        ci_text = f"[{format_pct(lo_pct)}, {format_pct(hi_pct)}]" if sa.mean else ""
-        if d.verdict == J.WITHIN_NOISE and abs(d.test.delta_pct) >= settings.min_effect_pct:
-            repeats = repeats_to_settle(sa.std or 0.0, sb.std or 0.0, d.test.delta)
+    if d.verdict in TESTED and d.test is not None and sa.mean is not None and sb.mean is not None and d.confidence:
+        delta = sb.mean - sa.mean
+        delta_pct = d.test.delta_pct
+        delta_text = f"{format_pct(delta_pct)} ({signed(delta, format_number(delta))} {m.unit})"
+        lo_pct, hi_pct = d.test.interval_pct(d.confidence)
+        lo, hi = sa.mean * lo_pct / 100.0, sa.mean * hi_pct / 100.0
+        ci_text = f"[{format_pct(lo_pct)}, {format_pct(hi_pct)}] {d.confidence:.1%}"  # the family-corrected level
+        if d.verdict == J.WITHIN_NOISE and abs(delta_pct) >= settings.min_effect_pct:
+            repeats = repeats_to_settle(sa.std or 0.0, sb.std or 0.0, delta)
     assert d.verdict is not None, "every draft is decided before it is finished"
-    words = J.VERDICT_WORDS[d.verdict]
+    words = J.VERDICT_WORDS[d.verdict] + (" (uncontrolled)" if d.uncontrolled and d.verdict in TESTED else "")
     detail = f"~{repeats} repeats/side to settle" if repeats else (d.reasons[0] if d.reasons and d.verdict not in (
         J.BETTER, J.WORSE, J.WITHIN_NOISE) else "")
     refusal = "; ".join(d.reasons) if d.verdict in (J.NO_DATA, J.REFUSED) else ""
@@ -244,7 +330,9 @@ def finish(d: Draft, control_differs: str | None, settings: CompareSettings) -> 
         delta_text=delta_text, ci_text=ci_text,
         verdict_text=f"{words}: {detail}" if detail and d.verdict != J.REFUSED else (
             f"refused: {detail}" if d.verdict == J.REFUSED else words),
-        flags_text=flags_text(d.pa.flags, d.pb.flags),
+        flags_text=flags_text(d.pa.flags, d.pb.flags), n_starts_baseline=len(d.starts[0]),
+        n_starts_candidate=len(d.starts[1]), ci_confidence=d.confidence if ci_text else None,
+        uncontrolled=d.uncontrolled if d.verdict in TESTED else "",
     )
 
 
@@ -273,23 +361,35 @@ def method_lines(settings: CompareSettings, families: Sequence[FamilySummary]) -
     tested = sum(f.tested for f in families)
     return (
         f"Compared: {', '.join(sorted(settings.vary))}. Any other difference in launch settings, resolved server "
-        "args, SGLang version, GPU model/count or driver makes a cell confounded (no verdict).",
-        f"Better/worse needs the Holm-adjusted p-value under {settings.alpha:g} within the cell's family AND an "
-        f"effect of at least {settings.min_effect_pct:g}% of the baseline mean.",
+        "args, SGLang version, GPU model/count or driver makes a cell confounded (no verdict); both servers "
+        "reporting the same backend is refused.",
+        "Unit of evidence: a server start. Runs are averaged within their start; the starts are the samples "
+        "(log scale, so effects are ratios); a side needs 2 starts. An import names its start by server_info's "
+        "pid (and start time); none -> unverified.",
+        "Noise: each cell's own variance (the two sides pooled), moderated empirical-Bayes style (limma, Smyth "
+        "2004) toward a prior fitted per metric with a trend in log concurrency; the prior's weight is what the "
+        "cells' scatter around the trend and the trend's own uncertainty allow. Assumes log values are "
+        "roughly normal within a cell and the two sides of a cell are equally noisy.",
+        f"Better/worse needs the family-corrected interval (Bonferroni: level 1 - {settings.alpha:g}/m over the "
+        f"family's m tested cells) wholly beyond ±{settings.min_effect_pct:g}% of the baseline; that interval is "
+        "the one shown. Holm-adjusted p-values are reported beside it.",
         "Primary family: output throughput across concurrencies; secondary family: every other metric's "
         "cells together (each family's chance of any false verdict is at most alpha).",
         f"A/A grid of this size: {tested} tested cell(s) would show {tested * settings.alpha:.2f} false verdicts on "
         f"average at {settings.alpha:g} each without correction; with it, a false verdict in at most "
         f"{(prim.max_false_rate if prim else 0) * 100:g}% of grids (primary) and "
         f"{(sec.max_false_rate if sec else 0) * 100:g}% (secondary).",
-        "Noise: each metric's relative spread pooled over the grid's tested cells; a side clearly noisier than the "
-        "pool (F test, 1%) keeps its own. Zero spread, one run, or every run from one server start on a side: "
-        "noise unknown.",
         f"Flagged runs ({', '.join(sorted(J.SUSPECT_FLAGS))}) are left out of the mean"
         + (" (included now, so their cells are unreliable)" if settings.include_flagged else "")
-        + f"; a cell needs {J.MIN_CLEAN_RUNS} clean runs a side.",
-        f"Control: equivalence at concurrency 2 (else 1) within ±{settings.control_margin_pct:g}%; agrees when the "
-        f"90% interval is inside, differs when beyond it with the 99% interval excluding 0, "
-        f"inconclusive with fewer than {J.CONTROL_MIN_RUNS} runs a side. Differs withdraws every verdict.",
-        "Interim: no verdict while the queue still holds planned repeats of a cell.",
+        + f"; a cell needs {J.MIN_CLEAN_RUNS} clean runs a side. P99 needs "
+        f"{J.PERCENTILE_MIN_REQUESTS['p99']} requests a run; output tokens per request may differ by "
+        f"{J.OUTPUT_TOKENS_TOLERANCE_PCT:g}% at most.",
+        f"Control: equivalence at concurrency 2 (else 1) within ±{settings.control_margin_pct:g}%, judged with its own "
+        f"noise over server starts (at least {J.CONTROL_MIN_RUNS} a side); agrees when the 90% interval is inside, "
+        "differs when beyond it with the 99% interval excluding 0. Every verdict needs it to agree; otherwise "
+        "the cell is uncontrolled" + (" (shown now, labelled, as accepted)." if settings.accept_uncontrolled
+                                      else " (no verdict, no delta)."),
+        "Fixed horizon: no verdict (and no delta) while the queue holds planned repeats; a plan cancelled, "
+        "skipped or cleared leaves its cells cut short until re-planned. Sides whose runs do not overlap in time "
+        "are uncontrolled unless the control agrees on overlapping runs.",
     )

@@ -54,10 +54,12 @@ METRIC_BY_KEY = {m.key: m for m in METRICS}
 
 
 class PlanCount(NamedTuple):
-    """Queue items of one (profile, requested spec fingerprint): how many planned, how many still to run."""
+    """Queue items of one (profile, requested spec fingerprint): how many planned, how many still to run,
+    and how many of the latest plan touching it were cut (cancelled, skipped, or cleared from the queue)."""
 
     planned: int
     pending: int  # pending or running
+    cut: int = 0
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,8 @@ class CompareSettings:
     min_effect_pct: float = J.MIN_EFFECT_PCT
     alpha: float = J.FAMILY_ALPHA
     control_margin_pct: float = J.CONTROL_MARGIN_PCT
+    # Show verdicts the control did not back (absent, inconclusive, differs), labelled "uncontrolled".
+    accept_uncontrolled: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "vary", frozenset(self.vary))
@@ -153,7 +157,7 @@ class GridCell:
     refusal: str  # "" when a delta is shown; otherwise why not, in words
     delta: float | None  # candidate - baseline, in `unit`
     delta_pct: float | None  # of the baseline mean
-    ci_low: float | None  # 95% interval of the delta (not family-adjusted), `unit`
+    ci_low: float | None  # the family-corrected interval the verdict used (`ci_confidence`), `unit`
     ci_high: float | None
     ci_low_pct: float | None
     ci_high_pct: float | None
@@ -172,6 +176,10 @@ class GridCell:
     # An investigation of this cell (moe-tui investigate), in words: "under investigation: 3 of 8
     # runs done" while open, "investigated: before -> after" once complete; "" when none.
     investigation: str = ""
+    n_starts_baseline: int = 0  # server starts behind each side's mean: the samples of the test
+    n_starts_candidate: int = 0
+    ci_confidence: float | None = None  # the interval's level after the family correction (Bonferroni)
+    uncontrolled: str = ""  # why the control did not back this verdict, when shown anyway; "" otherwise
 
     @property
     def flagged(self) -> bool:
@@ -204,6 +212,7 @@ class ControlCheck:
     n_candidate: int
     text: str
     environment_differences: tuple[str, ...] = ()  # host, clocks seen, driver ... beside the check
+    overlapping: bool = True  # the control's own runs of the two sides overlap in time
 
     @property
     def status(self) -> str:  # the old name, kept for readers of the previous model
@@ -298,12 +307,16 @@ class ComparisonGrid:
             ci = [c.ci_low_pct, c.ci_high_pct] if c.ci_low_pct is not None else None
             cells.append({"concurrency": c.concurrency, "metric": c.metric, "verdict": c.verdict,
                           "n_baseline": c.baseline.n, "n_candidate": c.candidate.n,
-                          "delta_pct": c.delta_pct, "ci_pct": ci, "reasons": list(c.reasons)})
+                          "starts_baseline": c.n_starts_baseline, "starts_candidate": c.n_starts_candidate,
+                          "baseline_mean": c.baseline.mean, "candidate_mean": c.candidate.mean,
+                          "delta_pct": c.delta_pct, "ci_pct": ci, "ci_confidence": c.ci_confidence,
+                          "uncontrolled": c.uncontrolled or None, "reasons": list(c.reasons)})
         return {"control": {"state": ctl.state, "concurrency": ctl.concurrency, "delta_pct": ctl.delta_pct,
                             "ci_pct": ([ctl.ci_low_pct, ctl.ci_high_pct] if ctl.ci_low_pct is not None else None),
                             "margin_pct": ctl.margin_pct, "n_baseline": ctl.n_baseline,
                             "n_candidate": ctl.n_candidate, "text": ctl.text,
-                            "environment_differences": list(ctl.environment_differences)},
+                            "environment_differences": list(ctl.environment_differences),
+                            "overlapping": ctl.overlapping},
                 "cells": cells, **({"extras": self.extras.to_json()} if self.extras is not None else {}),
                 **({"investigations": [{"concurrency": c.concurrency, "metric": c.metric, "state": c.investigation}
                                        for c in self.cells if c.investigation]}

@@ -42,6 +42,9 @@ class Run:
     error: str
     order: tuple[float, int]  # (finished or created time, id): "most recent" is the largest
     server_start_id: int | None = None  # the server start that measured it (None: not known, e.g. imported)
+    # When it was measured: its finish time, known only where its start was recorded too (an import that
+    # carried no times is stamped with the import's time, which says nothing about drift).
+    measured_at: float | None = None
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
@@ -68,7 +71,12 @@ def normalise(run: Any, where: str) -> Run:
         telemetry=dict(_get(run, "telemetry") or {}), selfcheck=dict(_get(run, "selfcheck") or {}),
         error=str(_get(run, "error") or ""), order=(float(when), int(rid)),
         server_start_id=_start_id(_get(run, "server_start_id")),
+        measured_at=_time(_get(run, "finished_at")) if _get(run, "started_at") else None,
     )
+
+
+def _time(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _start_id(value: Any) -> int | None:
@@ -216,7 +224,7 @@ PROVENANCE_FIELDS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
     ("moe_tui_version", (("host", "moe_tui_version"), ("moe_tui_version",))),
     ("client", (("client", "name"),)),
     ("client_version", (("client", "version"),)),
-)
+) + tuple((key, (("server", "resolved_args", key), ("server_info", key))) for key in J.SERVER_ARGS_SHOWN)
 PROVENANCE_ORDER = tuple(k for k, _ in PROVENANCE_FIELDS)
 # Flat keys that are per-run by nature (times, pids, paths) or shown elsewhere (spec, profile).
 _VOLATILE_MARKERS = ("time", "_at", "pid", "run_id", "server_start", "log", "argv", "env", "started",
@@ -224,7 +232,7 @@ _VOLATILE_MARKERS = ("time", "_at", "pid", "run_id", "server_start", "log", "arg
 _NOT_PROVENANCE = {"spec", "fingerprint", "spec_summary", "profile", "provenance_schema", "warmup_pass",
                    "server_info", "server", "client", "host", "gpu", "cuda_driver_version", "requested_backend",
                    "backend_mismatch", "unknown_fields", "assumed_fields", "confirmed_fields",
-                   "content_sha256", "source_file", "line", "output_tokens_check"}
+                   "content_sha256", "content_sha256_labelled", "source_file", "line", "output_tokens_check"}
 NOT_RECORDED = "(not recorded)"
 
 

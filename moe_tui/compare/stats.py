@@ -181,3 +181,112 @@ def repeats_to_settle(
             return n
         n += 1
     return None
+
+
+# -- moderated variances (empirical Bayes, limma-style) over server-start samples ----------------------
+def trigamma_inverse(y: float) -> float:
+    """x with trigamma(x) = y (Newton's method as in Smyth 2004's limma; y > 0)."""
+    from scipy.special import polygamma
+
+    if y > 1e7:
+        return 1.0 / math.sqrt(y)
+    if y < 1e-6:
+        return 1.0 / y
+    x = 0.5 + 1.0 / y
+    for _ in range(50):
+        tri = float(polygamma(1, x))
+        step = tri * (1.0 - tri / y) / float(polygamma(2, x))
+        x += step
+        if -step / x < 1e-8:
+            break
+    return x
+
+
+@dataclass(frozen=True)
+class Prior:
+    """A cell's prior variance (log scale) and its degrees of freedom; df 0 means no borrowing."""
+
+    s2: float
+    df: float
+
+
+def fit_priors(cells: Sequence[tuple[float, float, float]]) -> list[Prior]:
+    """Per cell (x = log2 concurrency, s2 = own log-scale variance, d = its df): the prior it borrows.
+
+    limma's fit of a scaled F distribution to the cells' variances, with a linear trend in x (three or
+    more concurrencies; else a constant), so noise growing with concurrency is the prior's shape and
+    not a deviation. The prior's df is what the spread of the variances around the trend allows
+    (smaller when cells disagree more than sampling explains) and never more than the information the
+    fitted trend holds at this cell (its leverage): a grid of few cells borrows little.
+    """
+    from scipy.special import digamma, polygamma
+
+    k = len(cells)
+    if k < 2:
+        return [Prior(0.0, 0.0)] * k
+    x = np.array([c[0] for c in cells], dtype=float)
+    d = np.array([c[2] for c in cells], dtype=float)
+    e = np.log([c[1] for c in cells]) - digamma(d / 2.0) + np.log(d / 2.0)
+    trig = polygamma(1, d / 2.0)
+    design = np.column_stack([np.ones(k), x]) if k >= 3 and len(set(x.tolist())) >= 3 else np.ones((k, 1))
+    beta, *_ = np.linalg.lstsq(design, e, rcond=None)
+    fitted = design @ beta
+    resid_df = k - design.shape[1]
+    evar = float(((e - fitted) ** 2).sum() / resid_df) - float(trig.mean()) if resid_df > 0 else 0.0
+    spread = max(evar, 0.0)
+    leverage = np.einsum("ij,jk,ik->i", design, np.linalg.pinv(design.T @ design), design)
+    out = []
+    for i in range(k):
+        # Uncertainty of the prior's level at this cell: the true variance's scatter around the trend
+        # (evar) plus the trend's own estimation error (leverage x the scatter of the e's).
+        var_log = spread + float(leverage[i]) * (float(trig.mean()) + spread)
+        df0 = 2.0 * trigamma_inverse(var_log) if var_log > 0 else 0.0
+        s2 = float(math.exp(fitted[i] + digamma(df0 / 2.0) - math.log(df0 / 2.0))) if df0 > 0 else 0.0
+        out.append(Prior(s2, df0))
+    return out
+
+
+@dataclass(frozen=True)
+class ModeratedTest:
+    """Candidate vs baseline on the log scale of per-start means: delta = log(ratio of geometric means)."""
+
+    delta_log: float
+    se: float
+    df: float
+    p_value: float
+    own_df: float
+    prior_df: float
+
+    @property
+    def delta_pct(self) -> float:
+        return (math.exp(self.delta_log) - 1.0) * 100.0
+
+    def interval_pct(self, confidence: float) -> tuple[float, float]:
+        half = t_ppf(0.5 + confidence / 2.0, self.df) * self.se
+        return (math.exp(self.delta_log - half) - 1.0) * 100.0, (math.exp(self.delta_log + half) - 1.0) * 100.0
+
+
+def log_samples(values: Sequence[float]) -> np.ndarray | None:
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0 or not np.all(arr > 0):
+        return None
+    return np.log(arr)
+
+
+def own_variance(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """The two sides' pooled within-side variance of log values and its df (na + nb - 2)."""
+    ss = float(((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum())
+    df = a.size + b.size - 2
+    return (ss / df if df > 0 else 0.0), float(df)
+
+
+def moderated_test(a: np.ndarray, b: np.ndarray, prior: Prior) -> ModeratedTest | None:
+    """The cell's test with its own variance moderated by `prior` (df add; Smyth 2004, eq. 3)."""
+    s2, d = own_variance(a, b)
+    if d <= 0 or s2 <= 0:
+        return None
+    post = (prior.df * prior.s2 + d * s2) / (prior.df + d)
+    df = prior.df + d
+    se = math.sqrt(post * (1.0 / a.size + 1.0 / b.size))
+    delta = float(b.mean() - a.mean())
+    return ModeratedTest(delta, se, df, t_sf2(delta / se, df), d, prior.df)

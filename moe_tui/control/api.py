@@ -120,6 +120,10 @@ class ControlClient(abc.ABC):
     mode: str = "in-process"
     #: the controller may live on after the TUI exits (a detached runner)
     can_detach: bool = False
+    #: the data dir this client's store and runner live in (shown in the header); None in fakes
+    data_dir: Path | None = None
+    #: the exact shell command that attaches to this data dir's runner again (set by `connect`)
+    attach_command: str = "moe-tui"
 
     def start(self) -> None:  # noqa: B027 (optional hook: the fakes have nothing to start)
         """Start the controller or connect to the runner (raises runner.RunnerBusy/RunnerUnavailable)."""
@@ -151,10 +155,22 @@ class ControlClient(abc.ABC):
     def compared_profiles(self) -> list[str]:
         """Profiles with recorded runs (the comparison pickers' choices)."""
 
+    def compare_direction(self) -> tuple[str, str] | None:
+        """(baseline, candidate) the Compare screen opens with (`control.direction`): the user's
+        last pick for this data dir, else the latest campaign's order, else the first two."""
+        from moe_tui.control.direction import choose
+
+        return choose(self.compared_profiles(), None, None)
+
+    def remember_direction(self, baseline: str, candidate: str) -> None:  # noqa: B027 (optional)
+        """Keep the user's pick for the next session on this data dir."""
+
     @abc.abstractmethod
-    def comparison(self, baseline: str, candidate: str, include_flagged: bool = False) -> Any:
+    def comparison(self, baseline: str, candidate: str, include_flagged: bool = False,
+                   accept_uncontrolled: bool = False) -> Any:
         """The core's comparison grid model (`moe_tui.compare`); `include_flagged` averages
-        suspect runs in (those cells then never carry a verdict)."""
+        suspect runs in (those cells then never carry a verdict); `accept_uncontrolled` shows verdicts
+        the control check did not back, labelled "uncontrolled"."""
 
     @abc.abstractmethod
     def run_view(self, run_id: int) -> RunView | None: ...
@@ -207,6 +223,15 @@ class ControlClient(abc.ABC):
     def queue_investigation(self, plan: Any) -> dict[str, Any]:
         """Queue a plan as one campaign; returns {"campaign_id", "item_ids"}."""
         raise NotImplementedError("this adapter cannot queue investigations")
+
+    # -- explain (issue 25) -------------------------------------------------------------------
+    def explain_cell(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
+        """The cell's breakdown: {"state": none|pending|failed|ready, "message", "lines"}."""
+        raise NotImplementedError("this adapter cannot explain cells")
+
+    def queue_explain(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
+        """Queue one profiled run a side at the cell; returns {"campaign_id", "item_ids"}."""
+        raise NotImplementedError("this adapter cannot queue profiled runs")
 
     @abc.abstractmethod
     def shutdown(self, stop_servers: bool) -> None:

@@ -107,6 +107,9 @@ class _OpsClient(StoreReads, ControlClient):
     def queue_investigation(self, plan: Any) -> dict[str, Any]:
         return dict(self._op("add_investigation", plan=plan.to_dict()))
 
+    def queue_explain(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
+        return dict(self._op("add_explain", plan=self.explain_plan(baseline, candidate, concurrency)))
+
 
 class InProcessClient(_OpsClient):
     mode = "in-process controller"
@@ -119,6 +122,7 @@ class InProcessClient(_OpsClient):
         self.store = store
         self.profiles = profiles
         self.exports_dir = exports_dir
+        self.data_dir = data_dir
         self._subs = Subscribers("control client events")
         self._loop = LoopThread("moe-tui-controller")
         self.controller = Controller(store, profiles_dir, data_dir=data_dir, **(controller_options or {}))
@@ -152,7 +156,7 @@ class AttachedClient(_OpsClient):
         self.store = store
         self.profiles = profiles
         self.exports_dir = exports_dir
-        self.data_dir = data_dir
+        self.runner_dir = self.data_dir = data_dir
         self._subs = Subscribers("control client events")
         self._loop = LoopThread("moe-tui-runner-client")
         self._client: Any = None
@@ -164,13 +168,13 @@ class AttachedClient(_OpsClient):
         from moe_tui.runner import RunnerClient
 
         async def connect() -> Any:
-            client = await RunnerClient.connect(self.data_dir)
+            client = await RunnerClient.connect(self.runner_dir)
             await client.subscribe()
             self._pump = asyncio.get_running_loop().create_task(self._forward(client))
             return client
 
         self._client = self._loop.run(connect(), timeout=10)
-        info = read_runner_info(self.data_dir) or {}
+        info = read_runner_info(self.runner_dir) or {}
         self.mode = f"attached to runner pid {info.get('pid', '?')}"
 
     async def _forward(self, client: Any) -> None:
@@ -198,16 +202,16 @@ class AttachedClient(_OpsClient):
                 try:
                     self._op("shutdown", reason="the TUI quit with 'stop servers and runner'")
                 except RunnerUnavailable:
-                    if runner_is_running(self.data_dir):
+                    if runner_is_running(self.runner_dir):
                         raise  # alive but not answering: say so rather than pretend it stopped
                     # the runner is already gone (it crashed or was stopped elsewhere): nothing to stop
             client, self._client = self._client, None
             self._loop.run(client.close(), timeout=10)
             if stop_servers:
                 deadline = time.monotonic() + RUNNER_STOP_WAIT_S
-                while runner_is_running(self.data_dir) and time.monotonic() < deadline:
+                while runner_is_running(self.runner_dir) and time.monotonic() < deadline:
                     time.sleep(0.1)
-                if runner_is_running(self.data_dir):
+                if runner_is_running(self.runner_dir):
                     raise RuntimeError(f"the runner did not exit within {RUNNER_STOP_WAIT_S:.0f} s; "
                                        "stop it with `moe-tui run --stop`")
         self._loop.stop()

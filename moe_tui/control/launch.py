@@ -13,7 +13,8 @@ with it) for tests and for people who want nothing left behind.
 
 `use_demo_home` points the data dir at a separate demo home (demo runs never mix with real ones);
 a demo that starts its controller (runner or in-process) queues the demo campaign, paused, so `r`
-starts it; a demo that attaches to a runner already at work leaves its queue alone.
+starts it, unless that campaign is already queued or its profiles already hold runs (so `make demo`
+twice never queues it twice); a demo that attaches to a runner already at work leaves its queue alone.
 
 Every startup problem (corrupt store, no usable profile, a runner that will not start) raises
 SystemExit with one line naming what and where; problems found among otherwise usable profiles
@@ -123,10 +124,23 @@ def connect(profiles_dir: Path, *, attach: bool | None = None, demo: bool = Fals
             notes.append("demo: attached to the runner already working this demo's queue")
     except StoreError as exc:
         raise SystemExit(f"moe-tui: {exc}") from None
+    client.attach_command = attach_command(profiles_dir, demo=demo)
     if started_runner is not None:
-        notes.append(f"started a detached runner (pid {started_runner}): campaigns keep running if this "
-                     "terminal goes away; `moe-tui` again attaches")
+        notes.append(f"started a detached runner (pid {started_runner}) for {data_dir}: campaigns keep running "
+                     f"if this terminal goes away; `{client.attach_command}` attaches again")
     return Connection(client, notes, started_runner)
+
+
+def attach_command(profiles_dir: Path, *, demo: bool = False) -> str:
+    """The exact command that attaches to this data dir's runner again, from any folder: the data
+    home when it is not the default one, the demo subcommand or the profiles folder."""
+    import shlex
+
+    override = paths.home_override()
+    env = f"MOE_TUI_HOME={shlex.quote(str(override))} " if override is not None else ""
+    if demo:
+        return f"{env}moe-tui demo --attach"
+    return f"{env}moe-tui --attach --profiles-dir {shlex.quote(str(profiles_dir))}"
 
 
 def start_detached_runner(profiles_dir: Path, data_dir: Path, wait_s: float = RUNNER_START_WAIT_S,
@@ -164,6 +178,15 @@ def _queue_demo_campaign(client: ControlClient, store: Any) -> list[str]:
     counts = queue.counts()
     if counts.get("pending") or counts.get("running"):
         return ["demo: the queue already holds pending items; press r to resume"]
+    # Idempotent: queued again into cells that hold its runs, the demo would turn every verdict
+    # interim and double the work. A campaign already queued (any item not cancelled) or profiles
+    # that already have runs mean: show them, queue nothing.
+    if set(DEMO_CAMPAIGN.profiles) <= set(store.profile_names_with_runs()):
+        return ["demo: the demo profiles already hold runs (Compare: 3); nothing queued again"]
+    for camp in queue.campaigns():
+        if camp["name"] == DEMO_CAMPAIGN.name and any(
+                i.state != "cancelled" for i in queue.items(campaign_id=camp["id"])):
+            return ["demo: the demo campaign is already in the queue (Queue: 2); nothing queued again"]
     client.add_campaign(DEMO_CAMPAIGN)
     return ["demo campaign queued (sim cutlass vs cutedsl, conc 1/2/10/64 x 2, interleaved): press r to start"]
 

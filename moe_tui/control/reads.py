@@ -32,6 +32,7 @@ class StoreReads:
     store: Store
     profiles: list[ServerProfile]
     exports_dir: Path | None = None
+    data_dir: Path | None = None  # where the user's compare direction is remembered
 
     def _queue(self) -> RunQueue:
         queue = getattr(self, "_run_queue", None)
@@ -68,9 +69,23 @@ class StoreReads:
         ordered = [p.name for p in self.profiles if p.name in with_runs]
         return ordered + sorted(with_runs - set(ordered))
 
-    def comparison(self, baseline: str, candidate: str, include_flagged: bool = False) -> compare.ComparisonGrid:
+    def compare_direction(self) -> tuple[str, str] | None:
+        from moe_tui.control import direction
+
+        names = self.compared_profiles()
+        campaign = direction.campaign_order(self._queue().campaigns(), names)
+        return direction.choose(names, direction.load_pick(self.data_dir), campaign)
+
+    def remember_direction(self, baseline: str, candidate: str) -> None:
+        from moe_tui.control import direction
+
+        direction.save_pick(self.data_dir, baseline, candidate)
+
+    def comparison(self, baseline: str, candidate: str, include_flagged: bool = False,
+                   accept_uncontrolled: bool = False) -> compare.ComparisonGrid:
         return grids.build_grid(self.store, baseline, candidate,
-                                  settings=compare.CompareSettings(include_flagged=include_flagged))
+                                  settings=compare.CompareSettings(include_flagged=include_flagged,
+                                                                   accept_uncontrolled=accept_uncontrolled))
 
     def investigation_plan(self, baseline: str, candidate: str, concurrency: int, metric: str) -> Any:
         from moe_tui.investigate import plan_investigation
@@ -78,6 +93,20 @@ class StoreReads:
 
         evidence = evidence_from_grid(grids.build_grid(self.store, baseline, candidate), self.store)
         return plan_investigation(evidence, concurrency, metric)
+
+    def explain_cell(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
+        from moe_tui.explain.render import text_lines
+        from moe_tui.explain_store import explain_cell
+
+        grid = grids.build_grid(self.store, baseline, candidate)
+        view = explain_cell(self.store, grid, concurrency)
+        lines = text_lines(view.explanation, ["", *view.extras]) if view.state == "ready" else [view.message]
+        return {"state": view.state, "message": view.message, "lines": lines, "simulated": bool(grid.simulated)}
+
+    def explain_plan(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
+        from moe_tui.explain_store import plan_explain
+
+        return plan_explain(grids.build_grid(self.store, baseline, candidate), concurrency)
 
     def export(self, baseline: str, candidate: str, fmt: str) -> Path:
         if fmt not in ("markdown", "csv"):

@@ -22,7 +22,8 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from moe_tui.sim.args import DEFAULT_CHUNKED_PREFILL_SIZE, DEFAULT_CONTEXT_LENGTH, DEFAULT_MAX_RUNNING_REQUESTS
-from moe_tui.sim.gpus import SimGpuBoard
+from moe_tui.sim.gpus import MEM_TOTAL_BYTES, SimGpuBoard
+from moe_tui.sim.memory import DEFAULT_MEM_FRACTION, GRAPH_GIB, WEIGHTS_GIB, MemoryBudget
 from moe_tui.sim.model import BatchScheduler, SeqState, load_backends, perf_for
 from moe_tui.sim.output import Metrics, TextBank, log
 from moe_tui.sim.prefix_cache import RadixCache
@@ -32,8 +33,6 @@ from moe_tui.sim.variance import VarianceModel, VarianceSettings
 TOKENIZER_DIR = Path(__file__).with_name("tokenizer")
 MAX_CATCHUP_S = 0.05
 DECODE_LOG_INTERVAL = 40
-TOKEN_POOL_SIZE = 4_000_000  # modelled KV slots: `token_usage` and the prefix cache's capacity
-WEIGHTS_GIB = 56.3  # per GPU, GLM-5-NVFP4 over TP8
 SIMULATED_SUFFIX = " (simulated)"
 # Backends that make SGLang turn shared-experts fusion off (SGLANG.md).
 DISABLES_SHARED_EXPERTS_FUSION = ("flashinfer_cutedsl", "flashinfer_trtllm")
@@ -116,10 +115,15 @@ class SimEngine:
             drift_tau_min=args.sim_drift_tau_min, run_jitter_pct=args.sim_run_jitter,
             step_noise_pct=args.sim_noise_pct, drift_pct_per_min=args.sim_drift_pct_per_min), self.sim_seed)
         self.error_rng = random.Random(self.sim_seed + 1)
-        self.cache = None if args.disable_radix_cache else RadixCache(TOKEN_POOL_SIZE)
+        # The KV pool SGLang derives from the memory this backend leaves (sim/memory.py): the
+        # capacity behind `token_usage` and the prefix cache, and /server_info's max_total_num_tokens.
+        self.memory = MemoryBudget(MEM_TOTAL_BYTES, args.mem_fraction_static or DEFAULT_MEM_FRACTION,
+                                   self.perf.workspace_gib)
+        self.kv_pool = max(1, self.memory.max_total_num_tokens)  # 1: startup fails first (startup.py)
+        self.cache = None if args.disable_radix_cache else RadixCache(self.kv_pool)
         self.gpu_indices = gpu_indices(args.tp_size)
         self.board = SimGpuBoard(self.gpu_indices, weights_gib=WEIGHTS_GIB,
-                                 mem_fraction=args.mem_fraction_static or 0.85,
+                                 mem_fraction=args.mem_fraction_static or DEFAULT_MEM_FRACTION,
                                  power_limit_w=args.sim_gpu_power_limit_w, seed=self.sim_seed)
         self.children = ChildProcs(args.tp_size, args.ep_size, orphan_seconds=args.sim_orphan_children)
         self.prefix = log_prefix(0, args.tp_size, args.ep_size)
@@ -142,6 +146,7 @@ class SimEngine:
         self._prefill_window = [0, 0]  # cached, total prompt tokens since the last prefill log
         self._wake: asyncio.Event | None = None
         self.fault_task: asyncio.Task | None = None
+        self.step_hooks: list[Any] = []  # hook(plan, wall seconds) after each step (the profiler)
 
     # -- resolution ------------------------------------------------------------------------
 
@@ -178,7 +183,13 @@ class SimEngine:
             "enable_metrics": a.enable_metrics, "log_level": a.log_level, "random_seed": self.random_seed,
             "context_length": self.context_length, "dist_init_addr": a.dist_init_addr,
             "nnodes": a.nnodes, "node_rank": a.node_rank, "disable_radix_cache": a.disable_radix_cache,
+            "expert_distribution_recorder_mode": a.expert_distribution_recorder_mode,
         }
+
+    def scheduler_info(self) -> dict[str, Any]:
+        """What SGLang's scheduler adds to /server_info (scheduler.py get_init_info): derived values."""
+        return {"max_total_num_tokens": self.kv_pool,
+                "max_req_input_len": self.memory.max_req_input_len(self.context_length)}
 
     def sim_settings(self) -> dict[str, Any]:
         return {k: v for k, v in vars(self.args).items() if k.startswith("sim_")} | {
@@ -227,6 +238,8 @@ class SimEngine:
         if self.args.sim_zero_delay:
             return 0.0
         ms = self.perf.step_ms(decode_batch, prefill_tokens)
+        if decode_batch > 0:
+            ms += self.args.sim_moe_slowdown_ms
         if self.args.sim_jit_stall_ms and decode_batch > 0:
             bucket = 1 << (decode_batch - 1).bit_length()
             if bucket not in self.seen_jit_buckets:
@@ -272,6 +285,8 @@ class SimEngine:
             self.busy.add(mono, wall)
             self.board.update(mono, self.busy.share(mono), self.sched.num_running / self.max_running)
             self._emit(plan, wall)
+            for hook in self.step_hooks:
+                hook(plan, duration)
 
     def _emit(self, plan: Any, wall: float) -> None:
         now = time.monotonic()
@@ -282,7 +297,7 @@ class SimEngine:
             m.itl.observe(wall, plan.decode_batch)
         if plan.first_token:
             self._first_tokens(plan, now)
-        if plan.decode_batch:
+        if plan.decode_batch and (k // interval) % self._merge_every() == 0:
             for st in self.buckets[k % interval].values():
                 st.event.set()
         for seq in plan.finished:
@@ -300,6 +315,15 @@ class SimEngine:
             self._tp_window_tokens = 0
             self._tp_window_start = now
         self._log_step(plan, now)
+
+    def _merge_every(self) -> int:
+        """How many stream wake-ups fold into one chunk: 1, or under --sim-merge-chunks-above load
+        ceil(running / N). SGLang's tokenizer manager sends a stream's queued outputs as one chunk
+        when its HTTP side falls behind (tokenizer_manager.py `_wait_one_response`: the last of
+        `out_list`, or `_coalesce_streaming_chunks`), so one chunk then carries many tokens."""
+        above = self.args.sim_merge_chunks_above
+        running = self.sched.num_running
+        return 1 if above is None or running <= above else -(-running // above)
 
     def _first_tokens(self, plan: Any, now: float) -> None:
         m, k = self.metrics, plan.index
@@ -345,7 +369,7 @@ class SimEngine:
         return total + sum(seq.prompt_len - seq.prefill_left for seq in self.sched.prefilling)
 
     def token_usage(self) -> float:
-        return min(1.0, self.used_tokens() / TOKEN_POOL_SIZE)
+        return min(1.0, self.used_tokens() / self.kv_pool)
 
     def gpu_samples(self) -> list[dict[str, Any]]:
         """The simulated GPUs now (what /sim/gpus serves)."""
@@ -359,8 +383,8 @@ class SimEngine:
             "num_running_reqs": self.sched.num_running,
             "num_queue_reqs": self.sched.num_waiting,
             "token_usage": round(self.token_usage(), 6),
-            "memory_usage": {"weight": WEIGHTS_GIB, "kvcache": 19.6, "token_capacity": TOKEN_POOL_SIZE,
-                             "graph": 2.1},
+            "memory_usage": {"weight": WEIGHTS_GIB, "kvcache": round(self.memory.kv_gib, 2),
+                             "token_capacity": self.kv_pool, "graph": GRAPH_GIB},
             "avg_spec_accept_length": None,
             "sim_engine_steps": self.sched.step_index,
             "sim_engine_lag_s": round(self.engine_lag_s, 6),

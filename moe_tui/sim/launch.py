@@ -34,10 +34,73 @@ class SimStartError(RuntimeError):
     """The emulator exited or did not become ready; the message carries its log tail."""
 
 
+# Ports are drawn below the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768+ by
+# default): a port the kernel hands out for bind(0), or as an outgoing connection's source port,
+# can be taken again between our check and the emulator's own bind, which made tests that run in
+# parallel collide. A claim file per port (holding the claimer's pid) keeps two processes of ours,
+# two test workers or two test runs, from drawing the same port while the claimer lives.
+PORT_RANGE = (20000, 32000)
+
+
+def _port_claims_dir() -> Path:
+    import tempfile
+
+    path = Path(tempfile.gettempdir()) / f"moe-tui-ports-{os.getuid()}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+def _claim_port(port: int) -> bool:
+    """Claim `port` for this process: True when no live process of ours holds it."""
+    claim = _port_claims_dir() / str(port)
+    for _ in range(2):
+        try:
+            fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            try:
+                holder = int(claim.read_text() or "0")
+            except (OSError, ValueError):
+                holder = 0
+            if holder == os.getpid():
+                return False  # this process already drew it once: never hand it out twice
+            if holder > 0 and _pid_alive(holder):
+                return False
+            claim.unlink(missing_ok=True)  # a dead claimer's file
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        return True
+    return False
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def free_port(host: str = "127.0.0.1") -> int:
+    """A loopback port nothing listens on, outside the ephemeral range and claimed for this process."""
+    import random
+
+    rng = random.SystemRandom()
+    for _ in range(500):
+        port = rng.randrange(*PORT_RANGE)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        if _claim_port(port):
+            return port
+    # Every draw taken (a crowded box): fall back to the kernel's choice.
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def http_status(url: str, timeout: float = 2.0) -> int | None:

@@ -39,6 +39,7 @@ class BackendPerf:
     prefill_ms_per_token: float
     prefill_overhead_ms: float = 0.0
     description: str = ""
+    workspace_gib: float = 1.0  # the MoE runner's own GPU workspace: it shrinks the KV pool (sim/memory.py)
 
     def decode_ms(self, batch: int) -> float:
         """Decode step time for `batch` running requests (log-log interpolation)."""
@@ -84,8 +85,11 @@ def load_backends(path: str | Path | None = None) -> dict[str, BackendPerf]:
                              f"prefill_ms_per_token ({exc})") from None
         if not points or any(b <= 0 or ms <= 0 for b, ms in points) or prefill < 0:
             raise ValueError(f"{where}: batch sizes and step ms must be > 0, prefill >= 0")
+        workspace = row.get("moe_workspace_gib", 1.0)
+        if isinstance(workspace, bool) or not isinstance(workspace, (int, float)) or not 0 <= workspace < 64:
+            raise ValueError(f"{where}: moe_workspace_gib must be a number of GiB in [0, 64)")
         out[name] = BackendPerf(name, points, prefill, float(row.get("prefill_overhead_ms", 0.0)),
-                                str(row.get("description", "")))
+                                str(row.get("description", "")), float(workspace))
     return out
 
 

@@ -40,6 +40,11 @@ class SimServer:
 
     def __init__(self, args: Any, argv: list[str]) -> None:
         self.e = SimEngine(args, argv)
+        from moe_tui.sim.expert_load import SimExpertRecorder
+        from moe_tui.sim.profiler import SimProfiler
+
+        self.profiler, self.expert = SimProfiler(self.e), SimExpertRecorder(self.e)
+        self.e.step_hooks += [self.profiler.on_step, self.expert.on_step]
         self._stop: asyncio.Future | None = None
         self._tasks: list[asyncio.Task] = []
 
@@ -233,7 +238,7 @@ class SimServer:
             raise
         return resp
 
-    def _parse_completions(self, body: dict[str, Any]) -> tuple[int, int, bool, bool]:
+    def _parse_completions(self, body: dict[str, Any]) -> tuple[list[int], int, bool, tuple[bool, bool]]:
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
             prompt = prompt[0]
@@ -254,12 +259,12 @@ class SimServer:
         if not isinstance(opts, dict):
             raise BadRequest("stream_options must be a JSON object")
         self._check_lengths(len(prompt_ids), max_new)
-        return prompt_ids, max_new, stream, bool(opts.get("include_usage"))
+        return prompt_ids, max_new, stream, (bool(opts.get("include_usage")), bool(opts.get("continuous_usage_stats")))
 
     async def handle_completions(self, request: web.Request) -> web.StreamResponse:
         try:
             body = await self._json_body(request)
-            prompt_ids, max_new, stream, include_usage = self._parse_completions(body)
+            prompt_ids, max_new, stream, (include_usage, continuous_usage) = self._parse_completions(body)
         except BadRequest as exc:
             return self._openai_error(str(exc))
         reason = self._not_ready()
@@ -288,9 +293,12 @@ class SimServer:
         async def chunk(st: ReqState, n: int, final: bool, sent_len: int) -> tuple[bytes, int]:
             full = self.e.bank.text_json(st.text_offset, n)
             finish = '"length"' if final else "null"
+            # stream_options.continuous_usage_stats: cumulative usage on every chunk (serving_completions.py)
+            usage = (f'{{"prompt_tokens": {prompt_len}, "total_tokens": {prompt_len + n}, "completion_tokens": {n}, '
+                     '"prompt_tokens_details": null}') if continuous_usage else "null"
             data = (f'{head_json}, "choices": [{{"index": 0, "text": "{full[sent_len:]}", '
                     f'"logprobs": null, "finish_reason": {finish}, "matched_stop": null}}], '
-                    f'"usage": null}}')
+                    f'"usage": {usage}}}')
             return ("data: " + data + "\n\n").encode(), len(full)
 
         tail = b""
@@ -344,7 +352,7 @@ class SimServer:
 
     async def handle_server_info(self, request: web.Request) -> web.Response:
         launch = shlex.join(["python", "-m", "sglang.launch_server", *self.e.argv])
-        return web.json_response(self.e.server_args_dict() | {
+        return web.json_response(self.e.server_args_dict() | self.e.scheduler_info() | {
             "launch_command": launch,
             "version": SIM_VERSION,
             "startup_time": dict(self.e.startup_time),
@@ -438,6 +446,9 @@ class SimServer:
         r.add_get("/sim/gpus", self.handle_sim_gpus)
         if self.e.args.enable_metrics:
             r.add_get("/metrics", self.handle_metrics)
+        from moe_tui.sim.profiler import add_routes
+
+        add_routes(app, self.profiler, self.expert)
         return app
 
     async def serve(self) -> int:

@@ -15,7 +15,8 @@ import os
 import time
 
 from moe_tui.sim import SIM_VERSION
-from moe_tui.sim.engine import TOKEN_POOL_SIZE, WEIGHTS_GIB, SimEngine
+from moe_tui.sim.engine import SimEngine
+from moe_tui.sim.memory import WEIGHTS_GIB
 from moe_tui.sim.output import log, log_raw
 
 
@@ -68,8 +69,14 @@ async def startup(engine: SimEngine) -> None:
     engine.startup_time["load_weight"] = t1 - t0
     log(f"Load weight end. elapsed={t1 - t0:.2f} s, type=GlmMoeDsaForCausalLM, "
         f"dtype=torch.bfloat16, avail mem={139.8 - WEIGHTS_GIB:.2f} GB, mem usage={WEIGHTS_GIB:.2f} GB.", prefix)
+    if engine.memory.max_total_num_tokens <= 0:
+        # SGLang's scheduler raises this (pool_configurator.py) and the launcher kills its tree.
+        log("Scheduler hit an exception: RuntimeError: Not enough memory. Please try to increase "
+            f"--mem-fraction-static. Current value: mem_fraction_static={engine.memory.mem_fraction}", prefix, "ERROR")
+        await asyncio.get_running_loop().run_in_executor(None, engine.children.stop)
+        os._exit(1)
     engine.board.mem_phase = "kv"
-    log("Memory pool end. avail mem=18.10 GB", prefix)
+    log(f"Memory pool end. avail mem={engine.memory.kv_gib:.2f} GB", prefix)
     engine.startup_time["kv_cache_allocation"] = 0.0
     if a.disable_cuda_graph:
         engine.startup_time["cuda_graph"] = 0.0
@@ -88,7 +95,7 @@ async def startup(engine: SimEngine) -> None:
     engine.startup_time["total"] = total
     timings = ", ".join(f"{k}={v:.2f}" for k, v in engine.startup_time.items())
     log(f"Engine startup timings (s): {timings}")
-    log(f"max_total_num_tokens={TOKEN_POOL_SIZE}, chunked_prefill_size="
+    log(f"max_total_num_tokens={engine.kv_pool}, chunked_prefill_size="
         f"{engine.chunked_prefill}, max_prefill_tokens=16384, max_running_requests="
         f"{engine.max_running}, context_len={engine.context_length}", prefix)
     log_raw(f"INFO:     Started server process [{os.getpid()}]")

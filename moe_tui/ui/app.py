@@ -25,7 +25,9 @@ from textual.screen import ModalScreen
 from textual.worker import Worker, WorkerState
 
 from moe_tui.control import CampaignRequest, ControlClient, ControlSnapshot, LiveState
+from moe_tui.control.seen import SeenVerdicts
 from moe_tui.events import Notice, RunFinished
+from moe_tui.ui import render
 from moe_tui.ui.messages import CoreEventArrived
 from moe_tui.ui.palette import ControlRoomCommands
 from moe_tui.ui.screens.base import LiveScreen
@@ -94,6 +96,7 @@ class MoeTuiApp(App):
         self.live = LiveState()
         self.clock = clock
         self.compare_pair: tuple[str, str] | None = None
+        self.seen = SeenVerdicts()  # the grid cells as the user last saw them (verdict changes are marked)
         self._keymap = dict(keymap or {})
         self._startup_notes = startup_notes
         self._dirty: set[str] = set()
@@ -102,6 +105,8 @@ class MoeTuiApp(App):
         self._on_done: dict[Worker[Any], Callable[[Any], object]] = {}
         self._unsubscribe: Callable[[], None] | None = None
         self.sub_title = subtitle or client.mode
+        if client.data_dir is not None:  # which data dir (and so which runner and queue) this is
+            self.sub_title += f"  ·  {render.home_path(client.data_dir)}"
 
     def format_title(self, title: str, sub_title: str) -> Content:
         """"moe-tui — in-process controller": Textual's own words and separator, but the blank
@@ -337,7 +342,8 @@ class MoeTuiApp(App):
             if choice in ("stop", "leave"):
                 self._leave(stop_servers=choice == "stop")
 
-        self.push_screen(QuitScreen(running, can_detach=self.client.can_detach, pending=pending), answer)
+        self.push_screen(QuitScreen(running, can_detach=self.client.can_detach, pending=pending,
+                                    attach_command=self.client.attach_command), answer)
 
     def _leave(self, stop_servers: bool) -> None:
         if self.client.can_detach:

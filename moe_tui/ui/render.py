@@ -46,6 +46,14 @@ def middle_truncate(name: str, width: int) -> str:
     return f"{head}…{tail}"
 
 
+def home_path(path: object) -> str:
+    """A path as a user would type it: the home folder as `~`."""
+    import os
+
+    text, home = str(path), os.path.expanduser("~")
+    return "~" + text[len(home):] if home not in ("", "/") and (text == home or text.startswith(home + os.sep)) else text
+
+
 def plain_cells(cells: Iterable[object]) -> tuple[object, ...]:
     """Table cells with every str made plain `Text` (Textual's DataTable parses str as markup)."""
     return tuple(Text(c) if isinstance(c, str) else c for c in cells)

@@ -15,12 +15,14 @@ from typing import Any, Protocol, cast
 from textual.worker import Worker
 
 from moe_tui.control import CampaignRequest, ControlClient, LiveState
+from moe_tui.control.seen import SeenVerdicts
 
 
 class Room(Protocol):
     live: LiveState
     client: ControlClient
     compare_pair: tuple[str, str] | None
+    seen: SeenVerdicts
     clock: Callable[[], float]
 
     @property

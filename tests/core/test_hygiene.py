@@ -10,6 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.integration  # starts real processes
+
 CORE = ["moe_tui.spec", "moe_tui.profiles", "moe_tui.store", "moe_tui.metrics", "moe_tui.compare",
         "moe_tui.servers", "moe_tui.bench", "moe_tui.telemetry", "moe_tui.queue", "moe_tui.controller",
         "moe_tui.events", "moe_tui.paths", "moe_tui.judgement", "moe_tui.runner", "moe_tui.control",
@@ -68,7 +72,10 @@ def test_bare_options_go_to_the_default_tui_command():
 
 # -- import contracts (pyproject.toml [tool.importlinter]) ----------------------------------------
 ROOT = Path(__file__).resolve().parents[2]
+# Beside this interpreter when it runs from a venv; else wherever PATH has it (a system install).
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+if not LINT_IMPORTS.exists():
+    LINT_IMPORTS = Path(shutil.which("lint-imports") or LINT_IMPORTS)
 
 
 def _lint_imports(tree: Path) -> subprocess.CompletedProcess:

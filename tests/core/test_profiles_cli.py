@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.integration  # starts real processes
+
 REPO = Path(__file__).resolve().parents[2]
 
 

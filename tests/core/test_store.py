@@ -107,6 +107,7 @@ def test_read_only_store_write_fails_clearly_and_keeps_data(tmp_path):
     pytest.skip("non-root path not exercised on this machine")
 
 
+@pytest.mark.integration
 def test_crash_mid_write_leaves_previous_state(tmp_path):
     """A process killed inside a transaction leaves the store as it was before that transaction."""
     path = tmp_path / "s.sqlite3"

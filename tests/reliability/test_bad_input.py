@@ -51,30 +51,35 @@ def _profile_row(env, seeded_store, store_digest, filename: str, text: str, *nee
     assert not env.emulators()
 
 
+@pytest.mark.integration
 def test_malformed_profile_toml(env, seeded_store, store_digest):
     """Malformed profile TOML: file, line and column named by profiles check, server start, queue add."""
     _profile_row(env, seeded_store, store_digest, "broken.toml",
                  GOOD.format(name="broken", port=30001) + "tp_size = = 8\ndescription = \"x\"\n", "malformed TOML", "line 6")
 
 
+@pytest.mark.integration
 def test_profile_unknown_key(env, seeded_store, store_digest):
     """Unknown profile key: named, with a did-you-mean, everywhere the profile is used."""
     _profile_row(env, seeded_store, store_digest, "typo.toml",
                  GOOD.format(name="typo", port=30002) + "tp_sise = 8\n", "key 'tp_sise'", "did you mean 'tp_size'")
 
 
+@pytest.mark.integration
 def test_profile_wrong_types(env, seeded_store, store_digest):
     """Wrong value type in a profile (tp_size = "8"): key, expected and actual type named."""
     _profile_row(env, seeded_store, store_digest, "types.toml",
                  GOOD.format(name="types", port=30003) + 'tp_size = "8"\n', "key 'tp_size'", "expected int, got str")
 
 
+@pytest.mark.integration
 def test_profile_port_below_1024(env, seeded_store, store_digest):
     """Port below 1024: refused before any launch, with the allowed range."""
     _profile_row(env, seeded_store, store_digest, "low.toml", GOOD.format(name="low", port=80),
                  "key 'port'", "[1024, 65535]", "got 80")
 
 
+@pytest.mark.integration
 def test_port_already_in_use_on_server_start(env, seeded_store, store_digest):
     """Port already in use at `moe-tui server start`: refused, the port and the holder's pid named."""
     with socket.socket() as holder:
@@ -125,6 +130,7 @@ def test_gpu_index_beyond_gpu_count(env, tmp_path):
     (["--concurrency", "two"], "--concurrency expects comma-separated ints"),
     (["--concurrency", "1", "--repeats", "0"], "repeats"),
 ], ids=["concurrency 0", "input-len 0", "range-ratio 5", "num-prompts -4", "concurrency 'two'", "repeats 0"])
+@pytest.mark.integration
 def test_impossible_spec_queue_add(env, seeded_store, store_digest, flags, needle):
     """Impossible spec values via `moe-tui queue add`: the field named, nothing queued."""
     write_profile(env.profiles, "ok", "flashinfer_cutlass", 30005)
@@ -143,6 +149,7 @@ def test_impossible_spec_queue_add(env, seeded_store, store_digest, flags, needl
     (["--spec-file", "/nonexistent/spec.toml"], "/nonexistent/spec.toml"),
 ], ids=["num-prompts 0", "max-concurrency -1", "range-ratio 1.5", "input-len 0", "request-timeout 0",
         "missing spec file"])
+@pytest.mark.integration
 def test_impossible_spec_bench_flags(env, seeded_store, store_digest, flags, needle):
     """Impossible spec values via `moe-tui bench` flags: exit 2 before any request, the field named."""
     before = store_digest(seeded_store)
@@ -169,6 +176,7 @@ STORE_COMMANDS = [
 @pytest.mark.parametrize("argv", STORE_COMMANDS, ids=["queue list", "queue add", "queue pause", "run", "compare",
                                                    "export", "server status", "server stop", "server logs",
                                                    "server start"])
+@pytest.mark.integration
 def test_corrupt_store_file(env, argv):
     """Corrupt store file: every CLI that opens the store names the file, exits non-zero, leaves it byte-identical."""
     write_profile(env.profiles, "ok", "flashinfer_cutlass", 30006)
@@ -181,6 +189,7 @@ def test_corrupt_store_file(env, argv):
     assert not env.emulators()
 
 
+@pytest.mark.integration
 def test_corrupt_store_file_tui(env):
     """Corrupt store file at `moe-tui tui`: a clear message naming the file, no traceback, file untouched."""
     write_profile(env.profiles, "ok", "flashinfer_cutlass", 30007)
@@ -235,6 +244,7 @@ def _jsonl_rows():
 
 @pytest.mark.parametrize("filename, content, needle", _jsonl_rows(),
                          ids=["line not JSON", "binary bytes", "not an object"])
+@pytest.mark.integration
 def test_unreadable_jsonl_import(env, seeded_store, store_digest, filename, content, needle):
     """Unreadable bench_serving JSONL import: path and line named, no run stored (adapter and `moe-tui import`)."""
     from moe_tui.bench.sglang_adapter import RecordError, normalize_record, parse_bench_serving_jsonl
@@ -256,6 +266,7 @@ def test_unreadable_jsonl_import(env, seeded_store, store_digest, filename, cont
     assert store_digest(seeded_store) == before
 
 
+@pytest.mark.integration
 def test_server_info_not_json(env, seeded_store, store_digest, tmp_path):
     """Server answering /health_generate 200 but non-JSON /server_info: start says UNVERIFIED with the reason, no traceback."""
     from conftest import write_garbage_server
@@ -283,6 +294,7 @@ def test_server_info_not_json(env, seeded_store, store_digest, tmp_path):
         {k: v for k, v in before.items() if k != "server_starts"}
 
 
+@pytest.mark.integration
 def test_generate_answers_garbage_sse(env, garbage_server, seeded_store, store_digest):
     """Server answering garbage SSE on /generate: `moe-tui bench` ends failed with a clear error, no traceback."""
     base = garbage_server("sse-garbage")
@@ -297,6 +309,7 @@ def test_generate_answers_garbage_sse(env, garbage_server, seeded_store, store_d
     assert store_digest(seeded_store) == before
 
 
+@pytest.mark.integration
 def test_bench_base_url_nothing_listening(env):
     """`moe-tui bench` against a port where nothing listens: failed, exit 1, the URL named, no traceback."""
     url = f"http://127.0.0.1:{free_port()}"

@@ -13,6 +13,8 @@ import time
 import pytest
 from runner_support import speed_factor, write_profile
 
+pytestmark = pytest.mark.integration  # starts real processes
+
 
 def _refused(result, *needles: str) -> None:
     out = result.stdout

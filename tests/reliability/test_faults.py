@@ -49,6 +49,7 @@ def _drain(env, campaigns: list[tuple[list[str], dict]], *, request_timeout: flo
     return asyncio.run(scenario())
 
 
+@pytest.mark.integration
 def test_server_hang_mid_stream(env):
     """Server hangs mid-stream: the per-request timeout fires, the run ends failed/incomplete, the queue goes on."""
     hang = env.profile("sim-hang", "flashinfer_cutlass", hang_after_tokens=3)
@@ -66,6 +67,7 @@ def test_server_hang_mid_stream(env):
     wait_gone(env)
 
 
+@pytest.mark.integration
 def test_startup_hang(env):
     """Startup hang: the startup timeout fires, the whole process group is gone, the item fails and the queue goes on."""
     env.profile("sim-stuck", "flashinfer_cutlass", startup_hang=True)
@@ -83,6 +85,7 @@ def test_startup_hang(env):
     wait_gone(env)
 
 
+@pytest.mark.integration
 def test_silent_backend_fallback(env):
     """Silent fallback: runs flagged backend_mismatch in the store and in `moe-tui compare` output."""
     fb = env.profile("sim-cutedsl", "flashinfer_cutedsl", fallback_backend="flashinfer_cutlass")
@@ -105,6 +108,7 @@ def test_silent_backend_fallback(env):
     wait_gone(env)
 
 
+@pytest.mark.integration
 def test_http_500_bursts(env):
     """HTTP 500 bursts: every error counted per request, the run marked incomplete with request_errors, the queue goes on."""
     flaky = env.profile("sim-flaky", "flashinfer_cutlass", error_rate=0.4, seed=7)
@@ -138,6 +142,7 @@ def _tui_pid(env) -> int | None:
     return None
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGKILL], ids=["SIGHUP", "SIGKILL"])
@@ -179,6 +184,7 @@ def test_tui_killed_mid_run_campaign_finishes(env, sig):
         _tmux("kill-session", "-t", session)
 
 
+@pytest.mark.integration
 def test_two_runners_one_data_dir(env):
     """Two runners on one data dir: the second (foreground or --detach) refused with a message naming the first's pid."""
     env.profile("sim-a", "flashinfer_cutlass")
@@ -223,6 +229,7 @@ def test_store_write_fails_disk_full(env, seeded_store, store_digest):
     assert {k: v for k, v in after.items() if k != "runs"} == {k: v for k, v in before.items() if k != "runs"}
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None, reason="needs root to mount a tmpfs")
 def test_store_on_full_filesystem_cli(env, tmp_path, store_digest):
     """Store on a really full filesystem (tiny tmpfs): `moe-tui queue add` fails with the file named, exit 1, data intact."""
@@ -257,6 +264,7 @@ def test_store_on_full_filesystem_cli(env, tmp_path, store_digest):
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_100_start_stop_cycles_leave_no_orphans(env):
     """100 start/stop cycles of the emulator through the lifecycle (1 in 4 to ready, the rest stopped while starting): every stop clean, zero orphans."""

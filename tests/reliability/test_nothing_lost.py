@@ -24,7 +24,7 @@ import time
 import pytest
 from runner_support import speed_factor, wait_for, wait_gone
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SPEC = ["--input-len", "32", "--output-len", "32", "--no-warmup-pass"]
 

@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from runner_support import speed_factor, wait_for, wait_gone
 
+pytestmark = pytest.mark.integration  # starts real processes
+
 NOBODY = 65534
 
 

@@ -20,7 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from runner_support import Env, wait_for, wait_gone  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # Enough prompts that a kill lands inside a run rather than between runs.
 SPEC = ["--num-prompts", "24", "--input-len", "32", "--output-len", "16", "--no-warmup-pass"]

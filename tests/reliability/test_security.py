@@ -10,6 +10,7 @@ import stat
 from pathlib import Path
 
 import psutil
+import pytest
 from runner_support import REPO, wait_for, wait_gone
 
 SECRET = "hf_supersecret"
@@ -21,6 +22,7 @@ def _listening_hosts(pids: set[int]) -> set[str]:
             if c.pid in pids and c.status == psutil.CONN_LISTEN}
 
 
+@pytest.mark.integration
 def test_servers_bind_loopback_unless_profile_says_otherwise(env):
     """Servers bind 127.0.0.1 by default; a profile binding 0.0.0.0 is warned about in `profiles check` and on start."""
     from moe_tui.profiles import load_profile
@@ -82,6 +84,7 @@ def _all_bytes_under(folder: Path) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file() and not p.is_socket()}
 
 
+@pytest.mark.integration
 def test_secret_env_redacted_everywhere(env):
     """Secret-looking env vars (HF_TOKEN) never reach the store file, server logs, runner logs, exports or CLI output."""
     names = []
@@ -125,6 +128,7 @@ def test_secret_env_redacted_everywhere(env):
     assert load_profile(env.profiles / "sim-sec-a.toml").launch_env()["HF_TOKEN"] == SECRET
 
 
+@pytest.mark.integration
 def test_control_socket_owner_only(env):
     """Control socket is owner-only: mode 0600, and another user is refused at connect."""
     from moe_tui.runner import read_runner_info, socket_path_for

@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from runner_support import wait_gone  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_server_crash_mid_run_fails_item_and_queue_goes_on(env):

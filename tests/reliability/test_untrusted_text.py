@@ -15,7 +15,7 @@ import uuid
 import pytest
 from runner_support import REPO, speed_factor, write_profile
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")]
 
 EVIL = ("evil[/]x", "[bold]loud[/bold]", "a[link=x]b")
 

@@ -10,6 +10,8 @@ import pytest
 
 from tests.sim_helpers import SimProcess, http_status, sim_server, stream_generate
 
+pytestmark = pytest.mark.integration  # starts real processes
+
 
 def test_crash_after_requests_exits_mid_stream():
     with sim_server(["--sim-crash-after-requests", "2", "--sim-time-scale", "20"]) as sim:

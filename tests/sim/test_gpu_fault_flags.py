@@ -10,7 +10,7 @@ import pytest
 
 from moe_tui.judgement import SUSPECT_FLAGS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # Runs of ~3 s at time scale 10: several 1 Hz telemetry samples land while the GPUs are busy.
 SPEC = ["--num-prompts", "16", "--input-len", "32", "--output-len", "128"]

@@ -9,8 +9,11 @@ import statistics
 import time
 
 import httpx
+import pytest
 
 from tests.sim_helpers import sim_server
+
+pytestmark = pytest.mark.integration  # starts real processes
 
 # 40 decode steps of ~96.6 ms each (flashinfer_cutlass at batch 1), 50x faster: ~77 ms a request.
 # --sim-exact: no start/drift/run variance, so only the flag under test moves the times.

@@ -9,6 +9,8 @@ import asyncio
 import re
 import urllib.request
 
+import pytest
+
 from moe_tui.bench.engine import run_benchmark
 from moe_tui.sim.launch import start_sim
 from moe_tui.sim.prefix_cache import RadixCache
@@ -59,6 +61,7 @@ def _bench(url: str, flush: bool):
     return result.summary
 
 
+@pytest.mark.integration
 def test_repeats_without_flush_measure_faster_than_with_flush():
     with start_sim(ARGS) as sim:
         _bench(sim.base_url, flush=True)  # fills the cache with these prompts
@@ -75,6 +78,7 @@ def test_repeats_without_flush_measure_faster_than_with_flush():
     assert warm["output_throughput"] > 1.1 * cold["output_throughput"]
 
 
+@pytest.mark.integration
 def test_disable_radix_cache_never_hits():
     with start_sim(ARGS + ["--disable-radix-cache"]) as sim:
         _bench(sim.base_url, flush=False)

@@ -13,6 +13,7 @@ import uuid
 
 import httpx
 import psutil
+import pytest
 
 from moe_tui.judgement import SERVER_ID_ENV
 from moe_tui.servers import processes_of, terminate_server
@@ -51,6 +52,7 @@ def test_titles_follow_sglangs_rule():
     assert scheduler_title(5, 8, 2) == "sglang::scheduler_TP5_EP1"  # moe_ep_rank = tp_rank // (tp / ep)
 
 
+@pytest.mark.integration
 def test_tp8_tree_holds_its_gpus_and_dies_with_a_sigkilled_parent():
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "4,5,6,7,0,1,2,3"}
     with start_sim(["--tp-size", "8"], env=env) as sim:
@@ -69,6 +71,7 @@ def test_tp8_tree_holds_its_gpus_and_dies_with_a_sigkilled_parent():
         assert wait_until(lambda: not alive(kids)), f"children outlived the parent: {alive(kids)}"
 
 
+@pytest.mark.integration
 def test_orphans_outlive_the_parent_and_the_sweep_leaves_zero_survivors():
     marker = f"sim-orphan-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, SERVER_ID_ENV: marker}
@@ -89,6 +92,7 @@ def test_orphans_outlive_the_parent_and_the_sweep_leaves_zero_survivors():
         assert alive(kids) == []
 
 
+@pytest.mark.integration
 def test_tree_starts_from_a_root_cwd_like_the_detached_runner():
     """The detached runner runs with cwd "/": a child exec'd with argv[0] = its title must still find
     its own standard library (it once picked /lib/python3.x and the emulator never got ready)."""

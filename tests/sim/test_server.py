@@ -22,6 +22,7 @@ def sim():
         yield proc
 
 
+@pytest.mark.integration
 def test_stream_generate_shapes(sim):
     chunks = stream_generate(sim.base_url, {"text": "hello there general",
                                             "sampling_params": {"max_new_tokens": 5,
@@ -47,6 +48,7 @@ def test_stream_generate_shapes(sim):
     assert tok.decode(last["output_ids"]) == last["text"]
 
 
+@pytest.mark.integration
 def test_generate_input_ids_non_stream(sim):
     r = httpx.post(sim.base_url + "/generate",
                    json={"input_ids": list(range(100)), "sampling_params": {"max_new_tokens": 7},
@@ -59,6 +61,7 @@ def test_generate_input_ids_non_stream(sim):
     assert len(body["output_ids"]) == 7 and body["text"]
 
 
+@pytest.mark.integration
 def test_stream_interval_emits_every_n_tokens():
     with sim_server(["--stream-interval", "4", "--sim-time-scale", "200"]) as proc:
         chunks = stream_generate(proc.base_url, {"input_ids": [5, 6],
@@ -67,6 +70,7 @@ def test_stream_interval_emits_every_n_tokens():
     assert counts == [1, 4, 8, 10]
 
 
+@pytest.mark.integration
 def test_completions_stream_and_usage(sim):
     def run(extra):
         with httpx.stream("POST", sim.base_url + "/v1/completions",
@@ -103,6 +107,7 @@ def test_completions_stream_and_usage(sim):
     ("/v1/completions", b"{", "Invalid JSON"),
     ("/v1/completions", b'{"prompt": 5}', "prompt"),
 ])
+@pytest.mark.integration
 def test_bad_requests_get_400_json(sim, path, body, expect):
     r = httpx.post(sim.base_url + path, content=body)
     assert r.status_code == 400
@@ -112,6 +117,7 @@ def test_bad_requests_get_400_json(sim, path, body, expect):
     assert http_status(sim.base_url + "/health_generate") == 200  # still alive
 
 
+@pytest.mark.integration
 def test_server_info_model_info_models(sim):
     for path in ("/server_info", "/get_server_info"):
         info = httpx.get(sim.base_url + path).json()
@@ -132,6 +138,7 @@ def test_server_info_model_info_models(sim):
     assert models["data"][0]["id"] == mi["served_model_name"]
 
 
+@pytest.mark.integration
 def test_metrics_and_flush_cache(sim):
     httpx.post(sim.base_url + "/generate", json={"input_ids": [1, 2, 3, 4],
                                                  "sampling_params": {"max_new_tokens": 3}})
@@ -147,11 +154,13 @@ def test_metrics_and_flush_cache(sim):
     assert r.status_code == 200 and "Cache flushed" in r.text
 
 
+@pytest.mark.integration
 def test_metrics_absent_without_flag():
     with sim_server(["--sim-time-scale", "100"]) as proc:
         assert http_status(proc.base_url + "/metrics") == 404
 
 
+@pytest.mark.integration
 def test_readiness_order_and_log_lines():
     sim = SimProcess(["--sim-load-seconds", "1.0", "--sim-warmup-seconds", "0.3"])
     with sim:
@@ -178,6 +187,7 @@ def test_readiness_order_and_log_lines():
         assert positions == sorted(positions), lines
 
 
+@pytest.mark.integration
 def test_cli_rejects_unknown_flags_like_sglang():
     for argv, msg in ((["--enable-piecewise-cuda-graph"], "error: unrecognized arguments"),
                       (["--cuda-graph-max-bs", "4"], "error: ambiguous option")):

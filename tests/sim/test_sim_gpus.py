@@ -9,9 +9,12 @@ import time
 
 import httpx
 import psutil
+import pytest
 
 from moe_tui.sim.gpus import BIT_GPU_IDLE, BIT_SW_POWER_CAP, MEM_TOTAL_BYTES, SM_CLOCK_MAX_MHZ
 from moe_tui.sim.launch import start_sim
+
+pytestmark = pytest.mark.integration  # starts real processes
 
 ARGS = ["--tp-size", "2", "--moe-runner-backend", "flashinfer_cutlass", "--sim-time-scale", "20", "--sim-exact"]
 

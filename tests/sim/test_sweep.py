@@ -16,6 +16,8 @@ from moe_tui.sim.loadgen import run_load
 from moe_tui.sim.model import predict_steady_state
 from tests.sim_helpers import sim_server
 
+pytestmark = pytest.mark.integration  # starts real processes
+
 SEED = {
     "flashinfer_cutlass": {1: 10.36, 2: 19.29, 10: 38.46, 64: 218.74, 256: 718.83, 1024: 1603.04},
     "flashinfer_cutedsl": {1: 10.07, 2: 19.24, 10: 64.29, 64: 249.23, 256: 515.58, 1024: 796.93},

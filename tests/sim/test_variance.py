@@ -8,6 +8,7 @@ import statistics
 import time
 
 import httpx
+import pytest
 
 from moe_tui.sim.variance import VarianceModel, VarianceSettings
 from tests.sim_helpers import sim_server
@@ -54,6 +55,7 @@ def _tokens_per_second(base_url: str) -> float:
         return 180 / (time.perf_counter() - start)
 
 
+@pytest.mark.integration
 def test_each_start_records_its_factor_and_a_big_sigma_shows():
     # A 30% start sigma makes two starts' speeds differ far beyond timing noise, while
     # /server_info names the factor each drew (and the seed that drew it).

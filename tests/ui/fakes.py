@@ -76,15 +76,17 @@ def _run(run_id: int, profile: str, backend: str, conc: int, tok_s: float, fp_sp
         provenance={"engine": "sim", "sglang_version": "0.5.23-sim"},
         summary={"output_throughput": tok_s, "mean_ttft_ms": 40.0 + conc, "p99_ttft_ms": 80.0 + conc,
                  "mean_tpot_ms": 9.0, "mean_itl_ms": 9.0, "mean_e2e_latency_ms": 600.0 + conc},
-        flags=[], telemetry={}, selfcheck={}, queue_item_id=None, server_start_id=None, source="moe-tui", error="",
+        flags=[], telemetry={}, selfcheck={}, queue_item_id=None, server_start_id=run_id, source="moe-tui", error="",
     )
 
 
-def demo_runs() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def demo_runs(control_starts: int = 3) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     a, b = [], []
     rid = 1
+    # A server start per run (the grid's unit); three at the control concurrency so the control
+    # check can agree and let the other cells carry verdicts.
     for conc, ta, tb in ((1, 95.0, 97.0), (2, 180.0, 181.0), (10, 700.0, 1100.0), (64, 2400.0, 1500.0)):
-        for rep, jitter in enumerate((-2.0, 2.5)):
+        for rep, jitter in enumerate((-2.0, 2.5) if conc != 2 else (-0.6, 0.5, 0.1)[:control_starts]):
             a.append(_run(rid, "sim-flashinfer-cutlass", "flashinfer_cutlass", conc, ta + jitter, {}))
             rid += 1
             extra = {"input_len": 256} if conc == 64 and rep == 1 else {}
@@ -143,13 +145,14 @@ class RecordingAdapter(ControlClient):
     def compared_profiles(self):
         return ["sim-flashinfer-cutedsl", "sim-flashinfer-cutlass"]
 
-    def comparison(self, baseline: str, candidate: str, include_flagged: bool = False):
+    def comparison(self, baseline: str, candidate: str, include_flagged: bool = False, accept_uncontrolled: bool = False):
         from moe_tui.compare import CompareSettings
 
         a, b = demo_runs()
         runs = {"sim-flashinfer-cutlass": a, "sim-flashinfer-cutedsl": b}
         grid = build_grid_from_runs(runs[baseline], runs[candidate], baseline_name=baseline, candidate_name=candidate,
-                                    settings=CompareSettings(include_flagged=include_flagged))
+                                    settings=CompareSettings(include_flagged=include_flagged,
+                                                             accept_uncontrolled=accept_uncontrolled))
         return _with_extras(grid, runs[baseline], runs[candidate])
 
     def run_view(self, run_id: int):

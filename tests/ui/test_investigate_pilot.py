@@ -41,7 +41,7 @@ class StoreBackedAdapter(StoreReads, RecordingAdapter):
 @pytest.fixture
 def store(tmp_path):
     s = Store(tmp_path / "store.sqlite3")
-    a, b = demo_runs()
+    a, b = demo_runs(control_starts=2)  # the control too thin to agree: investigate proposes it
     s.import_runs([dict(profile_name=r["profile_name"], spec_json=BenchmarkSpec.from_dict(r["spec"]).canonical_json(),
                         fingerprint=r["fingerprint"], client="moe-tui", summary=r["summary"],
                         provenance=r["provenance"], profile=r["profile"], started_at=r["started_at"],

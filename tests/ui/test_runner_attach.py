@@ -19,6 +19,8 @@ from moe_tui.ui.screens.quit import QuitScreen
 from moe_tui.ui.widgets.queue_summary import QueueSummary
 from tests.runner_support import Env, scaled, wait_gone
 
+pytestmark = pytest.mark.integration  # starts real processes
+
 SMALL_SPEC = {"input_len": 32, "output_len": 8, "num_prompts": 8, "range_ratio": 1.0, "seed": 1}
 
 

@@ -13,6 +13,7 @@ import threading
 import time
 
 import httpx
+import pytest
 from textual.widgets import DataTable
 
 from moe_tui.sim.gpus import SimGpuBoard
@@ -58,6 +59,7 @@ def _sample_faulty_emulator(sim, adapter: RecordingAdapter) -> TelemetrySnapshot
     return snapshot
 
 
+@pytest.mark.integration
 async def test_dashboard_shows_simulated_gpus_owners_and_fault_badges(make_app):
     with start_sim(FAULTS) as sim:  # alive while the dashboard reads the process tree for owners
         await _check_dashboard(make_app, sim)

@@ -1,8 +1,10 @@
-"""Snapshot tests (pytest-textual-snapshot): every screen at 120x40 with fixed data, a frozen
-clock and injected events, so the SVG only changes when the UI does. Baselines live in
+"""Snapshot tests (pytest-textual-snapshot): every screen at 120x40 and at 80x24 with fixed data, a
+frozen clock and injected events, so the SVG only changes when the UI does. Baselines live in
 tests/ui/__snapshots__/; update with --snapshot-update only after looking at them."""
 
 from __future__ import annotations
+
+import pytest
 
 from moe_tui.events import BenchProgress, ControllerStatus, RunStarted, ServerLogLine, ServerMetrics
 from moe_tui.ui.app import MoeTuiApp
@@ -44,65 +46,105 @@ async def settle(pilot) -> None:
     await pilot.pause(0.2)
 
 
-def test_dashboard(snap_compare):
-    assert snap_compare(build_app(), terminal_size=SIZE, run_before=feed)
+async def open_queue(pilot) -> None:
+    await feed(pilot)
+    await pilot.press("2")
+    await settle(pilot)
 
 
-def test_dashboard_80x24(snap_compare):
-    assert snap_compare(build_app(), terminal_size=(80, 24), run_before=feed)
+async def open_add_form(pilot) -> None:
+    await pilot.press("2")
+    await settle(pilot)
+    await pilot.press("a")
+    await settle(pilot)
 
 
-def test_queue(snap_compare):
-    async def run_before(pilot):
-        await feed(pilot)
-        await pilot.press("2")
-        await settle(pilot)
-
-    assert snap_compare(build_app(), terminal_size=SIZE, run_before=run_before)
+async def open_compare(pilot) -> None:
+    await pilot.press("3")
+    await settle(pilot)
+    await settle(pilot)
 
 
-def test_add_campaign_form(snap_compare):
-    async def run_before(pilot):
-        await pilot.press("2")
-        await settle(pilot)
-        await pilot.press("a")
-        await settle(pilot)
-
-    assert snap_compare(build_app(), terminal_size=SIZE, run_before=run_before)
+async def open_log(pilot) -> None:
+    await feed(pilot)
+    pilot.app.screen.query_one("#server-table").focus()
+    await pilot.press("l")
+    await settle(pilot)
 
 
-def test_compare(snap_compare):
-    async def run_before(pilot):
-        await pilot.press("3")
-        await settle(pilot)
-        await settle(pilot)
-
-    assert snap_compare(build_app(), terminal_size=SIZE, run_before=run_before)
+async def open_run(pilot) -> None:
+    await feed(pilot)
+    await pilot.press("o")
+    await settle(pilot)
+    await settle(pilot)
 
 
-def test_log_viewer(snap_compare):
-    async def run_before(pilot):
-        await feed(pilot)
-        pilot.app.screen.query_one("#server-table").focus()
-        await pilot.press("l")
-        await settle(pilot)
-
-    assert snap_compare(build_app(), terminal_size=SIZE, run_before=run_before)
+async def open_help(pilot) -> None:
+    await settle(pilot)
+    await pilot.press("question_mark")
+    await settle(pilot)
 
 
-def test_run_detail(snap_compare):
-    async def run_before(pilot):
-        await feed(pilot)
-        await pilot.press("o")
-        await settle(pilot)
-
-    assert snap_compare(build_app(), terminal_size=SIZE, run_before=run_before)
+async def open_quit(pilot) -> None:
+    await feed(pilot)
+    await pilot.press("q")
+    await settle(pilot)
 
 
-def test_help(snap_compare):
-    async def run_before(pilot):
-        await settle(pilot)
-        await pilot.press("question_mark")
-        await settle(pilot)
+async def open_investigate(pilot) -> None:
+    await pilot.press("3")
+    await settle(pilot)
+    await settle(pilot)
+    await pilot.press("i")
+    await settle(pilot)
+    await settle(pilot)
 
-    assert snap_compare(build_app(), terminal_size=SIZE, run_before=run_before)
+
+class DetachableAdapter(RecordingAdapter):
+    """Attached to a runner: quitting offers to leave the campaign running, with the command back."""
+
+    can_detach = True
+    attach_command = "MOE_TUI_HOME=/srv/moe/demo-home moe-tui demo --attach"
+
+
+SCREENS = {
+    "dashboard": feed,
+    "queue": open_queue,
+    "add_campaign": open_add_form,
+    "compare": open_compare,
+    "log_viewer": open_log,
+    "run_detail": open_run,
+    "help": open_help,
+    "quit": open_quit,
+    "investigate": open_investigate,
+}
+SIZES = {"120x40": (120, 40), "80x24": (80, 24)}
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("screen", list(SCREENS))
+def test_screen(snap_compare, screen, size, tmp_path):
+    if screen == "investigate":
+        adapter = investigate_adapter(tmp_path)
+        app = MoeTuiApp(adapter, clock=lambda: T0, subtitle="snapshot")
+    elif screen == "quit":
+        app = MoeTuiApp(DetachableAdapter(), clock=lambda: T0, subtitle="snapshot")
+    else:
+        app = build_app()
+    assert snap_compare(app, terminal_size=SIZES[size], run_before=SCREENS[screen])
+
+
+def investigate_adapter(tmp_path):
+    """The investigate dialog plans from a real store holding the demo runs."""
+    from moe_tui.spec import BenchmarkSpec
+    from moe_tui.store import Store
+    from tests.ui.fakes import demo_runs
+    from tests.ui.test_investigate_pilot import StoreBackedAdapter
+
+    store = Store(tmp_path / "store.sqlite3")
+    a, b = demo_runs()
+    store.import_runs([dict(profile_name=r["profile_name"], spec_json=BenchmarkSpec.from_dict(r["spec"]).canonical_json(),
+                            fingerprint=r["fingerprint"], client="moe-tui", summary=r["summary"],
+                            provenance=r["provenance"], profile=r["profile"], started_at=r["started_at"],
+                            finished_at=r["finished_at"], source="moe-tui") for r in a + b])
+    return StoreBackedAdapter(store)

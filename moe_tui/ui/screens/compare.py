@@ -49,6 +49,8 @@ def diff_text(grid: Any) -> Text:
         text.append(env, style="dim")
     if grid.settings.include_flagged:
         text.append("\nflagged runs included (f toggles): their cells are unreliable", style="magenta")
+    if grid.settings.accept_uncontrolled:
+        text.append("\nuncontrolled verdicts shown, labelled (u toggles)", style="magenta")
     for warning in grid.warnings:
         text.append("\n⚠ ", style="yellow")
         text.append(warning, style="yellow")
@@ -57,6 +59,27 @@ def diff_text(grid: Any) -> Text:
     for line in extras_compact_lines(getattr(grid, "extras", None)):
         text.append("\n" + line, style="dim")
     return text
+
+
+def keep_direction(names: list[str], shown: tuple[object, object], session: tuple[str, str] | None,
+                   default: tuple[str, str] | None) -> tuple[str | None, str | None]:
+    """The pickers' values after the choices changed. The direction is the user's: what the
+    pickers show stays (new data never swaps it), then this session's pair, then the client's
+    default (the remembered pick or the campaign's order). A blank picker is filled with the
+    default's other name, never with the name already shown in the other picker."""
+    valid = [v if isinstance(v, str) and v in names else None for v in shown]
+    if valid[0] is None and valid[1] is None:
+        for pair in (session, default):
+            if pair is not None and pair[0] in names and pair[1] in names:
+                return pair
+        return None, None
+    base, cand = valid
+    order = [n for n in (default or ()) if n in names] + names
+    if base is None:
+        base = next((n for n in order if n != cand), None)
+    if cand is None:
+        cand = next((n for n in order if n != base), None)
+    return base, cand
 
 
 class CompareScreen(LiveScreen):
@@ -68,16 +91,23 @@ class CompareScreen(LiveScreen):
         Binding("w", "swap", "Swap", id="compare.swap", tooltip="Swap baseline and candidate"),
         Binding("f", "toggle_flagged", "Flagged", id="compare.flagged",
                 tooltip="Include flagged runs in the means (their cells then say unreliable)"),
+        Binding("u", "toggle_uncontrolled", "Uncontrolled", id="compare.uncontrolled", show=False,
+                tooltip="Show verdicts the control check did not back, labelled 'uncontrolled'"),
         Binding("g", "reload", "Reload", id="compare.reload", tooltip="Re-read the runs and rebuild the grid"),
         Binding("i", "investigate", "Investigate", id="compare.investigate",
                 tooltip="Propose and queue the runs that would settle the highlighted cell"),
+        Binding("x", "explain", "Explain", id="compare.explain",
+                tooltip="Where each side's decode step goes at the highlighted cell (profiled runs)"),
     ]
 
     def __init__(self) -> None:
         super().__init__()
         self.grid: Any | None = None
+        self._changes: dict[tuple[int, str], str] = {}
+        self._looked_at: tuple[int, str] | None = None  # the highlighted cell's (concurrency, metric)
         self._choices: list[str] = []
         self.include_flagged = False
+        self.accept_uncontrolled = False  # `u`: show verdicts the control did not back, labelled
 
     @property
     def control(self) -> Room:
@@ -99,13 +129,20 @@ class CompareScreen(LiveScreen):
 
     def on_mount(self) -> None:
         self.query_one(CompareGrid).border_title = "Baseline vs candidate"
+        self.query_one(CompareGrid).set_narrow(self.app.has_class("-narrow"))
         self.load_choices()
 
     def on_screen_resume(self) -> None:
+        for grid in self.query(CompareGrid):  # none yet while the App prepares the screen
+            grid.set_narrow(self.app.has_class("-narrow"))
         if self.is_current:  # not while the App prepares it in the background (not composed yet)
             self.load_choices()
 
     def live_update(self, topics: set[str]) -> None:
+        if "layout" in topics:
+            self.query_one(CompareGrid).set_narrow(self.app.has_class("-narrow"))
+            self._title(self._pair())
+            self._show_cell()
         if "bench" in topics and self.control.live.bench.last_finished is not None:
             finished = self.control.live.bench.last_finished
             if getattr(self, "_seen_finish", None) != finished.run_id:
@@ -113,10 +150,15 @@ class CompareScreen(LiveScreen):
                 self.load_choices()
 
     def load_choices(self) -> None:
-        self.control.call_core("list profiles with runs", self.control.client.compared_profiles,
+        self.control.call_core("list profiles with runs", self._choices_and_direction,
                                done=self._set_choices, group="compare-choices")
 
-    def _set_choices(self, names: list[str]) -> None:
+    def _choices_and_direction(self) -> tuple[list[str], tuple[str, str] | None]:
+        client = self.control.client
+        return list(client.compared_profiles()), client.compare_direction()
+
+    def _set_choices(self, answer: tuple[list[str], tuple[str, str] | None]) -> None:
+        names, default = answer
         try:
             base = self.query_one("#compare-baseline", Select)
             cand = self.query_one("#compare-candidate", Select)
@@ -132,13 +174,9 @@ class CompareScreen(LiveScreen):
             with self.prevent(Select.Changed):
                 base.set_options(options)
                 cand.set_options(options)
-                pair = self.control.compare_pair
-                if pair is None and len(names) >= 2:
-                    pair = (names[0], names[1])
-                if pair is None and keep[0] in names and keep[1] in names:
-                    pair = (str(keep[0]), str(keep[1]))
-                if pair is not None and pair[0] in names and pair[1] in names:
-                    base.value, cand.value = pair
+                pair = keep_direction(names, keep, self.control.compare_pair, default)
+                base.value = pair[0] if pair[0] is not None else Select.NULL
+                cand.value = pair[1] if pair[1] is not None else Select.NULL
         self.reload()
 
     def _pair(self) -> tuple[str, str] | None:
@@ -151,6 +189,7 @@ class CompareScreen(LiveScreen):
     def reload(self) -> None:
         pair = self._pair()
         self.control.compare_pair = pair
+        self._title(pair)
         self.maybe_refresh_bindings()
         if pair is None:
             return
@@ -160,9 +199,13 @@ class CompareScreen(LiveScreen):
                                done=self.show_grid, group="compare-build")
 
     def _comparison(self, baseline: str, candidate: str) -> Any:
-        if self.include_flagged:
-            return self.control.client.comparison(baseline, candidate, include_flagged=True)
-        return self.control.client.comparison(baseline, candidate)
+        options = {k: True for k, on in (("include_flagged", self.include_flagged),
+                                         ("accept_uncontrolled", self.accept_uncontrolled)) if on}
+        return self.control.client.comparison(baseline, candidate, **options)
+
+    def action_toggle_uncontrolled(self) -> None:
+        self.accept_uncontrolled = not self.accept_uncontrolled
+        self.reload()
 
     def action_toggle_flagged(self) -> None:
         self.include_flagged = not self.include_flagged
@@ -170,9 +213,11 @@ class CompareScreen(LiveScreen):
 
     def show_grid(self, grid: Any) -> None:
         self.grid = grid
+        # Verdicts that differ from what the user last saw are marked (↻) with why, until looked at.
+        self._changes = self.control.seen.changes(grid)
         self.query_one("#compare-diff", Static).update(diff_text(grid))
         table = self.query_one(CompareGrid)
-        table.show(grid)
+        table.show(grid, self._changes)
         counts = {k: v for k, v in grid.verdict_counts().items() if v}
         table.border_subtitle = " · ".join(f"{v} {J.VERDICT_WORDS[k]}" for k, v in counts.items())
         self.query_one(ThroughputChart).show(grid)
@@ -180,13 +225,47 @@ class CompareScreen(LiveScreen):
 
     def _show_cell(self) -> None:
         cell = self.query_one(CompareGrid).highlighted_cell
-        self.query_one("#compare-cell", Static).update(cell_detail(cell) if cell is not None else "")
+        narrow = self.app.has_class("-narrow")
+        change = self._changes.get((cell.concurrency, cell.metric), "") if cell is not None else ""
+        self.query_one("#compare-cell", Static).update(
+            cell_detail(cell, numbers=narrow, change=change) if cell is not None else "")
 
     def on_data_table_row_highlighted(self) -> None:
+        table = self.query_one(CompareGrid)
+        cell, before = table.highlighted_cell, self._looked_at
         self._show_cell()
+        key = (cell.concurrency, cell.metric) if cell is not None else None
+        if before is not None and before != key and self.grid is not None:
+            # The user moved on from a cell: what it shows now is what they saw.
+            seen = next((c for c in self.grid.cells if (c.concurrency, c.metric) == before), None)
+            if seen is not None:
+                self.control.seen.acknowledge(self.grid, seen)
+            if self._changes.pop(before, None) is not None:
+                table.show(self.grid, self._changes)
+        self._looked_at = key
 
     def on_select_changed(self, event: Select.Changed) -> None:
         self.reload()
+        self._remember()
+
+    def _remember(self) -> None:
+        """The user chose a direction: keep it for the next session on this data dir."""
+        pair = self._pair()
+        if pair is not None and pair[0] != pair[1]:
+            self.control.call_core("remember the compare direction", self.control.client.remember_direction,
+                                   *pair, group="compare-remember")
+
+    def _title(self, pair: tuple[str, str] | None) -> None:
+        """The grid's title names the direction: every delta is the candidate against the baseline."""
+        grid = self.query_one(CompareGrid)
+        if pair is None:
+            grid.border_title = "Baseline vs candidate"
+            return
+        narrow = self.app.has_class("-narrow")
+        width = max(12, (self.app.size.width - (24 if narrow else 60)) // 2)
+        base, cand = (render.middle_truncate(n, width) for n in pair)
+        tail = "" if narrow else " (delta = candidate vs baseline)"
+        grid.border_title = Text(f"baseline {base} → candidate {cand}{tail}")  # type: ignore[assignment]
 
     def binding_state(self) -> tuple:
         return (self._pair(),)
@@ -208,6 +287,7 @@ class CompareScreen(LiveScreen):
         with self.prevent(Select.Changed):
             base.value, cand.value = pair[1], pair[0]
         self.reload()
+        self._remember()
 
     def action_reload(self) -> None:
         self.load_choices()
@@ -220,3 +300,12 @@ class CompareScreen(LiveScreen):
             self.notify("investigate: highlight a cell of the grid first", severity="warning")
             return
         self.app.push_screen(InvestigateScreen(*pair, cell.concurrency, cell.metric))
+
+    def action_explain(self) -> None:
+        from moe_tui.ui.screens.explain import ExplainScreen
+
+        pair, cell = self._pair(), self.query_one(CompareGrid).highlighted_cell
+        if pair is None or cell is None:
+            self.notify("explain: highlight a cell of the grid first", severity="warning")
+            return
+        self.app.push_screen(ExplainScreen(*pair, cell.concurrency))

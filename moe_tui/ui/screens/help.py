@@ -1,4 +1,5 @@
-"""HelpScreen (`?`): the keys of the screen underneath, with their ids for `[keys]` remapping."""
+"""HelpScreen (`?`): the keys of the screen underneath, words wrapped to the terminal, each with its id
+for `[keys]` remapping."""
 
 from __future__ import annotations
 
@@ -8,6 +9,12 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Label
+
+HELP_MAX_WIDTH = 110  # the dialog's max-width (app.tcss #help-dialog)
+# The dialog's border and padding, the table's cell padding (1 a side, 3 columns) and its scrollbar.
+HELP_CHROME = 2 + 4 + 6 + 2
+KEY_WIDTH = 7
+ACTION_WIDTH = 14
 
 
 class HelpScreen(ModalScreen[None]):
@@ -24,11 +31,17 @@ class HelpScreen(ModalScreen[None]):
         with Vertical(id="help-dialog", classes="dialog"):
             yield Label(f"Keys: {type(self.under).__name__.removesuffix('Screen')}", classes="dialog-title")
             yield DataTable(id="help-table", cursor_type="row", zebra_stripes=True)
-            yield Label("Remap any key in config.toml: [keys] <id> = \"<key>\"", classes="dialog-detail", markup=False)
+            yield Label("Remap a key in config.toml: [keys] <id> = \"<key>\" (the id ends each line)",
+                        classes="dialog-detail", markup=False)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("Key", "Action", "Id", "What it does")
+        # Fixed widths so that "What it does" wraps (rows grow to fit) instead of being cut; the
+        # binding id (for [keys] remapping) follows the words, dim, rather than taking a column.
+        width = min(self.app.size.width, HELP_MAX_WIDTH) - HELP_CHROME
+        table.add_column("Key", width=KEY_WIDTH)
+        table.add_column("Action", width=ACTION_WIDTH)
+        table.add_column("What it does", width=max(width - KEY_WIDTH - ACTION_WIDTH, 20))
         seen: set[str] = set()
         # The screen's own bindings first, then the App's; the active keymap decides the key shown.
         for active in self.under.active_bindings.values():
@@ -37,11 +50,13 @@ class HelpScreen(ModalScreen[None]):
                 continue
             seen.add(binding.id)
             style = "" if active.enabled else "dim"
+            what = Text(binding.tooltip + ("" if active.enabled else " (not now)"), style=style)
+            what.append(f"  {binding.id}", style="dim italic")
             table.add_row(
                 Text(self.app.get_key_display(binding), style=f"bold {style}"),
                 Text(binding.description, style=style),
-                Text(binding.id, style="dim"),
-                Text(binding.tooltip + ("" if active.enabled else " (not now)"), style=style),
+                what,
+                height=None,
             )
 
     def action_dismiss_help(self) -> None:

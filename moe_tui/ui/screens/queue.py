@@ -64,6 +64,8 @@ class QueueScreen(LiveScreen):
             self.live_update({"queue"})
 
     def live_update(self, topics: set[str]) -> None:
+        if topics & {"layout", "queue"}:
+            self.query_one(QueueTable).set_narrow(self.app.has_class("-narrow"))
         if topics & {"queue", "status", "bench"}:
             live = self.control.live
             self.query_one(QueueTable).show(live.queue, live.current_item)

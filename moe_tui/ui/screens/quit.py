@@ -2,13 +2,13 @@
 
 In-process it asks only while servers run (they stop with the TUI either way). Attached to a
 runner it always asks: "stop servers and runner" ends everything; "leave the campaign running"
-detaches, and `moe-tui` later attaches again."""
+detaches, and the command it prints (this data dir's, `ControlClient.attach_command`) attaches again."""
 
 from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
@@ -22,8 +22,9 @@ class QuitScreen(ModalScreen[str | None]):
         Binding("escape", "choose(None)", "Cancel", id="quit.cancel", tooltip="Stay"),
     ]
 
-    def __init__(self, running: list[str], can_detach: bool, pending: int = 0) -> None:
+    def __init__(self, running: list[str], can_detach: bool, pending: int = 0, attach_command: str = "moe-tui") -> None:
         super().__init__()
+        self.attach_command = attach_command
         self.running = running
         self.can_detach = can_detach
         self.pending = pending
@@ -33,11 +34,11 @@ class QuitScreen(ModalScreen[str | None]):
         if self.can_detach:
             work = f"{self.pending} queue item(s) pending or running. " if self.pending else "The queue is idle. "
             leave = (work + "Leave the campaign running: the runner keeps its servers and works the queue; "
-                     "run `moe-tui` again to attach.")
+                     f"attach again with: {self.attach_command}")
         else:
             leave = ("This TUI hosts the controller, so its servers stop with it. To keep a campaign "
                      "going after you leave, run `moe-tui` without --in-process.")
-        with Vertical(id="dialog", classes="dialog"):
+        with VerticalScroll(id="dialog", classes="dialog"):
             yield Label("Quit moe-tui?", classes="dialog-title")
             yield Label(f"Servers running: {names}", classes="dialog-detail", markup=False)
             yield Label(leave, classes="dialog-detail", markup=False)

@@ -9,6 +9,7 @@ the highlighted cell's full verdict, refusal and flags are shown under the grid 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rich.text import Text
@@ -17,16 +18,20 @@ from moe_tui import judgement as J
 from moe_tui.ui.widgets.keyed_table import KeyedTable
 
 # Column widths include one trailing space (the table is drawn without cell padding so all
-# seven columns fit 120 terminal columns).
+# seven columns fit 120 terminal columns). What a user reads first comes first (Conc, Metric,
+# Delta, Verdict): on a narrow terminal only those show and the line under the grid gives the rest.
 COLUMNS = (
     ("conc", "Conc", 5),
-    ("metric", "Metric", 13),
-    ("baseline", "Baseline", 21),  # "10.36 ± 0.00206 (n=2)"
-    ("candidate", "Candidate", 21),
+    ("metric", "Metric", 12),
     ("delta", "Delta", 22),  # "-36.4% (-400.1 tok/s)"
-    ("ci", "95% CI", 17),  # "[-22.9%, +18.5%]"
-    ("verdict", "Verdict", None),
-)
+    ("verdict", "Verdict", 20),  # "spec unverified ⚑ ⌕"; longer words are whole in the detail line
+    ("ci", "CI (family)", 23),  # "[-22.9%, +18.5%] 98.3%": the interval the verdict used
+    ("baseline", "Baseline", 17),  # "10.36 ± 0.00206 (n=2)" is cut at its end: the detail line has it whole
+    ("candidate", "Candidate", 16),
+)  # 115 cells: a 120-column terminal less the panel's border and the scrollbar
+# 80 columns: Conc, Metric, Delta and a verdict column as wide as what is left (borders and the
+# scrollbar take 4).
+NARROW_COLUMNS = {"conc": 5, "metric": 12, "delta": 22, "verdict": 33}
 
 VERDICT_STYLES = {
     J.BETTER: "bold green",
@@ -58,7 +63,8 @@ def short_verdict(cell: Any) -> Text:
     return text
 
 
-def cell_cells(cell: Any, first_of_concurrency: bool) -> tuple[object, ...]:
+def cell_cells(cell: Any, first_of_concurrency: bool, changed: bool = False) -> tuple[object, ...]:
+    """The row in COLUMNS order; `changed`: the verdict is not the one the user last saw (↻)."""
     style = VERDICT_STYLES.get(cell.verdict, "")
     base = Text(cell.baseline.text)
     cand = Text(cell.candidate.text)
@@ -69,26 +75,32 @@ def cell_cells(cell: Any, first_of_concurrency: bool) -> tuple[object, ...]:
     return (
         Text(str(cell.concurrency), style="bold") if first_of_concurrency else "",
         Text(cell.label),
+        Text(cell.delta_text or "—", style=style if cell.comparable else "dim"),
+        Text.assemble(("↻ ", "bold cyan"), short_verdict(cell)) if changed else short_verdict(cell),
+        Text(cell.ci_text or "—", style="" if cell.ci_text else "dim"),
         base,
         cand,
-        Text(cell.delta_text or "—", style=style if cell.comparable else "dim"),
-        Text(cell.ci_text or "—", style="" if cell.ci_text else "dim"),
-        short_verdict(cell),
     )
 
 
-def cell_detail(cell: Any) -> Text:
-    """The highlighted cell in full: verdict or refusal with the spec fields, flags in words."""
+def cell_detail(cell: Any, numbers: bool = False, change: str = "") -> Text:
+    """The highlighted cell in full: verdict or refusal with the spec fields, flags in words;
+    `numbers` adds the means and the interval (a narrow grid does not show their columns)."""
     style = VERDICT_STYLES.get(cell.verdict, "")
     text = Text.assemble((f"conc {cell.concurrency} {cell.label}", "bold"), " ",
                          (f"({'higher' if cell.higher_is_better else 'lower'} is better)", "dim"), ": ")
     text.append(cell.verdict_text, style=style)
+    if numbers:  # the columns a narrow grid leaves out
+        text.append(f"\n95% CI {cell.ci_text or '—'} · baseline {cell.baseline.text} · candidate {cell.candidate.text}",
+                    style="dim")
     for reason in cell.reasons:
         text.append(f"\n· {reason}", style="dim")
     if cell.flags_text:
         text.append(f"\n⚑ {cell.flags_text}", style="yellow")
     if getattr(cell, "investigation", ""):
         text.append(f"\n⌕ {cell.investigation}", style="cyan")
+    if change:
+        text.append(f"\n↻ changed since you last saw it: {change}", style="bold cyan")
     return text
 
 
@@ -97,7 +109,11 @@ class CompareGrid(KeyedTable):
         super().__init__(COLUMNS, zebra_stripes=False, cell_padding=0, **kwargs)
         self._cells_by_key: dict[str, Any] = {}
 
-    def show(self, grid: Any | None) -> None:
+    def set_narrow(self, narrow: bool) -> None:
+        self.show_columns(NARROW_COLUMNS if narrow else None)
+
+    def show(self, grid: Any | None, changes: Mapping[tuple[int, str], str] | None = None) -> None:
+        """Paint `grid`; cells named in `changes` carry the ↻ mark (`control.seen`)."""
         if grid is None:
             self._cells_by_key = {}
             self.sync({})
@@ -107,7 +123,7 @@ class CompareGrid(KeyedTable):
         self._cells_by_key = {}
         for cell in grid.cells:
             key = f"{cell.concurrency}/{cell.metric}"
-            rows[key] = cell_cells(cell, cell.concurrency != last_conc)
+            rows[key] = cell_cells(cell, cell.concurrency != last_conc, (cell.concurrency, cell.metric) in (changes or {}))
             self._cells_by_key[key] = cell
             last_conc = cell.concurrency
         self.sync(rows)

@@ -12,7 +12,11 @@ from __future__ import annotations
 from itertools import groupby
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import Static
+
+# Shown whatever the width: how to learn the keys and how to leave (k9s and lazygit keep both).
+ALWAYS_SHOWN = frozenset({"app.help", "app.quit"})
 
 
 class KeyBar(Static):
@@ -53,30 +57,54 @@ class KeyBar(Static):
         if self.is_attached:
             self.update(self.keys_text(), layout=False)
 
+    def on_resize(self) -> None:
+        # A screen prepared in the background has no active bindings yet; it paints when shown.
+        if self.is_attached and self.screen.is_current:
+            self._bindings_changed(self.screen)
+
     def keys_text(self) -> Text:
+        """The screen's keys, then (always shown, at the right end) help, quit and the palette:
+        a narrow terminal cuts the screen's keys with an ellipsis, never `?` or `q`."""
         app = self.app
         active = self.screen.active_bindings
-        shown = []
+        shown: list[tuple[Binding, bool]] = []
+        kept: list[tuple[Binding, bool]] = []
         seen_actions: set[str] = set()
         for _node, binding, enabled, _tooltip in active.values():
             if not binding.show or binding.action in seen_actions:
                 continue
             seen_actions.add(binding.action)
-            shown.append((binding, enabled))
-        text = Text(no_wrap=True, overflow="ellipsis")
+            (kept if binding.id in ALWAYS_SHOWN else shown).append((binding, enabled))
         key_style, dim = self._key_style, "dim"
+        entries: list[Text] = []
         for group, members in groupby(shown, key=lambda item: item[0].group):
             items = list(members)
             if group is not None and len(items) > 1:
+                entry = Text()
                 for binding, enabled in items:
-                    text.append(f" {app.get_key_display(binding)} ", style=key_style if enabled else dim)
-                text.append(f" {group.description}  ", style="" if any(e for _, e in items) else dim)
+                    entry.append(f" {app.get_key_display(binding)} ", style=key_style if enabled else dim)
+                entry.append(f" {group.description}  ", style="" if any(e for _, e in items) else dim)
+                entries.append(entry)
                 continue
             for binding, enabled in items:
-                text.append(f" {app.get_key_display(binding)} ", style=key_style if enabled else dim)
-                text.append(f" {binding.description}  ", style="" if enabled else dim)
+                entries.append(Text.assemble((f" {app.get_key_display(binding)} ", key_style if enabled else dim),
+                                             (f" {binding.description}  ", "" if enabled else dim)))
+        tail = Text(no_wrap=True)
+        for binding, enabled in kept:
+            tail.append(f" {app.get_key_display(binding)} ", style=key_style if enabled else dim)
+            tail.append(f" {binding.description} ", style="" if enabled else dim)
         palette = active.get(app.COMMAND_PALETTE_BINDING) if app.ENABLE_COMMAND_PALETTE else None
         if palette is not None:
-            text.append(f" {app.get_key_display(palette[1])} ", style=key_style)
-            text.append(f" {palette[1].description}", style="")
-        return text
+            tail.append(f" {app.get_key_display(palette[1])} ", style=key_style)
+            tail.append(f" {palette[1].description}", style="")
+        width = self.size.width or app.size.width
+        room = width - tail.cell_len
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for k, entry in enumerate(entries):
+            last = k == len(entries) - 1
+            if text.cell_len + entry.cell_len > room - (0 if last else 1):
+                text.append("…", style=dim)  # more keys: `?` lists them all
+                break
+            text.append_text(entry)
+        text.pad_right(max(room - text.cell_len, 0))
+        return text + tail

@@ -33,6 +33,9 @@ COLUMNS = (
 )
 WINDOW = 100  # rows in the table at once (a tall terminal shows about 60)
 
+# 80 columns: what an item is and how it went; the item id, spec, tries and run show at 120.
+NARROW_COLUMNS = {"n": 3, "profile": 22, "conc": 4, "rep": 3, "state": 11, "note": 19}  # 74 with cell padding
+
 
 def queue_cells(n: int, row: QueueRow, current: int | None) -> tuple[object, ...]:
     marker = Text("▶", style="bold cyan") if row.id == current else Text(str(n), style="dim")
@@ -56,6 +59,9 @@ class QueueTable(KeyedTable):
         self._rows: Sequence[QueueRow] = ()
         self._current: int | None = None
         self._start = 0
+
+    def set_narrow(self, narrow: bool) -> None:
+        self.show_columns(NARROW_COLUMNS if narrow else None)
 
     def show(self, rows: Sequence[QueueRow], current: int | None) -> None:
         if rows is self._rows and current == self._current:

@@ -1,0 +1,121 @@
+"""`moe-tui doctor`: check the store, and restore it from its backup when it is damaged.
+
+    moe-tui doctor              full integrity check of the store; its backup and spilled runs
+    moe-tui doctor --backup     take a (checked, rolling) backup now
+    moe-tui doctor --repair     a damaged store: moved aside, the backup put in its place, and
+                                what the damaged file held beyond the backup listed as lost
+
+Exit status: 0 sound (or repaired), 1 damaged and not repaired, or the repair failed; 2 a runner
+is using the store (stop it first: `moe-tui run --stop`). Never writes into a damaged file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help=help_text, description=help_text)
+    action = p.add_mutually_exclusive_group()
+    action.add_argument("--repair", action="store_true",
+                        help="restore a damaged store from its backup, listing what is lost")
+    action.add_argument("--backup", action="store_true", help="take a checked backup of the store now")
+    p.set_defaults(run=run)
+    return p
+
+
+def _say(text: str) -> None:
+    print(f"moe-tui doctor: {text}", flush=True)
+
+
+def _check(path: Path) -> list[str]:
+    from moe_tui.store_integrity import quick_check
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return quick_check(conn, full=True)
+    finally:
+        conn.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    from moe_tui import paths
+    from moe_tui.runner import runner_is_running
+    from moe_tui.store_integrity import _age_words, backup_path
+
+    data_dir = paths.data_dir()
+    path = paths.store_path()
+    if not path.exists():
+        _say(f"no store at {path} yet: nothing to check")
+        return 0
+    pid = runner_is_running(data_dir)
+    if pid and (args.repair or args.backup):
+        _say(f"a runner (pid {pid}) is using {path}; stop it first (moe-tui run --stop)")
+        return 2
+    problems = _check(path)
+    backup = backup_path(path)
+    age = _age_words(backup)
+    _say(f"store {path}: " + ("sound (integrity_check ok)" if not problems else
+                              "DAMAGED: " + "; ".join(problems[:5])))
+    _say(f"backup {backup}: {age}" if age else f"backup {backup}: none yet (the runner takes one hourly)")
+    _report_spill(path)
+    if args.backup:
+        return _backup(path, problems)
+    if not problems:
+        return 0
+    if not args.repair:
+        _say("nothing was changed; `moe-tui doctor --repair` restores the backup" if age else
+             f"nothing was changed; there is no backup: copy the file aside and try `sqlite3 {path} .recover`")
+        return 1
+    return _repair(path)
+
+
+def _backup(path: Path, problems: list[str]) -> int:
+    from moe_tui.store import Store, StoreError
+    from moe_tui.store_integrity import backup_store
+
+    if problems:
+        _say("no backup of a damaged store (it would replace the good one)")
+        return 1
+    try:
+        with Store(path) as store:
+            where = backup_store(store)
+    except StoreError as exc:
+        _say(str(exc))
+        return 1
+    _say(f"backup taken: {where}")
+    return 0
+
+
+def _repair(path: Path) -> int:
+    from moe_tui.store_integrity import restore
+
+    try:
+        done = restore(path)
+    except (RuntimeError, OSError, sqlite3.Error) as exc:
+        _say(f"repair failed, nothing changed: {exc}")
+        return 1
+    _say(f"the damaged store was moved to {done.damaged_to}")
+    _say(f"restored {path} from {done.backup} ({done.backup_runs} runs)")
+    _say("lost (held by the damaged file, not by the backup):")
+    for line in done.lost_lines:
+        print(f"  {line}", flush=True)
+    problems = _check(path)
+    if problems:
+        _say(f"the restored store fails its check: {'; '.join(problems[:3])}")
+        return 1
+    _say("the restored store is sound")
+    return 0
+
+
+def _report_spill(store_path: Path) -> None:
+    spill = store_path.parent / "spill"
+    waiting = sorted(spill.glob("run-*.json")) if spill.is_dir() else []
+    aside = sorted(p for p in spill.glob("run-*.json.*")) if spill.is_dir() else []
+    if waiting:
+        _say(f"{len(waiting)} spilled run(s) wait in {spill}; the next runner start stores them")
+    if aside:
+        _say(f"{len(aside)} spill file(s) set aside as untrusted or unreadable in {spill}: look, then delete")

@@ -1,0 +1,127 @@
+"""The emulator's profiler and expert-distribution endpoints (SGLang 0.5.23's), on a real emulator
+process over loopback; its traces read back by the explain parser."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from moe_tui.explain import compare_sides, parse_trace_name, read_rank, side_breakdown
+from moe_tui.explain.expert_load import expert_load
+from moe_tui.explain.rules import ATTENTION, COLLECTIVE, MOE_GEMM, MOE_ROUTING, NORM_ELEMENTWISE, QUANTIZATION
+from moe_tui.sim.traces import BACKEND_KERNELS
+from tests.sim_helpers import sim_server
+
+pytestmark = pytest.mark.integration  # starts real processes
+
+FAST = ["--sim-load-seconds", "0.05", "--sim-graph-seconds", "0.05", "--sim-warmup-seconds", "0.05",
+        "--sim-time-scale", "20"]
+
+
+def _load(base: str, n: int = 12, new_tokens: int = 40) -> list[threading.Thread]:
+    def one(i: int) -> None:
+        httpx.post(base + "/generate", json={"input_ids": list(range(10 + i, 110 + i)),
+                                             "sampling_params": {"max_new_tokens": new_tokens, "ignore_eos": True}},
+                   timeout=120).raise_for_status()
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def _running(base: str) -> int:
+    return int(httpx.get(base + "/server_info").json()["internal_states"][0]["num_running_reqs"])
+
+
+def _profile(base: str, out: Path, n: int = 12, **req) -> list[Path]:
+    """Profile the steady batch: start once all `n` requests run (as explain does after warmup)."""
+    threads = _load(base, n, new_tokens=400)
+    while _running(base) < n:  # bounded by the requests' own length
+        assert any(t.is_alive() for t in threads), "the load ended before the batch filled"
+    r = httpx.post(base + "/start_profile", json={"output_dir": str(out)} | req)
+    assert r.status_code == 200 and r.text == "Start profiling.\n"
+    for t in threads:
+        t.join()
+    httpx.post(base + "/stop_profile")  # after num_steps it stopped by itself: answered 400 then
+    return sorted(out.iterdir())
+
+
+def test_profile_requests_follow_sglang(tmp_path):
+    with sim_server(FAST) as sim:
+        base = sim.base_url
+        bad = httpx.post(base + "/start_profile", json={"num_steps": "ten"})
+        assert bad.status_code == 400 and "num_steps" in bad.text
+        assert httpx.post(base + "/start_profile", json={"bogus": 1}).status_code == 400
+        stop = httpx.post(base + "/stop_profile")
+        assert stop.status_code == 400 and "not in progress" in stop.text
+        assert httpx.post(base + "/start_profile", json={"output_dir": str(tmp_path)}).status_code == 200
+        again = httpx.post(base + "/start_profile")
+        assert again.status_code == 400 and "already in progress" in again.text
+        for t in _load(base, n=4, new_tokens=8):
+            t.join()
+        assert httpx.post(base + "/stop_profile").text == "Stop profiling. This will take some time.\n"
+        files = sorted(p.name for p in tmp_path.iterdir())
+        assert files and all(parse_trace_name(f) is not None for f in files)
+        assert len({parse_trace_name(f).profile_id for f in files}) == 1
+        # expert distribution needs the recorder mode, as in SGLang
+        refused = httpx.post(base + "/start_expert_distribution_record")
+        assert refused.status_code == 400 and "expert_distribution_recorder_mode" in refused.text
+
+
+def test_traces_by_stage_per_rank_with_backend_kernels(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR", str(tmp_path / "experts"))
+    args = FAST + ["--tp-size", "2", "--ep-size", "2", "--moe-runner-backend", "triton",
+                   "--expert-distribution-recorder-mode", "stat"]
+    with sim_server(args) as sim:  # the emulator inherits the recorder folder from the environment
+        base = sim.base_url
+        assert httpx.post(base + "/start_expert_distribution_record").status_code == 200
+        files = _profile(base, tmp_path / "t", num_steps=6, profile_prefix="explain")
+        assert httpx.post(base + "/stop_expert_distribution_record").status_code == 200
+        assert httpx.post(base + "/dump_expert_distribution_record").status_code == 200
+    names = [parse_trace_name(p.name) for p in files]
+    assert {(n.tp_rank, n.ep_rank, n.stage) for n in names} == {(0, 0, None), (1, 1, None)}
+    assert all(p.name.startswith("explain-") for p in files)
+    decode = [read_rank(p) for p in files]
+    assert all(r.n_steps == 6 and r.step_source == "graph launches" for r in decode)
+    side = side_breakdown("triton", decode)
+    for cls in (MOE_GEMM, MOE_ROUTING, ATTENTION, COLLECTIVE, NORM_ELEMENTWISE, QUANTIZATION):
+        assert side.ms(cls) > 0, cls
+    gemm_names = {k.name for k in side.kernels if k.kernel_class == MOE_GEMM}
+    assert gemm_names == set(BACKEND_KERNELS["triton"][0])
+    dumps = list((tmp_path / "experts").glob("expert_distribution_recorder_*.pt"))
+    assert len(dumps) == 1
+    load = expert_load(dumps[0])
+    assert load.experts == 256 and len(load.layers) == 75  # GLM-5: 78 layers, the first 3 dense
+    assert load.steps > 6
+    assert 1.2 < (load.mean_imbalance or 0) < 5
+
+
+def _side(tmp_path: Path, name: str, extra: list[str]):
+    with sim_server(FAST + ["--moe-runner-backend", "flashinfer_cutlass", "--tp-size", "2"] + extra) as sim:
+        files = _profile(sim.base_url, tmp_path / name, num_steps=12, profile_by_stage=True)
+    return side_breakdown(name, [read_rank(p) for p in files if "DECODE" in p.name])
+
+
+def test_injected_moe_slowdown_lands_in_moe_gemm(tmp_path):
+    injected = 5.0
+    a = _side(tmp_path, "a", ["--sim-exact"])
+    b = _side(tmp_path, "b", ["--sim-exact", "--sim-moe-slowdown-ms", str(injected)])
+    expl = compare_sides(a, b, run_cv=0.0)  # --sim-exact: no run-to-run spread
+    gemm = next(d for d in expl.classes if d.kernel_class == MOE_GEMM)
+    assert gemm.delta_ms == pytest.approx(injected, rel=0.05)
+    assert gemm.beyond_noise and gemm.share is not None and gemm.share > 0.9
+    assert [d.kernel_class for d in expl.classes if d.beyond_noise] == [MOE_GEMM]
+
+
+def test_a_a_pair_moves_no_class_beyond_noise(tmp_path):
+    """Two starts of one profile, with the emulator's default start-to-start variance."""
+    a = _side(tmp_path, "a", [])
+    b = _side(tmp_path, "b", [])
+    expl = compare_sides(a, b)
+    assert not [d.kernel_class for d in expl.classes if d.beyond_noise]
+    assert not expl.total.beyond_noise
+    assert "within its noise" in expl.summary_lines()[0]
+

@@ -1,0 +1,156 @@
+"""Issue 23 item 1: the comparison's direction is the user's.
+
+The default is the campaign's order (first profile = baseline), data arriving never swaps what the
+pickers show, the user's pick is remembered per data dir, the grid's title names the direction,
+and an investigation made in one order is found from the other."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import Select
+
+from moe_tui.control import direction
+from moe_tui.control.reads import StoreReads
+from moe_tui.queue import RunQueue
+from moe_tui.queue_plan import CampaignPlan
+from moe_tui.spec import BenchmarkSpec
+from moe_tui.store import Store
+from moe_tui.ui.screens.compare import CompareScreen, keep_direction
+from tests.ui.fakes import RecordingAdapter, demo_runs
+
+A, B = "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl"
+SIZE = (120, 40)
+
+
+# -- plain data ---------------------------------------------------------------------------------
+def test_campaign_order_takes_the_newest_campaign_with_two_profiles_with_runs():
+    campaigns = [{"definition": {"profiles": [B, A]}},
+                 {"definition": {"profiles": [A, B, "never-ran"]}},
+                 {"definition": {"profiles": ["never-ran", "other"]}}]
+    assert direction.campaign_order(campaigns, [A, B]) == (A, B)
+    assert direction.campaign_order(campaigns[:1], [A, B]) == (B, A)
+    # An investigation keeps the pair it was made for.
+    assert direction.campaign_order([{"definition": {"kind": "investigation", "baseline": B, "candidate": A}}],
+                                    [A, B]) == (B, A)
+    assert direction.campaign_order(campaigns, [A]) is None
+
+
+def test_choose_prefers_the_users_pick_then_the_campaign_then_the_first_two():
+    names = [B, A, "c"]
+    assert direction.choose(names, (A, "c"), (B, A)) == (A, "c")
+    assert direction.choose(names, ("gone", A), (A, B)) == (A, B)
+    assert direction.choose(names, None, None) == (B, A)
+    assert direction.choose([A], (A, B), None) is None
+
+
+def test_pick_is_remembered_per_data_dir(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    direction.save_pick(one, B, A)
+    assert direction.load_pick(one) == (B, A)
+    assert direction.load_pick(two) is None
+    (two / direction.DIRECTION_FILE).write_text("{not json")
+    assert direction.load_pick(two) is None  # a broken file is no pick, not a crash
+
+
+def test_keep_direction_never_replaces_what_the_pickers_show():
+    names = [B, A]
+    # The user picked the baseline only; a run lands and the choices change: it stays the baseline.
+    assert keep_direction(names, (A, Select.NULL), None, (B, A)) == (A, B)
+    assert keep_direction(names, (Select.NULL, A), None, (A, B)) == (B, A)
+    assert keep_direction(names, (A, B), (B, A), (B, A)) == (A, B)
+    assert keep_direction(names, (Select.NULL, Select.NULL), None, (A, B)) == (A, B)
+    assert keep_direction(names, (Select.NULL, Select.NULL), (B, A), (A, B)) == (B, A)
+
+
+# -- a real store -------------------------------------------------------------------------------
+class Reads(StoreReads):
+    def __init__(self, store: Store, data_dir) -> None:
+        self.store, self.profiles, self.data_dir = store, [], data_dir
+
+
+@pytest.fixture
+def store(tmp_path):
+    from tests.test_grid_investigation import _stored
+
+    s = Store(tmp_path / "store.sqlite3")
+    a, b = demo_runs()
+    s.import_runs([_stored(r) for r in b + a])  # cutedsl's runs first: the store's order is not the campaign's
+    yield s
+    s.close()
+
+
+def test_store_default_is_the_campaign_order_and_a_pick_overrides_it(store, tmp_path):
+    reads = Reads(store, tmp_path)
+    spec = BenchmarkSpec.from_dict(demo_runs()[0][0]["spec"])
+    RunQueue(store).add_campaign(CampaignPlan(profiles=(A, B), concurrencies=(10,), base_spec=spec, repeats=1,
+                                              policy="interleaved"), name="demo")
+    assert reads.compare_direction() == (A, B)
+    reads.remember_direction(B, A)
+    assert reads.compare_direction() == (B, A)
+    assert Reads(store, tmp_path / "elsewhere").compare_direction() == (A, B)
+
+
+def test_investigation_report_finds_the_cell_in_either_order(store):
+    from moe_tui.grids import build_grid
+    from moe_tui.investigate import plan_investigation
+    from moe_tui.investigate_report import report
+    from moe_tui.investigate_store import enqueue_plan, evidence_from_grid, investigations
+
+    plan = plan_investigation(evidence_from_grid(build_grid(store, A, B), store), 10)
+    enqueue_plan(RunQueue(store), plan.only(["cold_warm"]))
+    (record,) = investigations(store, B, A)  # asked the other way round
+    grid = build_grid(store, B, A)
+    text = report(store, record, evidence_from_grid(grid, store)).text()
+    assert f"investigated as baseline {A}, candidate {B}" in text
+    assert "(investigated as" in grid.cell(10, "output_throughput").investigation
+
+
+# -- the screen -----------------------------------------------------------------------------------
+class Arriving(RecordingAdapter):
+    """One profile has runs at first; the second one's first run lands later."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names = [A]
+        self.remembered: list[tuple[str, str]] = []
+
+    def compared_profiles(self):
+        return list(self.names)
+
+    def compare_direction(self):
+        return (B, A) if len(self.names) == 2 else None  # the campaign's order would be B first
+
+    def remember_direction(self, baseline, candidate):
+        self.remembered.append((baseline, candidate))
+
+
+async def _settle(pilot):
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause(0.05)
+    await pilot.app.workers.wait_for_complete()
+
+
+async def test_data_arriving_never_flips_the_users_direction(make_app):
+    app, adapter = make_app(adapter=Arriving())
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        await pilot.press("3")
+        await _settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, CompareScreen)
+        base = screen.query_one("#compare-baseline", Select)
+        assert base.value == Select.NULL  # one profile with runs: nothing to compare yet
+        base.value = A  # the user picks the baseline
+        await _settle(pilot)
+        adapter.names = [B, A]  # a run of B lands
+        screen.load_choices()
+        await _settle(pilot)
+        assert (base.value, screen.query_one("#compare-candidate", Select).value) == (A, B)
+        assert app.compare_pair == (A, B)
+        assert f"baseline {A} → candidate {B}" in str(screen.query_one("#compare-grid").border_title)
+        await pilot.press("w")
+        await _settle(pilot)
+        assert adapter.remembered[-1] == (B, A)
+        assert app.compare_pair == (B, A)

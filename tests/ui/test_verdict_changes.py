@@ -1,0 +1,93 @@
+"""Issue 23 item 4: a verdict that changed since the user last saw the cell is marked (↻), with
+why, until the user has looked at it; the interval is labelled as the grid labels it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from textual.widgets import DataTable, Static
+
+from moe_tui.compare import build_grid_from_runs
+from moe_tui.control.seen import SeenVerdicts
+from moe_tui.ui.screens.compare import CompareScreen
+from tests.ui.fakes import RecordingAdapter, demo_runs
+
+A, B = "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl"
+SIZE = (120, 40)
+
+
+def grids():
+    """The demo grid, then the same grid after the baseline lost one of its runs at concurrency 10."""
+    a, b = demo_runs()
+    full = build_grid_from_runs(a, b, baseline_name=A, candidate_name=B)
+    fewer = [r for r in a if r["spec"]["max_concurrency"] != 10] + [r for r in a if r["spec"]["max_concurrency"] == 10][:1]
+    return full, build_grid_from_runs(fewer, b, baseline_name=A, candidate_name=B)
+
+
+def test_a_changed_verdict_is_reported_with_why_until_acknowledged():
+    full, fewer = grids()
+    seen = SeenVerdicts()
+    assert seen.changes(full) == {}  # first sight: nothing to compare with
+    changes = seen.changes(fewer)
+    assert set(changes) == {(10, "output_throughput")}
+    words = changes[(10, "output_throughput")]
+    assert words.startswith("was better (") and "95% CI [+48.3%, +66.0%]" in words and "n=2 vs 2" in words
+    assert "now noise unknown" in words and "runs n=2->1 vs 2->2" in words
+    assert seen.changes(fewer) == changes  # still not looked at
+    seen.acknowledge(fewer, fewer.cell(10, "output_throughput"))
+    assert seen.changes(fewer) == {}
+    # The other direction is another set of cells.
+    assert seen.changes(dataclasses.replace(fewer, baseline_name=B, candidate_name=A)) == {}
+
+
+def test_same_runs_a_different_verdict_says_the_judgement_changed():
+    full, _ = grids()
+    seen = SeenVerdicts()
+    seen.changes(full)
+    cell = full.cell(10, "output_throughput")
+    other = dataclasses.replace(full, cells=tuple(dataclasses.replace(c, verdict="within_noise") if c is cell else c
+                                                 for c in full.cells))
+    words = seen.changes(other)[(10, "output_throughput")]
+    assert "same runs and means" in words
+
+
+class Changing(RecordingAdapter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.grids = list(grids())
+
+    def compared_profiles(self):
+        return [A, B]
+
+    def comparison(self, baseline, candidate, include_flagged=False):
+        return self.grids[0] if len(self.grids) == 1 else self.grids.pop(0)
+
+
+async def _settle(pilot):
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause(0.05)
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause(0.05)
+
+
+async def test_the_grid_marks_the_changed_cell_and_clears_it_once_seen(make_app):
+    app, _ = make_app(adapter=Changing())
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        await pilot.press("3")
+        await _settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, CompareScreen)
+        table = screen.query_one("#compare-grid", DataTable)
+        assert table.get_cell("10/output_throughput", "verdict").plain == "better"
+        await pilot.press("g")  # reload: the second grid arrives
+        await _settle(pilot)
+        assert table.get_cell("10/output_throughput", "verdict").plain.startswith("↻ ")
+        table.focus()
+        table.move_cursor(row=table.get_row_index("10/output_throughput"))
+        await _settle(pilot)
+        detail = str(screen.query_one("#compare-cell", Static).render())
+        assert "changed since you last saw it: was better" in detail and "why: runs n=2->1" in detail
+        await pilot.press("down")  # looked at it, moved on
+        await _settle(pilot)
+        assert not table.get_cell("10/output_throughput", "verdict").plain.startswith("↻")

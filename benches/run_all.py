@@ -22,6 +22,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("client_headroom.py", [], ["--quick", "--repeats", "1"]),
     ("nvml_sample.py", [], ["--n", "50"]),
     ("tui_overhead.py", [], ["--seconds", "5"]),
+    ("explain_parse.py", [], ["--steps", "4"]),
     ("aa_emulator.py", ["--seeds", "10"], ["--seeds", "2"]),
     ("scale.py", ["--sizes", "24,1000,10000,100000"], ["--sizes", "1000", "--repeats", "1", "--idle-s", "3"]),
 ]

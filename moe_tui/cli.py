@@ -53,7 +53,19 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             sub.add_parser(name, help=help_text + " (not built yet)")
             continue
         module.add_parser(sub, name, help_text)
+    _document_exit_codes(parser)
     return parser
+
+
+def _document_exit_codes(parser: argparse.ArgumentParser) -> None:
+    """Every command's --help ends with the exit codes (`commands.common`)."""
+    from moe_tui.commands.common import add_exit_codes
+
+    add_exit_codes(parser)
+    for action in parser._actions:  # argparse has no public walk of its subparsers
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _document_exit_codes(child)
 
 
 def _version() -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -141,6 +142,13 @@ class ItemWork:
     def _server_facts(self, server: Any) -> dict[str, Any]:
         facts = dict(server.describe())
         facts["server_info"] = server.server_info or {}
+        key = getattr(getattr(server, "profile", None), "api_key", "")
+        if key:  # the server may echo its --api-key (resolved args, launch command): never store it
+            import json
+
+            from moe_tui.profiles import REDACTED
+
+            facts = json.loads(json.dumps(facts, default=str).replace(key, REDACTED))
         return facts
 
     async def _run_bench(self, spec: BenchmarkSpec, server: Any, *, run_id: int | None, phase: str) -> Any:
@@ -349,7 +357,13 @@ async def default_bench(spec: BenchmarkSpec, base_url: str, *, on_progress: Call
     if spec.client == "sglang.bench_serving":
         return await bench_serving_bench(spec, base_url, on_progress=on_progress, stop=stop, run_id=run_id,
                                          tokenizer=tokenizer)
+    from moe_tui.bench.client import API_KEY_ENV
     from moe_tui.bench.process import run_benchmark_subprocess
+    from moe_tui.server_keys import key_for
+
+    key = key_for(base_url)  # the server's API key reaches the child in its environment only
+    child_env = {**os.environ, API_KEY_ENV: key} if key else None
 
     return await run_benchmark_subprocess(spec, base_url, on_progress=on_progress, stop=stop, run_id=run_id,
-                                          request_timeout=request_timeout, stall_timeout=stall_timeout)
+                                          request_timeout=request_timeout, stall_timeout=stall_timeout,
+                                          env=child_env)

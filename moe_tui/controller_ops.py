@@ -29,8 +29,11 @@ class QueueOps:
               spec: dict[str, Any] | None = None, policy: str = "interleaved",
               prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
               control: bool = True) -> CampaignPlan:
+        from moe_tui.bounds import check_campaign_size
         from moe_tui.grids import control_noise_pct  # the control's starts sized from the noise measured so far
 
+        profiles, concurrencies = list(profiles), list(concurrencies)
+        check_campaign_size(len(profiles), len(concurrencies), int(repeats))  # before any item is built
         profiles_dir = str(self.profiles_dir.resolve()) if self.profiles_dir else None
         base = BenchmarkSpec.from_dict(spec or {}, "campaign spec")
         return CampaignPlan(profiles=tuple(profiles), concurrencies=tuple(int(c) for c in concurrencies),

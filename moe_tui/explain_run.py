@@ -8,7 +8,7 @@
    decode land in separate files), into a fresh folder;
 4. when every TP rank's DECODE trace is written (or `PROFILE_TIMEOUT_S` passed) the benchmark is
    stopped: its numbers are not wanted (the profiler slows the server, so a profiled run is never
-   averaged into a cell: `explain_store.profiled_run_ids` keeps it out of every grid);
+   averaged into a cell: the store marks it `profiled` and grids leave it out);
 5. the traces and the expert dump are moved under the data dir's `traces/run-<id>/` (owner-only,
    at most `MAX_KEPT_BYTES` together; a file beyond it is left out and said so) and named in the
    run's provenance (`profiled.files`).
@@ -105,7 +105,8 @@ async def profiled_run(ctl: Any, item: Any, profile: Any, server: Any, warmup_in
     req = {"output_dir": str(raw), "num_steps": steps, "profile_by_stage": True, "activities": ["CPU", "GPU"],
            "profile_prefix": prefix, "record_shapes": False, "with_stack": False}
     facts: dict[str, Any] = {"request": req, "steps": steps, "explain": definition.get("name"), "notes": [],
-                             "concurrency": spec.max_concurrency}
+                             "concurrency": spec.max_concurrency,
+                             "prefill": "EXTEND" in (definition.get("stages") or ())}
     world = int((server_facts.get("server_info") or {}).get("tp_size") or getattr(profile, "tp_size", 1) or 1)
     full = asyncio.Event()
 
@@ -117,26 +118,24 @@ async def profiled_run(ctl: Any, item: Any, profile: Any, server: Any, warmup_in
     async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, timeout=30.0) as client:
         code, text = await _post(client, "/start_expert_distribution_record")
         facts["expert_record"] = "recording" if code == 200 else f"not recorded: {text or code}"
-        bench = asyncio.create_task(ctl._run_bench(spec, server, run_id=run_id, phase="timed"))
+        holder: list[asyncio.Task[Any]] = []
+
+        def start_bench() -> asyncio.Task[Any]:
+            holder.append(asyncio.create_task(ctl._run_bench(spec, server, run_id=run_id, phase="timed")))
+            return holder[0]
+
         try:
-            await _profile_while(bench, full, client, req, raw, prefix, world, facts)
+            await _profile_while(start_bench, full, client, req, raw, prefix, world, facts)
         finally:
             unsub()
             if ctl._bench_stop is not None:
                 ctl._bench_stop.set()
         try:
-            result, bench_error = await bench, None
+            result, bench_error = (await holder[0] if holder else None), None
         except Exception as exc:
             result, bench_error = None, f"benchmark could not run: {type(exc).__name__}: {exc}"
         if facts["expert_record"] == "recording":
-            await _post(client, "/stop_expert_distribution_record")
-            since = time.time()
-            code, text = await _post(client, "/dump_expert_distribution_record")
-            facts["expert_record"] = "dumped" if code == 200 else f"dump failed: {text or code}"
-            dump_dir = Path(profile.env.get("SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR", "/tmp")).expanduser()
-            dumps = [p for p in dump_dir.glob(EXPERT_DUMP_GLOB) if p.stat().st_mtime >= since - 1.0]
-            for p in dumps:
-                shutil.copy(p, raw / p.name)
+            await _expert_dump(client, profile, raw, facts)
     kept, left = keep_files([p for p in raw.iterdir() if p.is_file()], dest)
     shutil.rmtree(raw, ignore_errors=True)
     facts["files"], facts["notes"] = kept, facts["notes"] + left
@@ -152,6 +151,21 @@ async def profiled_run(ctl: Any, item: Any, profile: Any, server: Any, warmup_in
     ctl._current = None
     ctl._notice("info" if abort[0] == "done" else "warning",
                 f"profiled run {run_id} ({profile.name}): {len(kept)} file(s) kept in {dest}")
+
+
+async def _expert_dump(client: httpx.AsyncClient, profile: Any, raw: Path, facts: dict[str, Any]) -> None:
+    """Stop recording, dump, and copy this dump (not an older one in a shared folder) beside the traces."""
+    await _post(client, "/stop_expert_distribution_record")
+    since = time.time()
+    code, text = await _post(client, "/dump_expert_distribution_record")
+    facts["expert_record"] = "dumped" if code == 200 else f"dump failed: {text or code}"
+    dump_dir = Path(profile.env.get("SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR", "/tmp")).expanduser()
+    for p in dump_dir.glob(EXPERT_DUMP_GLOB):
+        try:
+            if p.stat().st_mtime >= since - 1.0:
+                shutil.copy(p, raw / p.name)
+        except OSError as exc:
+            facts["notes"].append(f"expert dump {p.name} not kept: {exc}")
 
 
 async def _running(client: httpx.AsyncClient) -> int | None:
@@ -183,24 +197,37 @@ async def _wait_running(client: httpx.AsyncClient, concurrency: int, bench: asyn
     return f"not seen within {FULL_BATCH_WAIT_S:.0f} s"
 
 
-async def _profile_while(bench: asyncio.Task[Any], full: asyncio.Event, client: httpx.AsyncClient,
-                         req: dict[str, Any], raw: Path, prefix: str, world: int, facts: dict[str, Any]) -> None:
-    """Start the profile once the batch is full, wait for every rank's DECODE trace."""
-    waiter = asyncio.create_task(full.wait())
-    await asyncio.wait({bench, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    waiter.cancel()
-    if bench.done():
-        facts["notes"].append("the benchmark ended before the whole concurrency was in flight: nothing profiled")
-        return
-    facts["batch_full"] = await _wait_running(client, int(facts["concurrency"]), bench)
-    # Some SGLang versions answer /start_profile only once the profile is done: the answer is
-    # awaited beside the folder, and only a definite refusal ends the wait.
+async def _ask_start(client: httpx.AsyncClient, req: dict[str, Any]) -> asyncio.Task[tuple[int, str]]:
+    """POST /start_profile and give it START_ANSWER_S to answer: some SGLang versions answer only
+    once the profile is done, so the answer is awaited beside the trace folder."""
     start = asyncio.create_task(_post(client, "/start_profile", req, timeout=PROFILE_TIMEOUT_S))
     await asyncio.wait({start}, timeout=START_ANSWER_S)
+    return start
+
+
+async def _profile_while(start_bench: Any, full: asyncio.Event, client: httpx.AsyncClient,
+                         req: dict[str, Any], raw: Path, prefix: str, world: int, facts: dict[str, Any]) -> None:
+    """Start the benchmark and the profile (once the batch is full; before the benchmark when the
+    prefill is wanted too), then wait for every rank's DECODE trace."""
+    if facts["prefill"]:
+        start = await _ask_start(client, req)
+        bench = start_bench()
+        facts["notes"].append("prefill profiled too: the profile began with the benchmark, so on a real server the "
+                              "first decode steps may run before the whole batch is in")
+    else:
+        bench = start_bench()
+        waiter = asyncio.create_task(full.wait())
+        await asyncio.wait({bench, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if bench.done():
+            facts["notes"].append("the benchmark ended before the whole concurrency was in flight: nothing profiled")
+            return
+        facts["batch_full"] = await _wait_running(client, int(facts["concurrency"]), bench)
+        start = await _ask_start(client, req)
     if start.done():
         code, text = start.result()
         facts["start_profile"] = {"status": code, "answer": text, "at": time.time()}
-        if code != 200:
+        if code != 200:  # only a definite refusal ends the wait
             facts["notes"].append(f"/start_profile answered {code or 'nothing'}: {text}")
             return
     deadline = time.monotonic() + PROFILE_TIMEOUT_S
@@ -209,8 +236,10 @@ async def _profile_while(bench: asyncio.Task[Any], full: asyncio.Event, client: 
     if not start.done():
         start.cancel()
         facts["start_profile"] = {"status": None, "answer": "no answer while the traces were awaited"}
-    if len(_decode_ranks(raw, prefix)) < world:
-        code, text = await _post(client, "/stop_profile")
+    complete = len(_decode_ranks(raw, prefix)) >= world
+    code, text = await _post(client, "/stop_profile")  # nothing may go on profiling ("not in progress"
+    facts["stop_profile"] = {"status": code, "answer": text}  # is the usual answer after num_steps)
+    if not complete:
         facts["notes"].append(f"{len(_decode_ranks(raw, prefix))} of {world} ranks' decode traces after the "
                               f"benchmark or {PROFILE_TIMEOUT_S:.0f} s; /stop_profile answered {code}")
         await asyncio.sleep(0.5)

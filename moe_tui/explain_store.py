@@ -5,8 +5,9 @@
   its own fingerprint: it never counts as one of the cell's planned repeats), queued as one
   campaign named `explain:<A>-vs-<B>:c=<C>` whose definition says `kind: explain` (the
   controller's cue to profile, `moe_tui.explain_run`);
-- `profiled_run_ids(store)`: the runs made so; `grids.build_grid` keeps them out of every cell
-  (the profiler slows the server);
+- the runs made so are marked `profiled` on the run by the store (`store_schema`'s trigger on the
+  explain campaign's items), and `grids.build_grid` leaves them out of every cell (the profiler
+  slows the server);
 - `latest_explain(store, A, B, C)`: the newest explain campaign of the cell with its items;
   `side_files(store, run_id)`: the kept traces (DECODE stage) and expert dump of a profiled run.
 """
@@ -42,8 +43,10 @@ def profiled_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def plan_explain(grid: Any, concurrency: int, *, steps: int = DEFAULT_STEPS) -> dict[str, Any]:
-    """What to queue for explaining the cell (a plain dict: `enqueue_explain` takes it)."""
+def plan_explain(grid: Any, concurrency: int, *, steps: int = DEFAULT_STEPS, prefill: bool = False) -> dict[str, Any]:
+    """What to queue for explaining the cell (a plain dict: `enqueue_explain` takes it). With
+    `prefill` the profile starts with the benchmark, so the first wave's prefill (EXTEND) is
+    profiled too; the decode steps then begin while the batch still fills on a real server."""
     if not 1 <= steps <= MAX_STEPS:
         raise ExplainQueueError(f"steps must be 1..{MAX_STEPS}, got {steps}")
     if concurrency not in grid.concurrencies:
@@ -58,7 +61,8 @@ def plan_explain(grid: Any, concurrency: int, *, steps: int = DEFAULT_STEPS) -> 
              for side, name in (("baseline", grid.baseline_name), ("candidate", grid.candidate_name))]
     return {"name": campaign_name(grid.baseline_name, grid.candidate_name, concurrency), "kind": KIND,
             "baseline": grid.baseline_name, "candidate": grid.candidate_name, "concurrency": concurrency,
-            "cell_fingerprint": fps["baseline"], "steps": steps, "items": items}
+            "cell_fingerprint": fps["baseline"], "steps": steps, "items": items,
+            "stages": ["DECODE", "EXTEND"] if prefill else ["DECODE"]}
 
 
 def enqueue_explain(queue: Any, plan: Mapping[str, Any], *, profiles_dir: str | None = None) -> tuple[int, list[Any]]:
@@ -70,6 +74,7 @@ def enqueue_explain(queue: Any, plan: Mapping[str, Any], *, profiles_dir: str | 
     planned = [PlannedItem(str(i["profile"]), BenchmarkSpec.from_dict(i["spec"], f"explain item ({i['side']})"),
                            0, True, False) for i in plan["items"]]
     definition = {k: plan[k] for k in ("kind", "baseline", "candidate", "concurrency", "cell_fingerprint", "steps")}
+    definition["stages"] = list(plan.get("stages") or ["DECODE"])
     definition |= {"name": plan["name"], "sides": [i["side"] for i in plan["items"]], "profiles_dir": profiles_dir}
     return queue.add_planned_campaign(str(plan["name"]), POLICY, definition, planned)
 
@@ -112,11 +117,6 @@ def explain_records(store: Any) -> list[ExplainRecord]:
     return out
 
 
-def profiled_run_ids(store: Any) -> set[int]:
-    """Every run made by an explain campaign: never averaged into a cell."""
-    return {i.run_id for r in explain_records(store) for i in r.items if i.run_id is not None}
-
-
 def latest_explain(store: Any, baseline: str, candidate: str, concurrency: int) -> ExplainRecord | None:
     name = campaign_name(baseline, candidate, concurrency)
     found = [r for r in explain_records(store) if r.name == name]
@@ -130,13 +130,14 @@ def traces_dir(run_id: int) -> Path:
     return paths.private_dir(paths.data_dir() / "traces" / f"run-{run_id}", what="traces dir")
 
 
-def side_files(run_id: int) -> tuple[list[Path], list[Path]]:
-    """(DECODE-stage traces, expert dumps) kept for a profiled run."""
+def side_files(run_id: int, stage: str = "DECODE") -> tuple[list[Path], list[Path]]:
+    """(that stage's traces, expert dumps) kept for a profiled run (a trace without a stage in its
+    name counts as DECODE: a profile not split by stage)."""
     from moe_tui.explain.trace import parse_trace_name
 
     folder = traces_dir(run_id)
     traces = [p for p in sorted(folder.glob("*.trace.json.gz"))
-              if (parts := parse_trace_name(p.name)) is not None and parts.stage in ("DECODE", None)]
+              if (parts := parse_trace_name(p.name)) is not None and (parts.stage or "DECODE") == stage]
     return traces, sorted(folder.glob("expert_distribution_recorder_*.pt"))
 
 
@@ -159,8 +160,9 @@ def grid_run_cv(grid: Any, metric: str = "output_throughput") -> float | None:
     return statistics.median(cvs) if cvs else None
 
 
-def explain_cell(store: Any, grid: Any, concurrency: int) -> CellExplanation:
-    """The latest profiled pair of the cell, read and compared (or why not)."""
+def explain_cell(store: Any, grid: Any, concurrency: int, stage: str = "DECODE") -> CellExplanation:
+    """The latest profiled pair of the cell, read and compared (or why not). `stage` EXTEND reads
+    the prefill traces (kept when the runs were queued with prefill)."""
     from moe_tui.explain import TraceError, compare_sides, read_rank, side_breakdown
     from moe_tui.explain.breakdown import DEFAULT_RUN_CV, ExplainError
 
@@ -178,9 +180,13 @@ def explain_cell(store: Any, grid: Any, concurrency: int) -> CellExplanation:
         if run_id is None or item.state != "done":
             return CellExplanation("failed", f"the {side}'s profiled run did not finish ({item.state}: "
                                              f"{item.error or 'no run'}); queue again with --again")
-        traces, dumps = side_files(run_id)
-        try:
-            ranks = [read_rank(p) for p in traces]
+        traces, dumps = side_files(run_id, stage)
+        if not traces:
+            return CellExplanation("failed", f"the {side}'s profiled run (run {run_id}) kept no {stage} trace"
+                                             + (" (queue with --prefill to profile the prefill)" if stage == "EXTEND"
+                                                else ""))
+        try:  # prefill runs eagerly (no graph replays to count): the ProfileReq's step count
+            ranks = [read_rank(p, steps=int(rec.definition.get("steps") or DEFAULT_STEPS)) for p in traces]
             label = grid.baseline_name if side == "baseline" else grid.candidate_name
             sides.append((side_breakdown(label, ranks), run_id, dumps))
         except (TraceError, ExplainError) as exc:
@@ -247,3 +253,24 @@ def _moe_floor_ms(store: Any, run_id: int, concurrency: int) -> tuple[float, flo
     except (RooflineInputError, ValueError, OSError):
         return None
     return roof.weight_bytes.get("routed_experts", 0.0), gpu.hbm_gbps * 1e9 * setup.gpu_count
+
+
+def export_explanations(store: Any, grid: Any, directory: Any) -> list[Path]:
+    """For each cell with a ready explanation: `<A>-vs-<B>-explain-c<C>` .md, .csv, .json and the
+    stacked bars as .png and .svg, written atomically into `directory`; the paths written."""
+    from moe_tui.explain.render import stacked_bars, to_csv, to_json, to_markdown
+    from moe_tui.export import write_atomic
+
+    out: list[Path] = []
+    stem = f"{grid.baseline_name}-vs-{grid.candidate_name}".replace("/", "_")
+    for conc in grid.concurrencies:
+        view = explain_cell(store, grid, conc)
+        if view.state != "ready":
+            continue
+        base = Path(directory) / f"{stem}-explain-c{conc}"
+        png, svg = stacked_bars(view.explanation)
+        files: dict[str, bytes | str] = {".md": to_markdown(view.explanation, view.extras), ".csv": to_csv(view.explanation),
+                 ".json": to_json(view.explanation, dict(view.data or {}) | {"extras": list(view.extras)}),
+                 ".png": png, ".svg": svg}
+        out += [write_atomic(base.with_suffix(ext), data) for ext, data in files.items()]
+    return out

@@ -13,6 +13,7 @@ The plot lives in `moe_tui.export_plot`.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import html
 import io
 import json
@@ -104,6 +105,14 @@ def _num(x: float | None, digits: int = 4) -> str:
     return f"{x:.{digits}f}"
 
 
+def _full(x: float | None) -> str:
+    """A number in full precision (the shortest text that reads back as the same float): a p-value
+    of 3e-09 is not "0.000000"."""
+    if x is None:
+        return ""
+    return "inf" if x == math.inf else "-inf" if x == -math.inf else repr(float(x))
+
+
 def _side_name(grid: ComparisonGrid, side: str) -> str:
     return grid.baseline_name if side == BASELINE else grid.candidate_name
 
@@ -124,7 +133,7 @@ def csv_rows(grid: ComparisonGrid) -> list[list[str]]:
             str(c.baseline.n), _num(c.baseline.mean), _num(c.baseline.std), str(c.baseline.n_flagged_excluded),
             str(c.candidate.n), _num(c.candidate.mean), _num(c.candidate.std), str(c.candidate.n_flagged_excluded),
             _num(c.delta), _num(c.delta_pct), _num(c.ci_low), _num(c.ci_high), _num(c.ci_low_pct),
-            _num(c.ci_high_pct), _num(c.df, 2), _num(c.p_value, 6), _num(c.p_adjusted, 6), c.verdict,
+            _num(c.ci_high_pct), _num(c.df, 2), _full(c.p_value), _full(c.p_adjusted), c.verdict,
             csv_text(J.VERDICT_WORDS[c.verdict] + (" (uncontrolled)" if c.uncontrolled else "")),
             csv_text(" | ".join(c.reasons)), "" if c.repeats_needed is None else str(c.repeats_needed),
             csv_text(" ".join(c.baseline_flags)), csv_text(" ".join(c.candidate_flags)), _num(c.ci_confidence),
@@ -275,8 +284,10 @@ class ExportPaths:
     png: Path
     svg: Path
 
+    extra: tuple[Path, ...] = ()  # the roofline and gate CSVs, when the grid carries them
+
     def all(self) -> tuple[Path, ...]:
-        return (self.markdown, self.csv, self.png, self.svg)
+        return (self.markdown, self.csv, self.png, self.svg, *self.extra)
 
 
 def export_stem(baseline: str, candidate: str) -> str:
@@ -297,14 +308,18 @@ def export_comparison(grid: ComparisonGrid, directory: str | Path, *, stem: str 
     write_atomic(paths.svg, svg)
     write_atomic(paths.csv, render_csv(grid))
     if grid.extras is not None:  # issue 15: roofline % per concurrency and the gate, beside the grid CSV
-        from moe_tui.grid_extras import extras_csv_rows
+        from moe_tui.grid_extras import extras_csv_rows, gate_csv_rows
 
-        buf = io.StringIO()
-        # The same rule as the grid CSV: a text cell (a reason naming a model path, the gate's words)
-        # never starts like a formula; numbers stay numbers.
-        rows = [[c if _is_number(c) else csv_text(c) for c in row] for row in extras_csv_rows(grid.extras)]
-        csv.writer(buf, lineterminator="\n").writerows(rows)
-        write_atomic(directory / f"{stem}-roofline.csv", buf.getvalue())
+        extra = []
+        for name, table in (("roofline", extras_csv_rows(grid.extras)), ("gate", gate_csv_rows(grid.extras))):
+            buf = io.StringIO()
+            # The same rule as the grid CSV: a text cell (a reason naming a model path, the gate's
+            # words) never starts like a formula; numbers stay numbers. One table per file.
+            rows = [[c if _is_number(c) else csv_text(c) for c in row] for row in table]
+            csv.writer(buf, lineterminator="\n").writerows(rows)
+            write_atomic(directory / f"{stem}-{name}.csv", buf.getvalue())
+            extra.append(directory / f"{stem}-{name}.csv")
+        paths = dataclasses.replace(paths, extra=tuple(extra))
     write_atomic(paths.markdown, render_markdown(grid, generated_at=generated_at, plot_name=paths.png.name,
                                                  version=version))
     return paths

@@ -82,7 +82,10 @@ async def collect_samples(base_url: str, *, prompts: Sequence[tuple[str, str]] =
     import httpx
 
     out: list[GateSample] = []
-    async with httpx.AsyncClient(base_url=base_url, timeout=timeout_s, trust_env=False) as client:
+    from moe_tui.server_keys import auth_headers
+
+    async with httpx.AsyncClient(base_url=base_url, timeout=timeout_s, trust_env=False,
+                                 headers=auth_headers(base_url)) as client:
         for prompt_id, text in prompts:
             try:
                 resp = await client.post("/generate", json=request_body(text, max_new_tokens))

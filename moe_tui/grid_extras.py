@@ -8,7 +8,7 @@ Kept apart from `compare.py` (which builds the grid proper) so either can change
 - `build_extras(store, baseline, candidate)`: both, as one `GridExtras`;
 - `apply_gate(grid, extras)`: the grid with every candidate cell flagged `output_differs` and its
   speed verdict withheld when the gate says the outputs differ (a fast wrong kernel is no win);
-- `extras_lines` / `extras_csv_rows` / `extras_json`: the same facts for text, Markdown, CSV, JSON.
+- `extras_lines` / `extras_csv_rows` + `gate_csv_rows` / `extras_json`: the same facts for text, Markdown, CSV, JSON.
 """
 
 from __future__ import annotations
@@ -244,7 +244,8 @@ def extras_compact_lines(extras: GridExtras | None) -> list[str]:
 
 
 def extras_csv_rows(extras: GridExtras | None) -> list[list[str]]:
-    """Rows: concurrency, side, ceiling tok/s, bound, measured tok/s, % of roofline; then the gate."""
+    """Rows: concurrency, side, ceiling tok/s, bound, measured tok/s, % of roofline (the gate has
+    its own table, `gate_csv_rows`)."""
     if extras is None:
         return []
     rows = [["concurrency", "side", "roofline_tok_s", "bound", "measured_tok_s", "pct_of_roofline"]]
@@ -255,8 +256,14 @@ def extras_csv_rows(extras: GridExtras | None) -> list[list[str]]:
                          cell.ceiling.bound if cell.ceiling else cell.why_not,
                          f"{cell.measured_tok_s:.3f}" if cell.measured_tok_s is not None else "",
                          f"{cell.pct:.2f}" if cell.pct is not None else ""])
-    rows.append(["gate", extras.gate.status, "", "", "", extras.gate.words])
     return rows
+
+
+def gate_csv_rows(extras: GridExtras | None) -> list[list[str]]:
+    """The correctness gate as a table of its own (one table per CSV: its words are no number)."""
+    if extras is None:
+        return []
+    return [["gate_status", "gate_words"], [extras.gate.status, extras.gate.words]]
 
 
 def extras_json(extras: GridExtras | None) -> dict[str, Any] | None:

@@ -155,7 +155,13 @@ def propose_control(grid: GridEvidence, cell: CellEvidence, costs: CostModel, *,
     here = grid.cell(conc, PRIMARY_METRIC)
     nb = here.baseline.n if here and here.fingerprint and here.spec == spec else 0
     nc = here.candidate.n if here and here.fingerprint and here.spec == spec else 0
-    target = CONTROL_MIN_N
+    # The control is judged with its own noise over server starts (compare.control): size it as a
+    # campaign plan does, from the start-to-start noise seen there, else the emulator's measured 1.5%.
+    from moe_tui.queue_plan import control_starts_needed
+
+    seen = [s.cv_pct for s in (here.baseline, here.candidate) if s.cv_pct is not None] if here else []
+    noise = max(seen) if len(seen) == 2 else judgement.CONTROL_PLAN_NOISE_PCT
+    target = max(CONTROL_MIN_N, min(cap, control_starts_needed(noise, CONTROL_MARGIN_PCT)))
     why = f"the sweep has no concurrency {conc} run on both sides with this spec"
     if state == judgement.CONTROL_INCONCLUSIVE and here is not None and nb and nc:
         why = f"the control check at concurrency {conc} is inconclusive (n={nb} vs n={nc})"
@@ -172,7 +178,8 @@ def propose_control(grid: GridEvidence, cell: CellEvidence, costs: CostModel, *,
     items = _interleave(grid, conc, spec, counts, "control", {"baseline": nb, "candidate": nc})
     reason = (f"{why}: at concurrency {conc} both backends should measure about the same (the seed's "
               f"19.29 vs 19.24 tok/s), so a difference there says the environments differ; "
-              f"{target} runs a side ({rule})")
+              f"{target} runs a side, each its own server start ({rule}; sized for a "
+              f"{judgement.CONTROL_PLAN_POWER:.0%} chance to agree at {noise:.1f}% start-to-start noise)")
     return make_proposal("control", reason, items, costs, "the control check agrees or differs")
 
 

@@ -243,7 +243,8 @@ CONTROL_PLAN_POWER = 0.95
 
 # Profile snapshot keys that identify a profile but cannot change a measurement ("python" is NOT
 # here: another interpreter is another SGLang install).
-PROFILE_IDENTITY_KEYS: frozenset[str] = frozenset({"name", "description", "port", "host", "source"})
+PROFILE_IDENTITY_KEYS: frozenset[str] = frozenset({"name", "description", "port", "host", "source",
+                                                   "startup_stall_s"})
 # -- resolved server args: three kinds --------------------------------------------------------------
 # SGLang 0.5.23's /server_info (srt/entrypoints/http_server.py `server_info`, srt/utils/common.py
 # `build_server_info`) is `ServerArgs.resolved_dict()` (every resolved launch setting) plus the

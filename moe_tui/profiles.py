@@ -23,6 +23,9 @@ from typing import Any
 from moe_tui.sglang_flags import CHECKED_VERSION, owned_reached
 
 ENGINES = ("sglang", "sim")
+# SGLang prints weight-shard progress while loading and a line per phase; FlashInfer's autotune
+# and a large CUDA-graph capture stay silent longest (minutes on a first start).
+DEFAULT_STARTUP_STALL_S = 600.0
 
 # Flags SGLang 0.5.23 accepts for --moe-runner-backend (see shared/reference/SGLANG.md).
 MOE_RUNNER_BACKENDS = (
@@ -109,6 +112,10 @@ class ServerProfile:
     host: str = "127.0.0.1"
     port: int = 30000
     startup_timeout_s: float = 1800.0
+    # The no-progress watchdog: a start with no new log line and no new phase for this long fails
+    # (a hang at init) without waiting out startup_timeout_s. Watching, not launching: not in
+    # launch_settings, so it never confounds a comparison.
+    startup_stall_s: float = DEFAULT_STARTUP_STALL_S
     extra_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     python: str = ""
@@ -116,6 +123,7 @@ class ServerProfile:
     sim: Mapping[str, Any] = field(default_factory=dict)
     roofline: Mapping[str, Any] = field(default_factory=dict)  # roofline inputs; not a launch setting
     source: str = ""  # file it was loaded from; not a launch setting
+    api_key: str = ""  # optional: the server answers only requests bearing it (SGLang --api-key)
 
     # -- argv / environment ------------------------------------------------------------------
     def argv(self, python: str | None = None) -> list[str]:
@@ -131,6 +139,8 @@ class ServerProfile:
             args += ["--quantization", self.quantization]
         args += ["--host", self.host, "--port", str(self.port)]
         args += list(self.extra_args)
+        if self.api_key:
+            args += ["--api-key", self.api_key]
         if self.engine == "sim":
             args += sim_flags(self.sim)
         return args
@@ -167,9 +177,11 @@ class ServerProfile:
         data = dataclasses.asdict(self)
         data.pop("source")
         data.pop("roofline")  # roofline inputs do not shape the server
+        data.pop("startup_stall_s")  # how the start is watched, not what is started
         data["gpus"] = list(self.gpus)
         data["extra_args"] = list(self.extra_args)
         data["env"] = redact_env(dict(self.env))
+        data["api_key"] = REDACTED if self.api_key else ""
         data["sim"] = dict(self.sim)
         return data
 
@@ -178,6 +190,8 @@ class ServerProfile:
         snap["source"] = self.source
         if self.roofline:
             snap["roofline"] = dict(self.roofline)
+        if self.startup_stall_s != DEFAULT_STARTUP_STALL_S:
+            snap["startup_stall_s"] = self.startup_stall_s
         return snap
 
     def snapshot_json(self) -> str:
@@ -189,8 +203,9 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "name": (str,), "engine": (str,), "model_path": (str,), "moe_runner_backend": (str,),
     "served_model_name": (str,), "tp_size": (int,), "ep_size": (int,), "quantization": (str,),
     "gpus": (list,), "host": (str,), "port": (int,), "startup_timeout_s": (int, float),
+    "startup_stall_s": (int, float),
     "extra_args": (list,), "env": (dict,), "python": (str,), "description": (str,), "sim": (dict,),
-    "roofline": (dict,),
+    "roofline": (dict,), "api_key": (str,),
 }
 _REQUIRED = ("name", "engine", "model_path", "moe_runner_backend")
 
@@ -217,6 +232,7 @@ def profile_from_dict(data: Mapping[str, Any], where: str = "<profile>") -> Serv
         host=data.get("host", "127.0.0.1"),
         port=data.get("port", 30000),
         startup_timeout_s=float(data.get("startup_timeout_s", 1800.0)),
+        startup_stall_s=float(data.get("startup_stall_s", DEFAULT_STARTUP_STALL_S)),
         extra_args=tuple(data.get("extra_args", [])),
         env={k: str(v) for k, v in env.items()},
         python=data.get("python", ""),
@@ -224,6 +240,7 @@ def profile_from_dict(data: Mapping[str, Any], where: str = "<profile>") -> Serv
         sim=dict(data.get("sim", {})),
         roofline=dict(data.get("roofline", {})),
         source=where,
+        api_key=data.get("api_key", ""),
     )
 
 
@@ -277,6 +294,8 @@ def _check_placement(data: Mapping[str, Any], where: str) -> None:
           f"must be in [1024, 65535] (ports below 1024 need root), got {port}")
     timeout = data.get("startup_timeout_s", 1800.0)
     _need(where, 0 < timeout <= 86400, "startup_timeout_s", f"must be in (0, 86400] seconds, got {timeout}")
+    stall = data.get("startup_stall_s", DEFAULT_STARTUP_STALL_S)
+    _need(where, 0 < stall <= 86400, "startup_stall_s", f"must be in (0, 86400] seconds, got {stall}")
     gpus = data.get("gpus", [])
     for g in gpus:
         _need(where, isinstance(g, int) and not isinstance(g, bool) and 0 <= g < 1024, "gpus",
@@ -320,10 +339,15 @@ def _check_tables(data: Mapping[str, Any], where: str) -> None:
         _need(where, problem is None, "roofline", problem or "")
 
 
+PROFILE_MAX_BYTES = 1 << 20
+
+
 def load_profile(path: str | Path) -> ServerProfile:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
+    from moe_tui.trust import read_small_regular_file
+
+    try:  # a regular file of sane size: never a fifo (hangs) or a link to /dev/zero (eats memory)
+        text = read_small_regular_file(path, PROFILE_MAX_BYTES).decode("utf-8")
     except OSError as exc:
         raise ProfileError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError:

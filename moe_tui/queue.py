@@ -29,6 +29,7 @@ the store's `queue_settings` table.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import time
@@ -48,6 +49,7 @@ from moe_tui.queue_plan import (
     server_starts,
     warmup_spec,
 )
+from moe_tui.queue_spec import spec_as_queued
 from moe_tui.spec import BenchmarkSpec, SpecError
 from moe_tui.store import Store
 
@@ -262,6 +264,12 @@ class RunQueue:
     def _insert(tx: Any, planned: Sequence[PlannedItem], campaign_id: int | None, now: float) -> list[int]:
         top = tx.execute("SELECT COALESCE(MAX(position), 0) FROM queue_items").fetchone()[0]
         ids = []
+        # The spec as its run will record it (one fingerprint everywhere); once per distinct spec
+        # object, so a large campaign's few specs keep their cached canonical JSON.
+        versions: dict[str, str] = {}
+        as_queued: dict[int, BenchmarkSpec] = {}
+        planned = [p if (q := as_queued.setdefault(id(p.spec), spec_as_queued(p.spec, versions))) is p.spec
+                   else dataclasses.replace(p, spec=q) for p in planned]
         for offset, p in enumerate(planned, start=1):
             cur = tx.execute(
                 "INSERT INTO queue_items (position, campaign_id, profile_name, spec_json, fingerprint,"

@@ -182,6 +182,20 @@ def _sim_time_scale(profile: Mapping[str, Any]) -> float:
     return scale if scale > 0 else 1.0
 
 
+def _server_default_kv(spec: GpuSpec, config_path: Path) -> str:
+    """What SGLang 0.5.23 resolves `--kv-cache-dtype auto` to before a run recorded it: a DSA model
+    (GLM-5, DeepSeek V3.2: `index_topk` in its config) gets fp8_e4m3 from SM100 on (FP4 tensor cores
+    mark Blackwell in the table), bfloat16 below (srt/arg_groups/overrides.py); others keep the
+    model dtype ("auto")."""
+    try:
+        dsa = "index_topk" in json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        dsa = False
+    if not dsa:
+        return "auto"
+    return "fp8_e4m3" if spec.fp4_tflops is not None else "bf16"
+
+
 def roofline_setup(profile: Mapping[str, Any], *, context: int, nvml_names: Sequence[str] = (),
                    resolved_args: Mapping[str, Any] | None = None, gpu: str | None = None,
                    gpu_count: int | None = None, kv_cache_dtype: str | None = None) -> RooflineSetup:
@@ -198,6 +212,8 @@ def roofline_setup(profile: Mapping[str, Any], *, context: int, nvml_names: Sequ
     extra = [str(a) for a in profile.get("extra_args") or ()]
     kv = (kv_cache_dtype or table.get("kv_cache_dtype") or (resolved_args or {}).get("kv_cache_dtype")
           or _flag_value(extra, "--kv-cache-dtype") or "auto")
+    if kv == "auto":
+        kv = _server_default_kv(spec, path)
     if kv != "auto" and kv not in KV_BYTES:
         raise RooflineInputError(f"kv cache dtype {kv!r} unknown; known: auto, {', '.join(KV_BYTES)}")
     dp_attention = "--enable-dp-attention" in extra or bool((resolved_args or {}).get("enable_dp_attention"))

@@ -20,6 +20,9 @@ outlives the terminal and SSH session. Either way:
   SIGINT stop the running benchmark, mark its item `interrupted`, stop the servers and exit 0;
   they are always obeyed: a watchdog exits hard `STOP_DEADLINE_S` after the signal if the clean
   stop hangs, and a second signal exits at once (the next runner stops what was left).
+- **Watchdog.** Once it holds the lock, the runner starts `moe_tui.runner_watchdog`, which stops
+  the servers and load generator of a runner killed by SIGKILL as soon as it dies, not at the
+  next start.
 - **Exit status** 1 when the worker stopped on an error (`controller.fatal`: the store refused a
   finished run, which was spilled; the worker crashed); the reason is printed.
 
@@ -55,6 +58,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from moe_tui.bounds import check_request_args
 from moe_tui.events import Event
 
 LOCK_NAME = "runner.lock"
@@ -63,7 +67,7 @@ SOCKET_NAME = "runner.sock"
 # sockaddr_un.sun_path is 108 bytes on Linux (104 on macOS), including the NUL.
 MAX_SOCKET_PATH = 100
 CLIENT_QUEUE_MAX = 10_000
-LINE_LIMIT = 16 * 2**20
+LINE_LIMIT = 16 * 2**20  # one request or answer line; longer ones end the connection
 
 
 class RunnerBusy(RuntimeError):
@@ -92,18 +96,26 @@ class RunnerLock:
         self.path = self.data_dir / LOCK_NAME
         self._fd: int | None = None
 
-    def acquire(self) -> RunnerLock:
+    def acquire(self, *, role: str = "") -> RunnerLock:
+        """Take the lock or raise RunnerBusy. A dead runner's watchdog (`role` "watchdog" in the
+        file) holds it only while it stops what that runner left: that is waited out."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise RunnerBusy(self.data_dir, lock_holder_pid(self.data_dir)) from None
-            raise
+        deadline = time.monotonic() + WATCHDOG_SWEEP_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    os.close(fd)
+                    raise
+                if not _held_by_watchdog(self.path) or time.monotonic() > deadline:
+                    os.close(fd)
+                    raise RunnerBusy(self.data_dir, lock_holder_pid(self.data_dir)) from None
+                time.sleep(0.2)
         os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        os.write(fd, f"{os.getpid()}{' ' + role if role else ''}\n".encode())
         os.fsync(fd)
         self._fd = fd
         return self
@@ -128,10 +140,24 @@ class RunnerLock:
 
 def lock_holder_pid(data_dir: str | Path) -> int | None:
     try:
-        text = (Path(data_dir) / LOCK_NAME).read_text().strip()
-        return int(text) if text else None
+        text = (Path(data_dir) / LOCK_NAME).read_text().split()
+        return int(text[0]) if text else None
     except (OSError, ValueError):
         return None
+
+
+# A runner starting while a dead runner's watchdog stops what it left waits this long for the lock.
+WATCHDOG_SWEEP_WAIT_S = 30.0
+
+
+def _held_by_watchdog(path: Path) -> bool:
+    """The lock's holder is a dead runner's watchdog, or has not written its pid yet (it just
+    took the lock: a watchdog between flock and its write, seen by a runner started right then)."""
+    try:
+        words = path.read_text().split()
+    except OSError:
+        return False
+    return not words or words[1:2] == ["watchdog"]
 
 
 def runner_is_running(data_dir: str | Path) -> int | None:
@@ -284,13 +310,14 @@ class ControlServer:
                 try:
                     if not isinstance(args, dict):
                         raise ValueError("args must be a JSON object")
+                    check_request_args(args)  # bounded before any work (moe_tui.bounds)
                     result = await self.controller.call(str(op), **args)
                     put(json.dumps({"id": rid, "ok": True, "result": result}, default=str))
                 except Exception as exc:
                     put(json.dumps({"id": rid, "ok": False, "error": str(exc),
                                     "error_type": type(exc).__name__}))
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+            pass  # ValueError: a line over LINE_LIMIT; the connection ends, the runner goes on
         finally:
             if unsubscribe is not None:
                 unsubscribe()
@@ -347,6 +374,10 @@ async def serve(controller: Any, data_dir: str | Path, *, until_empty: bool, ret
     # The socket's folder is checked (ours, 0700) before anything starts: RunnerUnavailable if not.
     control = ControlServer(controller, data_dir, on_shutdown=request_stop)
     await controller.start(work=True, until_empty=until_empty, retry_interrupted=retry_interrupted)
+    if getattr(controller, "_lock", None) is not None:
+        from moe_tui.runner_watchdog import spawn
+
+        spawn(data_dir)  # stops our servers and load generator at once if we are killed
     # runner.json first, then the socket: whoever sees the socket can already read who serves it.
     info = {"pid": os.getpid(), "socket": str(control.path), "started_at": time.time(),
             "data_dir": str(data_dir), "until_empty": until_empty, "log": log_path}

@@ -158,22 +158,42 @@ def call_runner_sync(op: str, data_dir: str | Path | None = None, timeout: float
         except OSError as exc:
             raise RunnerUnavailable(f"no moe-tui runner answers on {path}: {exc}") from None
         _check_runner_peer(sock, path)
-        sock.sendall(json.dumps({"id": 1, "op": op, "args": args}).encode() + b"\n")
-        buf = b""
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                raise RunnerUnavailable("the runner closed the connection without answering")
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                msg = json.loads(line)
-                if msg.get("id") == 1 and "ok" in msg:
-                    if not msg["ok"]:
-                        raise RunnerOpError(msg.get("error") or "error", msg.get("error_type"))
-                    return msg.get("result")
+        try:
+            return _exchange(sock, op, args)
+        except TimeoutError:
+            raise RunnerNotAnswering(
+                f"the runner on {path} accepted the connection but did not answer {op!r} within {timeout:g} s "
+                f"(busy or hung); `moe-tui run --stop` stops it by signal") from None
+        except OSError as exc:
+            raise RunnerUnavailable(f"the runner on {path} broke the connection: {exc.strerror or exc}") from None
     finally:
         sock.close()
+
+
+class RunnerNotAnswering(RunnerUnavailable):
+    """Something holds the runner's socket but does not answer in time."""
+
+
+def _exchange(sock: socket.socket, op: str, args: dict[str, Any]) -> Any:
+    sock.sendall(json.dumps({"id": 1, "op": op, "args": args}).encode() + b"\n")
+    buf = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise RunnerUnavailable("the runner closed the connection without answering")
+        buf += chunk
+        if len(buf) > LINE_LIMIT:
+            raise RunnerUnavailable(f"the runner's answer is over {LINE_LIMIT} bytes without an end of line")
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                raise RunnerUnavailable(f"the runner answered something that is not JSON: {line[:80]!r}") from None
+            if isinstance(msg, dict) and msg.get("id") == 1 and "ok" in msg:
+                if not msg["ok"]:
+                    raise RunnerOpError(msg.get("error") or "error", msg.get("error_type"))
+                return msg.get("result")
 
 
 def spawn_detached(argv: list[str], data_dir: Path, log_path: Path, *, wait_s: float = 20.0) -> int:

@@ -25,7 +25,7 @@ FLAGS_FILE = Path(__file__).with_name("sglang_flags_0_5_23.json")
 PROFILE_OWNED: dict[str, str] = {
     "model_path": "model_path", "served_model_name": "served_model_name", "tp_size": "tp_size",
     "ep_size": "ep_size", "moe_runner_backend": "moe_runner_backend", "quantization": "quantization",
-    "host": "host", "port": "port",
+    "host": "host", "port": "port", "api_key": "api_key",
 }
 
 

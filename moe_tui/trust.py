@@ -8,11 +8,15 @@ by this user with no group or other write bit. `untrusted_reason` says why not, 
 A file that fails is never parsed: `set_aside` renames it within its folder to
 `<name>.<why>-<time>` (so it no longer matches what is read back, and a person can look at it),
 and returns the new path for the notice that names it. Pure checks over `os.lstat`, no parsing.
+
+`read_small_regular_file` reads a file the user named (a profile) only if it is a regular file of
+sane size; `terminal_text` strips what a terminal would obey from untrusted text (server logs).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 import time
 from pathlib import Path
@@ -76,3 +80,38 @@ def aside_note(path: Path, reason: str, moved: Path | None) -> str:
     """The notice line for a file set aside."""
     where = f"moved aside to {moved}" if moved is not None else "could not be moved aside; skipped"
     return f"{path} not trusted: {reason}; {where} (never read)"
+
+
+def read_small_regular_file(path: Path, max_bytes: int) -> bytes:
+    """The bytes of `path` if it is a regular file (links followed) of at most `max_bytes`; else
+    OSError saying why. Opened non-blocking, so a named pipe is refused instead of hanging, and
+    a link to /dev/zero is refused instead of read until memory runs out."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a named pipe" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
+                    or stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a file")
+            raise OSError(f"is {kind}, not a regular file")
+        if st.st_size > max_bytes:
+            raise OSError(f"is {st.st_size:,} bytes, over the {max_bytes:,}-byte limit")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise OSError(f"is over the {max_bytes:,}-byte limit")
+        return data
+    finally:
+        os.close(fd)
+
+
+# Terminal escape sequences (CSI ... final byte, OSC ... BEL/ST, other ESC x) and every other
+# control character but newline and tab: what a log line may carry and a terminal would obey
+# (set the title, move the cursor, rewrite what is on screen).
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?|\x9b[0-?]*[ -/]*[@-~]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_text(text: str) -> str:
+    """`text` with escape sequences removed and other control characters shown as `?`, so it
+    prints as itself on a terminal. Newlines and tabs are kept."""
+    return _CONTROLS.sub("?", _ESCAPES.sub("", text))

@@ -19,7 +19,7 @@ def _compare(home_dir, **env_extra: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.integration
+@pytest.mark.integration  # the real command line in a subprocess
 def test_compare_text_fits_columns(home):  # noqa: F811
     wide = _compare(home)
     assert wide.returncode == 0, wide.stderr

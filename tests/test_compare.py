@@ -453,3 +453,22 @@ def test_emulator_per_start_values_and_backend_derived_args_do_not_confound():
           for i, r in enumerate(b)]
     cell = grid_of(a, b8).cell(64, "output_throughput")
     assert cell.verdict == CONFOUNDED and [c.field for c in cell.confounders] == ["max_running_requests"]
+
+
+def test_moderated_variance_borrows_only_what_the_grid_supports():
+    from scipy.special import polygamma
+
+    from moe_tui.compare.stats import fit_priors, trigamma_inverse
+
+    for x in (0.3, 1.0, 4.0, 40.0):
+        assert trigamma_inverse(float(polygamma(1, x))) == pytest.approx(x, rel=1e-6)
+    # Five concurrencies, equal noise: the prior sits near the common variance and carries weight.
+    equal = fit_priors([(float(i), 1e-4 * f, 4.0) for i, f in enumerate((0.8, 1.1, 0.9, 1.2, 1.0))])
+    assert all(2e-5 < p.s2 < 5e-4 and p.df > 2 for p in equal)
+    # Noise growing 9x (3x in sd) with log concurrency: the trend is the prior's shape, so the noisiest
+    # cell's prior is near its own level, not the grid's average.
+    growing = fit_priors([(float(i), 1e-4 * 9 ** (i / 4), 4.0) for i in range(5)])
+    assert growing[-1].s2 > 4 * growing[0].s2
+    # Two cells: a constant prior; one cell: nothing to borrow.
+    assert len(fit_priors([(0.0, 1e-4, 4.0), (1.0, 2e-4, 4.0)])) == 2
+    assert fit_priors([(0.0, 1e-4, 4.0)])[0].df == 0.0

@@ -48,6 +48,15 @@ def test_an_absent_or_inconclusive_control_withholds_the_verdict(tmp_path):
     assert shown["verdict"] == "worse" and shown["uncontrolled"] == "control inconclusive"
     text = _cli(home, "compare", "a", "b", "--accept-uncontrolled").stdout
     assert "worse (uncontrolled)" in text
+    # The exports label it too (Markdown and CSV), and without the flag carry no delta.
+    out = _cli(home, "export", "a", "b", "--accept-uncontrolled", "--dir", str(tmp_path / "x"))
+    assert out.returncode == 0, out.stderr
+    md, csv_path = (Path(p) for p in out.stdout.split()[:2])
+    assert "**worse** (uncontrolled)" in md.read_text() and "worse (uncontrolled)" in csv_path.read_text()
+    out = _cli(home, "export", "a", "b", "--dir", str(tmp_path / "y"))
+    row = next(r for r in csv_path.__class__(out.stdout.split()[1]).read_text().splitlines()
+               if r.startswith("64,output_throughput"))
+    assert ",uncontrolled," in row and ",,," in row  # no delta, no interval
 
 
 @pytest.mark.integration

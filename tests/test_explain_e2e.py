@@ -99,3 +99,19 @@ def test_explain_attributes_an_injected_moe_slowdown(env):
     text = ok(env.run("explain", a, b, "-c", "8", "--plot", str(env.home / "bars.png")))
     assert "MoE GEMM +" in text and "of the gap" in text
     assert (env.home / "bars.png").read_bytes()[:4] == b"\x89PNG"
+    exported = ok(env.run("export", a, b, "--dir", str(env.home / "out")))
+    for ext in (".md", ".csv", ".json", ".png", ".svg"):
+        assert f"{a}-vs-{b}-explain-c8{ext}" in exported
+    assert "MoE GEMM" in (env.home / "out" / f"{a}-vs-{b}-explain-c8.md").read_text()
+    no_prefill = env.run("explain", a, b, "-c", "8", "--stage", "extend")
+    assert no_prefill.returncode == 1 and "kept no EXTEND trace" in no_prefill.stdout
+
+    # with --prefill the first wave's prefill is profiled too and broken down on its own
+    ok(env.run("explain", a, b, "-c", "8", "--again", "--prefill", "--yes", *pdir))
+    ok(env.run("run", *pdir, timeout=600))
+    wait_gone(env)
+    prefill = json.loads(ok(env.run("explain", a, b, "-c", "8", "--stage", "extend", "--format", "json")))
+    assert prefill["a"]["stage"] == "EXTEND" and prefill["a"]["classes"]["attention"]["ms"] > 0
+    decode = json.loads(ok(env.run("explain", a, b, "-c", "8", "--format", "json")))
+    assert next(c for c in decode["classes"] if c["class"] == "moe_gemm")["delta_ms"] == pytest.approx(
+        INJECTED_MS, rel=0.05)

@@ -113,6 +113,14 @@ def test_rule_table(name, cls):
     assert classify(name) == cls
 
 
+def test_mangled_names_read_as_their_identifiers():
+    prof = read_rank(REAL_A)
+    gemm = next(k.name for k in prof.kernels if k.name.startswith("_ZN7cutlass"))
+    shown = short_name(gemm, 200)
+    assert shown.startswith("cutlass::device_kernel<") and "GroupProblemShape" in shown
+    assert short_name("_Z3foov") == "_Z3foov"  # one word: left as it is
+
+
 def test_short_name_is_printable_and_bounded():
     assert short_name("void foo<int>(float*, int)") == "foo<int>"
     assert short_name("\x1b[31mred[/]" * 40, limit=20).isprintable()

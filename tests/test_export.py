@@ -171,4 +171,6 @@ def test_roofline_csv_text_cells_never_start_like_a_formula(tmp_path):
     export_mod.export_comparison(dataclasses.replace(grid, extras=extras), tmp_path, stem="x")
     rows = list(csv.reader(io.StringIO((tmp_path / "x-roofline.csv").read_text())))
     assert rows[1] == ["64", "baseline", "", "'" + evil, "-12.500", ""], rows
-    assert rows[-1][-1] == "'-1 prompts"
+    gate = list(csv.reader(io.StringIO((tmp_path / "x-gate.csv").read_text())))
+    assert gate == [["gate_status", "gate_words"], ["not_comparable", "'-1 prompts"]]
+    assert all(r[0].lstrip("-").isdigit() for r in rows[1:])  # every row of the roofline table is a concurrency

@@ -85,7 +85,8 @@ def test_too_few_repeats_settle_and_the_missing_control_is_proposed(env):
     assert "[repeats]" in dry and "[control]" in dry, dry
     assert "n=1 vs 1" in dry  # the cell as it stands: one run a side, noise unknown
     control_lines = [ln for ln in dry.splitlines() if " control" in ln and "conc=" in ln]
-    assert len(control_lines) == 6 and all("conc=2 " in ln for ln in control_lines), dry
+    # The control's starts as a campaign plan sizes them (its own noise over starts): 8 a side.
+    assert len(control_lines) == 16 and all("conc=2 " in ln for ln in control_lines), dry
     assert "nothing queued (--dry-run)" in dry
     assert env.query("SELECT count(*) FROM queue_items WHERE state = 'pending'") == [(0,)]
 

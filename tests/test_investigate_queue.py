@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from moe_tui import judgement
+from moe_tui import __version__, judgement
 from moe_tui.controller import Controller, ControllerError
 from moe_tui.investigate import CellEvidence, GridEvidence, SideEvidence, plan_investigation
 from moe_tui.investigate_store import diagnostic_run_ids, investigations, under_investigation
@@ -20,7 +20,9 @@ from moe_tui.store import SCHEMA_VERSION, Store
 
 
 def evidence(a: str, b: str) -> GridEvidence:
-    spec = BenchmarkSpec(input_len=128, output_len=32, num_prompts=64, max_concurrency=64).canonical_dict()
+    # As a recorded run's spec: the client's version filled in (the queue stores specs that way).
+    spec = BenchmarkSpec(input_len=128, output_len=32, num_prompts=64, max_concurrency=64,
+                         client_version=__version__).canonical_dict()
 
     def side(p, mean):
         return SideEvidence(p, n=1, mean=mean, run_ids=(1,), server_start_ids=(5,), warmup_pass=(True,),

@@ -178,7 +178,7 @@ def test_cli_roofline_of_a_shipped_sim_profile(tmp_path):
 @pytest.mark.integration
 def test_cli_roofline_bad_inputs(tmp_path):
     unknown = _cli("no-such-profile", cwd=tmp_path)
-    assert unknown.returncode == 2 and "no profile named 'no-such-profile'" in unknown.stderr
+    assert unknown.returncode == 4 and "no profile named 'no-such-profile'" in unknown.stderr  # not found
     gpu = _cli("sim-flashinfer-cutlass", "--gpu", "voodoo3", cwd=tmp_path)
     assert gpu.returncode == 2 and "'voodoo3' is not in the roofline table" in gpu.stderr
     conc = _cli("sim-flashinfer-cutlass", "--concurrency", "1,zero", cwd=tmp_path)

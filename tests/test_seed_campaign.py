@@ -32,7 +32,7 @@ startup_timeout_s = 30
 extra_args = ["--enable-metrics", "--stream-interval", "16"]
 
 [sim]
-time_scale = 6
+time_scale = 12
 load_seconds = 0.2
 graph_seconds = 0.1
 warmup_seconds = 0.1
@@ -115,8 +115,9 @@ def test_seed_campaign_verdicts_and_the_drifted_cell(env):
         checked.append(claim(tpot[c], "worse"))
         if throughput[c]["baseline_mean"] and throughput[c]["candidate_mean"]:
             assert float(throughput[c]["candidate_mean"]) < float(throughput[c]["baseline_mean"]), summary
-    # A 2-core machine may make the client the limit at 1024: the grid then refuses that verdict, naming client_bound (checked in `claim`). At 64 the
-    # client keeps up, so at least the seed's "ahead at 64" is always checked.
+    # A 2-core machine may make the client the limit at 1024: the grid then refuses that verdict,
+    # naming client_bound (checked in `claim`). At 64 the client keeps up, so at least the seed's
+    # "ahead at 64" is always checked.
     assert checked[0], ("concurrency 64 must be clean enough to check", summary)
     for c in (64, 1024):
         row = throughput[c]

@@ -234,12 +234,14 @@ async def test_crash_mid_run_is_detected_with_log_tail(store, tracked):
                     pass
     await asyncio.wait_for(failed.wait(), 5)
     event = server.failure
-    assert event.exit_code == 1 and event.exit_signal is None
-    assert "exited while ready (exit code 1)" in event.reason
+    # SGLang's launcher kills its own tree (and itself, SIGKILL) when a scheduler fails: named as such
+    assert event.exit_code is None and event.exit_signal == signal.SIGKILL
+    assert "SGLang stopped its own process tree while ready" in event.reason
+    assert "CUDA error: " in event.reason and "illegal memory access" in event.reason
     assert any("illegal memory access" in line for line in event.log_tail)
     assert 0 < len(event.log_tail) <= 50
     row = store.server_start(server.start_id)
-    assert row["state"] == FAILED and row["exit_code"] == 1 and "illegal memory access" in row["log_tail"]
+    assert row["state"] == FAILED and row["exit_signal"] == signal.SIGKILL and "illegal memory access" in row["log_tail"]
     await server.stop()
     assert not marked_processes({server.server_id})
 

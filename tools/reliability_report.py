@@ -41,6 +41,9 @@ KIND_BY_FILE = {
     "test_trust.py": "security",
     "test_disturbed.py": "fault",
     "test_store_health.py": "fault",
+    "test_hung_runner.py": "fault",
+    "test_bounded.py": "bad input",
+    "test_api_key.py": "security",
 }
 KIND_ORDER = ("fault", "bad input", "security", "other")
 
@@ -115,17 +118,49 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+TRUST_RULES = (
+    "Nothing is trusted that should not be. Every file moe-tui reads back (spilled runs, `runner.json`, "
+    "the store) must be a regular file of this user, owner-only, in an owner-only folder (`moe_tui.trust`); "
+    "one that is not is moved aside and named, never parsed, never a crash, and a stored run is never "
+    "overwritten by any later write or import. The temp-dir spill fallback is a `mkdtemp` folder, never a "
+    "fixed /tmp path. A run is clean only if nothing else touched the server: someone else's requests "
+    "(the server's own running + queued count over the client's cap: `foreign_load`), a frozen server "
+    "(one stall, or short freezes adding up: `server_stall`), throttling and foreign GPU processes flag it. "
+    "The store runs `PRAGMA quick_check` at every writable open and refuses to write into a damaged file; "
+    "the runner keeps a rolling, checked online backup, and `moe-tui doctor --repair` restores it and "
+    "lists what was lost. A runner that does not answer is stopped by signal (`run --stop` always works), "
+    "and a killed runner's servers and load generator are stopped at once by its watchdog. Socket requests, "
+    "campaign sizes, stream lines, error bodies and profile files are bounded before any work; server log "
+    "text reaches the terminal without escape codes; `moe-tui bench` stops within seconds of SIGTERM.")
+
+
+def _chaos() -> list[str]:
+    """The latest chaos bench result (benches/chaos.py): its figures, as one paragraph."""
+    results = sorted((REPO / "benches" / "results").glob("chaos-*.md"))
+    if not results:
+        return []
+    text = results[-1].read_text()
+    rows = dict(re.findall(r"^\| ([^|]+?) \| (.+?) \|$", text, flags=re.MULTILINE))
+    verdict = next((ln for ln in text.splitlines() if ln.startswith(("PASS", "FAIL"))), "no verdict")
+    return ["", f"Chaos (`benches/chaos.py`, {results[-1].relative_to(REPO)}): {rows.get('kills total', '?')} random "
+                f"SIGKILLs ({rows.get('kills', '?')}) over a {rows.get('items', '?')}-item emulator campaign, "
+                f"{rows.get('runner starts', '?')} runner starts, runs by status {rows.get('runs by status', '?')}, "
+                f"cleanup after a runner kill {rows.get('cleanup after runner kill s', '?')} s, "
+                f"integrity check {rows.get('integrity check', '?')}, processes left "
+                f"{rows.get('processes left', '?')}: {verdict}"]
+
+
 def _measured_elsewhere() -> list[str]:
     """Targets that are measurements, not pass/fail tests (they live in benches/): their latest result."""
     results = sorted((REPO / "benches" / "results").glob("runner_memory-*.md"))
     if not results:
-        return []
+        return _chaos()
     spread = next((ln.strip("- ").strip() for ln in results[-1].read_text().splitlines()
                    if ln.startswith("- spread after warm-up")), "see the file")
     return ["", f"Measured, not tested: runner memory over a long emulator campaign with a server restart "
                 f"every item (`benches/runner_memory.py`, {results[-1].relative_to(REPO)}): {spread}. "
                 "Polling waits in the tests scale with a measured machine-speed factor "
-                "(`tests/runner_support.speed_factor`), so the suite holds on a loaded 2-core box."]
+                "(`tests/runner_support.speed_factor`), so the suite holds on a loaded 2-core box.", *_chaos()]
 
 
 def render_section(records: list[TestRecord], when: str, wall_s: float) -> str:
@@ -140,6 +175,8 @@ def render_section(records: list[TestRecord], when: str, wall_s: float) -> str:
         "subprocesses, a detached runner, the TUI under tmux. A bad-input row asserts a message naming "
         "what and where, a non-zero exit, and an unchanged store; a fault row asserts that nothing is "
         "lost, the run is never shown as clean, the queue goes on and no server process is left behind.",
+        "",
+        TRUST_RULES,
         "",
         f"Last run: {when}, {len(records)} tests in {wall_s:.0f} s: {counts['passed']} passed, "
         f"{counts['failed'] + counts['error']} failed, {counts['skipped']} skipped.",

@@ -66,6 +66,10 @@ import aiohttp
 import orjson
 
 ERROR_TEXT_MAX = 500
+# Bounds on what a server may make the client hold: one SSE line (a /generate line at 32k output
+# tokens is well under 1 MiB) and the body of an error answer.
+MAX_LINE_BYTES = 16 * 2**20
+ERROR_BODY_MAX = 64 * 2**10
 READ_BUFSIZE = 1 << 20
 CONNECT_TIMEOUT_S = 30.0
 # Below the server's own idle limit (SGLang runs uvicorn with timeout_keep_alive=5): a connection
@@ -125,7 +129,10 @@ class ConnectionCountingConnector(aiohttp.TCPConnector):
         return conn
 
 
-def open_session(connections: int) -> aiohttp.ClientSession:
+API_KEY_ENV = "MOE_TUI_API_KEY"  # the server's key, handed to the bench child in its environment
+
+
+def open_session(connections: int, api_key: str | None = None) -> aiohttp.ClientSession:
     """The run's HTTP/1.1 keep-alive session: `connections` streams at once plus a few spares.
 
     aiohttp's default pool limit (100) would queue requests inside the client above concurrency
@@ -135,6 +142,7 @@ def open_session(connections: int) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(
         connector=connector, read_bufsize=READ_BUFSIZE, trust_env=False,
         timeout=stall_limits(None), cookie_jar=aiohttp.DummyCookieJar(),
+        headers={"Authorization": f"Bearer {api_key}"} if api_key else None,
     )
 
 
@@ -359,7 +367,7 @@ async def stream_request(
             async with session.post(url, data=payload, headers=JSON_HEADERS, timeout=limits) as response:
                 outcome.http_status = response.status
                 if response.status != 200:
-                    body = (await response.read()).decode("utf-8", "replace")
+                    body = (await response.content.read(ERROR_BODY_MAX)).decode("utf-8", "replace")
                     outcome.latency = perf_counter() - state.t0
                     outcome.fail(f"http_{response.status}",
                                  f"HTTP {response.status} {response.reason or ''}: {body.strip()}")
@@ -427,6 +435,8 @@ async def _feed_lines(response: aiohttp.ClientResponse, state: _StreamState) -> 
             start = newline + 1
             newline = find(b"\n", start)
         pending = piece[start:] if start < len(piece) else b""
+        if len(pending) > MAX_LINE_BYTES:  # a never-ending line must not eat the client's memory
+            raise _StreamFailure("protocol", f"a stream line over {MAX_LINE_BYTES} bytes without an end of line")
     if pending.strip():
         line(pending, 0, len(pending), perf_counter())
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import resource
 import time
 from collections import Counter
@@ -46,7 +47,9 @@ from typing import Any
 
 import aiohttp
 
+from moe_tui.bench.cancel import until_stopped
 from moe_tui.bench.client import (
+    API_KEY_ENV,
     DEFAULT_STALL_TIMEOUT_S,
     RequestOutcome,
     build_payload,
@@ -192,7 +195,7 @@ async def run_benchmark(
             await _emit(on_progress, BenchProgress(run_id=run_id, **live.snapshot(probe.recent_ms())))
 
     reporter_task = asyncio.create_task(reporter()) if on_progress is not None else None
-    async with open_session(slots) as session:
+    async with open_session(slots, os.environ.get(API_KEY_ENV) or None) as session:
         try:
             limits = _Limits(slots, timeout, stall, warmup_pause_s, preopen_connections)
             await _Run(spec, base_url, url, session, result, live, probe, limits, stop).run(vocab_size, tokenizer)
@@ -248,18 +251,26 @@ class _Run:
         self.result.errors_by_kind = {kind: 1}
 
     async def run(self, vocab_size: int | None, tokenizer: str | None) -> None:
+        # Every step before the timed phase ends at once on stop (SIGTERM during a warmup request).
+        workload, stopped = await until_stopped(self.stop, self.prepare(vocab_size, tokenizer))
+        if stopped:
+            self._fail("cancelled", "stopped before the timed phase (setup or warmup): nothing measured")
+        elif workload is not None:
+            await self.timed(workload)
+
+    async def prepare(self, vocab_size: int | None, tokenizer: str | None) -> Workload | None:
         workload = await self.workload(vocab_size, tokenizer)
         if workload is None:
-            return
+            return None
         await self.resolve_model()
         if not await self.warmup(workload) or not await self.flush_cache():
-            return
+            return None
         if self.limits.warmup_pause_s > 0:
             await asyncio.sleep(self.limits.warmup_pause_s)
         if self.limits.preopen and not self.stop.is_set():
             self.result.selfcheck.update(await open_connections(
                 self.session, self.base_url, min(self.limits.slots, self.spec.num_prompts)))
-        await self.timed(workload)
+        return workload
 
     async def workload(self, vocab_size: int | None, tokenizer: str | None) -> Workload | None:
         try:

@@ -49,19 +49,23 @@ def settings_from_args(args: argparse.Namespace) -> Any:
 
 
 def load_grid(args: argparse.Namespace, command: str) -> tuple[Any, int]:
-    """(grid, 0), or (None, exit code) after printing why: 2 for unknown profiles/options, 1 for the store."""
+    """(grid, 0), or (None, exit code) after printing why: 4 for a profile without runs, 2 for options, 1 for the store."""
+    from moe_tui.commands.common import EXIT_NOT_FOUND, EXIT_USAGE
     from moe_tui.compare import CompareError
     from moe_tui.grids import build_grid
     from moe_tui.store import Store, StoreError
 
+    missing: list[str] = []
     try:
         settings = settings_from_args(args)
         with Store.open_default() as store:
+            known = set(store.profile_names_with_runs())
+            missing = [n for n in (args.baseline, args.candidate) if n not in known]
             return build_grid(store, args.baseline, args.candidate, fingerprint=args.fingerprint,
                               settings=settings), 0
     except CompareError as exc:
         print(f"moe-tui {command}: {exc}", file=sys.stderr)
-        return None, 2
+        return None, EXIT_NOT_FOUND if missing else EXIT_USAGE
     except StoreError as exc:
         print(f"moe-tui {command}: {exc}", file=sys.stderr)
         return None, 1

@@ -29,7 +29,13 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p.add_argument("--concurrency", "-c", type=int, required=True, help="the cell's concurrency")
     p.add_argument("--steps", type=int, default=None, help="decode steps to profile a side (default 12)")
     p.add_argument("--again", action="store_true", help="queue new profiled runs even if the cell has some")
-    p.add_argument("--profiles-dir", default="server_profiles", help="folder of profile TOML files")
+    p.add_argument("--prefill", action="store_true",
+                   help="when queueing: profile from the benchmark's start, so the prefill (EXTEND) is kept too")
+    p.add_argument("--stage", choices=("decode", "extend"), default="decode",
+                   help="which stage's traces to break down (extend: the prefill, kept with --prefill)")
+    from moe_tui.commands.common import add_profiles_dir
+
+    add_profiles_dir(p)
     p.add_argument("--yes", "-y", action="store_true", help="queue without asking")
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     p.add_argument("-o", "--output", metavar="FILE", default=None, help="write the table to FILE")
@@ -61,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
             existing = latest_explain(store, args.baseline, args.candidate, args.concurrency)
             if existing is None or args.again:
                 return _queue(args, store, grid, args.steps or DEFAULT_STEPS)
-            view = explain_cell(store, grid, args.concurrency)
+            view = explain_cell(store, grid, args.concurrency, args.stage.upper())
     except ExplainQueueError as exc:
         return _fail(str(exc), 2)
     except StoreError as exc:
@@ -106,11 +112,12 @@ def _queue(args: argparse.Namespace, store: Any, grid: Any, steps: int) -> int:
     from moe_tui.queue import QueueError, RunQueue
     from moe_tui.spec import SpecError
 
-    plan = plan_explain(grid, args.concurrency, steps=steps)
+    plan = plan_explain(grid, args.concurrency, steps=steps, prefill=args.prefill)
     spec = plan["items"][0]["spec"]
     print(f"{plan['name']}: one profiled run a side at concurrency {args.concurrency} "
           f"(input {spec.get('input_len')}, output {spec.get('output_len')}, {spec.get('num_prompts')} prompts), "
-          f"{steps} decode steps under SGLang's profiler after a warmup pass; never averaged into the cell")
+          f"{steps} decode steps{' (and the prefill)' if args.prefill else ''} under SGLang's profiler after a "
+          f"warmup pass; never averaged into the cell")
     if not args.yes:
         if not sys.stdin.isatty():
             print("not a terminal: pass --yes to queue them")
@@ -118,7 +125,9 @@ def _queue(args: argparse.Namespace, store: Any, grid: Any, steps: int) -> int:
         if input("queue these 2 runs? [y/N] ").strip().lower() not in ("y", "yes"):
             print("nothing queued")
             return 0
-    profiles_dir = Path(args.profiles_dir).resolve()
+    from moe_tui.commands.common import profiles_dir_for
+
+    profiles_dir = Path(profiles_dir_for(args.profiles_dir, (args.baseline, args.candidate)))
     loaded = load_profiles(profiles_dir)
     for name in (plan["baseline"], plan["candidate"]):
         try:

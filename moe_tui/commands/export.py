@@ -3,7 +3,9 @@
 Files: <baseline>-vs-<candidate>.md (spec, profile diff, provenance, grid with verdicts and flags,
 control check, SIMULATED banner where it applies), .csv (one row per concurrency x metric) and
 -throughput.png/.svg (output throughput vs concurrency, linked from the Markdown), in `--dir`
-(default: the data dir's exports/). Each file is written atomically; their paths are printed.
+(default: the data dir's exports/), and for each cell with profiled runs (`moe-tui explain`) its
+breakdown as -explain-c<C>.md/.csv/.json/.png/.svg. Each file is written atomically; their paths
+are printed.
 Exit 0 on success, 2 when a profile has no runs, 1 when the store or the folder fails.
 """
 
@@ -20,6 +22,8 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     add_pair_arguments(p)
     p.add_argument("--dir", metavar="DIR", default=None, help="folder for the files (default: data dir exports/)")
+    p.add_argument("--json", action="store_true",
+                   help='print one JSON document: {"markdown", "csv", "png", "svg", "extra": [...], "all": [...]}')
     p.set_defaults(run=run)
     return p
 
@@ -38,9 +42,21 @@ def run(args: argparse.Namespace) -> int:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
         paths = export_comparison(grid, args.dir or exports_dir(), generated_at=now, version=__version__)
+        from moe_tui.explain_store import export_explanations
+        from moe_tui.store import Store
+
+        with Store.open_default() as store:
+            explained = export_explanations(store, grid, args.dir or exports_dir())
     except OSError as exc:
         print(f"moe-tui export: cannot write into {args.dir or exports_dir()}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    for path in paths.all():
+    if args.json:
+        import json
+
+        print(json.dumps({"markdown": str(paths.markdown), "csv": str(paths.csv), "png": str(paths.png),
+                          "svg": str(paths.svg), "extra": [str(p) for p in [*paths.extra, *explained]],
+                          "all": [str(p) for p in [*paths.all(), *explained]]}, sort_keys=True))
+        return 0
+    for path in [*paths.all(), *explained]:
         print(path)
     return 0

@@ -13,12 +13,13 @@ import argparse
 import sys
 from typing import Any
 
+from moe_tui.commands.common import EXIT_NOT_FOUND, add_profiles_dir
+
 
 def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("profile", metavar="PROFILE", help="profile whose server answers the gate")
-    p.add_argument("--profiles-dir", metavar="DIR", default=None,
-                   help="folder of profiles (default ./server_profiles, then the bundled demo ones)")
+    add_profiles_dir(p)
     p.add_argument("--url", default=None, help="server address (default: the profile's host and port)")
     p.add_argument("--against", metavar="BASELINE", default=None,
                    help="judge against this profile's latest stored gate pass")
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         profile = find_profile(args.profile, args.profiles_dir)
     except KeyError as exc:
         _err(str(exc.args[0]))
-        return 2
+        return EXIT_NOT_FOUND
     except ProfileError as exc:
         _err(str(exc))
         return 2

@@ -28,7 +28,9 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p.add_argument("--only", default=None, metavar="KINDS",
                    help="comma-separated proposal kinds to keep: repeats,control,bisect,cold_warm,prefix_cache,restart")
     p.add_argument("--cap", type=int, default=None, help="most runs a side the repeats may reach (default 10)")
-    p.add_argument("--profiles-dir", default="server_profiles", help="folder of profile TOML files")
+    from moe_tui.commands.common import add_profiles_dir
+
+    add_profiles_dir(p)
     p.add_argument("--yes", "-y", action="store_true", help="queue without asking")
     p.add_argument("--dry-run", action="store_true", help="print the proposal, queue nothing")
     p.add_argument("--report", action="store_true", help="only show earlier investigations of this cell")
@@ -162,7 +164,9 @@ def _queue(args: argparse.Namespace, store: Any, plan: Any) -> int:
             return _fail(str(exc), 1)
         except RunnerUnavailable:
             pass  # starting or stopping: the store is the truth
-    profiles_dir = Path(args.profiles_dir).resolve()
+    from moe_tui.commands.common import profiles_dir_for
+
+    profiles_dir = Path(profiles_dir_for(args.profiles_dir, (args.baseline, args.candidate)))
     loaded = load_profiles(profiles_dir)
     for name in {plan.baseline, plan.candidate}:
         try:

@@ -1,9 +1,19 @@
 """`moe-tui profiles check [DIR]` and `moe-tui profiles show NAME`: catch profile mistakes before a
 10-minute model load. Every problem is listed; the exit code is non-zero if there is any.
 
-Where SGLang is importable (in the profile's `python`, or this one), the profile's arguments also
-go through SGLang's own server-args parser, so a flag typo or a flag the installed SGLang no longer
-accepts is caught here. Emulator profiles go through the emulator's parser, which mirrors it.
+`profiles check` is the pre-flight doctor of a real box; it starts nothing. Per profile:
+- the loader's checks (keys, values, extra_args reaching a profile-owned setting by an alias or an
+  abbreviation of SGLang 0.5.23's parser);
+- the launch args through SGLang's own parser, in the profile's interpreter (its `python`, or this
+  one; without torch the parser is read with torch stubbed, `moe_tui/sglang_stub.py`), and every
+  resolved profile-owned value compared with the profile's key; emulator profiles through the
+  emulator's parser, which mirrors it;
+- the installed SGLang's version against the one moe-tui was checked against
+  (`sglang_flags.CHECKED_VERSION`): for another version it says what moe-tui cannot vouch for and
+  which flags are new or gone;
+- the interpreter runs, a local model path exists, the port is free and the GPUs exist and are
+  not held by another process (the start's own pre-flight, `servers.preflight`, with NVML where
+  there is a driver; emulator profiles skip the GPU part).
 """
 
 from __future__ import annotations
@@ -13,6 +23,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+from moe_tui.commands.common import EXIT_NOT_FOUND, add_exit_codes, add_profiles_dir, profiles_dir_for
 
 STUB_FILE = Path(__file__).resolve().parent.parent / "sglang_stub.py"
 
@@ -55,28 +67,39 @@ print("SGLANG-OK", json.dumps({"version": version("sglang"), "flags": flags,
 def add_parser(sub: argparse._SubParsersAction, name: str, help_text: str) -> None:
     p = sub.add_parser(name, help=help_text, description=__doc__.split("\n\n")[0])
     actions = p.add_subparsers(dest="profiles_action", metavar="ACTION")
+    add_exit_codes(p)
     check = actions.add_parser("check", help="validate every profile in a folder")
-    check.add_argument("directory", nargs="?", default="server_profiles",
-                       help="folder of *.toml profiles (default: ./server_profiles)")
+    check.add_argument("directory", nargs="?", default=None, help="the same as --profiles-dir (kept working)")
+    add_profiles_dir(check)
     check.add_argument("--no-sglang", action="store_true",
                        help="skip SGLang's own parser even where it is importable")
+    check.add_argument("--json", action="store_true",
+                       help="print one JSON document: folder, profiles, problems, warnings, notes")
     show = actions.add_parser("show", help="print a profile's launch command and settings")
     show.add_argument("name")
-    show.add_argument("--dir", default="server_profiles")
+    add_profiles_dir(show, "--dir")
+    show.add_argument("--json", action="store_true", help="print one JSON document: argv, env (redacted), settings")
+    for q in (check, show):
+        add_exit_codes(q)
     p.set_defaults(run=run, _parser=p)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.profiles_action == "check":
-        return check(Path(args.directory), use_sglang=not args.no_sglang)
+        directory = profiles_dir_for(args.profiles_dir or args.directory)
+        if not directory.is_dir():
+            print(f"error: {directory}: no such folder of profiles", file=sys.stderr)
+            return EXIT_NOT_FOUND
+        return check(directory, use_sglang=not args.no_sglang, as_json=args.json)
     if args.profiles_action == "show":
-        return show(args.name, Path(args.dir))
+        return show(args.name, profiles_dir_for(args.profiles_dir, [args.name]), as_json=args.json)
     args._parser.print_help()
     return 2
 
 
-def check(directory: Path, use_sglang: bool = True) -> int:
+def check(directory: Path, use_sglang: bool = True, as_json: bool = False) -> int:
     from moe_tui.profiles import load_profiles
+    from moe_tui.sglang_flags import CHECKED_VERSION
 
     loaded = load_profiles(directory)
     problems = list(loaded.problems)
@@ -108,10 +131,19 @@ def check(directory: Path, use_sglang: bool = True) -> int:
                 found = json.loads(proc.stdout.strip().split("SGLANG-OK", 1)[1])
                 problems += contradictions(profile, found["resolved"], f"SGLang {found['version']}'s parser")
                 notes += version_notes(where, found["version"], found["flags"])
-                notes.append(f"{where}: accepted by SGLang's parser ({found['version']})")
+                same = found["version"] == CHECKED_VERSION
+                notes.append(f"{where}: accepted by SGLang's parser ({found['version']}"
+                             + (", the version moe-tui was checked against)" if same else ")"))
+        found_problems, found_notes = _box_checks(profile)
+        problems += found_problems
+        notes += found_notes
         if profile.binds_beyond_loopback:
             warnings.append(f"{where}: key 'host': binds {profile.host}, so the server is reachable "
                             "beyond this machine (the default is 127.0.0.1)")
+    if as_json:
+        print(json.dumps({"profiles_dir": str(directory), "profiles": [p.name for p in loaded.profiles],
+                          "problems": problems, "warnings": warnings, "notes": notes}, sort_keys=True))
+        return 1 if problems else 0
     for note in notes:
         print(f"note: {note}")
     for warning in warnings:
@@ -120,6 +152,31 @@ def check(directory: Path, use_sglang: bool = True) -> int:
         print(f"error: {problem}", file=sys.stderr)
     print(f"{len(loaded.profiles)} profile(s) loaded from {directory}, {len(problems)} problem(s)")
     return 1 if problems else 0
+
+
+def _box_checks(profile: object) -> tuple[list[str], list[str]]:
+    """What the start's own pre-flight would refuse, and the files the launch needs: found now,
+    without starting anything."""
+    import os
+
+    from moe_tui.servers import ServerStartError, no_gpu_view, nvml_gpu_view
+    from moe_tui.servers.preflight import preflight
+
+    where = profile.source  # type: ignore[attr-defined]
+    problems: list[str] = []
+    notes: list[str] = []
+    model = profile.model_path  # type: ignore[attr-defined]
+    if profile.engine == "sglang" and not os.path.isdir(model):  # type: ignore[attr-defined]
+        notes.append(f"{where}: key 'model_path': {model} is not a local folder here; SGLang will look it up "
+                     "as a hub id (offline boxes fail at load)")
+    probe = nvml_gpu_view if profile.engine == "sglang" else no_gpu_view  # type: ignore[attr-defined]
+    try:
+        for warning in preflight(profile, [], probe):  # type: ignore[arg-type]
+            if not (profile.binds_beyond_loopback and " binds " in warning):  # type: ignore[attr-defined]
+                notes.append(f"{where}: {warning}")  # (that one is the check's own warning below)
+    except ServerStartError as exc:
+        problems.append(f"{where}: a start now would be refused: {exc}")
+    return problems, notes
 
 
 def _check_with_emulator_parser(args: list[str]) -> tuple[str | None, dict]:
@@ -177,7 +234,7 @@ class _ParseFailed(Exception):
     pass
 
 
-def show(name: str, directory: Path) -> int:
+def show(name: str, directory: Path, as_json: bool = False) -> int:
     from moe_tui.profiles import UnknownProfileError, load_profiles
 
     loaded = load_profiles(directory)
@@ -185,7 +242,11 @@ def show(name: str, directory: Path) -> int:
         profile = loaded.by_name(name)
     except UnknownProfileError as exc:
         print(f"error: {directory}: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_NOT_FOUND
+    if as_json:
+        print(json.dumps({"name": profile.name, "profiles_dir": str(directory), "argv": profile.argv(),
+                          "env": profile.redacted_env(), "settings": profile.snapshot()}, sort_keys=True))
+        return 0
     print("argv:", json.dumps(profile.argv()))
     print("env: ", json.dumps(profile.redacted_env(), sort_keys=True))
     print(json.dumps(profile.snapshot(), indent=2, sort_keys=True))

@@ -23,12 +23,16 @@ import json
 import sys
 from typing import Any
 
+from moe_tui.commands.common import EXIT_NOT_FOUND, add_exit_codes, add_profiles_dir, profiles_dir_for
+
 
 def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
+    add_exit_codes(p)
     actions = p.add_subparsers(dest="queue_action", metavar="ACTION")
 
     add = actions.add_parser("add", help="add a campaign: profiles x concurrencies x repeats")
+    add_exit_codes(add)
     add.add_argument("--profiles", required=True, help="comma-separated profile names")
     add.add_argument("--concurrency", required=True, help="comma-separated max concurrencies, e.g. 1,2,10,64")
     add.add_argument("--repeats", type=int, default=1, help="runs of each (profile, concurrency) (default 1)")
@@ -36,7 +40,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
                      help="interleaved (default): A,B sweeps alternate across repeats, so drift and "
                           "warm-up fall on both sides alike; grouped: one server start per profile; "
                           "alternating: A,B item by item")
-    add.add_argument("--profiles-dir", default="server_profiles", help="folder of profile TOML files")
+    add_profiles_dir(add)
     add.add_argument("--name", default=None, help="campaign name (default: built from the arguments)")
     add.add_argument("--input-len", type=int)
     add.add_argument("--output-len", type=int)
@@ -59,6 +63,8 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
                      help="leave out the control concurrency (2) and its extra server starts; every verdict of "
                           "the comparison then says uncontrolled")
     add.add_argument("--dry-run", action="store_true", help="print the plan, add nothing")
+    add.add_argument("--json", action="store_true",
+                     help="print one JSON document: campaign id and name, item ids and specs (the plan goes to stderr)")
     add.add_argument("--yes", action="store_true",
                      help=f"add a campaign larger than the cap (MOE_TUI_CAMPAIGN_CAP, default {CAMPAIGN_CAP})")
 
@@ -139,9 +145,9 @@ def _add(args: argparse.Namespace, store: Any) -> int:
     from moe_tui.queue import CampaignPlan, RunQueue
     from moe_tui.spec import BenchmarkSpec
 
-    profiles_dir = Path(args.profiles_dir).resolve()
-    loaded = load_profiles(profiles_dir)
     names = _csv(args.profiles, str, "--profiles")
+    profiles_dir = Path(profiles_dir_for(args.profiles_dir, names))
+    loaded = load_profiles(profiles_dir)
     for name in names:
         try:
             loaded.by_name(name)
@@ -149,7 +155,7 @@ def _add(args: argparse.Namespace, store: Any) -> int:
             print(f"moe-tui queue add: {exc.args[0]} in {profiles_dir}", file=sys.stderr)
             for problem in loaded.problems:
                 print(f"  {problem}", file=sys.stderr)
-            return 1
+            return EXIT_NOT_FOUND
     plan = CampaignPlan(
         profiles=tuple(names), concurrencies=tuple(_csv(args.concurrency, int, "--concurrency")),
         repeats=args.repeats, base_spec=BenchmarkSpec.from_dict(_spec_dict(args), "moe-tui queue add flags"),
@@ -164,25 +170,35 @@ def _add(args: argparse.Namespace, store: Any) -> int:
               f"({CAP_ENV}); nothing added. Add --yes to queue it anyway", file=sys.stderr)
         return 1
     planned = plan.items()
-    print(f"campaign: {plan.default_name()}")
-    print(f"base spec: {plan.base_spec.describe()}")
+    say = (lambda text: print(text, file=sys.stderr)) if args.json else print  # --json: stdout is one document
+    say(f"campaign: {plan.default_name()}")
+    say(f"base spec: {plan.base_spec.describe()}")
     rule = plan.definition()["num_prompts_rule"]["rule"]
-    print(f"prompts: {rule}; warmup pass: {'yes' if plan.warmup_pass else 'no'}")
-    print(f"control: {plan.control_plan()['why']}")
+    say(f"prompts: {rule}; warmup pass: {'yes' if plan.warmup_pass else 'no'}")
+    say(f"control: {plan.control_plan()['why']}")
     costs = plan.start_costs()
-    print("server starts: " + ", ".join(f"{k} {v}{' (chosen)' if k == plan.policy else ''}"
-                                        for k, v in costs.items()))
+    say("server starts: " + ", ".join(f"{k} {v}{' (chosen)' if k == plan.policy else ''}"
+                                      for k, v in costs.items()))
     if args.dry_run:
         for n, p in enumerate(planned, start=1):
-            print(f"  {n:>4}  {p.profile_name:<28} conc={p.spec.max_concurrency:<5} "
-                  f"n={p.spec.num_prompts:<6} rep={p.repeat_index}")
-        print(f"{len(planned)} item(s) planned; nothing added (--dry-run)")
+            say(f"  {n:>4}  {p.profile_name:<28} conc={p.spec.max_concurrency:<5} "
+                f"n={p.spec.num_prompts:<6} rep={p.repeat_index}")
+        say(f"{len(planned)} item(s) planned; nothing added (--dry-run)")
+        if args.json:
+            print(json.dumps({"dry_run": True, "campaign_id": None, "name": args.name or plan.default_name(),
+                              "item_ids": [], "planned": len(planned), "profiles_dir": str(profiles_dir)}))
         return 0
     campaign_id, items = RunQueue(store).add_campaign(plan, args.name)
     for item in items:
-        print(f"  #{item.id:<5} {item.profile_name:<28} conc={item.spec.max_concurrency:<5} "
-              f"n={item.spec.num_prompts:<6} rep={item.repeat_index}  spec {item.spec.short_fingerprint}")
-    print(f"added campaign {campaign_id}: {len(items)} item(s)")
+        say(f"  #{item.id:<5} {item.profile_name:<28} conc={item.spec.max_concurrency:<5} "
+            f"n={item.spec.num_prompts:<6} rep={item.repeat_index}  spec {item.spec.short_fingerprint}")
+    say(f"added campaign {campaign_id}: {len(items)} item(s)")
+    if args.json:
+        print(json.dumps({"dry_run": False, "campaign_id": campaign_id, "name": args.name or plan.default_name(),
+                          "item_ids": [i.id for i in items], "profiles_dir": str(profiles_dir),
+                          "items": [{"id": i.id, "profile": i.profile_name, "concurrency": i.spec.max_concurrency,
+                                     "repeat": i.repeat_index, "fingerprint": i.fingerprint} for i in items]},
+                         sort_keys=True))
     return 0
 
 

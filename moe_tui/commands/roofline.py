@@ -14,6 +14,8 @@ import json
 import sys
 from typing import Any
 
+from moe_tui.commands.common import EXIT_NOT_FOUND, add_profiles_dir
+
 
 def _concurrencies(text: str) -> list[int]:
     try:
@@ -38,8 +40,7 @@ def _positive(text: str) -> int:
 def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("profile", metavar="PROFILE", help="profile name")
-    p.add_argument("--profiles-dir", metavar="DIR", default=None,
-                   help="folder of profiles (default ./server_profiles, then the bundled demo ones)")
+    add_profiles_dir(p)
     p.add_argument("--gpu", metavar="NAME", default=None, help="GPU table key or NVML name (e.g. h200)")
     p.add_argument("--gpus", metavar="N", type=_positive, default=None,
                    help="GPU count (default: the profile's gpus, else tp_size)")
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         rows = [setup.at(c) for c in args.concurrency]
     except KeyError as exc:
         print(f"moe-tui roofline: {exc.args[0]}", file=sys.stderr)
-        return 2
+        return EXIT_NOT_FOUND
     except (ProfileError, RooflineInputError, RooflineError) as exc:
         print(f"moe-tui roofline: {exc}", file=sys.stderr)
         return 2

@@ -23,12 +23,14 @@ import sys
 import time
 from typing import Any
 
+from moe_tui.commands.common import add_profiles_dir, profiles_dir_for
+
 PROGRESS_EVERY_S = 2.0
 
 
 def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
-    p.add_argument("--profiles-dir", default="server_profiles", help="folder of profile TOML files")
+    add_profiles_dir(p)
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--until-empty", action="store_true", default=None,
                       help="exit when no pending item is left (default in the foreground)")
@@ -42,7 +44,9 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p.add_argument("--stall-timeout", type=float, default=None, metavar="S",
                    help="seconds a response may stay silent before its request fails as 'timeout' "
                         "(default: the client's, 120 s); frees the queue from a hung server")
-    p.add_argument("--status", action="store_true", help="print the running runner's state and exit")
+    p.add_argument("--status", action="store_true",
+                   help="print the running runner's state in words and exit (--json: its whole snapshot)")
+    p.add_argument("--json", action="store_true", help="with --status: the runner's snapshot as JSON")
     p.add_argument("--stop", action="store_true", help="stop the running runner (its servers too) and exit")
     p.set_defaults(run=run)
     return p
@@ -55,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
     data_dir = paths.data_dir()
     if args.status:
-        return _status(data_dir)
+        return _status(data_dir, as_json=args.json)
     if args.stop:
         return _stop(data_dir)
     import math
@@ -64,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         if value is not None and not (value > 0 and math.isfinite(value)):
             print(f"moe-tui run: {flag} must be > 0 seconds, got {value}", file=sys.stderr)
             return 2
-    profiles_dir = Path(args.profiles_dir).resolve()
+    profiles_dir = Path(profiles_dir_for(args.profiles_dir))
     from moe_tui.profiles import load_profiles
 
     duplicates = load_profiles(profiles_dir)
@@ -153,19 +157,74 @@ def _detach(args: argparse.Namespace, data_dir: Any, profiles_dir: Any) -> int:
     return 0
 
 
-def _status(data_dir: Any) -> int:
+def _status(data_dir: Any, as_json: bool = False) -> int:
     from moe_tui.runner import RunnerOpError, RunnerUnavailable, call_runner_sync
+    from moe_tui.runner_client import RunnerNotAnswering
 
     try:
-        snap = call_runner_sync("snapshot", data_dir)
+        snap = call_runner_sync("snapshot", data_dir, timeout=STATUS_WAIT_S)
+    except RunnerNotAnswering as exc:
+        print(f"moe-tui run --status: {exc}", file=sys.stderr)
+        return 1
     except (RunnerUnavailable, RunnerOpError) as exc:
         print(f"moe-tui run --status: no runner: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps(snap, indent=2, sort_keys=True, default=str))
+    if as_json:
+        print(json.dumps(snap, indent=2, sort_keys=True, default=str))
+    else:
+        print(status_text(snap))
     return 0
 
 
-def _stop(data_dir: Any, wait_s: float = 60.0) -> int:
+def status_text(snap: dict[str, Any]) -> str:
+    """The runner's snapshot as a person reads it: who, doing what, the queue, the servers."""
+    queue = snap.get("queue") or {}
+    counts = ", ".join(f"{k} {v}" for k, v in (queue.get("counts") or {}).items() if v) or "empty"
+    lines = [f"runner pid {snap.get('pid', '?')} on {snap.get('data_dir', '?')}",
+             f"doing:   {snap.get('activity') or 'idle'}" + (f" ({snap['detail']})" if snap.get("detail") else ""),
+             f"queue:   {'PAUSED' if queue.get('paused') else 'active'}: {counts}"]
+    item = snap.get("current_item") or {}
+    if item:
+        spec = item.get("spec") or {}
+        lines.append(f"item:    #{item.get('id')} {item.get('profile_name', '?')} conc {spec.get('max_concurrency', '?')}"
+                     + (f", run {snap['current_run_id']}" if snap.get("current_run_id") else ""))
+    progress = snap.get("last_progress") or {}
+    if item and progress:
+        lines.append(f"run:     {progress.get('completed', '?')}/{progress.get('total', '?')} requests, "
+                     f"{progress.get('errors', 0)} errors")
+    finished = snap.get("last_finished") or {}
+    if finished:
+        tok = finished.get("output_throughput")
+        lines.append(f"last:    run {finished.get('run_id')} {finished.get('status')} ({finished.get('profile')}"
+                     + (f", {tok:.1f} tok/s)" if isinstance(tok, int | float) else ")"))
+    servers = snap.get("servers") or []
+    lines.append(f"servers: {len(servers) or 'none'}")
+    for server in servers:
+        lines.append(f"  {server.get('name', '?'):<32} {server.get('state', '?'):<9} port {server.get('port', '?')}")
+    return "\n".join(lines)
+
+
+# How long `run --stop` waits for the runner's answer on its socket, then for it to exit after
+# the shutdown op or SIGTERM (its own watchdog exits hard STOP_DEADLINE_S after a signal), before
+# SIGKILL. Then whatever a killed runner left (servers, load generator) is stopped too.
+STOP_ASK_S = 5.0
+STOP_WAIT_S = 100.0
+STOP_WAIT_ENV = "MOE_TUI_STOP_WAIT_S"  # tests shorten the wait before SIGKILL
+STATUS_WAIT_S = 15.0
+
+
+def _stop(data_dir: Any, wait_s: float | None = None) -> int:
+    """Stop the runner: the shutdown op; if it does not answer, SIGTERM; if it does not exit, SIGKILL
+    and stop what it left. Always ends with a clear line, never a traceback."""
+    import os
+    import signal
+
+    if wait_s is None:
+        try:
+            wait_s = float(os.environ.get(STOP_WAIT_ENV) or STOP_WAIT_S)
+        except ValueError:
+            wait_s = STOP_WAIT_S
+
     from moe_tui.runner import RunnerOpError, RunnerUnavailable, call_runner_sync, runner_is_running
 
     pid = runner_is_running(data_dir)
@@ -173,21 +232,47 @@ def _stop(data_dir: Any, wait_s: float = 60.0) -> int:
         print("moe-tui run --stop: no runner is running")
         return 0
     try:
-        call_runner_sync("shutdown", data_dir, reason="moe-tui run --stop")
-    except (RunnerUnavailable, RunnerOpError):
-        import os
-        import signal
+        call_runner_sync("shutdown", data_dir, timeout=STOP_ASK_S, reason="moe-tui run --stop")
+    except (RunnerUnavailable, RunnerOpError) as exc:
+        print(f"moe-tui run --stop: runner {pid} did not take the stop request ({exc}); sending SIGTERM",
+              file=sys.stderr, flush=True)
+        _signal(pid, signal.SIGTERM)
+    if _wait_gone(data_dir, wait_s):
+        print(f"runner {pid} stopped")
+        return 0
+    print(f"moe-tui run --stop: runner {pid} still running after {wait_s:g} s; sending SIGKILL",
+          file=sys.stderr, flush=True)
+    _signal(pid, signal.SIGKILL)
+    if not _wait_gone(data_dir, 10.0):
+        print(f"moe-tui run --stop: runner {pid} survived SIGKILL (stuck in the kernel?)", file=sys.stderr)
+        return 1
+    from moe_tui.orphans import stop_orphans
 
-        if pid > 0:
-            os.kill(pid, signal.SIGTERM)
+    for line in stop_orphans(data_dir):
+        print(line)
+    print(f"runner {pid} killed; what it had started is stopped; its running item is recovered at the next start")
+    return 0
+
+
+def _signal(pid: int, sig: int) -> None:
+    import os
+
+    if pid > 0:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _wait_gone(data_dir: Any, wait_s: float) -> bool:
+    from moe_tui.runner import runner_is_running
+
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if not runner_is_running(data_dir):
-            print(f"runner {pid} stopped")
-            return 0
+            return True
         time.sleep(0.2)
-    print(f"moe-tui run --stop: runner {pid} still running after {wait_s:g} s", file=sys.stderr)
-    return 1
+    return not runner_is_running(data_dir)
 
 
 class ProgressPrinter:
@@ -200,8 +285,10 @@ class ProgressPrinter:
     def line(self, text: str) -> None:
         if self.out is None:
             return
-        try:
-            print(f"{time.strftime('%H:%M:%S')} {text}", file=self.out, flush=True)
+        from moe_tui.trust import terminal_text
+
+        try:  # server log tails, reasons and notices carry untrusted text: no escape codes
+            print(f"{time.strftime('%H:%M:%S')} {terminal_text(text)}", file=self.out, flush=True)
         except (OSError, ValueError):
             # The terminal went away (SIGHUP is ignored so the campaign goes on): stop printing;
             # the store keeps the record.

@@ -16,16 +16,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from moe_tui.commands.common import EXIT_NOT_FOUND, add_exit_codes, add_profiles_dir
 from moe_tui.judgement import is_live
 
 
 def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
+    add_exit_codes(p)
     verbs = p.add_subparsers(dest="server_command", metavar="VERB")
 
     def profiles_arg(q: argparse.ArgumentParser) -> None:
-        q.add_argument("--profiles", metavar="DIR", default=None,
-                       help="folder of profile TOML files (default ./server_profiles, then the bundled demo)")
+        add_profiles_dir(q, "--profiles")  # --profiles: the old spelling, kept working
 
     start = verbs.add_parser("start", help="start a profile's server and wait until it is ready")
     start.add_argument("profile", help="profile name")
@@ -76,16 +77,17 @@ def _err(message: str) -> None:
 
 
 def find_profile(name: str, directory: str | None) -> Any:
-    """The named profile from DIR (or ./server_profiles), else from the bundled demo folder."""
-    from moe_tui.paths import bundled_demo_profiles_dir
+    """The named profile by the one lookup rule (`commands.common`): DIR as given, else the
+    config's folder, ./server_profiles, then the bundled demo folder. Raises KeyError (not found,
+    naming the folders looked in and a close name) or ProfileError (the profile has problems)."""
+    from moe_tui.commands.common import profile_folders
     from moe_tui.profiles import ProfileError, load_profiles
 
-    folders = [Path(directory)] if directory else [Path("server_profiles")]
-    folders.append(bundled_demo_profiles_dir())
+    folders = profile_folders(directory)
     known: list[str] = []
     for folder in folders:
         if not folder.is_dir():
-            if directory and folder == Path(directory):
+            if directory:
                 raise ProfileError(str(folder), None, "is not a folder of profiles")
             continue
         found = load_profiles(folder)
@@ -113,9 +115,12 @@ def _start(args: argparse.Namespace) -> int:
     from moe_tui.store import Store
 
     try:
-        profile = find_profile(args.profile, args.profiles)
-    except (KeyError, ProfileError) as exc:
-        _err(str(exc.args[0] if isinstance(exc, KeyError) else exc))
+        profile = find_profile(args.profile, args.profiles_dir)
+    except KeyError as exc:
+        _err(str(exc.args[0]))
+        return EXIT_NOT_FOUND
+    except ProfileError as exc:
+        _err(str(exc))
         return 2
     if args.timeout is not None:
         if args.timeout <= 0:
@@ -123,15 +128,17 @@ def _start(args: argparse.Namespace) -> int:
             return 2
         profile = dataclasses.replace(profile, startup_timeout_s=args.timeout)
 
-    def show(event: Any) -> None:
+    from moe_tui.trust import terminal_text
+
+    def show(event: Any) -> None:  # log lines and reasons carry the server's text: no escape codes
         if isinstance(event, ServerLogLine):
             if not args.quiet:
-                print(f"  | {event.line}", flush=True)
+                print(terminal_text(f"  | {event.line}"), flush=True)
         elif isinstance(event, ServerStateChanged):
             phase = f" [{event.phase}]" if event.phase and event.state == "starting" else ""
-            print(f"{profile.name}: {event.state}{phase}: {event.reason}", flush=True)
+            print(terminal_text(f"{profile.name}: {event.state}{phase}: {event.reason}"), flush=True)
             if event.state == "failed" and args.quiet and event.log_tail:
-                print("\n".join(f"  | {line}" for line in event.log_tail), flush=True)
+                print(terminal_text("\n".join(f"  | {line}" for line in event.log_tail)), flush=True)
         elif isinstance(event, Notice):
             print(f"{event.level.upper()}: {event.message}", file=sys.stderr, flush=True)
 
@@ -204,7 +211,7 @@ def _stop(args: argparse.Namespace) -> int:
         rows = store.server_starts(profile_name=args.profile, limit=1000) if args.profile else store.server_starts(limit=1000)
         if args.profile and not rows:
             _err(f"no recorded start of profile '{args.profile}' in {store.path}")
-            return 2
+            return EXIT_NOT_FOUND
         # Every start still alive, not only the latest: an older one may have been left behind.
         targets = [r for r in rows if servers.recorded_server_alive(r)]
         if not targets:
@@ -279,24 +286,26 @@ def _logs(args: argparse.Namespace) -> int:
         rows = store.server_starts(profile_name=args.profile, limit=1)
     if not rows:
         _err(f"no recorded start of profile '{args.profile}'")
-        return 2
+        return EXIT_NOT_FOUND
     path = Path(rows[0]["log_path"])
     try:
         f = path.open("r", encoding="utf-8", errors="replace")
     except OSError as exc:
         _err(f"cannot read log {path}: {exc.strerror or exc}")
         return 1
-    with f:
+    from moe_tui.trust import terminal_text
+
+    with f:  # the log is the server's text: escape codes are stripped before they reach the terminal
         lines = collections.deque(f, maxlen=args.lines if args.lines > 0 else None)
-        sys.stdout.write("".join(lines))
+        sys.stdout.write(terminal_text("".join(lines)))
         sys.stdout.flush()
         if not args.follow:
             return 0
         try:
             while True:
-                chunk = f.read()
+                chunk = f.read(1 << 20)
                 if chunk:
-                    sys.stdout.write(chunk)
+                    sys.stdout.write(terminal_text(chunk))
                     sys.stdout.flush()
                 else:
                     time.sleep(0.2)

@@ -16,8 +16,9 @@ from typing import Any
 
 def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
-    p.add_argument("--profiles-dir", default=None,
-                   help="folder of profile TOML files (default: config 'profiles_dir' or ./server_profiles)")
+    from moe_tui.commands.common import add_profiles_dir
+
+    add_profiles_dir(p)
     add_mode_args(p)
     p.set_defaults(run=run)
     return p
@@ -51,22 +52,11 @@ def controller_options_from(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def profiles_dir_from(args: argparse.Namespace) -> Any:
-    import tomllib
-    from pathlib import Path
+    """The one lookup rule (`commands.common`) without the bundled demo: `moe-tui` on real
+    profiles never falls back to simulated ones (that is `moe-tui demo`, on a data home of its own)."""
+    from moe_tui.commands.common import profiles_dir_for
 
-    from moe_tui import paths
-
-    if args.profiles_dir:
-        return Path(args.profiles_dir).expanduser().resolve()
-    config = paths.config_file()
-    if config.exists():
-        try:
-            value = tomllib.loads(config.read_text()).get("profiles_dir")
-        except (OSError, tomllib.TOMLDecodeError):
-            value = None  # the App reports a broken config file when it reads [keys]
-        if isinstance(value, str) and value:
-            return Path(value).expanduser().resolve()
-    return Path("server_profiles").resolve()
+    return profiles_dir_for(args.profiles_dir, bundled=False)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,15 +1,19 @@
 """The comparison grid: baseline vs candidate profile, rows = concurrency x metric, honest verdicts.
 
 A cell carries a better/worse verdict only when nothing but the compared field(s) differs between
-the columns, the runs are clean, the campaign's planned repeats are in, and the statistics hold
-over the whole grid; otherwise its state says why not (`judgement.VERDICTS`, in words from
-`judgement.VERDICT_WORDS`). Modules:
+the columns, the runs are clean, the campaign's planned repeats are in, the control agrees, and the
+statistics hold over the whole grid (a server start, not a run, is the unit); otherwise its state
+says why not (`judgement.VERDICTS`, in words from `judgement.VERDICT_WORDS`) and it shows no delta.
+Modules:
 - `model`: the frozen records the UI and exporters render (GridCell, ComparisonGrid, ...);
 - `runs`: stored runs as plain records, their flags and provenance, spec/profile diffs, formatting;
 - `points`: which spec and runs stand behind each (side, concurrency);
 - `confound`: every difference besides the varied fields (profile, server args, environment);
-- `stats`: Welch deltas, pooled relative noise, Holm, repeats to settle;
-- `control`: the equivalence test at concurrency 2 (else 1);
+- `evidence`: per-run checks: server start identity, output tokens, percentile requests, same
+  backend, overlap in time;
+- `stats`: moderated (empirical-Bayes) variances over start means, Holm, Welch (reference), repeats
+  to settle;
+- `control`: the equivalence test at concurrency 2 (else 1), with its own noise, that gates verdicts;
 - `grid`: per-cell states and the family tests; `build`: the entry points.
 The core never imports Textual and reads nothing: `moe_tui.grids.build_grid` reads the store and calls it.
 """

@@ -203,7 +203,8 @@ def _provenance_rows(names: tuple[str, str], used: Mapping[str, list[Run]], runs
         va, vb = prov_a.get(key, NOT_RECORDED), prov_b.get(key, NOT_RECORDED)
         rows.append(ProvenanceRow(key, va, vb, NOT_RECORDED not in (va, vb) and va != vb))
     for name, prov in zip(names, (prov_a, prov_b)):
-        mixed = [k for k, v in prov.items() if v.startswith("mixed: ")]
+        # derived server values (the KV pool) may differ start to start: shown, never a warning
+        mixed = [k for k, v in prov.items() if v.startswith("mixed: ") and k not in J.SERVER_ARGS_SHOWN]
         if mixed:
             warnings.append(f"{name}: runs disagree among themselves on {', '.join(mixed)}")
     return tuple(rows)

@@ -45,7 +45,16 @@ from moe_tui.compare.model import (
 )
 from moe_tui.compare.points import SideRuns
 from moe_tui.compare.runs import format_number, format_pct, requested_fingerprint, signed, spec_field_diffs
-from moe_tui.compare.stats import ModeratedTest, Prior, fit_priors, holm, log_samples, moderated_test, repeats_to_settle
+from moe_tui.compare.stats import (
+    ModeratedTest,
+    Prior,
+    fit_priors,
+    holm,
+    log_samples,
+    moderated_test,
+    own_variance,
+    repeats_to_settle,
+)
 
 TESTED = (J.BETTER, J.WORSE, J.WITHIN_NOISE)
 
@@ -246,8 +255,6 @@ def run_tests(drafts: Sequence[Draft], settings: CompareSettings) -> list[Family
 
 
 def _own(samples: tuple) -> tuple[float, float]:
-    from moe_tui.compare.stats import own_variance
-
     return own_variance(*samples)
 
 

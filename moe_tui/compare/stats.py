@@ -1,17 +1,19 @@
-"""Statistics of the grid: Welch deltas, pooled relative noise, Holm families, the equivalence test.
+"""Statistics of the grid: moderated variances over server-start means, Holm families, Welch deltas.
+
+The grid's test (`fit_priors`, `moderated_test`, below) works on the log of each server start's mean:
+each cell's own variance (both sides pooled), moderated toward a prior fitted per metric with a trend
+in log concurrency (limma, Smyth 2004). The older pooled-noise test (`PooledNoise`, `cell_test`) and
+`welch_delta` stay as references (tests, investigations).
 
 Documented for the reader of a verdict (the README's "How a verdict is decided" says it in words):
 - Per side: mean and sample standard deviation (ddof=1) of the runs averaged.
 - `welch_delta`: delta = candidate - baseline with a Welch interval (matches scipy's ttest_ind
   with equal_var=False); no interval when a side has one value or both sides have zero spread.
-- `cell_test`: the per-cell test behind a verdict. Three repeats give a side 2 degrees of freedom,
-  too few for a useful interval, so each metric's relative noise (coefficient of variation) is
-  pooled over every tested (side, concurrency) group of the grid (the cell's own runs included), and
-  the degrees of freedom combine by Welch-Satterthwaite. Assumes relative noise is similar across
-  concurrencies; a side whose own spread exceeds the pool beyond the F test's 99% quantile keeps
-  its own variance and df (a noisier cell never borrows a quieter estimate).
+- `cell_test` (the previous grid's test, kept as a reference): relative noise pooled over the grid,
+  which assumes it is similar across concurrencies; the moderated test replaced it because it is not.
 - `holm`: step-down adjusted p-values within a family (valid under any dependence between cells).
-- `equivalence`: the control check's intervals (a 90% one for TOST agreement, a 99% one for "differs").
+- `moderated_test` with `Prior(0, 0)`: the control check's own-noise test (its 90% interval for TOST
+  agreement, its 99% one for "differs").
 """
 
 from __future__ import annotations

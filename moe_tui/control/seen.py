@@ -15,7 +15,7 @@ from typing import Any
 
 from moe_tui import judgement as J
 
-DEFAULT_INTERVAL_LABEL = "95% CI"
+DEFAULT_INTERVAL_LABEL = "CI"
 
 
 @dataclass(frozen=True)
@@ -67,17 +67,18 @@ class SeenVerdicts:
     def _key(grid: Any, cell: Any) -> tuple[str, str, int, str]:
         return (grid.baseline_name, grid.candidate_name, cell.concurrency, cell.metric)
 
-    def changes(self, grid: Any) -> dict[tuple[int, str], str]:
+    def changes(self, grid: Any, interval_label: str = DEFAULT_INTERVAL_LABEL) -> dict[tuple[int, str], str]:
         """(concurrency, metric) -> why its verdict is not the one the user last saw. A cell seen
-        for the first time, or with the verdict last seen, is recorded as seen."""
+        for the first time, with the verdict last seen, or that had no data then (new, not
+        changed), is recorded as seen. `interval_label`: the interval as the grid names it."""
         control = grid.control.state
-        label = getattr(grid, "interval_label", DEFAULT_INTERVAL_LABEL)
+        label = interval_label
         out: dict[tuple[int, str], str] = {}
         for cell in grid.cells:
             key = self._key(grid, cell)
             now = SeenCell.of(cell, control)
             was = self._seen.get(key)
-            if was is None or was.verdict == now.verdict:
+            if was is None or was.verdict in (now.verdict, J.NO_DATA):
                 self._seen[key] = now
             else:
                 out[(cell.concurrency, cell.metric)] = change_words(was, now, label)

@@ -41,7 +41,7 @@ def _share(row: Mapping[str, Any]) -> str:
 def text_lines(expl: Explanation, extras: Sequence[str] = ()) -> list[str]:
     """The breakdown side by side, for the terminal (and the TUI's panel)."""
     a, b = expl.a, expl.b
-    out = [f"ms per decode step ({a.label}: {a.steps} steps x {len(a.ranks)} ranks; "
+    out = [f"ms per {_step_word(expl)} step ({a.label}: {a.steps} steps x {len(a.ranks)} ranks; "
            f"{b.label}: {b.steps} steps x {len(b.ranks)} ranks)",
            f"{'class':<24}{short_name(a.label, 17):>18}{short_name(b.label, 17):>18}{'B-A':>22}{'noise ±':>10}{'gap':>6}"]
     for row in class_table(expl):
@@ -59,6 +59,10 @@ def text_lines(expl: Explanation, extras: Sequence[str] = ()) -> list[str]:
     out += list(extras)
     out += [f"note: {n}" for n in expl.notes]
     return out
+
+
+def _step_word(expl: Explanation) -> str:
+    return "prefill" if expl.a.stage == "EXTEND" else "decode"
 
 
 def _csv_safe(value: Any) -> Any:
@@ -137,8 +141,8 @@ def stacked_bars(expl: Explanation) -> tuple[bytes, bytes]:
         bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
     ax.set_xticks([0, 1])
     ax.set_xticklabels([_plain(short_name(s.label, 30)) for s in sides])
-    ax.set_ylabel("GPU ms per decode step")
-    ax.set_title("where the decode step goes")
+    ax.set_ylabel(f"GPU ms per {_step_word(expl)} step")
+    ax.set_title(f"where the {_step_word(expl)} step goes")
     handles, labels = ax.get_legend_handles_labels()
     ax.legend(handles[::-1], labels[::-1], fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()

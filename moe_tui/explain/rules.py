@@ -95,9 +95,36 @@ def short_name(name: str, limit: int = 72) -> str:
     control characters dropped (names come from untrusted trace files). Template arguments stay
     (up to the limit): `cutlass::device_kernel<...>` says nothing without them."""
     text = "".join(ch for ch in name if ch.isprintable()).strip()
+    if text.startswith("_Z"):
+        text = _unmangled_words(text)
     if text.startswith("void "):
         text = text[5:]
     cut = text.rfind("(")
     if text.endswith(")") and cut > 0 and text[cut - 1] != " ":  # a C++ parameter list, not "Memcpy DtoD (...)"
         text = text[:cut]
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _unmangled_words(name: str) -> str:
+    """The identifiers of an Itanium-mangled name (`_ZN7cutlass13device_kernel...`) as
+    `cutlass::device_kernel<at cuda ...>`: not a demangler, enough to tell kernels apart."""
+    words, i = [], 2
+    while i < len(name):
+        sub = re.match(r"[ST][0-9A-Z]*_", name[i:])  # a substitution or template parameter: no name
+        if sub is not None:
+            i += len(sub.group(0))
+            continue
+        m = re.match(r"(\d+)", name[i:])
+        if m is None:
+            i += 1
+            continue
+        n, start = int(m.group(1)), i + len(m.group(1))
+        word = name[start:start + n]
+        if n and len(word) == n and re.fullmatch(r"[A-Za-z_][A-Za-z]\w*|[A-Za-z]", word):
+            words.append(word)
+            i = start + n
+        else:
+            i = start
+    if len(words) < 2:
+        return name
+    return f"{words[0]}::{words[1]}" + (f"<{' '.join(words[2:])}>" if words[2:] else "")

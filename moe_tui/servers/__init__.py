@@ -45,6 +45,7 @@ from moe_tui.servers.base import (  # noqa: F401
     KILL_CONFIRM_S,
     LIVE_STATES,
     LOG_TAIL_LINES,
+    PHASE_AUTOTUNE,
     PHASE_GRAPHS,
     PHASE_LAUNCHING,
     PHASE_LOADING,

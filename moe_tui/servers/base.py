@@ -17,10 +17,13 @@ LIVE_STATES = (STARTING, READY, STOPPING)
 
 PHASE_LAUNCHING = "launching"
 PHASE_LOADING = "loading weights"
+# FlashInfer MoE backends tune their kernels on a first start (minutes, silent): its own phase, so
+# it never reads as a weight load that hangs.
+PHASE_AUTOTUNE = "autotuning"
 PHASE_GRAPHS = "capturing graphs"
 PHASE_WARMUP = "warmup"
 PHASE_READY = "ready"
-PHASES = (PHASE_LAUNCHING, PHASE_LOADING, PHASE_GRAPHS, PHASE_WARMUP, PHASE_READY)
+PHASES = (PHASE_LAUNCHING, PHASE_LOADING, PHASE_AUTOTUNE, PHASE_GRAPHS, PHASE_WARMUP, PHASE_READY)
 
 # Log line fragments (SGLang's own wording, which the emulator reproduces) -> phase reached.
 # Matched case-insensitively: SGLang 0.5.23 logs "Capture target decode CUDA graph begin." (srt/
@@ -28,6 +31,9 @@ PHASES = (PHASE_LAUNCHING, PHASE_LOADING, PHASE_GRAPHS, PHASE_WARMUP, PHASE_READ
 _PHASE_MARKERS: tuple[tuple[str, str], ...] = (
     ("Load weight begin", PHASE_LOADING),
     ("Load weight end", PHASE_LOADING),
+    # srt/model_executor/runner/flashinfer_autotune.py
+    ("Running FlashInfer autotune", PHASE_AUTOTUNE),
+    ("FlashInfer autotune completed", PHASE_AUTOTUNE),
     ("CUDA graph begin", PHASE_GRAPHS),
     ("CUDA graph end", PHASE_WARMUP),
     ("Application startup complete", PHASE_WARMUP),

@@ -7,6 +7,7 @@ import asyncio
 import collections
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -37,6 +38,7 @@ from moe_tui.servers.base import (
     ServerStartError,
     nvml_gpu_view,
 )
+from moe_tui.servers.failures import DIAGNOSE_LINES, diagnose, exit_reason
 from moe_tui.servers.preflight import preflight
 from moe_tui.servers.registry import _REGISTRY, _REGISTRY_LOCK, managed_servers
 from moe_tui.servers.teardown import StopReport, _split_returncode, signal_name, terminate_server
@@ -120,6 +122,7 @@ class ManagedServer(ServerWatchMixin):
         self._ready_event: asyncio.Event | None = None
         self._done_event: asyncio.Event | None = None
         self._deadline = 0.0
+        self._last_progress = 0.0
 
     # -- events -------------------------------------------------------------------------------
     def subscribe(self, callback: EventCallback) -> Callable[[], None]:
@@ -157,6 +160,12 @@ class ManagedServer(ServerWatchMixin):
         self._emit(Notice(level=level, message=message))
 
     def _record(self, **fields: Any) -> None:
+        if self.profile.api_key:  # the server echoes its --api-key (resolved args, log tail): never stored
+            import json
+
+            from moe_tui.profiles import REDACTED
+
+            fields = json.loads(json.dumps(fields, default=str).replace(self.profile.api_key, REDACTED))
         if self.store is not None and self.start_id is not None:
             try:
                 self.store.update_server_start(self.start_id, **fields)
@@ -230,6 +239,7 @@ class ManagedServer(ServerWatchMixin):
         self.pid = self._popen.pid
         self.started_at = time.time()
         self._deadline = time.monotonic() + self.profile.startup_timeout_s
+        self._last_progress = time.monotonic()
         self._record(pid=self.pid)
         with _REGISTRY_LOCK:
             _REGISTRY.add(self)
@@ -238,7 +248,11 @@ class ManagedServer(ServerWatchMixin):
         self._done_event = asyncio.Event()
         import httpx
 
-        self._client = httpx.AsyncClient(base_url=self.base_url, trust_env=False, timeout=10.0)
+        from moe_tui.server_keys import auth_headers, register
+
+        register(self.base_url, self.profile.api_key)  # the bench child and the gate send it too
+        auth = auth_headers(self.base_url)
+        self._client = httpx.AsyncClient(base_url=self.base_url, trust_env=False, timeout=10.0, headers=auth)
         self.phase = PHASE_LAUNCHING
         self._set_state(STARTING, f"launched pid {self.pid} on port {self.profile.port}")
         self._tasks = [
@@ -275,6 +289,8 @@ class ManagedServer(ServerWatchMixin):
             return
         text = self._partial + chunk.decode("utf-8", "replace")
         *lines, self._partial = text.replace("\r\n", "\n").split("\n")
+        if lines:
+            self._last_progress = time.monotonic()  # the no-progress watchdog's clock
         for line in lines:
             self.log_lines.append(line)
             self._emit(ServerLogLine(profile=self.name, line=line))
@@ -308,13 +324,24 @@ class ManagedServer(ServerWatchMixin):
                 code, sig = _split_returncode(rc)
                 how = f"killed by {signal_name(sig)}" if sig else f"exit code {code}"
                 when = "while starting" if self.state == STARTING else "while ready"
-                await self._fail(f"server process exited {when} ({how})", exit_code=code, exit_signal=sig)
+                self._drain_log()
+                # the error line can sit under hundreds of lines of other ranks' tracebacks
+                reason = exit_reason(how, when, diagnose(self.log_tail(DIAGNOSE_LINES)),
+                                     by_sigkill=sig == signal.SIGKILL)
+                await self._fail(reason, exit_code=code, exit_signal=sig)
                 return
             if self.state == STARTING and time.monotonic() >= self._deadline:
                 await self._fail(
                     f"not ready within startup_timeout_s={self.profile.startup_timeout_s:g} s "
                     f"(last phase: {self.phase or 'none'})"
                 )
+                return
+            stalled = time.monotonic() - self._last_progress
+            if self.state == STARTING and stalled >= self.profile.startup_stall_s:
+                last = self.log_lines[-1][:160] if self.log_lines else "(none)"
+                await self._fail(
+                    f"no startup progress for {stalled:.0f} s (startup_stall_s={self.profile.startup_stall_s:g}): "
+                    f"no new log line or phase since {last!r} (phase: {self.phase or 'none'})")
                 return
             await asyncio.sleep(0.1)
 
@@ -380,7 +407,8 @@ class ManagedServer(ServerWatchMixin):
 
     # -- stop -----------------------------------------------------------------------------------
     async def stop(self, reason: str = "stopped by request") -> StopReport | None:
-        """SIGTERM the group, wait grace_s, SIGKILL, confirm nothing is left. Idempotent: a
+        """SIGTERM the launcher, wait grace_s for SGLang's own shutdown, then SIGTERM the rest of
+        the group, SIGKILL what is left, confirm nothing is (teardown.py). Idempotent: a
         concurrent call waits for the same stop; a stopped server returns the last report."""
         if self._stop_task is not None:
             return await asyncio.shield(self._stop_task)

@@ -15,6 +15,9 @@ from typing import Any
 from moe_tui.judgement import server_family
 from moe_tui.servers.base import KILL_CONFIRM_S, SERVER_ID_ENV, GpuProbe
 
+# After the launcher's own shutdown: how long the rest of the group gets after its SIGTERM.
+GROUP_TERM_S = 5.0
+
 
 # -- the process table ---------------------------------------------------------------------------
 def _alive(proc: Any, popen: subprocess.Popen | None = None) -> bool:
@@ -158,8 +161,7 @@ def terminate_server(
     sent_kill = False
     first_group = group_of(procs) if procs else None  # proven ours before anything was signalled
     if procs:
-        _signal_all(first_group, procs, signal.SIGTERM)
-        alive = _wait_gone(procs, popen, grace_s)
+        alive = _term_in_order(leader_pid if verified() else None, first_group, procs, popen, grace_s)
         if alive:
             sent_kill = True
             _signal_all(group_of(alive), alive, signal.SIGKILL)
@@ -193,6 +195,26 @@ def terminate_server(
         survivors=tuple(sorted(p.pid for p in late)), gpu_checked=gpu_checked, gpu_holders=holders,
         exit_code=exit_code, exit_signal=exit_signal, seconds=time.monotonic() - began,
     )
+
+
+def _term_in_order(leader_pid: int | None, group: int | None, procs: Sequence[Any],
+                   popen: subprocess.Popen | None, grace_s: float) -> list[Any]:
+    """SIGTERM the launcher alone first and give it `grace_s` for SGLang's own shutdown (it drains
+    in-flight requests, then takes its schedulers down: tokenizer_manager.py); a group-wide SIGTERM
+    would kill the schedulers, which have no handler of their own, before that clean path ran.
+    Then SIGTERM whatever of the group is left (GROUP_TERM_S). Returns the processes still alive."""
+    leader = [p for p in procs if p.pid == leader_pid]
+    if leader:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(leader[0].pid, signal.SIGTERM)
+        _wait_gone(leader, popen, grace_s)
+        rest = [p for p in procs if _alive(p, popen)]
+        if not rest:
+            return []
+        _signal_all(group, rest, signal.SIGTERM)
+        return _wait_gone(rest, popen, min(grace_s, GROUP_TERM_S))
+    _signal_all(group, procs, signal.SIGTERM)
+    return _wait_gone(procs, popen, grace_s)
 
 
 def _wait_group_empty(pgid: int, timeout: float) -> bool:

@@ -59,6 +59,7 @@ SGLANG_FLAGS: tuple[FlagSpec, ...] = (
     _flag("--host", type=str, default="127.0.0.1"),
     _flag("--port", type=int, default=30000),
     _flag("--enable-metrics", action="store_true"),
+    _flag("--api-key", type=str, default=None),
     _flag("--trust-remote-code", action="store_true"),
     _flag("--mem-fraction-static", type=float, default=None),
     _flag("--max-running-requests", type=int, default=None),
@@ -118,6 +119,13 @@ SIM_FLAGS: tuple[FlagSpec, ...] = (
     _flag("--sim-crash-after-requests", type=int, default=None, metavar="N",
           help="exit abruptly (non-zero) once the N-th request has started streaming"),
     _flag("--sim-startup-hang", action="store_true", help="never finish loading (never healthy)"),
+    _flag("--sim-startup-fault", type=str, default=None, choices=("oom", "nccl", "cuda"),
+          help="fail the start as SGLang does on this error (nccl at distributed init, cuda while "
+               "loading, oom while capturing graphs): the child's traceback, then the parent kills "
+               "its own tree and itself with SIGKILL"),
+    _flag("--sim-autotune-seconds", type=float, default=0.0, metavar="S",
+          help="a FlashInfer autotune pass of S wall seconds before the CUDA graphs (flashinfer_* MoE "
+               "backends; SGLang runs it on a first start, model_executor/runner/flashinfer_autotune.py)"),
     _flag("--sim-slow-start", type=float, default=0.0, metavar="SECONDS",
           help="extra seconds of weight loading"),
     _flag("--sim-fallback-backend", type=str, default=None, choices=MOE_RUNNER_BACKEND_CHOICES,
@@ -141,9 +149,13 @@ SIM_FLAGS: tuple[FlagSpec, ...] = (
     _flag("--sim-orphan-children", type=float, default=0.0, metavar="SECONDS",
           help="children do not die with a killed parent (no PR_SET_PDEATHSIG, as in field reports "
                "of orphaned schedulers): they live SECONDS more, holding their GPU"),
-    _flag("--sim-gpu-power-limit-w", type=float, default=700.0, metavar="W",
-          help="enforced power limit of each simulated GPU; below ~630 W load hits the cap: "
-               "power-cap throttle (sw_power_cap), lower SM clock, slower steps"),
+    _flag("--sim-gpu", type=str, default="rtx-pro-6000", choices=("rtx-pro-6000", "h200"),
+          help="the simulated card (sim/gpus.py GPU_PRESETS): RTX PRO 6000 Blackwell (the performance "
+               "model's box) or H200, where SGLang 0.5.23 refuses NVFP4 MoE runners other than marlin"),
+    _flag("--sim-gpu-power-limit-w", type=float, default=None, metavar="W",
+          help="enforced power limit of each simulated GPU (default: the card's own); below ~90%% of "
+               "the card's limit load hits the cap: power-cap throttle (sw_power_cap), lower SM clock, "
+               "slower steps"),
     _flag("--sim-gpu-foreign-process", type=int, default=None, metavar="GPU",
           help="a foreign process (not of this server) appears on GPU index GPU"),
     _flag("--sim-gpu-lost", type=int, default=None, metavar="GPU",
@@ -203,8 +215,9 @@ def parse_args(argv: list[str], prog: str = "python -m moe_tui.sim") -> argparse
         (args.sim_time_scale > 0, "--sim-time-scale must be > 0"),
         (0.0 <= args.sim_error_rate <= 1.0, "--sim-error-rate must be in [0, 1]"),
         (args.sim_noise_pct >= 0, "--sim-noise-pct must be >= 0"),
-        (min(args.sim_load_seconds, args.sim_graph_seconds, args.sim_warmup_seconds,
-             args.sim_slow_start) >= 0, "--sim-*-seconds and --sim-slow-start must be >= 0"),
+        (min(args.sim_load_seconds, args.sim_graph_seconds, args.sim_warmup_seconds, args.sim_slow_start,
+             args.sim_autotune_seconds) >= 0,
+         "--sim-*-seconds and --sim-slow-start must be >= 0"),
         (args.sim_merge_chunks_above is None or args.sim_merge_chunks_above >= 1,
          "--sim-merge-chunks-above must be >= 1"),
         (args.sim_crash_after_requests is None or args.sim_crash_after_requests >= 1,
@@ -219,7 +232,7 @@ def parse_args(argv: list[str], prog: str = "python -m moe_tui.sim") -> argparse
         (args.sim_drift_tau_min > 0, "--sim-drift-tau-min must be > 0"),
         (args.sim_run_gap_seconds >= 0, "--sim-run-gap-seconds must be >= 0"),
         (args.sim_orphan_children >= 0, "--sim-orphan-children must be >= 0"),
-        (args.sim_gpu_power_limit_w > 0, "--sim-gpu-power-limit-w must be > 0"),
+        (args.sim_gpu_power_limit_w is None or args.sim_gpu_power_limit_w > 0, "--sim-gpu-power-limit-w must be > 0"),
         (args.sim_gpu_fault_after >= 0, "--sim-gpu-fault-after must be >= 0"),
         (all(g is None or g >= 0 for g in gpus), "--sim-gpu-foreign-process / --sim-gpu-lost take a GPU index >= 0"),
     ]

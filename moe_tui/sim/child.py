@@ -45,6 +45,14 @@ def _wait_for_eof():
         pass
 
 
+def _outside_sigterm(title):
+    def handler(signum, frame):
+        os.write(2, f"{title} (pid {os.getpid()}): SIGTERM from outside its launcher; a real scheduler "
+                    "dies here before the launcher's clean shutdown (SIMULATED)\n".encode())
+        os._exit(128 + signal.SIGTERM)
+    return handler
+
+
 def main(argv):
     role, parent_pid, orphan_s, title = argv[0], int(argv[1]), float(argv[2]), argv[3]
     if role == "foreign":
@@ -58,6 +66,10 @@ def main(argv):
         _wait_for_eof()
         return 0
     _set_comm(title)
+    # SGLang's schedulers have no SIGTERM handler: a SIGTERM kills them at once. Their launcher ends
+    # them with SIGKILL (kill_process_tree), so a SIGTERM here came from outside (a group-wide
+    # signal that skipped the launcher's clean shutdown): say so in the log, then die as they do.
+    signal.signal(signal.SIGTERM, _outside_sigterm(title))
     if orphan_s <= 0:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent_pid:  # the parent died before the request took effect

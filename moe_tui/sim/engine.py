@@ -22,7 +22,8 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from moe_tui.sim.args import DEFAULT_CHUNKED_PREFILL_SIZE, DEFAULT_CONTEXT_LENGTH, DEFAULT_MAX_RUNNING_REQUESTS
-from moe_tui.sim.gpus import MEM_TOTAL_BYTES, SimGpuBoard
+from moe_tui.sim.failure import child_failed
+from moe_tui.sim.gpus import GPU_PRESETS, SimGpuBoard
 from moe_tui.sim.memory import DEFAULT_MEM_FRACTION, GRAPH_GIB, WEIGHTS_GIB, MemoryBudget
 from moe_tui.sim.model import BatchScheduler, SeqState, load_backends, perf_for
 from moe_tui.sim.output import Metrics, TextBank, log
@@ -89,7 +90,9 @@ class SimEngine:
     def __init__(self, args: Any, argv: list[str]) -> None:
         self.args, self.argv = args, argv
         self.requested_backend = args.moe_runner_backend
+        self.gpu = GPU_PRESETS[args.sim_gpu]
         self.resolved_backend, self.backend_notes = self._resolve_backend()
+        self.kv_cache_dtype = self._resolve_kv_dtype()
         self.perf = perf_for(self.resolved_backend, load_backends(args.sim_backends_file))
         name = args.served_model_name or args.model_path
         self.served_model_name = name if "simulated" in name.lower() else name + SIMULATED_SUFFIX
@@ -98,6 +101,10 @@ class SimEngine:
                                 else DEFAULT_CHUNKED_PREFILL_SIZE)
         self.context_length = args.context_length or DEFAULT_CONTEXT_LENGTH
         self.random_seed = args.random_seed if args.random_seed is not None else 0
+        # GLM-5 is a DSA model: SGLang picks the dsa attention backend when none is set
+        # (srt/arg_groups/model_overrides/deepseek_v2.py).
+        self.attention_backend = args.attention_backend or "dsa"
+        self.open_port: Any = None  # async () -> bool, set by the HTTP side (routes.SimServer)
         self.disable_shared_experts_fusion = (args.disable_shared_experts_fusion
                                               or self.resolved_backend in DISABLES_SHARED_EXPERTS_FUSION)
         self.tokenizer = Tokenizer.from_file(str(TOKENIZER_DIR / "tokenizer.json"))
@@ -117,14 +124,14 @@ class SimEngine:
         self.error_rng = random.Random(self.sim_seed + 1)
         # The KV pool SGLang derives from the memory this backend leaves (sim/memory.py): the
         # capacity behind `token_usage` and the prefix cache, and /server_info's max_total_num_tokens.
-        self.memory = MemoryBudget(MEM_TOTAL_BYTES, args.mem_fraction_static or DEFAULT_MEM_FRACTION,
-                                   self.perf.workspace_gib)
+        self.memory = MemoryBudget(self.gpu.mem_total_bytes, args.mem_fraction_static or DEFAULT_MEM_FRACTION,
+                                   self.perf.workspace_gib, kv_bytes_per_elem=1.0 if "fp8" in self.kv_cache_dtype else 2.0)
         self.kv_pool = max(1, self.memory.max_total_num_tokens)  # 1: startup fails first (startup.py)
         self.cache = None if args.disable_radix_cache else RadixCache(self.kv_pool)
         self.gpu_indices = gpu_indices(args.tp_size)
         self.board = SimGpuBoard(self.gpu_indices, weights_gib=WEIGHTS_GIB,
                                  mem_fraction=args.mem_fraction_static or DEFAULT_MEM_FRACTION,
-                                 power_limit_w=args.sim_gpu_power_limit_w, seed=self.sim_seed)
+                                 power_limit_w=args.sim_gpu_power_limit_w, seed=self.sim_seed, preset=self.gpu)
         self.children = ChildProcs(args.tp_size, args.ep_size, orphan_seconds=args.sim_orphan_children)
         self.prefix = log_prefix(0, args.tp_size, args.ep_size)
         self.busy = BusyMeter()
@@ -154,7 +161,7 @@ class SimEngine:
         a = self.args
         notes: list[tuple[str, str]] = []
         backend = a.moe_runner_backend
-        if backend == "auto" and (a.quantization or "").startswith("modelopt_fp4"):
+        if backend == "auto" and (a.quantization or "").startswith("modelopt_fp4") and self.gpu.blackwell:
             notes.append(("INFO", "moe_runner_backend=auto with quantization=modelopt_fp4: "
                                   "using moe_runner_backend='flashinfer_cutlass'"))
             backend = "flashinfer_cutlass"
@@ -166,6 +173,23 @@ class SimEngine:
             backend = a.sim_fallback_backend
         return backend, notes
 
+    def _resolve_kv_dtype(self) -> str:
+        """DSA models (GLM-5) get an fp8_e4m3 KV cache from SM100 on, bfloat16 below, when none is
+        set (srt/arg_groups/overrides.py, DeepSeek DSA kv_cache_dtype)."""
+        asked = self.args.kv_cache_dtype
+        if asked != "auto":
+            return "bfloat16" if asked == "bf16" else asked
+        return "fp8_e4m3" if self.gpu.blackwell else "bfloat16"
+
+    def nvfp4_refusal(self) -> str | None:
+        """0.5.23's error for an NVFP4 MoE runner below SM100 (srt/layers/quantization/modelopt_quant.py):
+        only marlin (or auto, which falls back to it on SM80-SM90) runs there."""
+        if (self.gpu.blackwell or not (self.args.quantization or "").startswith("modelopt_fp4")
+                or self.resolved_backend in ("auto", "marlin")):
+            return None
+        return ("ValueError: Current platform does not support NVFP4 quantization with the selected MoE backend. "
+                "Please use Blackwell and above, or use moe_runner_backend=marlin on SM80+.")
+
     def server_args_dict(self) -> dict[str, Any]:
         a = self.args
         return {
@@ -173,8 +197,8 @@ class SimEngine:
             "served_model_name": self.served_model_name, "host": a.host, "port": a.port,
             "tp_size": a.tp_size, "ep_size": a.ep_size, "dp_size": 1,
             "moe_runner_backend": self.resolved_backend, "moe_a2a_backend": "none",
-            "quantization": a.quantization, "attention_backend": a.attention_backend,
-            "kv_cache_dtype": a.kv_cache_dtype, "trust_remote_code": a.trust_remote_code,
+            "quantization": a.quantization, "attention_backend": self.attention_backend,
+            "kv_cache_dtype": self.kv_cache_dtype, "page_size": 64, "trust_remote_code": a.trust_remote_code,
             "mem_fraction_static": a.mem_fraction_static if a.mem_fraction_static else 0.85,
             "max_running_requests": self.max_running, "chunked_prefill_size": self.chunked_prefill,
             "stream_interval": a.stream_interval, "cuda_graph_max_bs_decode": a.cuda_graph_max_bs_decode,
@@ -396,9 +420,9 @@ class SimEngine:
     def maybe_crash(self, st: ReqState) -> None:
         n = self.args.sim_crash_after_requests
         if n is not None and st.ordinal >= n:
-            log("Scheduler hit an exception: RuntimeError: CUDA error: an illegal memory access "
-                f"was encountered (SIMULATED crash after {n} requests)", self.prefix, "ERROR")
-            asyncio.get_running_loop().call_later(0.02, os._exit, 1)
+            error = (f"RuntimeError: CUDA error: an illegal memory access was encountered (SIMULATED crash "
+                     f"after {n} requests)")
+            asyncio.get_running_loop().call_later(0.02, child_failed, self, error, True)
 
     def error_draw(self) -> bool:
         rate = self.args.sim_error_rate

@@ -9,10 +9,11 @@ backends on one box get different pools: the pool is derived, not a setting
 (`moe_tui.judgement.SERVER_ARGS_DERIVED`).
 
 The emulator keeps its modelled pool scale (`TOKEN_POOL_SIZE` slots for the reference budget: the
-default performance row's workspace at the default memory fraction on the simulated card) and
-scales it by the KV memory each start really leaves, so a backend with a larger workspace
-(`moe_workspace_gib` in backends.toml) or a lower memory fraction gets a proportionally smaller
-pool, as on a GPU. Pure arithmetic, no I/O.
+default performance row's workspace at the default memory fraction on the default card, RTX PRO
+6000, with an fp8 KV cache) and scales it by the KV memory each start really leaves and by the KV
+bytes per token, so a backend with a larger workspace (`moe_workspace_gib` in backends.toml), a
+lower memory fraction or a bfloat16 KV cache gets a proportionally smaller pool and a card with
+more memory a larger one, as on a GPU. Pure arithmetic, no I/O.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ WEIGHTS_GIB = 56.3  # per GPU, GLM-5-NVFP4 over TP8
 GRAPH_GIB = 2.1  # CUDA graphs, per GPU
 DEFAULT_MEM_FRACTION = 0.85
 REFERENCE_WORKSPACE_GIB = 1.0  # the default row's MoE workspace
+REFERENCE_MEM_TOTAL_BYTES = 97_887 * 2**20  # the default simulated card (RTX PRO 6000 Blackwell)
 GIB = 2**30
 
 
@@ -34,6 +36,7 @@ class MemoryBudget:
     mem_total_bytes: int
     mem_fraction: float
     workspace_gib: float
+    kv_bytes_per_elem: float = 1.0  # fp8 KV cache (SGLang's DSA default on Blackwell); 2.0 for bfloat16
 
     @property
     def kv_gib(self) -> float:
@@ -41,13 +44,13 @@ class MemoryBudget:
         static = self.mem_total_bytes * self.mem_fraction / GIB
         return max(0.0, static - WEIGHTS_GIB - GRAPH_GIB - self.workspace_gib)
 
-    def reference_kv_gib(self) -> float:
-        return MemoryBudget(self.mem_total_bytes, DEFAULT_MEM_FRACTION, REFERENCE_WORKSPACE_GIB).kv_gib
+    @staticmethod
+    def reference_kv_gib() -> float:
+        return MemoryBudget(REFERENCE_MEM_TOTAL_BYTES, DEFAULT_MEM_FRACTION, REFERENCE_WORKSPACE_GIB).kv_gib
 
     @property
     def max_total_num_tokens(self) -> int:
-        ref = self.reference_kv_gib()
-        return int(TOKEN_POOL_SIZE * self.kv_gib / ref) if ref > 0 else 0
+        return int(TOKEN_POOL_SIZE * self.kv_gib / self.reference_kv_gib() / self.kv_bytes_per_elem)
 
     def max_req_input_len(self, context_length: int) -> int:
         return min(context_length - 1, self.max_total_num_tokens - 1) - 5

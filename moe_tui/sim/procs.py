@@ -68,7 +68,7 @@ class ChildProcs:
         return subprocess.Popen(
             [title, str(CHILD_SCRIPT), role, str(os.getpid()), str(self.orphan_seconds), title],
             executable=sys.executable, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, close_fds=True, env=child_env())
+            stderr=None, close_fds=True, env=child_env())  # stderr: the server's log
 
     def start(self) -> list[int]:
         """Start the tree and wait until every child is up (titled, death signal armed), as
@@ -112,7 +112,9 @@ class ChildProcs:
         return self.foreign_pid
 
     def stop(self, timeout: float = 3.0) -> None:
-        """Graceful shutdown: SIGTERM every child (SGLang's kill_process_tree does the same)."""
+        """Shutdown: SIGKILL every child, as SGLang's kill_process_tree does (srt/utils/common.py:
+        `child.kill()`). A child that receives a SIGTERM therefore got it from someone else (a
+        group-wide signal): child.py says so in the log."""
         if self._foreign_pipe is not None:
             with contextlib.suppress(OSError):
                 os.close(self._foreign_pipe)
@@ -120,7 +122,7 @@ class ChildProcs:
         procs = self.schedulers + ([self.detokenizer] if self.detokenizer else [])
         for proc in procs:
             with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
+                proc.send_signal(signal.SIGKILL)
         deadline = time.monotonic() + timeout
         for proc in procs:
             try:

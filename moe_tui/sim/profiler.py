@@ -146,6 +146,11 @@ class SimProfiler:
         bucket = prof.steps[key]
         if stage in prof.done_stages:
             return
+        if prof.by_stage and stage == "DECODE" and prof.steps["EXTEND"] and "EXTEND" not in prof.done_stages:
+            # SGLang flushes the prefill trace when the first decode batch of the profile comes
+            self.written += [str(p) for p in self._write(prof, prof.steps["EXTEND"], "EXTEND")]
+            prof.steps["EXTEND"] = []
+            prof.done_stages.add("EXTEND")
         if len(bucket) < MAX_STEPS:
             bucket.append(rec)
         if prof.num_steps:
@@ -154,8 +159,8 @@ class SimProfiler:
                     self.written += [str(p) for p in self._write(prof, bucket, stage)]
                     prof.steps[key] = []
                     prof.done_stages.add(stage)
-                    if prof.done_stages >= {"EXTEND", "DECODE"}:
-                        self.current = None
+                    if stage == "DECODE" or prof.done_stages >= {"EXTEND", "DECODE"}:
+                        self.stop()  # the decode target ends the profile (a pending prefill part is written)
             elif len(bucket) >= prof.num_steps:
                 self.stop()
 

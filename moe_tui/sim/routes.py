@@ -383,7 +383,10 @@ class SimServer:
 
     async def handle_metrics(self, request: web.Request) -> web.Response:
         name = self.e.served_model_name.replace("\\", "\\\\").replace('"', '\\"')
-        labels = f'model_name="{name}",engine_type="unified",tp_rank="0",pp_rank="0"'
+        # Scheduler gauges and tokenizer-side metrics carry different labels (metrics_collector.py);
+        # the emulator does not split streamed from whole requests: all count as streamed.
+        tok = f'model_name="{name}",engine_type="unified"'
+        labels, streamed = f'{tok},tp_rank="0",pp_rank="0",moe_ep_rank="0"', f'{tok},is_streaming="true"'
         m = self.e.metrics
         lines: list[str] = []
 
@@ -393,7 +396,7 @@ class SimServer:
 
         def counter(metric: str, help_text: str, value: float) -> None:
             lines.extend([f"# HELP {metric} {help_text}", f"# TYPE {metric} counter",
-                          f"{metric}{{{labels}}} {value}"])
+                          f"{metric}{{{streamed}}} {value}"])
 
         gauge("sglang:num_running_reqs", "The number of running requests.", self.e.sched.num_running)
         gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.",
@@ -409,10 +412,10 @@ class SimServer:
                 m.generation_tokens_total)
         lines.extend(["# HELP sglang:cached_tokens_total Number of cached prompt tokens by source "
                       "(device/host/storage).", "# TYPE sglang:cached_tokens_total counter",
-                      f'sglang:cached_tokens_total{{{labels},cache_source="device"}} {m.cached_tokens_total}'])
+                      f'sglang:cached_tokens_total{{{tok},cache_source="device"}} {m.cached_tokens_total}'])
         counter("sglang:num_requests_total", "Number of requests processed.", m.num_requests_total)
-        for hist in (m.ttft, m.itl, m.e2e):
-            lines.extend(hist.render(labels))
+        for hist, hist_labels in ((m.ttft, streamed), (m.itl, tok), (m.e2e, streamed)):
+            lines.extend(hist.render(hist_labels))
         return web.Response(text="\n".join(lines) + "\n",
                             content_type="text/plain", charset="utf-8")
 
@@ -431,6 +434,10 @@ class SimServer:
         from moe_tui.sim.outputs import greedy_outputs_middleware  # /generate with return_logprob
 
         app.middlewares.append(greedy_outputs_middleware(self.e.args, self._not_ready))
+        if getattr(self.e.args, "api_key", None):
+            from moe_tui.sim.auth import api_key_middleware
+
+            app.middlewares.insert(0, api_key_middleware(self.e.args.api_key))
         r = app.router
         r.add_route("POST", "/generate", self.handle_generate)
         r.add_route("PUT", "/generate", self.handle_generate)
@@ -457,13 +464,17 @@ class SimServer:
         self._stop = loop.create_future()
         runner = web.AppRunner(self.build_app(), access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, self.e.args.host, self.e.args.port, backlog=4096, reuse_address=True)
-        try:
-            await site.start()
-        except OSError as exc:
-            log(f"Failed to bind {self.e.args.host}:{self.e.args.port}: {exc}", level="ERROR")
-            await runner.cleanup()
-            return 1
+
+        async def open_port() -> bool:  # startup calls it once the engine is up (http_server.py)
+            try:
+                await web.TCPSite(runner, self.e.args.host, self.e.args.port, backlog=4096, reuse_address=True).start()
+            except OSError as exc:
+                log(f"Failed to bind {self.e.args.host}:{self.e.args.port}: {exc}", level="ERROR")
+                if self._stop is not None and not self._stop.done():
+                    self._stop.set_result(1)
+                return False
+            return True
+        self.e.open_port = open_port
         for sig, how in ((signal.SIGTERM, "term"), (signal.SIGINT, "int")):
             loop.add_signal_handler(sig, self._on_signal, how)
         self._tasks = [asyncio.create_task(self.e.engine_loop()), asyncio.create_task(startup(self.e))]

@@ -5,7 +5,10 @@ Log wording follows SGLang 0.5.23 (srt/model_executor/model_runner.py: "Load wei
 srt/mem_cache/kv_cache_configurator.py: "Memory pool end"; srt/model_executor/
 model_runner_components/cuda_graph_setup.py: "Capture target decode CUDA graph begin/end";
 srt/entrypoints/http_server.py: "The server is fired up and ready to roll!"); moe-tui's lifecycle
-reads its phases from them (see docs/emulator.md).
+reads its phases from them (see docs/emulator.md). The HTTP port opens only once the engine is up
+(weights, KV pool, autotune and CUDA graphs done), as SGLang's http_server.py starts uvicorn after
+the engine's launch returns; warmup runs with the port open and /health_generate answering 503.
+Failures follow sim/failure.py (the child's error, then the parent's kill of its tree).
 """
 
 from __future__ import annotations
@@ -16,23 +19,33 @@ import time
 
 from moe_tui.sim import SIM_VERSION
 from moe_tui.sim.engine import SimEngine
+from moe_tui.sim.failure import child_failed, maybe_startup_fault
 from moe_tui.sim.memory import WEIGHTS_GIB
 from moe_tui.sim.output import log, log_raw
 
+LOAD_PROGRESS_EVERY_S = 0.5  # a shard progress line this often, as safetensors loading prints them
+SHARDS = 80
+
 
 async def _load_weights(engine: SimEngine, seconds: float) -> None:
-    """Sleep through the load phase while the simulated GPUs' memory fills with weights."""
+    """Sleep through the load phase while the simulated GPUs' memory fills with weights, printing
+    the checkpoint-shard progress lines a real load prints."""
     board = engine.board
     board.mem_phase = "loading"
     steps = max(1, int(seconds / 0.1))
+    last_line = time.monotonic()
     for i in range(steps):
         await asyncio.sleep(seconds / steps)
         board.load_progress = (i + 1) / steps
+        if time.monotonic() - last_line >= LOAD_PROGRESS_EVERY_S and i + 1 < steps:
+            last_line = time.monotonic()
+            done = int(SHARDS * board.load_progress)
+            log_raw(f"Loading safetensors checkpoint shards: {100 * done // SHARDS:3d}% Completed | "
+                    f"{done}/{SHARDS}")
 
 
-async def startup(engine: SimEngine) -> None:
-    a, prefix = engine.args, engine.prefix
-    t0 = time.monotonic()
+def _banner(engine: SimEngine) -> None:
+    a = engine.args
     log_raw("=" * 78)
     log_raw(f"  SIMULATED SGLang server (moe-tui emulator {SIM_VERSION}): no GPU, no model.")
     log_raw("  Every number it produces comes from a performance model, not hardware.")
@@ -41,56 +54,93 @@ async def startup(engine: SimEngine) -> None:
     log(f"server_args=ServerArgs({args_repr})")
     for level, note in engine.backend_notes:
         log(note, level="WARNING server_args.py:" if level == "WARNING" else "")
+    if not a.attention_backend:  # srt/arg_groups/model_overrides/deepseek_v2.py
+        log("Use dsa attention backend for DeepSeek with DSA.")
+    log("WARNING Setting page size to 64 for DeepSeek DSA.")
+    if a.kv_cache_dtype == "auto":  # srt/arg_groups/overrides.py
+        log(f"WARNING Setting KV cache dtype to {engine.kv_cache_dtype} for DeepSeek DSA on SM{engine.gpu.sm_major} "
+            "device.")
     if engine.disable_shared_experts_fusion and not a.disable_shared_experts_fusion:
         log(f"Disable shared experts fusion for moe_runner_backend='{engine.resolved_backend}'.")
+
+
+async def _spawn_children(engine: SimEngine) -> None:
+    loop = asyncio.get_running_loop()
     try:
-        pids = await asyncio.get_running_loop().run_in_executor(None, engine.children.start)
+        pids = await loop.run_in_executor(None, engine.children.start)
     except (OSError, RuntimeError) as exc:
         # SGLang exits when a scheduler dies during init; so does the emulator (never hangs).
-        log(f"Scheduler process failed to start: {exc} (SIMULATED)", prefix, "ERROR")
-        await asyncio.get_running_loop().run_in_executor(None, engine.children.stop)
+        log(f"Scheduler process failed to start: {exc} (SIMULATED)", engine.prefix, "ERROR")
+        await loop.run_in_executor(None, engine.children.stop)
         os._exit(1)
     engine.board.set_holders(pids)
     engine.board.mem_phase = "context"
     titles = ", ".join(f"{p}" for p in engine.children.pids)
     log(f"Started {len(pids)} scheduler process(es) and the detokenizer (SIMULATED, pids {titles}) "
         f"on GPU(s) {','.join(map(str, engine.gpu_indices))}")
+
+
+async def _load_and_pool(engine: SimEngine, t0: float) -> float:
+    a, prefix = engine.args, engine.prefix
     log(f"Init torch distributed begin. tp_size={a.tp_size}, ep_size={a.ep_size}", prefix)
-    log("Load weight begin. avail mem=139.80 GB", prefix)
+    maybe_startup_fault(engine, "distributed")
+    log(f"Load weight begin. avail mem={engine.memory.mem_total_bytes / 2**30:.2f} GB", prefix)
     load = a.sim_load_seconds + a.sim_slow_start
     if a.sim_slow_start:
         log(f"Loading safetensors checkpoint shards is slow (SIMULATED slow start: "
             f"+{a.sim_slow_start:.1f} s)", prefix)
     if a.sim_startup_hang:
         log("Loading safetensors checkpoint shards: 0% Completed | 0/80 [00:00<?, ?it/s]", prefix)
-        await asyncio.Event().wait()  # SIMULATED hang: never finishes loading
+        await asyncio.Event().wait()  # SIMULATED hang: never finishes loading, prints nothing more
     await _load_weights(engine, load)
+    maybe_startup_fault(engine, "load")
+    refusal = engine.nvfp4_refusal()
+    if refusal:  # raised while building the MoE layers, i.e. during the load (modelopt_quant.py)
+        child_failed(engine, refusal, running=False)
     t1 = time.monotonic()
     engine.startup_time["load_weight"] = t1 - t0
+    avail = engine.memory.mem_total_bytes / 2**30 - WEIGHTS_GIB
     log(f"Load weight end. elapsed={t1 - t0:.2f} s, type=GlmMoeDsaForCausalLM, "
-        f"dtype=torch.bfloat16, avail mem={139.8 - WEIGHTS_GIB:.2f} GB, mem usage={WEIGHTS_GIB:.2f} GB.", prefix)
+        f"dtype=torch.bfloat16, avail mem={avail:.2f} GB, mem usage={WEIGHTS_GIB:.2f} GB.", prefix)
     if engine.memory.max_total_num_tokens <= 0:
-        # SGLang's scheduler raises this (pool_configurator.py) and the launcher kills its tree.
-        log("Scheduler hit an exception: RuntimeError: Not enough memory. Please try to increase "
-            f"--mem-fraction-static. Current value: mem_fraction_static={engine.memory.mem_fraction}", prefix, "ERROR")
-        await asyncio.get_running_loop().run_in_executor(None, engine.children.stop)
-        os._exit(1)
+        child_failed(engine, "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+                     f"Current value: mem_fraction_static={engine.memory.mem_fraction}", running=False)
     engine.board.mem_phase = "kv"
     log(f"Memory pool end. avail mem={engine.memory.kv_gib:.2f} GB", prefix)
     engine.startup_time["kv_cache_allocation"] = 0.0
+    return t1
+
+
+async def _autotune_and_graphs(engine: SimEngine, t1: float) -> None:
+    a, prefix = engine.args, engine.prefix
+    if a.sim_autotune_seconds and engine.resolved_backend.startswith("flashinfer"):
+        log("Running FlashInfer autotune with cache: ~/.cache/sglang/flashinfer/autotune (SIMULATED)", prefix)
+        await asyncio.sleep(a.sim_autotune_seconds)
+        engine.startup_time["autotune"] = a.sim_autotune_seconds
+        log("FlashInfer autotune completed.", prefix)
     if a.disable_cuda_graph:
         engine.startup_time["cuda_graph"] = 0.0
-    else:
-        bs = a.cuda_graph_max_bs_decode or min(engine.max_running, 512)
-        backend = a.attention_backend or "flashinfer"
-        log(f"Capture target decode CUDA graph begin. backend={backend}, num_tokens_per_req=1, "
-            f"avail mem=18.10 GB (SIMULATED, max bs {bs})", prefix)
-        await asyncio.sleep(a.sim_graph_seconds)
-        t2 = time.monotonic()
-        engine.startup_time["cuda_graph"] = t2 - t1
-        engine.board.mem_phase = "graphs"
-        log(f"Capture target decode CUDA graph end. bs=[1, 2, 4, 8, ..., {bs}], elapsed={t2 - t1:.2f} s, "
-            f"mem usage=2.10 GB, avail mem=16.00 GB.", prefix)
+        return
+    bs = a.cuda_graph_max_bs_decode or min(engine.max_running, 512)
+    backend = engine.attention_backend
+    log(f"Capture target decode CUDA graph begin. backend={backend}, num_tokens_per_req=1, "
+        f"avail mem={engine.memory.kv_gib:.2f} GB (SIMULATED, max bs {bs})", prefix)
+    await asyncio.sleep(a.sim_graph_seconds)
+    maybe_startup_fault(engine, "graphs")
+    t2 = time.monotonic()
+    engine.startup_time["cuda_graph"] = t2 - t1
+    engine.board.mem_phase = "graphs"
+    log(f"Capture target decode CUDA graph end. bs=[1, 2, 4, 8, ..., {bs}], elapsed={t2 - t1:.2f} s, "
+        f"mem usage=2.10 GB, avail mem={max(0.0, engine.memory.kv_gib - 2.1):.2f} GB.", prefix)
+
+
+async def startup(engine: SimEngine) -> None:
+    a, prefix = engine.args, engine.prefix
+    t0 = time.monotonic()
+    _banner(engine)
+    await _spawn_children(engine)
+    t1 = await _load_and_pool(engine, t0)
+    await _autotune_and_graphs(engine, t1)
     total = time.monotonic() - t0
     engine.startup_time["total"] = total
     timings = ", ".join(f"{k}={v:.2f}" for k, v in engine.startup_time.items())
@@ -98,6 +148,8 @@ async def startup(engine: SimEngine) -> None:
     log(f"max_total_num_tokens={engine.kv_pool}, chunked_prefill_size="
         f"{engine.chunked_prefill}, max_prefill_tokens=16384, max_running_requests="
         f"{engine.max_running}, context_len={engine.context_length}", prefix)
+    if not await engine.open_port():  # only now, as SGLang's uvicorn starts after the engine is up
+        return
     log_raw(f"INFO:     Started server process [{os.getpid()}]")
     log_raw("INFO:     Waiting for application startup.")
     log_raw("INFO:     Application startup complete.")

@@ -105,8 +105,10 @@ class MoeTuiApp(App):
         self._on_done: dict[Worker[Any], Callable[[Any], object]] = {}
         self._unsubscribe: Callable[[], None] | None = None
         self.sub_title = subtitle or client.mode
-        if client.data_dir is not None:  # which data dir (and so which runner and queue) this is
-            self.sub_title += f"  ·  {render.home_path(client.data_dir)}"
+        if client.data_dir is not None:  # which data dir (and so which runner and queue) this is,
+            where = f"{client.mode}  ·  {render.home_path(client.data_dir)}"  # right after the mode: cut last
+            self.sub_title = self.sub_title.replace(client.mode, where, 1) if client.mode in self.sub_title \
+                else f"{self.sub_title}  ·  {render.home_path(client.data_dir)}"
 
     def format_title(self, title: str, sub_title: str) -> Content:
         """"moe-tui — in-process controller": Textual's own words and separator, but the blank
@@ -307,12 +309,17 @@ class MoeTuiApp(App):
         if action == "skip":
             return True if self.live.current_item is not None or self.live.bench.run is not None else None
         if action == "show_mode":
-            return None if parameters and parameters[0] == self.current_mode else True
+            at_base = len(self.screen_stack) <= 1
+            return None if parameters and parameters[0] == self.current_mode and at_base else True
         return True
 
-    def action_show_mode(self, mode: str) -> None:
-        # A log or run detail pushed over a mode stays where it was; the mode's base screen shows.
-        self.switch_mode(mode)
+    async def action_show_mode(self, mode: str) -> None:
+        # `1`/`2`/`3` always land on the mode's own screen: a log or run detail left open over it
+        # is closed (k9s-style: a screen key is a way home, not back into a stacked detail).
+        if mode != self.current_mode:
+            await self.switch_mode(mode)
+        while len(self.screen_stack) > 1:
+            await self.pop_screen()
 
     def action_pause(self) -> None:
         self.queue_command("pause the queue", self.client.pause)

@@ -20,6 +20,7 @@ def known_binding_ids() -> dict[str, str]:
 
     from moe_tui.ui.app import MoeTuiApp
     from moe_tui.ui.screens.add_campaign import AddCampaignScreen
+    from moe_tui.ui.screens.cell_runs import CellRunsScreen
     from moe_tui.ui.screens.compare import CompareScreen
     from moe_tui.ui.screens.confirm import ConfirmScreen
     from moe_tui.ui.screens.dashboard import DashboardScreen
@@ -31,7 +32,7 @@ def known_binding_ids() -> dict[str, str]:
 
     ids: dict[str, str] = {}
     for cls in (MoeTuiApp, DashboardScreen, QueueScreen, CompareScreen, LogScreen, RunDetailScreen,
-                AddCampaignScreen, ConfirmScreen, QuitScreen, HelpScreen):
+                AddCampaignScreen, ConfirmScreen, QuitScreen, HelpScreen, CellRunsScreen):
         for binding in cls.BINDINGS:
             if isinstance(binding, Binding) and binding.id:
                 ids[binding.id] = binding.description

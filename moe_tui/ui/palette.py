@@ -2,8 +2,10 @@
 
 "server: start <profile>" for stopped servers, "server: stop <profile>" for running ones,
 "queue: pause" or "queue: resume" (whichever applies), "queue: skip" while something runs,
-"export: markdown"/"export: csv", and the screens. Each verb ends in the same App method the
-matching key binding calls, so the palette can never do something a key cannot.
+"export: markdown"/"export: csv", the screens, and every key of the screen the palette was
+opened on that applies now ("queue: add (a)", "compare: swap (w)", "compare: investigate (i)").
+Each verb ends in the same App method or action the matching key calls, so the palette can never
+do something a key cannot, and can do everything a key can.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.screen import Screen
 
 from moe_tui.judgement import can_start, can_stop
 from moe_tui.ui.room import Room, room
@@ -42,8 +45,26 @@ def palette_verbs(app: Room) -> list[tuple[str, Callable[[], object], str]]:
     return verbs
 
 
+def screen_verbs(screen: Screen) -> list[tuple[str, Callable[[], object], str]]:
+    """Every key of `screen` that applies now, as "<screen>: <what it does>" (the App's own keys
+    and the screens' switches are in `palette_verbs`). Each runs the very action its key runs."""
+    name = type(screen).__name__.removesuffix("Screen").lower()
+    verbs: list[tuple[str, Callable[[], object], str]] = []
+    seen: set[str] = set()
+    for active in screen.active_bindings.values():
+        binding, node = active.binding, active.node
+        if not active.enabled or binding.system or node is screen.app or not binding.id or binding.id in seen:
+            continue
+        seen.add(binding.id)
+        key = screen.app.get_key_display(binding)
+        verbs.append((f"{name}: {binding.description.lower()} ({key})",
+                      partial(screen.app.call_later, screen.app.run_action, binding.action, node), binding.tooltip))
+    return verbs
+
+
 class ControlRoomCommands(Provider):
     def _verbs(self) -> Iterator[tuple[str, Callable[[], object], str]]:
+        yield from screen_verbs(self.screen)
         yield from palette_verbs(room(self.app))
 
     async def discover(self) -> Hits:

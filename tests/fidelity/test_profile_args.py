@@ -85,6 +85,6 @@ def test_profiles_check_runs_sglangs_parser_in_the_profiles_interpreter(sglang_c
     proc = subprocess.run([sys.executable, "-m", "moe_tui", "profiles", "check", str(tmp_path)],
                           capture_output=True, text=True, timeout=180)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "good.toml: accepted by SGLang's parser (0.5.23)" in proc.stdout
+    assert "good.toml: accepted by SGLang's parser (0.5.23, the version moe-tui was checked against)" in proc.stdout
     assert "bad.toml: SGLang's parser rejects the launch args" in proc.stderr
     assert "ambiguous option: --cuda-graph-max-bs could match" in proc.stderr

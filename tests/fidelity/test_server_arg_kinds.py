@@ -68,3 +68,18 @@ def test_a_setting_that_differs_in_server_args_still_confounds():
     grid = build_grid_from_runs(a, b)
     assert grid.cell(8, "output_throughput").verdict == J.CONFOUNDED
     assert [c.field for c in grid.confounders] == ["chunked_prefill_size"]
+
+
+@pytest.mark.integration
+def test_a_pool_that_moves_between_starts_is_shown_not_warned_about():
+    info = _server_info("flashinfer_cutlass")
+    pool = info["max_total_num_tokens"]
+    # two starts of the baseline profile left slightly different pools (memory profiling varies)
+    a = _side("a", "flashinfer_cutlass", info, 100.0, 1)[:2] + _side(
+        "a", "flashinfer_cutlass", info | {"max_total_num_tokens": pool - 640}, 100.0, 3)[:2]
+    b = _side("b", "flashinfer_cutedsl", info | {"moe_runner_backend": "flashinfer_cutedsl"}, 130.0, 20)
+    grid = build_grid_from_runs(a, b)
+    assert grid.cell(8, "output_throughput").verdict == J.BETTER
+    assert not any("disagree among themselves" in w for w in grid.warnings), grid.warnings
+    note = next(w for w in grid.warnings if "max_total_num_tokens" in w)
+    assert f"{pool - 640} | {pool} vs {pool}" in note

@@ -21,6 +21,8 @@ import psutil
 import pytest
 from runner_support import wait_for, wait_gone, write_profile
 
+from tests.tmux_support import TMUX  # a tmux server of the tests' own (-L), never the user's
+
 SMALL = {"num_prompts": 4, "input_len": 32, "output_len": 8}
 SMALL_FLAGS = ["--num-prompts", "4", "--input-len", "32", "--output-len", "8", "--no-warmup-pass"]
 
@@ -129,7 +131,7 @@ def test_http_500_bursts(env):
 
 
 def _tmux(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=20)
+    return subprocess.run([*TMUX, *args], capture_output=True, text=True, timeout=20)
 
 
 def _tui_pid(env) -> int | None:

@@ -35,8 +35,44 @@ def _bench_child_running(env) -> bool:
                if p.is_running())
 
 
+def _watchdogs_of(pid: int) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = proc.info.get("cmdline") or []
+        if "moe_tui.runner_watchdog" in cmd and str(pid) in cmd:
+            found.append(proc)
+    return found
+
+
+def test_sigkilled_runner_is_cleaned_up_by_its_watchdog_at_once(env):
+    """Runner SIGKILLed mid-run: its watchdog stops the emulator and benchmark child at once (no new start), logging them; the next start finishes the campaign."""
+    name = env.profile("sim-a", "flashinfer_cutlass", time_scale=4)
+    assert env.run("queue", "add", "--profiles", name, "--concurrency", "2", "--repeats", "2",
+                   "--profiles-dir", str(env.profiles), *SPEC).returncode == 0
+    runner = env.popen("run", "--profiles-dir", str(env.profiles))
+    wait_for(lambda: _bench_child_running(env), 90, "the benchmark child running")
+    old = [p for p in _children_of_data_dir(env.data_dir) if p.pid != runner.pid]
+    assert len(_watchdogs_of(runner.pid)) == 1
+    assert not any("runner_watchdog" in " ".join(p.cmdline()) for p in old)  # it carries no marker
+    os.kill(runner.pid, signal.SIGKILL)
+    runner.wait(10)
+    wait_for(lambda: not _children_of_data_dir(env.data_dir), 30, "the watchdog stopping what the runner left")
+    wait_gone(env)
+    log_path = env.data_dir / "logs" / "watchdog.log"
+    wait_for(lambda: log_path.exists() and "benchmark child" in log_path.read_text(), 30, "the watchdog's log")
+    log = log_path.read_text()
+    assert f"runner {runner.pid} ended; stopped what a dead runner of {env.data_dir.resolve()} left: server " in log
+    assert "left: benchmark child" in log, log
+    wait_for(lambda: not _watchdogs_of(runner.pid), 10, "the watchdog exiting")
+    again = env.run("run", "--profiles-dir", str(env.profiles), timeout=180)
+    assert again.returncode == 0 and "Traceback" not in again.stdout, again.stdout
+    assert [s for (s,) in env.query("SELECT state FROM queue_items ORDER BY id")] == ["done", "done"]
+    assert not _children_of_data_dir(env.data_dir)
+    wait_gone(env)
+
+
 def test_sigkilled_runner_leaves_nothing_once_a_new_runner_starts(env):
-    """Runner SIGKILLed mid-run: the next runner stops its emulator and benchmark child, naming them, and finishes the campaign."""
+    """Runner and its watchdog both SIGKILLed mid-run: the next runner stops the emulator and benchmark child, naming them, and finishes the campaign."""
     name = env.profile("sim-a", "flashinfer_cutlass", time_scale=4)
     assert env.run("queue", "add", "--profiles", name, "--concurrency", "2", "--repeats", "2",
                    "--profiles-dir", str(env.profiles), *SPEC).returncode == 0
@@ -44,6 +80,11 @@ def test_sigkilled_runner_leaves_nothing_once_a_new_runner_starts(env):
     wait_for(lambda: _bench_child_running(env), 90, "the benchmark child running")
     old = {p.pid: " ".join(p.cmdline()) for p in _children_of_data_dir(env.data_dir) if p.pid != runner.pid}
     assert any("moe_tui.sim" in c for c in old.values()) and any("bench" in c for c in old.values()), old
+    # The OOM killer takes the runner's watchdog too: then the next start must stop what is left.
+    (watchdog,) = _watchdogs_of(runner.pid)
+    watchdog.kill()
+    wait_for(lambda: not watchdog.is_running() or watchdog.status() == psutil.STATUS_ZOMBIE, 10,
+             "the watchdog killed")  # the runner, its parent, has not reaped it yet
     os.kill(runner.pid, signal.SIGKILL)
     runner.wait(10)
     assert all(psutil.pid_exists(pid) for pid in old), "the dead runner's children should outlive it"

@@ -15,13 +15,15 @@ import uuid
 import pytest
 from runner_support import REPO, speed_factor, write_profile
 
+from tests.tmux_support import TMUX  # a tmux server of the tests' own (-L), never the user's
+
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")]
 
 EVIL = ("evil[/]x", "[bold]loud[/bold]", "a[link=x]b")
 
 
 def _screen(session: str) -> str:
-    return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
+    return subprocess.run([*TMUX, "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
 
 
 def _wait_screen(session: str, needle: str, timeout: float) -> str:
@@ -48,15 +50,15 @@ def test_markup_names_in_the_store_show_as_text_in_the_tui(env, seeded_store):
     write_profile(env.profiles, "ok", "flashinfer_cutlass", 30016)
     session = f"moe-untrusted-{uuid.uuid4().hex[:8]}"
     command = f"{sys.executable} -m moe_tui tui --in-process --no-gpu-sampling --profiles-dir {env.profiles}"
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40", "-c", str(REPO),
+    subprocess.run([*TMUX, "new-session", "-d", "-s", session, "-x", "120", "-y", "40", "-c", str(REPO),
                     f"-eMOE_TUI_HOME={env.home}", "-eTERM=xterm-256color", f"-ePYTHONPATH={REPO}",
                     f"{command}; echo TUI-EXITED-$?; sleep 60"], check=True)
     try:
         _wait_screen(session, "GPUs", 60 * speed_factor())
-        subprocess.run(["tmux", "send-keys", "-t", session, "3"], check=True)
+        subprocess.run([*TMUX, "send-keys", "-t", session, "3"], check=True)
         _wait_screen(session, "Baseline", 30 * speed_factor())
-        subprocess.run(["tmux", "send-keys", "-t", session, "Tab"], check=True)
-        subprocess.run(["tmux", "send-keys", "-t", session, "Enter"], check=True)
+        subprocess.run([*TMUX, "send-keys", "-t", session, "Tab"], check=True)
+        subprocess.run([*TMUX, "send-keys", "-t", session, "Enter"], check=True)
         text = _wait_screen(session, "evil[/]x", 30 * speed_factor())
         assert "[bold]loud[/bold]" in text and "a[link=x]b" in text, text
         time.sleep(1.0)
@@ -65,4 +67,4 @@ def test_markup_names_in_the_store_show_as_text_in_the_tui(env, seeded_store):
         assert "Baseline" in text  # still running, still on Compare
     finally:
         with contextlib.suppress(Exception):
-            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+            subprocess.run([*TMUX, "kill-session", "-t", session], capture_output=True)

@@ -25,14 +25,13 @@ def test_crash_after_requests_exits_mid_stream():
 
 
 def test_startup_hang_never_becomes_healthy():
+    # SGLang opens its HTTP port only once the engine is up (http_server.py): a load that hangs
+    # leaves the port closed, the process alive.
     with SimProcess(["--sim-startup-hang"]) as sim:
-        deadline = time.monotonic() + 2.5
-        while http_status(sim.base_url + "/v1/models") != 200:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        sim.wait_for_log("Loading safetensors checkpoint shards: 0%", timeout=10)
         time.sleep(1.0)
-        assert http_status(sim.base_url + "/health_generate") == 503
-        assert http_status(sim.base_url + "/health") == 503
+        assert http_status(sim.base_url + "/v1/models") is None
+        assert http_status(sim.base_url + "/health_generate") is None
         assert sim.returncode() is None
         assert not any("ready to roll" in ln for ln in sim.lines)
 

@@ -28,6 +28,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from runner_support import scaled  # noqa: E402
 
+from tests.tmux_support import TMUX  # a tmux server of the tests' own (-L), never the user's
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,11 +38,11 @@ PROFILES = "sim-flashinfer-cutlass,sim-flashinfer-cutedsl"
 
 
 def tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
+    return subprocess.run([*TMUX, *args], check=True, capture_output=True, text=True).stdout
 
 
 def screen(session: str) -> str:
-    out = subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True)
+    out = subprocess.run([*TMUX, "capture-pane", "-p", "-t", session], capture_output=True, text=True)
     return out.stdout
 
 
@@ -82,7 +84,7 @@ def states(store: Path) -> list[str]:
 
 def start_demo(session: str, home: Path) -> None:
     command = f"{sys.executable} -m moe_tui demo --no-gpu-sampling"
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40", "-c", str(ROOT),
+    subprocess.run([*TMUX, "new-session", "-d", "-s", session, "-x", "120", "-y", "40", "-c", str(ROOT),
                     f"-eMOE_TUI_HOME={home}", "-eTERM=xterm-256color", command], check=True)
 
 
@@ -111,7 +113,7 @@ def test_demo_survives_sighup_reattaches_and_stops_clean(tmp_path):
         assert ahead, "the campaign must still have work when the terminal goes away"
         tui = [p for p in ours(home) if "demo" in p.info["cmdline"]]
         assert len(tui) == 1, [p.info["cmdline"] for p in tui]
-        subprocess.run(["tmux", "kill-session", "-t", first], check=True)  # SIGHUP to the TUI
+        subprocess.run([*TMUX, "kill-session", "-t", first], check=True)  # SIGHUP to the TUI
         wait_for(lambda: not tui[0].is_running() or tui[0].status() == psutil.STATUS_ZOMBIE, 15,
                  "the TUI to die", first)
         assert psutil.pid_exists(runner_pid), "the runner died with the terminal"
@@ -140,7 +142,7 @@ def test_demo_survives_sighup_reattaches_and_stops_clean(tmp_path):
         assert live == 0
     finally:
         for session in (first, second):
-            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+            subprocess.run([*TMUX, "kill-session", "-t", session], capture_output=True)
         for proc in ours(home):  # anything left (it should be nothing) is killed with its group
             with contextlib.suppress(Exception):
                 os.killpg(os.getpgid(proc.pid), signal.SIGKILL)

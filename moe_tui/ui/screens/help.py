@@ -38,7 +38,10 @@ class HelpScreen(ModalScreen[None]):
         table = self.query_one(DataTable)
         # Fixed widths so that "What it does" wraps (rows grow to fit) instead of being cut; the
         # binding id (for [keys] remapping) follows the words, dim, rather than taking a column.
-        width = min(self.app.size.width, HELP_MAX_WIDTH) - HELP_CHROME
+        # The dialog is 80% of the terminal up to its max-width, the whole width when narrow (app.tcss).
+        screen_width = self.app.size.width
+        dialog = screen_width if self.app.has_class("-narrow") else min(int(screen_width * 0.8), HELP_MAX_WIDTH)
+        width = dialog - HELP_CHROME
         table.add_column("Key", width=KEY_WIDTH)
         table.add_column("Action", width=ACTION_WIDTH)
         table.add_column("What it does", width=max(width - KEY_WIDTH - ACTION_WIDTH, 20))

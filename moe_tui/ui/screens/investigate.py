@@ -20,6 +20,7 @@ from textual.widgets import Label, SelectionList, Static
 from textual.widgets.selection_list import Selection
 
 from moe_tui.ui.room import Room, room
+from moe_tui.ui.widgets.check_list import CheckList
 
 
 def cost_text(starts: int, minutes: float | None) -> str:
@@ -72,7 +73,7 @@ class InvestigateScreen(ModalScreen[None]):
             yield Label(Text(f"Investigate {baseline} vs {candidate} at concurrency {conc}, {metric}"),
                         id="investigate-title", classes="dialog-title")
             yield Static("planning from the grid…", id="investigate-cell")
-            yield SelectionList[str](id="investigate-proposals")
+            yield CheckList(id="investigate-proposals")
             with VerticalScroll(id="investigate-detail-box"):
                 yield Static("", id="investigate-detail")
             yield Static("", id="investigate-total")

@@ -19,15 +19,24 @@ from moe_tui.ui.room import Room, room
 from moe_tui.ui.screens.add_campaign import AddCampaignScreen
 from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.screens.confirm import ConfirmScreen
+from moe_tui.ui.widgets.filter_bar import FilterBar
 from moe_tui.ui.widgets.key_bar import KeyBar
 from moe_tui.ui.widgets.queue_summary import QueueSummary
 from moe_tui.ui.widgets.queue_table import QueueTable
+
+
+def queue_row_text(row: QueueRow) -> str:
+    """What `/` matches an item against."""
+    return f"{row.id} {row.profile} conc {row.concurrency} {row.state} {row.campaign} {row.error} {row.fingerprint}"
+
 
 RETRYABLE = {"failed", "interrupted", "skipped", "cancelled"}
 MOVE = Binding.Group("Move", compact=True)
 
 
 class QueueScreen(LiveScreen):
+    # The main table has the focus (and a visible cursor) from the start: arrows, j/k and / work at once.
+    AUTO_FOCUS = "#queue-table"
     BINDINGS = [
         Binding("a", "add_campaign", "Add", id="queue.add",
                 tooltip="Add profiles x concurrencies x repeats from one spec"),
@@ -41,6 +50,8 @@ class QueueScreen(LiveScreen):
         Binding("delete", "delete_item", "Delete", id="queue.delete", key_display="del",
                 tooltip="Remove an item that is not running (asks first)"),
         Binding("enter", "open_run", "Run", id="queue.open_run", tooltip="Open the item's run detail"),
+        Binding("slash", "filter", "Filter", id="queue.filter", key_display="/",
+                tooltip="Show only the items whose profile, state, campaign or note hold these words"),
     ]
 
     @property
@@ -51,6 +62,7 @@ class QueueScreen(LiveScreen):
         yield Header(show_clock=False, icon="◆")
         with Vertical(id="queue-body"):
             yield QueueSummary(id="queue-screen-summary", classes="panel")
+            yield FilterBar(id="queue-filter")
             yield QueueTable(id="queue-table", classes="panel")
         yield KeyBar()
 
@@ -66,10 +78,23 @@ class QueueScreen(LiveScreen):
     def live_update(self, topics: set[str]) -> None:
         if topics & {"layout", "queue"}:
             self.query_one(QueueTable).set_narrow(self.app.has_class("-narrow"))
-        if topics & {"queue", "status", "bench"}:
+        if topics & {"queue", "status", "bench", "filter"}:
             live = self.control.live
-            self.query_one(QueueTable).show(live.queue, live.current_item)
+            bar = self.query_one(FilterBar)
+            rows = [r for r in live.queue if bar.matches(queue_row_text(r))] if bar.active else live.queue
+            self.query_one(QueueTable).show(rows, live.current_item)
             self.query_one(QueueSummary).show(live)
+
+    def action_filter(self) -> None:
+        self.query_one(FilterBar).open()
+
+    def on_input_changed(self, event) -> None:
+        if isinstance(event.input, FilterBar):
+            self.live_update({"filter"})
+
+    def on_filter_bar_done(self) -> None:
+        self.query_one(QueueTable).focus()
+        self.live_update({"filter"})
 
     def _item(self) -> QueueRow | None:
         return self.control.live.queue_row(self.query_one(QueueTable).highlighted_item)

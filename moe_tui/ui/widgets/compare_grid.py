@@ -9,7 +9,7 @@ the highlighted cell's full verdict, refusal and flags are shown under the grid 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rich.text import Text
@@ -29,6 +29,8 @@ COLUMNS = (
     ("baseline", "Baseline", 17),  # "10.36 ± 0.00206 (n=2)" is cut at its end: the detail line has it whole
     ("candidate", "Candidate", 16),
 )  # 115 cells: a 120-column terminal less the panel's border and the scrollbar
+# The interval as the grid labels it (the family-corrected one the verdict used), wherever it is named.
+CI_LABEL = next(label for key, label, _ in COLUMNS if key == "ci")
 # 80 columns: Conc, Metric, Delta and a verdict column as wide as what is left (borders and the
 # scrollbar take 4).
 NARROW_COLUMNS = {"conc": 5, "metric": 12, "delta": 22, "verdict": 33}
@@ -56,11 +58,19 @@ def short_verdict(cell: Any) -> Text:
         return Text("confounded: " + ", ".join(c.field for c in cell.confounders), style=style)
     # The column is narrow; the detail line under the grid spells the reasons out.
     text = Text(J.VERDICT_WORDS.get(cell.verdict, cell.verdict), style=style)
+    if getattr(cell, "uncontrolled", ""):  # shown only because uncontrolled verdicts are accepted (`u`)
+        text.append(" (uncontrolled)", style="magenta")
     if cell.flagged:
         text.append(" ⚑", style="bold yellow")
     if getattr(cell, "investigation", ""):
         text.append(" ⌕", style="bold cyan")  # under investigation, or investigated
     return text
+
+
+def cell_text(cell: Any) -> str:
+    """What `/` matches a cell against: concurrency, metric, verdict in words, flags."""
+    return (f"conc {cell.concurrency} {cell.concurrency} {cell.label} {cell.metric} "
+            f"{J.VERDICT_WORDS.get(cell.verdict, cell.verdict)} {cell.verdict_text} {cell.flags_text}")
 
 
 def cell_cells(cell: Any, first_of_concurrency: bool, changed: bool = False) -> tuple[object, ...]:
@@ -91,7 +101,7 @@ def cell_detail(cell: Any, numbers: bool = False, change: str = "") -> Text:
                          (f"({'higher' if cell.higher_is_better else 'lower'} is better)", "dim"), ": ")
     text.append(cell.verdict_text, style=style)
     if numbers:  # the columns a narrow grid leaves out
-        text.append(f"\n95% CI {cell.ci_text or '—'} · baseline {cell.baseline.text} · candidate {cell.candidate.text}",
+        text.append(f"\n{CI_LABEL} {cell.ci_text or '—'} · baseline {cell.baseline.text} · candidate {cell.candidate.text}",
                     style="dim")
     for reason in cell.reasons:
         text.append(f"\n· {reason}", style="dim")
@@ -112,8 +122,10 @@ class CompareGrid(KeyedTable):
     def set_narrow(self, narrow: bool) -> None:
         self.show_columns(NARROW_COLUMNS if narrow else None)
 
-    def show(self, grid: Any | None, changes: Mapping[tuple[int, str], str] | None = None) -> None:
-        """Paint `grid`; cells named in `changes` carry the ↻ mark (`control.seen`)."""
+    def show(self, grid: Any | None, changes: Mapping[tuple[int, str], str] | None = None,
+             keep: Callable[[Any], bool] | None = None) -> None:
+        """Paint `grid`; cells named in `changes` carry the ↻ mark (`control.seen`); `keep` (the
+        `/` filter) leaves out the cells it refuses."""
         if grid is None:
             self._cells_by_key = {}
             self.sync({})
@@ -122,6 +134,8 @@ class CompareGrid(KeyedTable):
         last_conc = None
         self._cells_by_key = {}
         for cell in grid.cells:
+            if keep is not None and not keep(cell):
+                continue
             key = f"{cell.concurrency}/{cell.metric}"
             rows[key] = cell_cells(cell, cell.concurrency != last_conc, (cell.concurrency, cell.metric) in (changes or {}))
             self._cells_by_key[key] = cell

@@ -18,6 +18,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist
 
@@ -25,6 +26,11 @@ from moe_tui.ui.render import middle_truncate, plain
 
 
 class KeyedTable(DataTable):
+    BINDINGS = [  # k9s/lazygit users move with j/k as well as the arrows
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+    ]
+
     def __init__(self, columns: Sequence[tuple[str, str, int | None]], *,
                  middle_cut: Collection[str] = (), **kwargs: Any) -> None:
         kwargs.setdefault("cursor_type", "row")

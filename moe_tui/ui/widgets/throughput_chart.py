@@ -11,6 +11,9 @@ from typing import Any
 
 from textual_plotext import PlotextPlot
 
+# Each series has its own glyph as well as its colour (a monochrome terminal still tells them apart).
+SERIES_MARKERS = ("█", "▒")
+
 
 class ThroughputChart(PlotextPlot):
     def show(self, grid: Any | None) -> None:
@@ -27,5 +30,5 @@ class ThroughputChart(PlotextPlot):
         if concs:
             plt.multiple_bar([str(c) for c in concs], [base, cand],
                              labels=[grid.baseline_name[:30], grid.candidate_name[:30]],
-                             color=["blue", "orange"])  # type: ignore[call-arg, arg-type]  # plotext's stubs lag its API
+                             color=["blue", "orange"], marker=list(SERIES_MARKERS))  # type: ignore[call-arg, arg-type]  # plotext's stubs lag its API
         self.refresh()

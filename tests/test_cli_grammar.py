@@ -1,0 +1,103 @@
+"""Issue 23 item 7: one CLI grammar, as a script sees it (real `moe-tui` subprocesses).
+
+`--profiles-dir` with one lookup rule (the bundled demo profiles included) on every command that
+reads profiles, `--json` on what scripts call (queue add returns campaign and item ids, export
+returns paths, profiles check/show), `run --status` in words by default, and the exit codes
+(0 ok, 1 failed, 2 usage, 3 not found) in every --help."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from moe_tui.cli import COMMANDS
+from moe_tui.commands.common import EXIT_CODES_HELP, EXIT_NOT_FOUND
+
+pytestmark = pytest.mark.integration  # every test here runs the real command line
+
+A, B = "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl"
+
+
+def cli(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["MOE_TUI_HOME"] = str(home)
+    return subprocess.run([sys.executable, "-m", "moe_tui", *args], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_every_help_names_the_exit_codes(tmp_path):
+    for name in set(COMMANDS) - {"sim"}:  # `sim` is the emulator: its flags and help are SGLang's server's
+        res = cli(tmp_path, name, "--help")
+        assert res.returncode == 0, (name, res.stderr)
+        assert " ".join(EXIT_CODES_HELP.split()) in " ".join(res.stdout.split()), name
+    res = cli(tmp_path, "queue", "add", "--help")
+    assert "--profiles-dir" in res.stdout and "--json" in res.stdout and "exit codes" in res.stdout
+    assert "--profiles-dir" in cli(tmp_path, "server", "start", "--help").stdout
+
+
+def test_bundled_demo_profiles_are_found_by_every_command_from_anywhere(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()  # no ./server_profiles here
+    show = cli(tmp_path, "profiles", "show", A, "--json", cwd=elsewhere)
+    assert show.returncode == 0, show.stderr
+    data = json.loads(show.stdout)
+    assert data["name"] == A and data["argv"] and Path(data["profiles_dir"]).name == "demo"
+    assert cli(tmp_path, "profiles", "show", "no-such-profile", cwd=elsewhere).returncode == EXIT_NOT_FOUND
+    check = cli(tmp_path, "profiles", "check", "--profiles-dir", data["profiles_dir"], "--json", "--no-sglang")
+    assert check.returncode == 0, check.stderr
+    assert {A, B} <= set(json.loads(check.stdout)["profiles"])
+
+    added = cli(tmp_path, "queue", "add", "--profiles", f"{A},{B}", "--concurrency", "1,4", "--repeats", "2",
+                "--num-prompts", "8", "--no-control", "--json", cwd=elsewhere)
+    assert added.returncode == 0, added.stderr
+    answer = json.loads(added.stdout)  # stdout is one document; the plan went to stderr
+    assert isinstance(answer["campaign_id"], int) and len(answer["item_ids"]) == 8
+    listed = json.loads(cli(tmp_path, "queue", "list", "--json").stdout)
+    assert [i["id"] for i in listed["items"]] == answer["item_ids"]
+    # One fingerprint: the queue's is the one the answer gave, with the client's version in its spec.
+    assert {i["fingerprint"] for i in listed["items"]} == {i["fingerprint"] for i in answer["items"]}
+    assert all(i["spec"]["client_version"] for i in listed["items"])
+    missing = cli(tmp_path, "queue", "add", "--profiles", "nope", "--concurrency", "1", cwd=elsewhere)
+    assert missing.returncode == EXIT_NOT_FOUND and "nope" in missing.stderr
+
+
+def test_compare_and_export_say_not_found_with_one_code_and_export_answers_json(tmp_path):
+    from moe_tui import paths
+    from moe_tui.store import Store
+    from tests.test_grid_investigation import _stored
+    from tests.ui.fakes import demo_runs
+
+    os.environ["MOE_TUI_HOME"] = str(tmp_path)
+    try:
+        with Store(paths.store_path()) as store:
+            a, b = demo_runs()
+            store.import_runs([_stored(r) for r in a + b])
+    finally:
+        del os.environ["MOE_TUI_HOME"]
+    for command in ("compare", "export"):
+        res = cli(tmp_path, command, A, "no-such-profile")
+        assert res.returncode == EXIT_NOT_FOUND and "no-such-profile" in res.stderr, (command, res.stderr)
+    assert cli(tmp_path, "compare", A, B, "--min-effect", "200").returncode == 2  # usage, not "not found"
+    out = cli(tmp_path, "export", A, B, "--dir", str(tmp_path / "out"), "--json")
+    assert out.returncode == 0, out.stderr
+    written = json.loads(out.stdout)
+    assert written["csv"].endswith(".csv") and all(Path(p).is_file() for p in written["all"])
+
+
+def test_run_status_is_words_by_default_and_json_on_request(tmp_path):
+    started = cli(tmp_path, "run", "--detach", "--stay")
+    assert started.returncode == 0, started.stderr
+    assert "attach with `MOE_TUI_HOME=" in started.stdout  # the exact command for this data dir
+    try:
+        words = cli(tmp_path, "run", "--status")
+        assert words.returncode == 0, words.stderr
+        assert words.stdout.startswith("runner pid ") and "queue:" in words.stdout and "{" not in words.stdout
+        dump = cli(tmp_path, "run", "--status", "--json")
+        assert json.loads(dump.stdout)["data_dir"] == str(tmp_path / "data")
+    finally:
+        assert cli(tmp_path, "run", "--stop").returncode == 0

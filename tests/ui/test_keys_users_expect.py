@@ -1,0 +1,170 @@
+"""Issue 23 item 5: the keys k9s/lazygit users expect. The main table has the focus at start (a
+visible cursor), j/k and `/` work on the tables, enter on a grid cell opens its runs, the palette
+offers every key of the screen, state is never colour-only, typed keys are never lost, and the
+add form starts from the demo campaign's spec."""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable, Input, Select
+
+from moe_tui.control.launch import DEMO_CAMPAIGN
+from moe_tui.ui.screens.add_campaign import AddCampaignScreen
+from moe_tui.ui.screens.cell_runs import CellRunsScreen
+from moe_tui.ui.screens.compare import CompareScreen
+from moe_tui.ui.screens.queue import QueueScreen
+from moe_tui.ui.screens.run_detail import RunDetailScreen
+from moe_tui.ui.widgets.check_list import SELECTED, UNSELECTED, CheckList
+from moe_tui.ui.widgets.throughput_chart import SERIES_MARKERS
+
+SIZE = (120, 40)
+
+
+async def settle(pilot) -> None:
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause(0.1)
+    await pilot.app.workers.wait_for_complete()
+
+
+async def test_every_screen_starts_with_its_table_focused_and_j_k_move(make_app):
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert app.focused is not None and app.focused.id == "server-table"
+        for key, wanted in (("2", "queue-table"), ("3", "compare-grid")):
+            await pilot.press(key)
+            await settle(pilot)
+            assert app.focused is not None and app.focused.id == wanted, (key, app.focused)
+        table = app.screen.query_one("#compare-grid", DataTable)
+        assert table.cursor_row == 0
+        await pilot.press("j", "j")
+        assert table.cursor_row == 2
+        await pilot.press("k")
+        assert table.cursor_row == 1
+
+
+async def test_slash_filters_the_queue_and_the_grid(make_app):
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        assert isinstance(app.screen, QueueScreen)
+        table = app.screen.query_one("#queue-table", DataTable)
+        everything = table.row_count
+        await pilot.press("slash", *"failed")
+        await settle(pilot)
+        assert 0 < table.row_count < everything
+        await pilot.press("enter")
+        assert app.focused is table  # enter keeps the filter and goes back to the table
+        await pilot.press("slash", "escape")
+        await settle(pilot)
+        assert table.row_count == everything
+        await pilot.press("3")
+        await settle(pilot)
+        grid = app.screen.query_one("#compare-grid", DataTable)
+        await pilot.press("slash", *"tok/s")
+        await settle(pilot)
+        assert grid.row_count == 4 and all(k.value.endswith("/output_throughput") for k in grid.rows)
+
+
+async def test_enter_on_a_grid_cell_lists_its_runs_and_opens_one(make_app):
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("3")
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, CellRunsScreen)
+        runs = app.screen.query_one("#runs-table", DataTable)
+        assert runs.row_count == 4  # two runs a side at concurrency 1, both averaged
+        assert all(str(runs.get_row_at(i)[3]).startswith("averaged") for i in range(4))
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, RunDetailScreen)
+
+
+async def test_the_palette_offers_every_key_of_the_screen(make_app):
+    from moe_tui.ui.palette import screen_verbs
+
+    app, adapter = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        texts = {text: cb for text, cb, _ in screen_verbs(app.screen)}
+        assert {"queue: add (a)", "queue: filter (/)"} <= set(texts)
+        await pilot.press("3")
+        await settle(pilot)
+        texts = {text: cb for text, cb, _ in screen_verbs(app.screen)}
+        assert {"compare: swap (w)", "compare: investigate (i)", "compare: markdown (e)"} <= set(texts)
+        base = app.screen.query_one("#compare-baseline", Select).value
+        texts["compare: swap (w)"]()
+        await settle(pilot)
+        assert app.screen.query_one("#compare-candidate", Select).value == base
+
+
+async def test_checkboxes_and_chart_series_differ_in_glyph_not_only_colour(make_app):
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        await pilot.press("a")
+        await settle(pilot)
+        boxes = app.screen.query_one("#campaign-profiles", CheckList)
+        boxes.deselect(boxes.get_option_at_index(1).value)
+        await settle(pilot)
+        first, second = (boxes.render_line(y).text for y in (0, 1))
+        assert first.lstrip()[1] == SELECTED and second.lstrip()[1] == UNSELECTED, (first, second)
+    assert len(set(SERIES_MARKERS)) == 2
+
+
+async def test_add_form_starts_from_the_demo_spec_and_keeps_every_key(make_app):
+    app, adapter = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        await pilot.press("a")
+        await settle(pilot)
+        form = app.screen
+        assert isinstance(form, AddCampaignScreen)
+        value = lambda wid: form.query_one(wid, Input).value  # noqa: E731
+        assert value("#campaign-concurrencies") == ",".join(map(str, DEMO_CAMPAIGN.concurrencies))
+        assert value("#spec-input_len") == str(DEMO_CAMPAIGN.spec["input_len"])
+        assert value("#spec-output_len") == str(DEMO_CAMPAIGN.spec["output_len"])
+        assert value("#campaign-ppc") == str(DEMO_CAMPAIGN.prompts_per_concurrency)
+        form.query_one("#spec-input_len", Input).focus()
+        await pilot.press("end", *["backspace"] * 6, *"2048")  # a burst of Backspace, then typing at once
+        await settle(pilot)
+        assert value("#spec-input_len") == "2048"
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        (call,) = [c for c in adapter.calls if c[0] == "add_campaign"]
+        assert call[1].spec["input_len"] == 2048
+        assert call[1].prompts_per_concurrency == DEMO_CAMPAIGN.prompts_per_concurrency
+
+
+async def test_a_screen_key_lands_on_the_screen_not_on_a_detail_left_open(make_app):
+    from moe_tui.ui.screens.dashboard import DashboardScreen
+
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.open_run(3)  # the run detail, over the dashboard
+        await settle(pilot)
+        assert isinstance(app.screen, RunDetailScreen)
+        await pilot.press("3")
+        await settle(pilot)
+        assert isinstance(app.screen, CompareScreen)
+        await pilot.press("1")
+        await settle(pilot)
+        assert isinstance(app.screen, DashboardScreen)
+        app.open_run(3)
+        await settle(pilot)
+        assert isinstance(app.screen, RunDetailScreen)
+        await pilot.press("1")  # from the detail itself
+        await settle(pilot)
+        assert isinstance(app.screen, DashboardScreen)

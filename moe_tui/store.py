@@ -441,27 +441,6 @@ class Store(StartAndGateRecords, RetentionRecords):
         decoded: dict[str, Any] = {}  # repeats of one spec share their spec and profile JSON
         return [_run_record(r, decoded) for r in self.query(sql, params)]
 
-    def diagnostic_run_ids(self, profiles: Sequence[str] | None = None) -> list[int]:
-        """Runs marked as evidence about something other than the backends (`runs.diagnostic`,
-        e.g. an investigation's cold runs), of `profiles` when given: an indexed read."""
-        sql, params = "SELECT id FROM runs WHERE diagnostic != ''", list[Any]()
-        if profiles is not None:
-            sql += f" AND profile_name IN ({','.join('?' * len(profiles))})"
-            params = list(profiles)
-        return [int(r[0]) for r in self.query(sql + " ORDER BY id", params)]
-
-    def profile_names_with_runs(self) -> list[str]:
-        # A skip-scan of the (profile_name, ...) index: one seek per profile, not one row per run.
-        return [r[0] for r in self.query(
-            "WITH RECURSIVE p(name) AS (SELECT MIN(profile_name) FROM runs UNION ALL"
-            " SELECT (SELECT MIN(profile_name) FROM runs WHERE profile_name > p.name) FROM p"
-            " WHERE p.name IS NOT NULL) SELECT name FROM p WHERE name IS NOT NULL")]
-
-    def generation(self) -> tuple[int, int]:
-        """Changes whenever anything is committed to the store, by this handle or another process
-        (a cache of what was read from it is keyed by this): (this handle's commits, data_version)."""
-        return self._commits, self.data_version()
-
     def requests(self, run_id: int) -> list[dict[str, Any]]:
         rows = self.query("SELECT * FROM requests WHERE run_id = ? ORDER BY idx", (run_id,))
         out = []

@@ -2,7 +2,8 @@
 runs an age/profile/campaign selects, an archive of them that `moe-tui import` reads back with
 nothing lost, pruning them (their requests and GPU samples go with them, by trigger) and giving the
 space back, and keeping per-request samples for the last N runs only (a setting the runner applies
-after each run it stores).
+after each run it stores). Also the reads that must not grow with the store: marked diagnostic
+runs, the profiles with runs, and `generation` (what caches of store reads are keyed by).
 
 `RetentionRecords` is a mixin of `moe_tui.store.Store` (like `store_records`): writes go through the
 store's `transaction()`, reads through `query()`. The archive is JSON lines: a header line
@@ -68,9 +69,32 @@ class RetentionRecords:
         path: Path
         _lock: threading.RLock
         _conn: Any
+        _commits: int
 
         def transaction(self) -> AbstractContextManager[_Tx]: ...
         def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]: ...
+
+    # -- reads that must not grow with the store (the grid's, the caches') ----------------------
+    def diagnostic_run_ids(self, profiles: Sequence[str] | None = None) -> list[int]:
+        """Runs marked as evidence about something other than the backends (`runs.diagnostic`,
+        e.g. an investigation's cold runs), of `profiles` when given: an indexed read."""
+        sql, params = "SELECT id FROM runs WHERE diagnostic != ''", list[Any]()
+        if profiles is not None:
+            sql += f" AND profile_name IN ({','.join('?' * len(profiles))})"
+            params = list(profiles)
+        return [int(r[0]) for r in self.query(sql + " ORDER BY id", params)]
+
+    def profile_names_with_runs(self) -> list[str]:
+        # A skip-scan of the (profile_name, ...) index: one seek per profile, not one row per run.
+        return [r[0] for r in self.query(
+            "WITH RECURSIVE p(name) AS (SELECT MIN(profile_name) FROM runs UNION ALL"
+            " SELECT (SELECT MIN(profile_name) FROM runs WHERE profile_name > p.name) FROM p"
+            " WHERE p.name IS NOT NULL) SELECT name FROM p WHERE name IS NOT NULL")]
+
+    def generation(self) -> tuple[int, int]:
+        """Changes whenever anything is committed to the store, by this handle or another process
+        (a cache of what was read from it is keyed by this): (this handle's commits, data_version)."""
+        return self._commits, int(self.query("PRAGMA data_version")[0][0])
 
     # -- how big ----------------------------------------------------------------------------------
     def file_bytes(self) -> int:

@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 _ADD_COLUMN = re.compile(r"\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)", re.IGNORECASE)
 
 # Months of data (issue 26). Indices for every read that must not grow with the store: a pair of
@@ -16,16 +16,13 @@ _ADD_COLUMN = re.compile(r"\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)", re.
 # `runs.diagnostic` marks a run on itself as evidence about something other than the backends
 # ('cold': an investigation's deliberately cold run), so clearing the queue items that used to say
 # so cannot put it back into a cell's mean; a trigger marks it when the item's run is attached and
-# the UPDATE backfills existing stores. `runs.stored_bytes` (what the run and its samples take, set
-# when the runner stores it; NULL: counted when asked) keeps `moe-tui store usage` quick. Deleting
-# a run deletes its requests and GPU samples by trigger too, so a delete from a shell without
-# `PRAGMA foreign_keys` orphans nothing.
+# the UPDATE backfills existing stores. Deleting a run deletes its requests and GPU samples by
+# trigger too, so a delete from a shell without `PRAGMA foreign_keys` orphans nothing.
 _COLD_ROLE = """json_extract(c.definition_json, '$.item_roles[' || (SELECT COUNT(*) FROM queue_items q2
             WHERE q2.campaign_id = {item}.campaign_id AND q2.id < {item}.id) || '].role') = 'cold'"""
 _INVESTIGATION = "c.policy = 'investigation' AND json_extract(c.definition_json, '$.kind') = 'investigation'"
 _SCALE_MIGRATION = f"""
     ALTER TABLE runs ADD COLUMN diagnostic TEXT NOT NULL DEFAULT '';
-    ALTER TABLE runs ADD COLUMN stored_bytes INTEGER;
     CREATE INDEX IF NOT EXISTS runs_profile_status ON runs(profile_name, status, id);
     CREATE INDEX IF NOT EXISTS runs_diagnostic ON runs(profile_name, id) WHERE diagnostic != '';
     CREATE INDEX IF NOT EXISTS runs_finished ON runs(finished_at);
@@ -33,7 +30,6 @@ _SCALE_MIGRATION = f"""
     CREATE INDEX IF NOT EXISTS queue_items_campaign ON queue_items(campaign_id, id);
     CREATE INDEX IF NOT EXISTS queue_items_plan ON queue_items(profile_name, fingerprint, state);
     CREATE INDEX IF NOT EXISTS queue_items_run ON queue_items(run_id);
-    CREATE INDEX IF NOT EXISTS queue_items_position ON queue_items(position, id);
     CREATE INDEX IF NOT EXISTS campaigns_policy ON campaigns(policy, id);
     CREATE TRIGGER IF NOT EXISTS runs_delete_children AFTER DELETE ON runs BEGIN
         DELETE FROM requests WHERE run_id = OLD.id;
@@ -183,6 +179,13 @@ _MIGRATIONS: dict[int, str] = {
     """,
     5: _SCALE_MIGRATION,
     6: _PROFILED_MIGRATION,
+    # Months of data, second part (issue 26): `runs.stored_bytes`, what a run and its samples take
+    # (set when the runner stores it; NULL: counted when asked), keeps `moe-tui store usage` quick;
+    # the queue read in order (the Queue screen, claim) walks an index instead of sorting.
+    7: """
+    ALTER TABLE runs ADD COLUMN stored_bytes INTEGER;
+    CREATE INDEX IF NOT EXISTS queue_items_position ON queue_items(position, id);
+    """,
 }
 
 

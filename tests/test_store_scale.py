@@ -59,10 +59,12 @@ def test_cold_run_is_marked_on_the_run_and_clearing_the_queue_keeps_it_out(store
 
 def _as_schema_4(path) -> None:
     conn = sqlite3.connect(path)
+    conn.execute("DROP TRIGGER queue_items_mark_profiled")  # schema 6's, which reads the column
     conn.execute("DROP TRIGGER queue_items_mark_cold")
     conn.execute("DROP TRIGGER runs_delete_children")
     conn.execute("DROP INDEX runs_diagnostic")
     conn.execute("ALTER TABLE runs DROP COLUMN diagnostic")
+    conn.execute("ALTER TABLE runs DROP COLUMN stored_bytes")
     conn.execute("PRAGMA user_version = 4")
     conn.commit()
     conn.close()
@@ -83,6 +85,23 @@ def test_upgrade_marks_the_cold_runs_an_older_store_knew_only_through_queue_item
         assert s.run(run_id).diagnostic == "cold"
         assert [r.id for r in s.runs(profile_name=s.run(run_id).profile_name, exclude_diagnostic=True)
                 if r.id == run_id] == []
+
+
+def test_a_schema_6_store_gains_the_bytes_column_and_the_runner_writes_it(tmp_path):
+    path = tmp_path / "six.sqlite3"
+    Store(path).close()
+    conn = sqlite3.connect(path)  # a store made by the merged main before schema 7
+    conn.execute("DROP INDEX queue_items_position")
+    conn.execute("ALTER TABLE runs DROP COLUMN stored_bytes")
+    conn.execute("PRAGMA user_version = 6")
+    conn.commit()
+    conn.close()
+    with Store(path) as s:
+        assert s.query("PRAGMA user_version")[0][0] == SCHEMA_VERSION
+        run_id = s.create_run(profile_name=A, spec_json="{}", fingerprint="f" * 64, client="moe-tui")
+        s.finish_run(run_id, status="complete", requests=[{"ok": True, "itl": [0.01] * 10}])
+        assert s.query("SELECT stored_bytes FROM runs WHERE id = ?", (run_id,))[0][0] > 0
+        assert "queue_items_position" in {r[0] for r in s.query("SELECT name FROM sqlite_master")}
 
 
 def test_deleting_a_run_from_a_plain_sqlite_client_leaves_no_orphans(store):

@@ -237,6 +237,9 @@ def build_store(n: int, base: Path) -> tuple[Path, dict]:
                              capture_output=True, text=True, check=True)
         info = json.loads(out.stdout)
         (home / "build.json").write_text(json.dumps(info))
+    from moe_tui.store import Store
+
+    Store(path).close()  # a store kept from an older build is upgraded once (the figures open it read-only)
     return home, json.loads((home / "build.json").read_text())
 
 

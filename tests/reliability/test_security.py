@@ -94,7 +94,7 @@ def test_secret_env_redacted_everywhere(env):
         text = path.read_text().replace("\n[sim]", f'\nenv = {{HF_TOKEN = "{SECRET}", MY_API_KEY = "{SECRET}-2"}}\n[sim]')
         path.write_text(text)
         names.append(name)
-    added = env.run("queue", "add", "--profiles", ",".join(names), "--concurrency", "1",
+    added = env.run("queue", "add", "--profiles", ",".join(names), "--concurrency", "1", "--no-control",
                     "--profiles-dir", str(env.profiles), *SMALL_FLAGS)
     assert added.returncode == 0, added.stdout
     ran = env.run("run", "--profiles-dir", str(env.profiles), timeout=120)

@@ -6,5 +6,7 @@ from __future__ import annotations
 import os
 
 SOCKET = f"moe-tui-test-{os.getpid()}"
-TMUX = ("tmux", "-L", SOCKET)
+# The first command starts the server, whose environment every session inherits: a COLUMNS/LINES
+# of the test process would pin the TUI's size (Textual reads them) whatever `-x`/`-y` say.
+TMUX = ("env", "-u", "COLUMNS", "-u", "LINES", "tmux", "-L", SOCKET)
 

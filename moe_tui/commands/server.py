@@ -116,12 +116,9 @@ def _start(args: argparse.Namespace) -> int:
 
     try:
         profile = find_profile(args.profile, args.profiles_dir)
-    except KeyError as exc:
-        _err(str(exc.args[0]))
-        return EXIT_NOT_FOUND
-    except ProfileError as exc:
-        _err(str(exc))
-        return 2
+    except (KeyError, ProfileError) as exc:  # not found (4), or found with problems (2)
+        _err(str(exc.args[0] if isinstance(exc, KeyError) else exc))
+        return EXIT_NOT_FOUND if isinstance(exc, KeyError) else 2
     if args.timeout is not None:
         if args.timeout <= 0:
             _err(f"--timeout must be > 0 seconds, got {args.timeout}")

@@ -44,7 +44,7 @@ def test_bad_folder_lists_every_problem_and_fails(tmp_path):
 
 def test_show_unknown_profile_suggests_a_name():
     proc = moe_tui("profiles", "show", "sim-flashinfer-cutlas", "--dir", "server_profiles/demo")
-    assert proc.returncode == 4  # "not found", as every command's --help says
+    assert proc.returncode == 4  # not found (commands.common)
     assert "did you mean 'sim-flashinfer-cutlass'" in proc.stderr
 
 

@@ -97,7 +97,7 @@ def test_demo_survives_sighup_reattaches_and_stops_clean(tmp_path):
     queued = subprocess.run(
         [sys.executable, "-m", "moe_tui", "queue", "add", "--profiles", PROFILES, "--concurrency", "1,2",
          "--order", "grouped", "--num-prompts", "6", "--input-len", "32", "--output-len", "8",
-         "--no-warmup-pass", "--profiles-dir", str(DEMO_PROFILES)],
+         "--no-warmup-pass", "--no-control", "--profiles-dir", str(DEMO_PROFILES)],  # 4 items: the subject is the SSH drop
         env=env, capture_output=True, text=True, timeout=60)
     assert queued.returncode == 0, queued.stdout + queued.stderr
     assert states(store) == ["pending"] * 4
@@ -125,7 +125,9 @@ def test_demo_survives_sighup_reattaches_and_stops_clean(tmp_path):
                  second)
         assert f"runner pid {runner_pid}" in screen(second)
         tmux("send-keys", "-t", second, "3")
-        wait_for(lambda: "Baseline vs candidate" in screen(second), 15, "the comparison screen", second)
+        # The grid's title names the direction: the demo campaign's first profile is the baseline.
+        wait_for(lambda: "baseline sim-flashinfer-cutlass → candidate" in screen(second), 15,
+                 "the comparison screen", second)
         time.sleep(1.0)
         tmux("send-keys", "-t", second, "e")
         md = wait_for(lambda: sorted(exports.glob("*.md")) if exports.exists() else [], 30,

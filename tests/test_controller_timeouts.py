@@ -20,7 +20,7 @@ SMALL = ["--num-prompts", "4", "--input-len", "32", "--output-len", "8", "--warm
 def test_run_stall_timeout_frees_the_queue_from_a_hung_server(env):
     hang = env.profile("sim-hang", "flashinfer_cutlass", hang_after_tokens=3)
     ok = env.profile("sim-ok", "flashinfer_cutlass")
-    added = env.run("queue", "add", "--profiles", f"{hang},{ok}", "--concurrency", "1",
+    added = env.run("queue", "add", "--no-control", "--profiles", f"{hang},{ok}", "--concurrency", "1",
                     "--profiles-dir", str(env.profiles), *SMALL)
     assert added.returncode == 0, added.stdout
     started = time.monotonic()

@@ -59,7 +59,7 @@ def test_explain_attributes_an_injected_moe_slowdown(env):
     b = add_profile(env, "sim-b", f"moe_slowdown_ms = {INJECTED_MS}")
     pdir = ["--profiles-dir", str(env.profiles)]
     # two repeats a side: the grid measures the run-to-run spread explain judges its noise by
-    ok(env.run("queue", "add", "--profiles", f"{a},{b}", "--concurrency", "8", "--repeats", "2", *pdir, *WORKLOAD))
+    ok(env.run("queue", "add", "--no-control", "--profiles", f"{a},{b}", "--concurrency", "8", "--repeats", "2", *pdir, *WORKLOAD))
     ok(env.run("run", *pdir, timeout=600))
     wait_gone(env)
     grid_before = json.loads(ok(env.run("compare", a, b, "--format", "json")))

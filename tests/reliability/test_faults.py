@@ -92,7 +92,7 @@ def test_silent_backend_fallback(env):
     """Silent fallback: runs flagged backend_mismatch in the store and in `moe-tui compare` output."""
     fb = env.profile("sim-cutedsl", "flashinfer_cutedsl", fallback_backend="flashinfer_cutlass")
     ok = env.profile("sim-cutlass", "flashinfer_cutlass")
-    added = env.run("queue", "add", "--profiles", f"{ok},{fb}", "--concurrency", "1",
+    added = env.run("queue", "add", "--no-control", "--profiles", f"{ok},{fb}", "--concurrency", "1",
                     "--profiles-dir", str(env.profiles), *SMALL_FLAGS)
     assert added.returncode == 0, added.stdout
     ran = env.run("run", "--profiles-dir", str(env.profiles), timeout=120)

@@ -37,7 +37,7 @@ def test_data_dir_store_logs_exports_owner_only(env):
     name = env.profile("sim-a", "flashinfer_cutlass")
     other = env.profile("sim-b", "flashinfer_cutedsl")
     add = subprocess.run(["sh", "-c", 'umask 022; exec "$@"', "sh", *env.argv(
-        "queue", "add", "--profiles", f"{name},{other}", "--concurrency", "1", "--num-prompts", "4", "--input-len", "16",
+        "queue", "add", "--no-control", "--profiles", f"{name},{other}", "--concurrency", "1", "--num-prompts", "4", "--input-len", "16",
         "--output-len", "8", "--no-warmup-pass", "--profiles-dir", str(env.profiles))],
         env=env.env, capture_output=True, text=True)
     assert add.returncode == 0, add.stdout + add.stderr

@@ -38,7 +38,7 @@ def _running_item_with_progress(env: Env) -> bool:
 def test_sigkill_mid_campaign_then_rerun_loses_and_duplicates_nothing(env):
     a = env.profile("sim-a", "flashinfer_cutlass")
     b = env.profile("sim-b", "flashinfer_cutedsl")
-    assert env.run("queue", "add", "--profiles", f"{a},{b}", "--concurrency", "1,4", "--repeats", "2",
+    assert env.run("queue", "add", "--no-control", "--profiles", f"{a},{b}", "--concurrency", "1,4", "--repeats", "2",
                    "--profiles-dir", str(env.profiles), *SPEC).returncode == 0
     runner = env.popen("run", "--profiles-dir", str(env.profiles))
     wait_for(lambda: _running_item_with_progress(env), 90, "two items done and a third running")

@@ -26,7 +26,7 @@ def test_power_cap_foreign_process_and_lost_gpu_flag_their_runs(env):
             {"foreign_gpu_process"},
         env.profile("sim-lost", "flashinfer_cutlass", time_scale=10, gpu_lost=5): {"gpu_lost"},
     }
-    added = env.run("queue", "add", "--profiles", ",".join(profiles), "--concurrency", "8", "--repeats", "1",
+    added = env.run("queue", "add", "--no-control", "--profiles", ",".join(profiles), "--concurrency", "8", "--repeats", "1",
                     "--profiles-dir", str(env.profiles), *SPEC)
     assert added.returncode == 0, added.stdout
     done = env.run("run", "--profiles-dir", str(env.profiles), timeout=240)

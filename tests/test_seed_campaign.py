@@ -32,7 +32,7 @@ startup_timeout_s = 30
 extra_args = ["--enable-metrics", "--stream-interval", "16"]
 
 [sim]
-time_scale = 12
+time_scale = 6
 load_seconds = 0.2
 graph_seconds = 0.1
 warmup_seconds = 0.1

@@ -19,7 +19,7 @@ import urllib.request
 import pytest
 from runner_support import wait_for, wait_gone
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 KEY = "sk-test-7f3a9c1e5b"
 

@@ -23,7 +23,7 @@ import time
 import pytest
 from runner_support import free_port, scaled, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SPEC = ["--num-prompts", "4", "--input-len", "16", "--output-len", "8", "--no-warmup-pass"]
 

@@ -14,7 +14,7 @@ import psutil
 import pytest
 from runner_support import wait_for, wait_gone
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SPEC = ["--num-prompts", "24", "--input-len", "32", "--output-len", "32", "--no-warmup-pass"]
 

@@ -20,6 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from moe_tui.redaction import REDACTED as REDACTED  # re-exported: callers import them from here
+from moe_tui.redaction import SECRET_MARKERS as SECRET_MARKERS
+from moe_tui.redaction import is_secret_name as is_secret_name
+from moe_tui.redaction import redact_argv as redact_argv
+from moe_tui.redaction import redact_env as redact_env
 from moe_tui.sglang_flags import owned_conflict
 
 ENGINES = ("sglang", "sim")
@@ -34,9 +39,6 @@ MOE_RUNNER_BACKENDS = (
     "lora_cutedsl", "lora_triton", "lora_marlin", "hpc_ops", "megamoe", "intel_xpu",
 )
 
-
-SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
-REDACTED = "***redacted***"
 
 
 class ProfileError(ValueError):
@@ -469,32 +471,3 @@ def sim_flags(sim: Mapping[str, Any]) -> list[str]:
         else:
             args += [flag, str(value)]
     return args
-
-
-def is_secret_name(name: str) -> bool:
-    upper = name.upper()
-    return any(marker in upper for marker in SECRET_MARKERS)
-
-
-def redact_env(env: Mapping[str, str]) -> dict[str, str]:
-    return {k: (REDACTED if is_secret_name(k) else v) for k, v in env.items()}
-
-
-def redact_argv(argv: list[str]) -> list[str]:
-    """Hide values of flags whose names look like secrets (e.g. --api-key)."""
-    out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            out.append(REDACTED)
-            hide_next = False
-            continue
-        if arg.startswith("--") and is_secret_name(arg.split("=", 1)[0]):
-            if "=" in arg:
-                out.append(arg.split("=", 1)[0] + "=" + REDACTED)
-            else:
-                out.append(arg)
-                hide_next = True
-            continue
-        out.append(arg)
-    return out

@@ -138,15 +138,17 @@ class Store(StartAndGateRecords, RetentionRecords):
                               if write_retry_s is None else write_retry_s)
         self.readonly = self._cannot_write() if readonly is None else readonly
         self.readonly_why = ""  # why a writable-looking store was opened read-only (open_default)
-        if not self.readonly:
-            self._check_owner()
+        if not self.readonly:  # another user's store is never written; nor a damaged one (below)
+            from moe_tui.store_integrity import refuse_damaged, refuse_foreign
+
+            refuse_foreign(self.path)
         try:
             if not self.readonly:
                 os.umask(os.umask(0o077) | 0o077)  # store, WAL, SHM: owner only
                 self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._conn = self._connect()
             if not self.readonly:
-                self._refuse_if_damaged()
+                refuse_damaged(self._conn, self.path)  # PRAGMA quick_check before any write
                 self._migrate()
                 for suffix in ("", "-wal", "-shm"):
                     _tighten(Path(str(self.path) + suffix))
@@ -156,23 +158,6 @@ class Store(StartAndGateRecords, RetentionRecords):
             raise StoreError(f"store file {self.path} is not a usable moe-tui database: {exc}") from None
         except OSError as exc:
             raise StoreError(f"cannot open store file {self.path}: {exc}") from None
-
-    def _refuse_if_damaged(self) -> None:
-        """PRAGMA quick_check before the first write (a migration included): a damaged file is
-        never written into (`moe_tui.store_integrity`)."""
-        from moe_tui.store_integrity import damaged_message, quick_check
-
-        problems = quick_check(self._conn)
-        if problems:
-            self._conn.close()
-            raise StoreDamaged(damaged_message(self.path, problems))
-
-    def _check_owner(self) -> None:
-        """A store another user owns is never written (they could rewrite any result in it)."""
-        uid = self.path.stat().st_uid if self.path.exists() else os.getuid()
-        if uid != os.getuid():
-            raise StoreError(f"store file {self.path} belongs to uid {uid}, not to you (uid {os.getuid()}); "
-                             f"refusing to write into it: copy it to a data dir of your own")
 
     def _cannot_write(self) -> bool:
         if self.path.exists():

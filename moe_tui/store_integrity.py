@@ -48,6 +48,26 @@ def quick_check(conn: sqlite3.Connection, *, full: bool = False) -> list[str]:
     return [] if problems == ["ok"] else problems
 
 
+def refuse_damaged(conn: sqlite3.Connection, path: Path) -> None:
+    """Raise StoreDamaged (closing `conn`) when the file fails `quick_check`: never written into."""
+    from moe_tui.store import StoreDamaged
+
+    problems = quick_check(conn)
+    if problems:
+        conn.close()
+        raise StoreDamaged(damaged_message(path, problems))
+
+
+def refuse_foreign(path: Path) -> None:
+    """Raise StoreError when another user owns the store file (they could rewrite any result in it)."""
+    from moe_tui.store import StoreError
+
+    uid = path.stat().st_uid if path.exists() else os.getuid()
+    if uid != os.getuid():
+        raise StoreError(f"store file {path} belongs to uid {uid}, not to you (uid {os.getuid()}); "
+                         f"refusing to write into it: copy it to a data dir of your own")
+
+
 def damaged_message(path: Path, problems: list[str]) -> str:
     """What is wrong and what to do, for the error that refuses a write."""
     backup = backup_path(path)

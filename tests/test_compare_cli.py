@@ -20,6 +20,8 @@ pytestmark = pytest.mark.integration  # starts real processes
 
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, MOE_TUI_HOME=str(home))
+    for name in ("COLUMNS", "LINES"):  # a pilot test in the same worker may have set them: the text width is tested on its own
+        env.pop(name, None)
     return subprocess.run([sys.executable, "-m", "moe_tui", *args], env=env, capture_output=True, text=True,
                           timeout=120)
 

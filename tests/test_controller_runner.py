@@ -90,8 +90,9 @@ def test_detached_runner_attach_events_single_owner_sighup_stop(env):
     # Edits from the CLI go through the runner while it runs.
     paused = env.run("queue", "pause")
     assert paused.returncode == 0 and "paused" in paused.stdout
-    status = env.run("run", "--status")
+    status = env.run("run", "--status", "--json")
     assert json.loads(status.stdout)["queue"]["paused"] is True
+    assert "PAUSED" in env.run("run", "--status").stdout  # in words without --json
 
     # A dropped SSH session must not stop a campaign.
     os.kill(pid, signal.SIGHUP)

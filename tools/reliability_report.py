@@ -225,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import pytest
 
+    sys.path.insert(0, str(REPO))  # as `python -m pytest` from the repo root: tests import `tests.*`
     recorder = Recorder()
     started = time.monotonic()
     when = time.strftime("%Y-%m-%d %H:%M %Z")
@@ -235,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"date": when, "wall_s": round(wall, 1), "exit_code": int(code),
                                                "tests": [asdict(r) for r in records]}, indent=2) + "\n")
-    if records and not args.no_readme:
+    if records and not args.no_readme and int(code) in (0, 1):  # 0/1: the suite ran (2+: interrupted)
         README.write_text(replace_section(README.read_text(encoding="utf-8"), render_section(records, when, wall)),
                           encoding="utf-8")
         print(f"README.md: '{HEADING}' section rewritten ({len(records)} rows)")

@@ -113,6 +113,7 @@ def _start(args: argparse.Namespace) -> int:
     from moe_tui.events import Notice, ServerLogLine, ServerStateChanged
     from moe_tui.profiles import ProfileError
     from moe_tui.store import Store
+    from moe_tui.trust import terminal_text
 
     try:
         profile = find_profile(args.profile, args.profiles_dir)
@@ -124,8 +125,6 @@ def _start(args: argparse.Namespace) -> int:
             _err(f"--timeout must be > 0 seconds, got {args.timeout}")
             return 2
         profile = dataclasses.replace(profile, startup_timeout_s=args.timeout)
-
-    from moe_tui.trust import terminal_text
 
     def show(event: Any) -> None:  # log lines and reasons carry the server's text: no escape codes
         if isinstance(event, ServerLogLine):

@@ -26,3 +26,9 @@ def api_key_middleware(key: str) -> Callable[..., Awaitable[web.StreamResponse]]
         return await handler(request)
 
     return middleware
+
+
+def install_api_key(app: web.Application, key: str | None) -> None:
+    """With a key, every request is checked first (before any other middleware)."""
+    if key:
+        app.middlewares.insert(0, api_key_middleware(key))

@@ -23,6 +23,7 @@ from typing import Any
 from aiohttp import web
 
 from moe_tui.sim import SIM_VERSION
+from moe_tui.sim.auth import install_api_key
 from moe_tui.sim.engine import TOKENIZER_DIR, ReqState, SimEngine
 from moe_tui.sim.metrics_text import metrics_text
 from moe_tui.sim.output import log
@@ -400,10 +401,7 @@ class SimServer:
         from moe_tui.sim.outputs import greedy_outputs_middleware  # /generate with return_logprob
 
         app.middlewares.append(greedy_outputs_middleware(self.e.args, self._not_ready))
-        if getattr(self.e.args, "api_key", None):
-            from moe_tui.sim.auth import api_key_middleware
-
-            app.middlewares.insert(0, api_key_middleware(self.e.args.api_key))
+        install_api_key(app, getattr(self.e.args, "api_key", None))  # --api-key: 401 without it, as SGLang
         r = app.router
         r.add_route("POST", "/generate", self.handle_generate)
         r.add_route("PUT", "/generate", self.handle_generate)

@@ -97,7 +97,10 @@ class QueueScreen(LiveScreen):
         self.live_update({"filter"})
 
     def _item(self) -> QueueRow | None:
-        return self.control.live.queue_row(self.query_one(QueueTable).highlighted_item)
+        # The key bar asks check_action while the screen is still composing or already going away:
+        # no table then means no highlighted item, not an error.
+        tables = self.query(QueueTable)
+        return self.control.live.queue_row(tables.first().highlighted_item) if tables else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "add_campaign":

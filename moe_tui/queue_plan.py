@@ -182,9 +182,14 @@ class CampaignPlan:
         }
 
     def planned_counts(self) -> list[list[Any]]:
+        """[profile, fingerprint, items] as the queue stores them (the spec as it will run, its client's
+        version filled in), so a cleared item is counted against the same key as the queued ones."""
+        from moe_tui.queue_spec import spec_as_queued
+
         counts: dict[tuple[str, str], int] = {}
+        versions: dict[str, str] = {}
         for item in self.items():
-            key = (item.profile_name, item.spec.fingerprint)
+            key = (item.profile_name, spec_as_queued(item.spec, versions).fingerprint)
             counts[key] = counts.get(key, 0) + 1
         return [[p, fp, n] for (p, fp), n in sorted(counts.items())]
 

@@ -115,7 +115,7 @@ def test_gate_cli_names_an_unreachable_server(env):
 def test_campaign_gates_each_profile_before_its_first_timed_run(env):
     a = env.profile("sim-ga", "flashinfer_cutlass")
     b = env.profile("sim-gb", "flashinfer_cutedsl", fault_output_drift_after=4)
-    added = env.run("queue", "add", "--no-control", "--profiles", f"{a},{b}", "--concurrency", "1,2", "--no-warmup-pass",
+    added = env.run("queue", "add", "--profiles", f"{a},{b}", "--concurrency", "1,2", "--no-warmup-pass",
                     "--profiles-dir", str(env.profiles), "--num-prompts", "2", "--input-len", "16",
                     "--output-len", "4")
     assert added.returncode == 0, added.stdout

@@ -19,24 +19,34 @@ import os
 import re
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 # A spilled run holds every request record of one run: large, but never this large.
 MAX_READBACK_BYTES = 512 * 2**20
 
 
-def untrusted_dir_reason(path: Path) -> str | None:
-    """Why the folder `path` is not private to this user, or None when it is."""
+def _own_entry(path: Path, is_kind: Callable[[int], bool], not_kind: str) -> tuple[os.stat_result | None, str | None]:
+    """lstat `path`: (its stat, None) when it is this user's own entry of the wanted kind (never a
+    link), else (None, why not)."""
     try:
         st = os.lstat(path)
     except OSError as exc:
-        return f"cannot be inspected: {exc.strerror or exc}"
+        return None, f"cannot be inspected: {exc.strerror or exc}"
     if stat.S_ISLNK(st.st_mode):
-        return "is a symbolic link"
-    if not stat.S_ISDIR(st.st_mode):
-        return "is not a folder"
+        return None, "is a symbolic link"
+    if not is_kind(st.st_mode):
+        return None, not_kind
     if st.st_uid != os.getuid():
-        return f"belongs to uid {st.st_uid}, not to you (uid {os.getuid()})"
+        return None, f"belongs to uid {st.st_uid}, not to you (uid {os.getuid()})"
+    return st, None
+
+
+def untrusted_dir_reason(path: Path) -> str | None:
+    """Why the folder `path` is not private to this user, or None when it is."""
+    st, why = _own_entry(path, stat.S_ISDIR, "is not a folder")
+    if st is None:
+        return why
     if stat.S_IMODE(st.st_mode) & 0o022:
         return f"is writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
     return None
@@ -48,16 +58,9 @@ def untrusted_reason(path: Path, *, max_bytes: int = MAX_READBACK_BYTES) -> str 
     folder = untrusted_dir_reason(path.parent)
     if folder is not None:
         return f"its folder {path.parent} {folder}"
-    try:
-        st = os.lstat(path)
-    except OSError as exc:
-        return f"cannot be inspected: {exc.strerror or exc}"
-    if stat.S_ISLNK(st.st_mode):
-        return "is a symbolic link"
-    if not stat.S_ISREG(st.st_mode):
-        return "is not a regular file"
-    if st.st_uid != os.getuid():
-        return f"belongs to uid {st.st_uid}, not to you (uid {os.getuid()})"
+    st, why = _own_entry(path, stat.S_ISREG, "is not a regular file")
+    if st is None:
+        return why
     if stat.S_IMODE(st.st_mode) & 0o077:
         return f"is readable or writable by others (mode {stat.S_IMODE(st.st_mode):04o}); moe-tui writes 0600"
     if st.st_size > max_bytes:

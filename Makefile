@@ -51,7 +51,7 @@ check: $(STAMP) lint
 # The whole suite, every tier; prints the slowest tests and each tier's time.
 test: envs
 	$(MAKE) --no-print-directory lint
-	$(PYTEST) -q -n $(TEST_WORKERS) --dist loadgroup --durations=15
+	$(PYTEST) -q -rfER -n $(TEST_WORKERS) --dist loadgroup --durations=15
 
 # Refresh tests/durations.json (the scheduling order) from a whole run on this machine.
 durations: envs

@@ -209,13 +209,16 @@ class ItemWork:
             "duration_s": round(time.time() - started, 3), "rule": "results discarded",
         }
 
-    async def _timed_run(self, item: QueueItem, profile: ServerProfile, server: Any,
-                         warmup_info: dict[str, Any] | None) -> None:
+    def _open_run(self, item: QueueItem, profile: ServerProfile, server: Any,
+                  warmup_info: dict[str, Any] | None) -> tuple[Any, int, dict[str, Any]] | None:
+        """The run row for `item` on `server` (spec as run, provenance, attached to the item):
+        (spec, run id, the provenance arguments the finished run is stored with), or None when the
+        spec cannot be run (the item is failed). Timed and profiled runs open theirs alike."""
         try:
             spec = spec_as_run(item.spec)
         except ValueError as exc:
             self._finish_item(item, "failed", f"spec cannot be run by this client: {exc}")
-            return
+            return None
         started = time.time()
         snapshot = profile.snapshot()
         server_facts = self._server_facts(server)
@@ -232,6 +235,15 @@ class ItemWork:
         )
         self._current_run_id = run_id
         self.queue.attach_run(item.id, run_id)
+        return spec, run_id, dict(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
+                                  warmup=warmup_info, started_at=started)
+
+    async def _timed_run(self, item: QueueItem, profile: ServerProfile, server: Any,
+                         warmup_info: dict[str, Any] | None) -> None:
+        opened = self._open_run(item, profile, server, warmup_info)
+        if opened is None:
+            return
+        spec, run_id, provenance_args = opened
         self._emit(RunStarted(run_id=run_id, queue_item_id=item.id, profile=profile.name,
                               fingerprint=spec.fingerprint, spec_summary=spec.describe()))
         self._status("benchmarking", f"#{item.id} {profile.name} conc={spec.max_concurrency} "
@@ -267,9 +279,7 @@ class ItemWork:
             telemetry_summary = summarize_run(collector.snapshots, our_pids)
         record = finished_run(
             run_id=run_id, item=item, spec=spec, server=server, result=result, bench_error=bench_error,
-            provenance_args=dict(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
-                                 warmup=warmup_info, started_at=started),
-            client_limits=self._client_limits(spec), telemetry_summary=telemetry_summary,
+            provenance_args=provenance_args, client_limits=self._client_limits(spec), telemetry_summary=telemetry_summary,
             gpu_snapshots=collector.snapshots if collector else [], abort_verdict=self._abort_verdict,
             server_load=load_watch.summary())
         status, summary, flags, error = (record.status, record.finish["summary"], record.finish["flags"],

@@ -73,28 +73,14 @@ def keep_files(sources: list[Path], dest: Path, limit: int = MAX_KEPT_BYTES) -> 
 
 async def profiled_run(ctl: Any, item: Any, profile: Any, server: Any, warmup_info: dict[str, Any] | None,
                        definition: dict[str, Any]) -> None:
-    from moe_tui.controller_items import spec_as_run
-    from moe_tui.provenance import build_provenance
     from moe_tui.recording import finished_run
 
-    try:
-        spec = spec_as_run(item.spec)
-    except ValueError as exc:
-        ctl._finish_item(item, "failed", f"spec cannot be run by this client: {exc}")
-        return
     steps = int(definition.get("steps") or 12)
-    started = time.time()
-    snapshot = profile.snapshot()
-    server_facts = ctl._server_facts(server)
-    queue_facts = {"id": item.id, "campaign_id": item.campaign_id, "repeat_index": item.repeat_index,
-                   "attempt": item.attempts, "requested_fingerprint": item.fingerprint}
-    provenance = build_provenance(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
-                                  bench_client=ctl._client_limits(spec), warmup=warmup_info, started_at=started)
-    run_id = ctl.store.create_run(
-        profile_name=profile.name, spec_json=spec.canonical_json(), fingerprint=spec.fingerprint, client=spec.client,
-        profile=snapshot, provenance=provenance, queue_item_id=item.id, server_start_id=server.start_id)
-    ctl._current_run_id = run_id
-    ctl.queue.attach_run(item.id, run_id)
+    opened = ctl._open_run(item, profile, server, warmup_info)
+    if opened is None:
+        return
+    spec, run_id, provenance_args = opened
+    server_facts = provenance_args["server"]
     ctl._emit(RunStarted(run_id=run_id, queue_item_id=item.id, profile=profile.name, fingerprint=spec.fingerprint,
                          spec_summary=spec.describe() + f" (profiled, {steps} decode steps)"))
     ctl._status("profiling", f"#{item.id} {profile.name} conc={spec.max_concurrency} run {run_id}")
@@ -143,9 +129,8 @@ async def profiled_run(ctl: Any, item: Any, profile: Any, server: Any, warmup_in
                                    else ("failed", "profiled run: no trace was written; " + "; ".join(facts["notes"])))
     record = finished_run(
         run_id=run_id, item=item, spec=spec, server=server, result=result, bench_error=bench_error,
-        provenance_args=dict(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
-                             warmup=warmup_info, started_at=started),
-        client_limits=ctl._client_limits(spec), telemetry_summary=None, gpu_snapshots=[], abort_verdict=abort)
+        provenance_args=provenance_args, client_limits=ctl._client_limits(spec), telemetry_summary=None,
+        gpu_snapshots=[], abort_verdict=abort)
     record.finish["provenance"]["profiled"] = facts
     ctl.recorder.store_run(record)
     ctl._current = None

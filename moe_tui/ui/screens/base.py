@@ -3,6 +3,10 @@
 Refreshing bindings repaints the KeyBar and re-checks every action, so a screen asks
 for it only when what its `check_action` depends on has changed: `binding_state()` returns that,
 and `maybe_refresh_bindings()` compares it (with the App's own) to the last one shown.
+
+A screen whose content changed while another screen is shown calls `prerender_soon()`: it is laid
+out and rendered off screen in an idle slice, so that showing it repaints from cached lines
+(`moe_tui.ui.prepare`).
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from collections.abc import Hashable
 from typing import Any
 
 from textual.screen import Screen
+
+from moe_tui.ui.prepare import render_off_screen
 
 
 class LiveScreen(Screen):
@@ -28,3 +34,8 @@ class LiveScreen(Screen):
         if sig != self._binding_sig:
             self._binding_sig = sig
             self.refresh_bindings()
+
+    def prerender_soon(self) -> None:
+        preparer = getattr(self.app, "preparer", None)
+        if preparer is not None and not self.is_current:
+            preparer.add(render_off_screen(self.app, self))

@@ -10,8 +10,8 @@ in between is served first):
 
 1. mount the screen (`App._init_mode`: what `switch_mode` runs for a new mode, minus making it
    current), with the CSS count of the sheet it was styled from, so that no re-parse follows;
-2. once mounted, lay it out and render it off screen, a widget a step: every widget's lines are
-   then cached, and the first visit repaints from the cache like any later one.
+2. once mounted, lay it out and render it off screen, a band of a widget's lines a step: every
+   widget's lines are then cached, and the first visit repaints from the cache like any later one.
 
 A screen whose content arrives while another screen is shown (the comparison grid is built in a
 worker) renders itself off screen again then (`LiveScreen.prerender_soon`).
@@ -33,6 +33,9 @@ from textual.screen import Screen
 SLICE_S = 0.008
 # ... and the next one starts this much later.
 STEP_S = 0.02
+
+# Lines of one widget rendered in one step (a table's first render is about 1 ms a line).
+BAND_LINES = 8
 
 Steps = Iterator[None]
 
@@ -57,13 +60,14 @@ def render_off_screen(app: App, screen: Screen) -> Steps:
     screen._refresh_layout(app.size)
     yield
     for widget, (region, clip) in list(screen._compositor.visible_widgets.items()):
-        if not _ready(app, screen):
-            return
-        if widget.is_mounted:
-            x, y, width, height = region.intersection(clip)
-            if width and height:  # the crop the compositor asks for when it paints the screen
-                widget.render_lines(Region(x - region.x, y - region.y, width, height))
-        yield
+        x, y, width, height = region.intersection(clip)  # the crop the compositor asks for
+        for band in range(0, height, BAND_LINES):  # a tall table is rendered a band of lines a step
+            if not _ready(app, screen):
+                return
+            if widget.is_mounted:
+                widget.render_lines(Region(x - region.x, y - region.y + band, width,
+                                           min(BAND_LINES, height - band)))
+            yield
 
 
 def mount_off_screen(app: App, mode: str) -> Steps:

@@ -21,6 +21,9 @@ from moe_tui.ui.prepare import render_off_screen
 
 class LiveScreen(Screen):
     _binding_sig: Any = object()
+    # Topics this screen follows while another mode's screen is shown (then it renders itself off
+    # screen when something changed); every other topic waits for on_screen_resume.
+    BACKGROUND_TOPICS: frozenset[str] = frozenset()
 
     def live_update(self, topics: set[str]) -> None:
         """Repaint what `topics` touched; the App calls this at most every flush interval."""

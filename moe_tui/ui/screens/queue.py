@@ -130,7 +130,8 @@ class QueueScreen(LiveScreen):
         self.maybe_refresh_bindings()
 
     def action_add_campaign(self) -> None:
-        self.app.push_screen(AddCampaignScreen())
+        # The form lists the profiles: a spare built off screen for the same profiles opens at once.
+        self.control.push_spare(AddCampaignScreen, tuple(self.control.live.servers))
 
     def action_move(self, direction: str) -> None:
         item = self._item()

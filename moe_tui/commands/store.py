@@ -53,8 +53,9 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from moe_tui.store import Store, StoreError
-    from moe_tui.store_retention import ArchiveError
+    from moe_tui.store.db import Store
+    from moe_tui.store.errors import StoreError
+    from moe_tui.store.retention import ArchiveError
 
     action = getattr(args, "store_action", None)
     if action is None:

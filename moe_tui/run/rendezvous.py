@@ -191,7 +191,7 @@ def _peer_uid(sock: socket.socket) -> int | None:
         _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, cred, struct.calcsize("3i")))
     except OSError:
         return None
-    return uid
+    return int(uid)
 
 
 def _peer_is_us(sock: socket.socket) -> bool:

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from moe_tui.provenance import build_provenance, run_flags
 from moe_tui.spec import BenchmarkSpec
@@ -40,6 +40,8 @@ from moe_tui.store.records import _json_default
 from moe_tui.trust import aside_note, set_aside, untrusted_dir_reason, untrusted_reason
 
 if TYPE_CHECKING:
+    import ctypes
+
     from moe_tui.bench.engine import BenchResult
     from moe_tui.servers.managed import ManagedServer
     from moe_tui.store.db import RunRecord
@@ -150,7 +152,7 @@ def release_memory() -> None:
         _libc.malloc_trim(0)
 
 
-_libc: Any = None
+_libc: ctypes.CDLL | Literal[False] | None = None  # None: not looked up yet; False: no libc
 
 
 class RunRecorder:

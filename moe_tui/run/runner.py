@@ -50,7 +50,8 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import FrameType
+from typing import TYPE_CHECKING
 
 from moe_tui.events import Event
 from moe_tui.run.bounds import check_request_args
@@ -243,7 +244,7 @@ async def serve(controller: Controller, data_dir: str | Path, *, until_empty: bo
 STOP_DEADLINE_S = 90.0
 
 
-def _stop_handler(loop: asyncio.AbstractEventLoop, request_stop: Callable[[str], None]) -> Callable[[int, Any], None]:
+def _stop_handler(loop: asyncio.AbstractEventLoop, request_stop: Callable[[str], None]) -> Callable[[int, FrameType | None], None]:
     """A plain `signal.signal` handler (it runs between bytecodes even when a loop callback is
     busy, unlike `loop.add_signal_handler`): ask for a clean stop on the loop, and arm the watchdog."""
     import threading
@@ -257,7 +258,7 @@ def _stop_handler(loop: asyncio.AbstractEventLoop, request_stop: Callable[[str],
                   file=sys.stderr, flush=True)
         os._exit(1)
 
-    def handler(signum: int, _frame: Any) -> None:
+    def handler(signum: int, _frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
         if asked:
             with contextlib.suppress(Exception):

@@ -12,19 +12,15 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from moe_tui.store.schema import _Tx
+from moe_tui.store.schema import StoreAccess
 
 
-class StartAndGateRecords:
-    """Server-start and gate-sample reads and writes (mixed into Store)."""
-
-    if TYPE_CHECKING:  # provided by Store
-        def transaction(self) -> AbstractContextManager[_Tx]: ...
-        def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]: ...
+class StartAndGateRecords(StoreAccess):
+    """Server-start and gate-sample reads and writes (mixed into Store, which provides what
+    `StoreAccess` declares)."""
 
     # -- server starts --------------------------------------------------------------------------
     def record_server_start(

@@ -3,7 +3,8 @@ gate samples (issue 15, `moe_tui.gate.probe`), plus the JSON encoding every stor
 
 `StartAndGateRecords` is a mixin of `moe_tui.store.db.Store` (what it uses of it is declared by
 `moe_tui.store.schema.StoreAccess`): it writes through the store's `transaction()` and reads
-through its `query()`, so locking, retries and read-only refusal stay in one place. Import `Store` from `moe_tui.store.db`, never this mixin alone.
+through its `query()`, so locking, retries and read-only refusal stay in one place. Import `Store`
+from `moe_tui.store.db`, never this mixin alone.
 """
 
 from __future__ import annotations

@@ -249,3 +249,22 @@ def test_roofline_lines_use_the_runs_the_grid_averaged_not_a_flagged_one(store):
             assert roof.measured_tok_s == pytest.approx(sum(expected) / len(expected))
     assert grid.extras.candidate_roofline[16].measured_tok_s < 2000  # the throttled 5000 tok/s run is out
     assert ids["throttled"] not in grid.point(CANDIDATE, 16).run_ids
+
+
+def test_reading_commands_open_a_current_store_read_only_and_upgrade_an_older_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("MOE_TUI_HOME", str(tmp_path / "home"))
+    from moe_tui.paths import store_path
+
+    with Store.open_for_reading() as fresh:  # none yet: made as the writable open makes it
+        assert not fresh.readonly and fresh.path == store_path()
+    with Store.open_for_reading() as current:  # no integrity pass, no write lock: a read
+        assert current.readonly
+        with pytest.raises(Exception, match="read-only"):
+            current.set_keep_samples_runs(3)
+    path = store_path()
+    path.unlink()
+    _schema_7_store(path)
+    with Store.open_for_reading() as upgraded:
+        assert not upgraded.readonly and upgraded.query("PRAGMA user_version")[0][0] == SCHEMA_VERSION
+    with Store.open_for_reading() as again:
+        assert again.readonly and len(again.run_summaries(profile_name=A)) == 7

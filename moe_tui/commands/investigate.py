@@ -63,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
     if grid is None:
         return code
     try:
-        with Store.open_default() as store:
+        opened = Store.open_for_reading if args.dry_run or args.report else Store.open_default
+        with opened() as store:
             evidence = evidence_from_grid(grid, store)
             earlier = [report(store, r, evidence) for r in investigations(store, args.baseline, args.candidate)
                        if (r.concurrency, r.metric) == (args.concurrency, args.metric)]

@@ -46,6 +46,7 @@ from moe_tui.queue_plan import (
     CampaignPlan,
     PlannedItem,
     QueueError,
+    QueueNotFound,
     order_keys,
     server_starts,
     warmup_spec,
@@ -57,7 +58,7 @@ from moe_tui.store import Store
 __all__ = [
     "FINISHED_STATES", "ITEM_STATES", "MOVE_DIRECTIONS", "ORDER_POLICIES", "RETRYABLE_STATES",
     "WARMUP_MIN_PROMPTS", "WARMUP_SEED_OFFSET", "CampaignPlan", "PlannedItem", "QueueError",
-    "QueueItem", "RunQueue", "order_keys", "server_starts", "warmup_spec",
+    "QueueItem", "QueueNotFound", "RunQueue", "order_keys", "server_starts", "warmup_spec",
 ]
 
 ITEM_STATES = ("pending", "running", "done", "failed", "skipped", "cancelled", "interrupted")
@@ -156,7 +157,7 @@ class RunQueue:
     def item(self, item_id: int) -> QueueItem:
         rows = self.store.query("SELECT * FROM queue_items WHERE id = ?", (int(item_id),))
         if not rows:
-            raise QueueError(f"queue item {item_id}: no such item")
+            raise QueueNotFound(f"queue item {item_id}: no such item")
         return _item(rows[0])
 
     def next_pending(self) -> QueueItem | None:
@@ -217,7 +218,7 @@ class RunQueue:
     def campaign(self, campaign_id: int) -> dict[str, Any]:
         rows = self.store.query("SELECT * FROM campaigns WHERE id = ?", (campaign_id,))
         if not rows:
-            raise QueueError(f"campaign {campaign_id}: no such campaign")
+            raise QueueNotFound(f"campaign {campaign_id}: no such campaign")
         row = rows[0]
         return {"id": row["id"], "name": row["name"], "policy": row["policy"],
                 "created_at": row["created_at"], "definition": json.loads(row["definition_json"])}
@@ -457,7 +458,7 @@ def _get(tx: Any, item_id: Any) -> Any:
         raise QueueError(f"queue item {item_id!r}: an item id is a whole number") from None
     row = tx.execute("SELECT * FROM queue_items WHERE id = ?", (key,)).fetchone()
     if row is None:
-        raise QueueError(f"queue item {item_id}: no such item")
+        raise QueueNotFound(f"queue item {item_id}: no such item")
     return row
 
 

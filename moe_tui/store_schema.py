@@ -116,7 +116,7 @@ _SUMMARY_MIGRATION = f"""
         profile_name TEXT NOT NULL,
         campaign_id INTEGER NOT NULL,
         PRIMARY KEY (profile_name, campaign_id)
-    ) WITHOUT ROWID;
+    );
     CREATE TRIGGER IF NOT EXISTS campaigns_profiles_insert AFTER INSERT ON campaigns BEGIN
         INSERT OR IGNORE INTO campaign_profiles (profile_name, campaign_id)
         SELECT DISTINCT json_extract(p.value, '$[0]'), NEW.id

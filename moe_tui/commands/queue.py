@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if action is None:
         args._parser.print_help()
         return 2
-    from moe_tui.queue import QueueError
+    from moe_tui.queue import QueueError, QueueNotFound
     from moe_tui.spec import SpecError
     from moe_tui.store import Store, StoreError
 
@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
             return _edit(args, store)
     except (QueueError, SpecError, StoreError) as exc:
         print(f"moe-tui queue {action}: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_NOT_FOUND if isinstance(exc, QueueNotFound) else 1
 
 
 def _add(args: argparse.Namespace, store: Any) -> int:
@@ -244,7 +244,7 @@ def _edit(args: argparse.Namespace, store: Any) -> int:
             return 0
         except RunnerOpError as exc:
             print(f"moe-tui queue {action}: {exc}", file=sys.stderr)
-            return 1
+            return EXIT_NOT_FOUND if exc.error_type == "QueueNotFound" else 1
         except RunnerUnavailable:
             pass  # the runner is starting or stopping: the store is still the truth
     queue = RunQueue(store)

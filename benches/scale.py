@@ -251,6 +251,9 @@ def table(rows: list[dict], tui: bool = True) -> list[str]:
         lines.append("| " + " | ".join([label, *(fmt(r) for r in rows), goal]) + " |")
 
     line("grid read + build, CPU in one process (cold)", lambda r: f"{r['core']['grid_cpu_ms']:.0f} ms", "")
+    ref = min(rows, key=lambda r: abs(r["runs"] - 10_000))  # growth is read against the 10k store
+    line("grid CPU, x the 10k store's (same pair, same 24 runs)",
+         lambda r: f"{r['core']['grid_cpu_ms'] / ref['core']['grid_cpu_ms']:.2f}x", "< 1.5x at 100k")
     line("the same grid again, no store change (cache)", lambda r: f"{r['core']['grid_cached_ms']:.2f} ms", "")
     line("investigations of the pair, CPU", lambda r: f"{r['core']['investigations_cpu_ms']:.1f} ms", "")
     line("Queue view read (every item), CPU", lambda r: f"{r['core']['queue_view_cpu_ms']:.0f} ms", "")
@@ -309,6 +312,11 @@ def main() -> int:
         rows.append({"runs": info["runs"], "store_mb": info["bytes"] / 1e6, "build_s": info["build_s"],
                      "cloned": "cloned_from" in info, "load": (load_before, os.getloadavg()[0]),
                      "core": core, "cli": cli, "tui": tui})
+        write_results(args, rows)  # after each size: a run cut short keeps the sizes it finished
+    return 0
+
+
+def write_results(args: argparse.Namespace, rows: list[dict]) -> None:
     date = datetime.date.today().isoformat()
     results = ROOT / "benches" / "results"
     stem = "-".join(p for p in ("scale", args.tag, date, args.suffix) if p)
@@ -323,8 +331,7 @@ def main() -> int:
           f"medians of {args.repeats} fresh processes (peak RSS the largest); TUI figures one fresh process.", "",
           *table(rows, tui=not args.no_tui), ""]
     (results / f"{stem}.md").write_text("\n".join(md))
-    print("\n".join(md))
-    return 0
+    print("\n".join(md), flush=True)
 
 
 if __name__ == "__main__":

@@ -268,3 +268,30 @@ def test_reading_commands_open_a_current_store_read_only_and_upgrade_an_older_on
         assert not upgraded.readonly and upgraded.query("PRAGMA user_version")[0][0] == SCHEMA_VERSION
     with Store.open_for_reading() as again:
         assert again.readonly and len(again.run_summaries(profile_name=A)) == 7
+
+
+def test_the_gate_line_comes_from_a_server_start_the_grid_averaged(store):
+    from moe_tui.correctness import GateSample
+    from moe_tui.gate import prompt_set_id
+
+    ids = _fill(store)
+
+    def gate(name: str, start: int | None, drift: bool) -> None:
+        tokens = [100 + i for i in range(12)]
+        if drift:
+            tokens[4:] = [9000 + i for i in range(8)]
+        samples = [GateSample(f"p{p}", tuple(tokens), tuple([-0.05] * 12)).to_dict() for p in range(4)]
+        store.record_gate_samples(profile_name=name, prompt_set=prompt_set_id(), samples=samples,
+                                  server_start_id=start)
+
+    clean_start = store.run(build_grid(store, A, B).point(CANDIDATE, 16).run_ids[0]).server_start_id
+    gate(A, None, drift=False)
+    gate(B, clean_start, drift=False)
+    gate(B, store.run(ids["throttled"]).server_start_id, drift=True)  # later, on the throttled run's start
+    grid = build_grid(store, A, B)
+    assert not grid.extras.output_differs, grid.extras.gate.words
+    assert "output_differs" not in grid.flags
+    # Without the grid's starts the latest pass (the left-out start's) would have spoken.
+    from moe_tui.grid_extras import gate_verdict
+
+    assert gate_verdict(store, A, B).output_differs

@@ -83,10 +83,10 @@ def cli_figures(home: Path, repeats: int, out_dir: Path) -> dict[str, dict[str, 
 
 # -- the core's reads, CPU time in one process (less moved by a loaded box than wall time) ----------
 def _core(store_path: Path, repeats: int) -> dict[str, float]:
-    from moe_tui import grids
     from moe_tui.control.reads import StoreReads
-    from moe_tui.investigate_store import investigations
-    from moe_tui.store import Store
+    from moe_tui.grids import pair as grids
+    from moe_tui.investigate.store import investigations
+    from moe_tui.store.db import Store
 
     def cpu_ms(fn) -> float:
         times = []
@@ -110,8 +110,8 @@ def _core(store_path: Path, repeats: int) -> dict[str, float]:
 
 def _cached_ms(store_path: Path, repeats: int) -> float:
     """The second build_grid of one handle with nothing committed between: the cache's answer."""
-    from moe_tui import grids
-    from moe_tui.store import Store
+    from moe_tui.grids import pair as grids
+    from moe_tui.store.db import Store
 
     times = []
     with Store(store_path, readonly=True) as store:
@@ -137,7 +137,7 @@ async def _tui(store_path: Path, idle_s: float) -> dict[str, float]:
 
     from moe_tui.control.reads import StoreReads
     from moe_tui.events import ControllerStatus, ServerMetrics
-    from moe_tui.store import Store
+    from moe_tui.store.db import Store
     from moe_tui.ui.app import MoeTuiApp
     from moe_tui.ui.messages import CoreEventArrived
     from moe_tui.ui.screens.compare import CompareScreen
@@ -237,7 +237,7 @@ def build_store(n: int, base: Path) -> tuple[Path, dict]:
                              capture_output=True, text=True, check=True)
         info = json.loads(out.stdout)
         (home / "build.json").write_text(json.dumps(info))
-    from moe_tui.store import Store
+    from moe_tui.store.db import Store
 
     Store(path).close()  # a store kept from an older build is upgraded once (the figures open it read-only)
     return home, json.loads((home / "build.json").read_text())

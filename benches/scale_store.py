@@ -32,9 +32,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from moe_tui.queue import PlannedItem, RunQueue  # noqa: E402
 from moe_tui.spec import BenchmarkSpec  # noqa: E402
-from moe_tui.store import Store  # noqa: E402
+from moe_tui.store.db import Store  # noqa: E402
+from moe_tui.store.queue import PlannedItem, RunQueue  # noqa: E402
 
 PAIR = ("aa-baseline", "ab-candidate")
 PAIR_CONCS = (1, 8, 64, 256)

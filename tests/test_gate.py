@@ -10,7 +10,7 @@ import httpx
 import pytest
 from sim_helpers import sim_server
 
-from moe_tui.gate import GATE_MAX_NEW_TOKENS, GATE_PROMPTS, GateError, parse_answer, request_body
+from moe_tui.gate.probe import GATE_MAX_NEW_TOKENS, GATE_PROMPTS, GateError, parse_answer, request_body
 
 SIM = ["--model-path", "GLM-5-NVFP4", "--tp-size", "8", "--ep-size", "8", "--quantization", "modelopt_fp4"]
 

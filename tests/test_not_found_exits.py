@@ -8,8 +8,8 @@ import pytest
 
 from moe_tui.cli import build_parser, main
 from moe_tui.commands.common import EXIT_CODES_HELP, EXIT_NOT_FOUND
-from moe_tui.queue import RunQueue
-from moe_tui.store import Store
+from moe_tui.store.db import Store
+from moe_tui.store.queue import RunQueue
 from tests.test_run_summaries import A, B, _fill, _spec
 
 

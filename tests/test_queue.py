@@ -7,7 +7,9 @@ import sqlite3
 
 import pytest
 
-from moe_tui.queue import (
+from moe_tui.spec import BenchmarkSpec
+from moe_tui.store.db import Store
+from moe_tui.store.queue import (
     CampaignPlan,
     QueueError,
     RunQueue,
@@ -15,8 +17,6 @@ from moe_tui.queue import (
     server_starts,
     warmup_spec,
 )
-from moe_tui.spec import BenchmarkSpec
-from moe_tui.store import Store
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The run summary a grid reads (issue 26, `moe_tui.store_summaries`), on real stores: the grid built
+"""The run summary a grid reads (issue 26, `moe_tui.store.summaries`), on real stores: the grid built
 from summaries is the grid built from whole runs (flags from telemetry and selfcheck, confounders from
 resolved server args, imports' server_info, requested fingerprints), summaries stay in step with
 `runs` whoever writes, a store made by schema 7 is upgraded, the grid's statements read neither
@@ -14,12 +14,12 @@ import time
 import pytest
 
 from moe_tui.compare import BASELINE, CANDIDATE, build_grid_from_runs
-from moe_tui.grids import RUN_STATUSES, build_grid, plan_of
-from moe_tui.queue import RunQueue
-from moe_tui.queue_plan import CampaignPlan
+from moe_tui.grids.pair import RUN_STATUSES, build_grid, plan_of
 from moe_tui.spec import BenchmarkSpec
-from moe_tui.store import Store
-from moe_tui.store_schema import _MIGRATIONS, SCHEMA_VERSION
+from moe_tui.store.db import Store
+from moe_tui.store.queue import RunQueue
+from moe_tui.store.queue_plan import CampaignPlan
+from moe_tui.store.schema import _MIGRATIONS, SCHEMA_VERSION
 
 A, B = "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl"
 T0 = 1_790_000_000.0
@@ -271,8 +271,8 @@ def test_reading_commands_open_a_current_store_read_only_and_upgrade_an_older_on
 
 
 def test_the_gate_line_comes_from_a_server_start_the_grid_averaged(store):
-    from moe_tui.correctness import GateSample
-    from moe_tui.gate import prompt_set_id
+    from moe_tui.gate.correctness import GateSample
+    from moe_tui.gate.probe import prompt_set_id
 
     ids = _fill(store)
 
@@ -292,6 +292,6 @@ def test_the_gate_line_comes_from_a_server_start_the_grid_averaged(store):
     assert not grid.extras.output_differs, grid.extras.gate.words
     assert "output_differs" not in grid.flags
     # Without the grid's starts the latest pass (the left-out start's) would have spoken.
-    from moe_tui.grid_extras import gate_verdict
+    from moe_tui.grids.extras import gate_verdict
 
     assert gate_verdict(store, A, B).output_differs

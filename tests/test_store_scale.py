@@ -10,12 +10,12 @@ import sqlite3
 
 import pytest
 
-from moe_tui.grids import build_grid
-from moe_tui.investigate import plan_investigation
-from moe_tui.investigate_store import diagnostic_run_ids, enqueue_plan, evidence_from_grid, investigations
-from moe_tui.queue import RunQueue
-from moe_tui.store import Store
-from moe_tui.store_schema import SCHEMA_VERSION
+from moe_tui.grids.pair import build_grid
+from moe_tui.investigate.planner import plan_investigation
+from moe_tui.investigate.store import diagnostic_run_ids, enqueue_plan, evidence_from_grid, investigations
+from moe_tui.store.db import Store
+from moe_tui.store.queue import RunQueue
+from moe_tui.store.schema import SCHEMA_VERSION
 from tests.test_grid_investigation import A, B, _stored
 from tests.ui.fakes import demo_runs
 

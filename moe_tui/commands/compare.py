@@ -52,8 +52,9 @@ def load_grid(args: argparse.Namespace, command: str) -> tuple[Any, int]:
     """(grid, 0), or (None, exit code) after printing why: 4 for a profile without runs, 2 for options, 1 for the store."""
     from moe_tui.commands.common import EXIT_NOT_FOUND, EXIT_USAGE
     from moe_tui.compare import CompareError
-    from moe_tui.grids import build_grid
-    from moe_tui.store import Store, StoreError
+    from moe_tui.grids.pair import build_grid
+    from moe_tui.store.db import Store
+    from moe_tui.store.errors import StoreError
 
     missing: list[str] = []
     try:
@@ -92,7 +93,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from moe_tui.export import render_csv, render_json, render_markdown, render_text, write_atomic
+    from moe_tui.export.formats import render_csv, render_json, render_markdown, render_text, write_atomic
 
     grid, code = load_grid(args, "compare")
     if grid is None:

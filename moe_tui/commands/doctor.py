@@ -32,7 +32,7 @@ def _say(text: str) -> None:
 
 
 def _check(path: Path) -> list[str]:
-    from moe_tui.store_integrity import quick_check
+    from moe_tui.store.integrity import quick_check
 
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
@@ -43,8 +43,8 @@ def _check(path: Path) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from moe_tui import paths
-    from moe_tui.runner import runner_is_running
-    from moe_tui.store_integrity import _age_words, backup_path
+    from moe_tui.run.rendezvous import runner_is_running
+    from moe_tui.store.integrity import _age_words, backup_path
 
     data_dir = paths.data_dir()
     path = paths.store_path()
@@ -74,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _backup(path: Path, problems: list[str]) -> int:
-    from moe_tui.store import Store, StoreError
-    from moe_tui.store_integrity import backup_store
+    from moe_tui.store.db import Store
+    from moe_tui.store.errors import StoreError
+    from moe_tui.store.integrity import backup_store
 
     if problems:
         _say("no backup of a damaged store (it would replace the good one)")
@@ -91,7 +92,7 @@ def _backup(path: Path, problems: list[str]) -> int:
 
 
 def _repair(path: Path) -> int:
-    from moe_tui.store_integrity import restore
+    from moe_tui.store.integrity import restore
 
     try:
         done = restore(path)

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     from moe_tui import __version__
     from moe_tui.commands.compare import load_grid
-    from moe_tui.export import export_comparison
+    from moe_tui.export.formats import export_comparison
     from moe_tui.paths import exports_dir
 
     grid, code = load_grid(args, "export")
@@ -42,8 +42,8 @@ def run(args: argparse.Namespace) -> int:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
         paths = export_comparison(grid, args.dir or exports_dir(), generated_at=now, version=__version__)
-        from moe_tui.explain_store import export_explanations
-        from moe_tui.store import Store
+        from moe_tui.explain.store import export_explanations
+        from moe_tui.store.db import Store
 
         with Store.open_for_reading() as store:
             explained = export_explanations(store, grid, args.dir or exports_dir())

@@ -46,10 +46,11 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from moe_tui.commands.server import find_profile
-    from moe_tui.correctness import OUTPUT_DIFFERS, PASSED, compare_gate
-    from moe_tui.gate import GateError, run_gate, stored_samples
+    from moe_tui.gate.correctness import OUTPUT_DIFFERS, PASSED, compare_gate
+    from moe_tui.gate.probe import GateError, run_gate, stored_samples
     from moe_tui.profiles import ProfileError
-    from moe_tui.store import Store, StoreError
+    from moe_tui.store.db import Store
+    from moe_tui.store.errors import StoreError
 
     if args.no_send and not args.against:
         _err("--no-send needs --against BASELINE (nothing to do otherwise)")

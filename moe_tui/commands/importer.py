@@ -222,7 +222,8 @@ def existing_hashes(store: Any) -> dict[str, int]:
 
 def run(args: argparse.Namespace) -> int:
     from moe_tui.commands.common import EXIT_NOT_FOUND
-    from moe_tui.store import Store, StoreError
+    from moe_tui.store.db import Store
+    from moe_tui.store.errors import StoreError
 
     if not Path(args.file).exists():
         print(f"moe-tui import: {args.file}: no such file; nothing imported", file=sys.stderr)
@@ -272,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _is_archive(file: str) -> bool:
     """A `moe-tui store archive` file (its first line is the archive header)."""
-    from moe_tui.store_retention import ARCHIVE_KIND
+    from moe_tui.store.retention import ARCHIVE_KIND
 
     try:
         with open(file, encoding="utf-8") as fh:
@@ -284,8 +285,9 @@ def _is_archive(file: str) -> bool:
 
 def _restore(file: str) -> int:
     """Every run of an archive back, with its requests, GPU samples and server start: all or none."""
-    from moe_tui.store import Store, StoreError
-    from moe_tui.store_retention import ArchiveError
+    from moe_tui.store.db import Store
+    from moe_tui.store.errors import StoreError
+    from moe_tui.store.retention import ArchiveError
 
     try:
         with open(file, encoding="utf-8") as fh, Store.open_default() as store:

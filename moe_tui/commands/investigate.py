@@ -52,10 +52,12 @@ def _fail(message: str, code: int) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from moe_tui.commands.compare import load_grid
-    from moe_tui.investigate import DEFAULT_CAP, KINDS, InvestigateError, plan_investigation
-    from moe_tui.investigate_report import report
-    from moe_tui.investigate_store import evidence_from_grid, investigations
-    from moe_tui.store import Store, StoreError
+    from moe_tui.investigate.model import DEFAULT_CAP, KINDS, InvestigateError
+    from moe_tui.investigate.planner import plan_investigation
+    from moe_tui.investigate.report import report
+    from moe_tui.investigate.store import evidence_from_grid, investigations
+    from moe_tui.store.db import Store
+    from moe_tui.store.errors import StoreError
 
     only = [k.strip() for k in args.only.split(",") if k.strip()] if args.only else None
     unknown = [k for k in only or () if k not in KINDS]
@@ -115,7 +117,7 @@ def _print_plan(plan: Any, earlier: list[Any], as_json: bool, simulated: bool) -
         print("earlier investigations of this cell:")
         _print_reports(earlier, False)
         print()
-    from moe_tui.investigate_report import describe_cell
+    from moe_tui.investigate.model import describe_cell
 
     print(f"{plan.name}{'  [SIMULATED]' if simulated else ''}")
     print(f"cell now: {describe_cell(plan.before)}; control: {plan.before.get('control')}")
@@ -154,11 +156,12 @@ def _queue(args: argparse.Namespace, store: Any, plan: Any) -> int:
     from pathlib import Path
 
     from moe_tui import paths
-    from moe_tui.investigate_store import enqueue_plan
+    from moe_tui.investigate.store import enqueue_plan
     from moe_tui.profiles import load_profiles
-    from moe_tui.queue import QueueError, RunQueue
-    from moe_tui.runner import RunnerOpError, RunnerUnavailable, call_runner_sync, runner_is_running
+    from moe_tui.run.client import RunnerOpError, call_runner_sync
+    from moe_tui.run.rendezvous import RunnerUnavailable, runner_is_running
     from moe_tui.spec import SpecError
+    from moe_tui.store.queue import QueueError, RunQueue
 
     if runner_is_running(paths.data_dir()):
         try:

@@ -121,9 +121,10 @@ def run(args: argparse.Namespace) -> int:
     if action is None:
         args._parser.print_help()
         return 2
-    from moe_tui.queue import QueueError, QueueNotFound
     from moe_tui.spec import SpecError
-    from moe_tui.store import Store, StoreError
+    from moe_tui.store.db import Store
+    from moe_tui.store.errors import StoreError
+    from moe_tui.store.queue import QueueError, QueueNotFound
 
     try:
         with Store.open_default() as store:
@@ -140,10 +141,10 @@ def run(args: argparse.Namespace) -> int:
 def _add(args: argparse.Namespace, store: Any) -> int:
     from pathlib import Path
 
-    from moe_tui.grids import control_noise_pct
+    from moe_tui.grids.pair import control_noise_pct
     from moe_tui.profiles import load_profiles
-    from moe_tui.queue import CampaignPlan, RunQueue
     from moe_tui.spec import BenchmarkSpec
+    from moe_tui.store.queue import CampaignPlan, RunQueue
 
     names = _csv(args.profiles, str, "--profiles")
     profiles_dir = Path(profiles_dir_for(args.profiles_dir, names))
@@ -203,7 +204,7 @@ def _add(args: argparse.Namespace, store: Any) -> int:
 
 
 def _list(args: argparse.Namespace, store: Any) -> int:
-    from moe_tui.queue import RunQueue
+    from moe_tui.store.queue import RunQueue
 
     queue = RunQueue(store)
     items = queue.items(args.state)
@@ -224,8 +225,9 @@ def _list(args: argparse.Namespace, store: Any) -> int:
 
 def _edit(args: argparse.Namespace, store: Any) -> int:
     from moe_tui import paths
-    from moe_tui.queue import RunQueue
-    from moe_tui.runner import RunnerOpError, RunnerUnavailable, call_runner_sync, runner_is_running
+    from moe_tui.run.client import RunnerOpError, call_runner_sync
+    from moe_tui.run.rendezvous import RunnerUnavailable, runner_is_running
+    from moe_tui.store.queue import RunQueue
 
     action = args.queue_action
     op, op_args = {

@@ -57,8 +57,8 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from moe_tui.commands.server import find_profile
     from moe_tui.profiles import ProfileError
-    from moe_tui.roofline import RooflineError
-    from moe_tui.roofline_inputs import RooflineInputError, mean_decode_context, roofline_setup
+    from moe_tui.roofline.decode import RooflineError
+    from moe_tui.roofline.inputs import RooflineInputError, mean_decode_context, roofline_setup
 
     try:
         profile = find_profile(args.profile, args.profiles_dir)

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     if verb is None:
         args.server_parser.print_help()
         return 2
-    from moe_tui.store import StoreError
+    from moe_tui.store.errors import StoreError
 
     try:
         return {"start": _start, "stop": _stop, "status": _status, "logs": _logs}[verb](args)
@@ -112,7 +112,7 @@ def _start(args: argparse.Namespace) -> int:
     from moe_tui import servers
     from moe_tui.events import Notice, ServerLogLine, ServerStateChanged
     from moe_tui.profiles import ProfileError
-    from moe_tui.store import Store
+    from moe_tui.store.db import Store
     from moe_tui.trust import terminal_text
 
     try:
@@ -198,7 +198,7 @@ def _stop(args: argparse.Namespace) -> int:
     import time
 
     from moe_tui import servers
-    from moe_tui.store import Store
+    from moe_tui.store.db import Store
 
     if not args.profile and not args.all:
         _err("name a profile, or use --all")
@@ -233,7 +233,7 @@ def _status(args: argparse.Namespace) -> int:
     import json
 
     from moe_tui import servers
-    from moe_tui.store import Store
+    from moe_tui.store.db import Store
 
     with Store.open_default() as store:
         rows = _latest_starts(store, args.all)
@@ -276,7 +276,7 @@ def _logs(args: argparse.Namespace) -> int:
     import collections
     import time
 
-    from moe_tui.store import Store
+    from moe_tui.store.db import Store
 
     with Store.open_default() as store:
         rows = store.server_starts(profile_name=args.profile, limit=1)

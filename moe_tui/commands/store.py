@@ -53,8 +53,9 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from moe_tui.store import Store, StoreError
-    from moe_tui.store_retention import ArchiveError
+    from moe_tui.store.db import Store
+    from moe_tui.store.errors import StoreError
+    from moe_tui.store.retention import ArchiveError
 
     action = getattr(args, "store_action", None)
     if action is None:
@@ -108,7 +109,7 @@ def _selected(store: Any, args: argparse.Namespace) -> list[int]:
     if args.profile is not None and args.profile not in store.profile_names_with_runs():
         raise NotFound(f"--profile {args.profile}: no such profile in store file {store.path} (it has no runs)")
     if args.campaign is not None:
-        from moe_tui.queue import QueueNotFound, RunQueue
+        from moe_tui.store.queue import QueueNotFound, RunQueue
 
         try:
             RunQueue(store).campaign(args.campaign)

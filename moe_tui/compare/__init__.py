@@ -15,7 +15,7 @@ Modules:
   to settle;
 - `control`: the equivalence test at concurrency 2 (else 1), with its own noise, that gates verdicts;
 - `grid`: per-cell states and the family tests; `build`: the entry points.
-The core never imports Textual and reads nothing: `moe_tui.grids.build_grid` reads the store and calls it.
+The core never imports Textual and reads nothing: `moe_tui.grids.pair.build_grid` reads the store and calls it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`build_grid_from_runs`: pure, runs in, grid out (`moe_tui.grids.build_grid` reads them from the store)."""
+"""`build_grid_from_runs`: pure, runs in, grid out (`moe_tui.grids.pair.build_grid` reads them from the store)."""
 
 from __future__ import annotations
 

@@ -49,10 +49,10 @@ class Run:
 
 # What a cell and its verdict read from a run's provenance, telemetry and selfcheck (beside its summary,
 # flags, spec and profile snapshot): its "grid facts". The store keeps them in the run's summary row
-# (`moe_tui.store_summaries`), so a grid never decodes a whole provenance or telemetry. A key maps to
+# (`moe_tui.store.summaries`), so a grid never decodes a whole provenance or telemetry. A key maps to
 # True (kept whole) or to the keys kept under it ("*": every key, each pruned alike). Top-level
 # scalars and lists of the provenance are kept too (`provenance_values` lists the flat ones). Every
-# read of these dicts in compare/ and grid_extras must stay inside this tree: tests/test_run_summaries.py
+# read of these dicts in compare/ and grids.extras must stay inside this tree: tests/test_run_summaries.py
 # builds each grid from full runs and from their facts and asserts they agree.
 _GRID_FACTS: dict[str, Any] = {
     "provenance": {

@@ -248,7 +248,7 @@ class ManagedServer(ServerWatchMixin):
         self._done_event = asyncio.Event()
         import httpx
 
-        from moe_tui.server_keys import auth_headers, register
+        from moe_tui.servers.keys import auth_headers, register
 
         register(self.base_url, self.profile.api_key)  # the bench child and the gate send it too
         auth = auth_headers(self.base_url)

@@ -54,8 +54,8 @@ def test_campaign_over_the_cap_asks_for_yes(env, seeded_store, store_digest):
     assert added.returncode == 0, added.stdout[-2000:]
     assert env.query("SELECT COUNT(*) FROM queue_items WHERE state = 'pending'")[0][0] >= 200_000
     # The queue summary a runner answers `run --status` with: counts in SQL, never every item.
-    from moe_tui.queue import RunQueue
-    from moe_tui.store import Store
+    from moe_tui.store.db import Store
+    from moe_tui.store.queue import RunQueue
 
     with Store(env.db) as store:
         queue = RunQueue(store)
@@ -131,9 +131,9 @@ def test_moe_tui_home_read_only_and_empty(env, tmp_path):
 
 def test_read_only_store_reads_work_writes_refused(env, tmp_path):
     """Read-only store (read-only mount): queue list, compare and export to another folder work; writes are refused naming the read-only folder."""
-    from moe_tui.queue import CampaignPlan, RunQueue
     from moe_tui.spec import BenchmarkSpec
-    from moe_tui.store import Store
+    from moe_tui.store.db import Store
+    from moe_tui.store.queue import CampaignPlan, RunQueue
 
     with _tmpfs(tmp_path / "ro") as mnt:
         env.env["MOE_TUI_HOME"] = str(mnt)

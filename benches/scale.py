@@ -243,7 +243,7 @@ def build_store(n: int, base: Path) -> tuple[Path, dict]:
     return home, json.loads((home / "build.json").read_text())
 
 
-def table(rows: list[dict]) -> list[str]:
+def table(rows: list[dict], tui: bool = True) -> list[str]:
     head = ["operation", *(f"{r['runs']:,} runs" for r in rows), "goal"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
@@ -251,14 +251,20 @@ def table(rows: list[dict]) -> list[str]:
         lines.append("| " + " | ".join([label, *(fmt(r) for r in rows), goal]) + " |")
 
     line("grid read + build, CPU in one process (cold)", lambda r: f"{r['core']['grid_cpu_ms']:.0f} ms", "")
+    ref = min(rows, key=lambda r: abs(r["runs"] - 10_000))  # growth is read against the 10k store
+    line("grid CPU, x the 10k store's (same pair, same 24 runs)",
+         lambda r: f"{r['core']['grid_cpu_ms'] / ref['core']['grid_cpu_ms']:.2f}x", "< 1.5x at 100k")
     line("the same grid again, no store change (cache)", lambda r: f"{r['core']['grid_cached_ms']:.2f} ms", "")
     line("investigations of the pair, CPU", lambda r: f"{r['core']['investigations_cpu_ms']:.1f} ms", "")
     line("Queue view read (every item), CPU", lambda r: f"{r['core']['queue_view_cpu_ms']:.0f} ms", "")
+    line("load average (1 min) before / after", lambda r: "{:.1f} / {:.1f}".format(*r["load"]), "")
     line("store file", lambda r: f"{r['store_mb']:,.0f} MB" + (" (cloned)" if r.get("cloned") else ""), "")
     line("`moe-tui compare A B --format json`", lambda r: f"{r['cli']['compare']['s']:.2f} s, "
          f"{r['cli']['compare']['mb']:.0f} MB", "< 2 s, < 300 MB")
     line("`moe-tui export A B`", lambda r: f"{r['cli']['export']['s']:.2f} s", "< 3 s")
     line("`moe-tui investigate A B -c 64 --dry-run`", lambda r: f"{r['cli']['investigate']['s']:.2f} s", "< 3 s")
+    if not tui:
+        return lines
     line("TUI: key `3` to the grid (built cold)", lambda r: f"{r['tui']['grid_key_ms']:.0f} ms", "< 1 s")
     line("TUI: event-loop stall, start (max)", lambda r: f"{r['tui']['start_stall_ms']:.0f} ms", "< 50 ms")
     line("TUI: event-loop stall, first visit to Queue (max)", lambda r: f"{r['tui']['queue_visit_stall_ms']:.0f} ms",
@@ -270,7 +276,6 @@ def table(rows: list[dict]) -> list[str]:
     line("TUI: idle CPU on the Queue screen", lambda r: f"{r['tui']['queue_idle_cpu_pct']:.1f}% "
          f"({r['tui']['queue_rows']:,.0f} items)", "< 2% at 10k items")
     line("TUI: peak RSS", lambda r: f"{r['tui']['peak_rss_mb']:.0f} MB", "")
-    line("load average (1 min) before / after", lambda r: "{:.1f} / {:.1f}".format(*r["load"]), "")
     return lines
 
 
@@ -282,6 +287,9 @@ def main() -> int:
     parser.add_argument("--dir", default=str(Path(tempfile.gettempdir()) / "moe-tui-scale"))
     parser.add_argument("--tui", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--core", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--tag", default="", help="results file name part: scale-<tag>-<date>.md (e.g. h200host)")
+    parser.add_argument("--suffix", default="", help="after the date: scale-<date>-<suffix>.md (e.g. w4)")
+    parser.add_argument("--no-tui", action="store_true", help="store, core and CLI figures only")
     args = parser.parse_args()
     if args.tui:
         print(json.dumps(asyncio.run(_tui(Path(args.tui), args.idle_s))))
@@ -299,25 +307,31 @@ def main() -> int:
         print(f"  core: {core}", flush=True)
         cli = cli_figures(home, args.repeats, base / "exports")
         print(f"  cli: {cli}", flush=True)
-        tui = tui_figures(home / "data" / "moe-tui.sqlite3", args.idle_s)
+        tui = {} if args.no_tui else tui_figures(home / "data" / "moe-tui.sqlite3", args.idle_s)
         print(f"  tui: {tui}", flush=True)
         rows.append({"runs": info["runs"], "store_mb": info["bytes"] / 1e6, "build_s": info["build_s"],
                      "cloned": "cloned_from" in info, "load": (load_before, os.getloadavg()[0]),
                      "core": core, "cli": cli, "tui": tui})
+        write_results(args, rows)  # after each size: a run cut short keeps the sizes it finished
+    return 0
+
+
+def write_results(args: argparse.Namespace, rows: list[dict]) -> None:
     date = datetime.date.today().isoformat()
     results = ROOT / "benches" / "results"
-    (results / f"scale-{date}.json").write_text(json.dumps(
+    stem = "-".join(p for p in ("scale", args.tag, date, args.suffix) if p)
+    (results / f"{stem}.json").write_text(json.dumps(
         {"date": date, "host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
          "goals": GOALS, "rows": rows}, indent=2) + "\n")
     sizes = ", ".join(f"{r['runs']:,}" for r in rows)
     md = [f"# Scale: the store, the grid and the TUI at {sizes} runs ({date})",
           "", f"Host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
-          f"`nice .venv/bin/python benches/scale.py --sizes {args.sizes} --repeats {args.repeats}`. CLI figures are "
+          f"`nice .venv/bin/python benches/scale.py --sizes {args.sizes} --repeats {args.repeats}"
+          f"{' --no-tui' if args.no_tui else ''}`. CLI figures are "
           f"medians of {args.repeats} fresh processes (peak RSS the largest); TUI figures one fresh process.", "",
-          *table(rows), ""]
-    (results / f"scale-{date}.md").write_text("\n".join(md))
-    print("\n".join(md))
-    return 0
+          *table(rows, tui=not args.no_tui), ""]
+    (results / f"{stem}.md").write_text("\n".join(md))
+    print("\n".join(md), flush=True)
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ def load_grid(args: argparse.Namespace, command: str) -> tuple[Any, int]:
     missing: list[str] = []
     try:
         settings = settings_from_args(args)
-        with Store.open_default() as store:
+        with Store.open_for_reading() as store:
             known = set(store.profile_names_with_runs())
             missing = [n for n in (args.baseline, args.candidate) if n not in known]
             return build_grid(store, args.baseline, args.candidate, fingerprint=args.fingerprint,

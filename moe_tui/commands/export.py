@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         from moe_tui.explain.store import export_explanations
         from moe_tui.store.db import Store
 
-        with Store.open_default() as store:
+        with Store.open_for_reading() as store:
             explained = export_explanations(store, grid, args.dir or exports_dir())
     except OSError as exc:
         print(f"moe-tui export: cannot write into {args.dir or exports_dir()}: {exc.strerror or exc}", file=sys.stderr)

@@ -28,6 +28,7 @@ import json
 import math
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from moe_tui import judgement as J
@@ -220,9 +221,13 @@ def existing_hashes(store: Any) -> dict[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from moe_tui.commands.common import EXIT_NOT_FOUND
     from moe_tui.store.db import Store
     from moe_tui.store.errors import StoreError
 
+    if not Path(args.file).exists():
+        print(f"moe-tui import: {args.file}: no such file; nothing imported", file=sys.stderr)
+        return EXIT_NOT_FOUND
     if _is_archive(args.file):
         return _restore(args.file)
     try:

@@ -16,6 +16,8 @@ import json
 import sys
 from typing import Any
 
+from moe_tui.commands.common import EXIT_NOT_FOUND
+
 
 def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     from moe_tui.commands.compare import add_pair_arguments
@@ -64,8 +66,12 @@ def run(args: argparse.Namespace) -> int:
     grid, code = load_grid(args, "investigate")
     if grid is None:
         return code
+    if args.concurrency not in grid.concurrencies:  # not found (4), as `explain` says it
+        return _fail(f"no cell at concurrency {args.concurrency}; measured: "
+                     f"{', '.join(map(str, grid.concurrencies)) or 'none'}", EXIT_NOT_FOUND)
     try:
-        with Store.open_default() as store:
+        opened = Store.open_for_reading if args.dry_run or args.report else Store.open_default
+        with opened() as store:
             evidence = evidence_from_grid(grid, store)
             earlier = [report(store, r, evidence) for r in investigations(store, args.baseline, args.candidate)
                        if (r.concurrency, r.metric) == (args.concurrency, args.metric)]

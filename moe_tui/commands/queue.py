@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     from moe_tui.spec import SpecError
     from moe_tui.store.db import Store
     from moe_tui.store.errors import StoreError
-    from moe_tui.store.queue import QueueError
+    from moe_tui.store.queue import QueueError, QueueNotFound
 
     try:
         with Store.open_default() as store:
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
             return _edit(args, store)
     except (QueueError, SpecError, StoreError) as exc:
         print(f"moe-tui queue {action}: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_NOT_FOUND if isinstance(exc, QueueNotFound) else 1
 
 
 def _add(args: argparse.Namespace, store: Any) -> int:
@@ -246,7 +246,7 @@ def _edit(args: argparse.Namespace, store: Any) -> int:
             return 0
         except RunnerOpError as exc:
             print(f"moe-tui queue {action}: {exc}", file=sys.stderr)
-            return 1
+            return EXIT_NOT_FOUND if exc.error_type == "QueueNotFound" else 1
         except RunnerUnavailable:
             pass  # the runner is starting or stopping: the store is still the truth
     queue = RunQueue(store)

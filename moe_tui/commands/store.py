@@ -61,9 +61,14 @@ def run(args: argparse.Namespace) -> int:
     if action is None:
         print("moe-tui store: say what to do: usage, archive, prune, vacuum or keep-samples", file=sys.stderr)
         return 2
+    from moe_tui.commands.common import EXIT_NOT_FOUND, NotFound
+
     try:
         with Store.open_default() as store:
             return int(ACTIONS[action](store, args))
+    except NotFound as exc:
+        print(f"moe-tui store {action}: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND
     except (StoreError, ArchiveError, ValueError, OSError) as exc:
         print(f"moe-tui store {action}: {exc}", file=sys.stderr)
         return 1
@@ -99,6 +104,17 @@ def _selected(store: Any, args: argparse.Namespace) -> list[int]:
         raise ValueError("name the runs: --older-than DAYS, --profile NAME and/or --campaign ID")
     if args.older_than is not None and not args.older_than >= 0:
         raise ValueError(f"--older-than {args.older_than}: days must be >= 0")
+    from moe_tui.commands.common import NotFound
+
+    if args.profile is not None and args.profile not in store.profile_names_with_runs():
+        raise NotFound(f"--profile {args.profile}: no such profile in store file {store.path} (it has no runs)")
+    if args.campaign is not None:
+        from moe_tui.store.queue import QueueNotFound, RunQueue
+
+        try:
+            RunQueue(store).campaign(args.campaign)
+        except QueueNotFound:
+            raise NotFound(f"--campaign {args.campaign}: no such campaign in store file {store.path}") from None
     return store.select_run_ids(older_than_s=None if args.older_than is None else args.older_than * DAY_S,
                                 profile=args.profile, campaign_id=args.campaign)
 

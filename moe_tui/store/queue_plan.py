@@ -49,6 +49,10 @@ class QueueError(ValueError):
     """An invalid queue operation; nothing was changed. The message names the item and the reason."""
 
 
+class QueueNotFound(QueueError, LookupError):
+    """No such queue item or campaign: the CLI exits 4 (not found) for it."""
+
+
 @dataclass(frozen=True)
 class PlannedItem:
     profile_name: str

@@ -32,17 +32,17 @@ STUB_VERSION = "2.9.1"  # what `torch.__version__` reads as (sglang parses it at
 class _Inert(types.ModuleType):
     """A module, class base, callable and value at once; false, zero and empty."""
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> _Inert:
         if name.startswith("__") or name in ABSENT_ATTRIBUTES:
             raise AttributeError(name)
         child = _Inert(f"{self.__name__}.{name}")
         setattr(self, name, child)
         return child
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> _Inert:
         return _Inert(self.__name__ + "()")
 
-    def __mro_entries__(self, bases: tuple) -> tuple:
+    def __mro_entries__(self, bases: tuple[type, ...]) -> tuple[type, ...]:
         return ()  # `class X(torch.nn.Module, ABC)` becomes `class X(ABC)`
 
     def __bool__(self) -> bool:

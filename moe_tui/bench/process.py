@@ -22,6 +22,7 @@ import os
 import signal
 import sys
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ def bench_argv(spec_file: str, base_url: str, *, python: str | None = None, run_
     return argv
 
 
-async def _read_lines(stream: asyncio.StreamReader):
+async def _read_lines(stream: asyncio.StreamReader) -> AsyncIterator[bytes]:
     """Lines of any length (the final result line can be many megabytes)."""
     buffer = b""
     while True:

@@ -66,7 +66,8 @@ class Workload:
 
 
 def _lengths(rng: np.random.RandomState, full_len: int, ratio: float, n: int) -> list[int]:
-    return rng.randint(max(int(full_len * ratio), 1), full_len + 1, size=n).tolist()
+    lengths: list[int] = rng.randint(max(int(full_len * ratio), 1), full_len + 1, size=n).tolist()
+    return lengths
 
 
 def build_workload(spec: BenchmarkSpec, vocab_size: int) -> Workload:

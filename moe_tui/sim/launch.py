@@ -107,7 +107,7 @@ def http_status(url: str, timeout: float = 2.0) -> int | None:
     """GET `url`; the status code, or None when nothing answers."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
-            return resp.status
+            return int(resp.status)  # urlopen is typed Any
     except urllib.error.HTTPError as exc:
         return exc.code
     except (urllib.error.URLError, OSError, TimeoutError):

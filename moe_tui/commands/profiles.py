@@ -23,6 +23,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, NoReturn
 
 from moe_tui.commands.common import EXIT_NOT_FOUND, add_exit_codes, add_profiles_dir, profiles_dir_for
 
@@ -64,7 +65,7 @@ print("SGLANG-OK", json.dumps({"version": version("sglang"), "flags": flags,
 """
 
 
-def add_parser(sub: argparse._SubParsersAction, name: str, help_text: str) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> None:
     p = sub.add_parser(name, help=help_text, description=__doc__.split("\n\n")[0])
     actions = p.add_subparsers(dest="profiles_action", metavar="ACTION")
     add_exit_codes(p)
@@ -179,7 +180,7 @@ def _box_checks(profile: object) -> tuple[list[str], list[str]]:
     return problems, notes
 
 
-def _check_with_emulator_parser(args: list[str]) -> tuple[str | None, dict]:
+def _check_with_emulator_parser(args: list[str]) -> tuple[str | None, dict[str, Any]]:
     """(the emulator parser's complaint or None, the values it resolved)."""
     try:
         from moe_tui.sim.args import build_parser
@@ -187,7 +188,11 @@ def _check_with_emulator_parser(args: list[str]) -> tuple[str | None, dict]:
         return None, {}
     parser = build_parser()
     errors: list[str] = []
-    parser.error = lambda message: (errors.append(message), (_ for _ in ()).throw(_ParseFailed()))  # type: ignore[assignment]
+    def fail(message: str) -> NoReturn:
+        errors.append(message)
+        raise _ParseFailed
+
+    parser.error = fail  # type: ignore[method-assign]  # argparse has no other hook for a usage error
     try:
         ns = parser.parse_args(args)
     except (_ParseFailed, SystemExit):
@@ -195,7 +200,7 @@ def _check_with_emulator_parser(args: list[str]) -> tuple[str | None, dict]:
     return None, vars(ns)
 
 
-def contradictions(profile: object, resolved: dict, by: str) -> list[str]:
+def contradictions(profile: object, resolved: dict[str, Any], by: str) -> list[str]:
     """Each profile-owned setting the parser resolved to another value than the profile's key,
     naming the extra_args spelling that got there and SGLang's own name for it."""
     from moe_tui.sglang_flags import PROFILE_OWNED, owned_reached

@@ -17,12 +17,15 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moe_tui.gate.correctness import NOT_COMPARABLE, GateVerdict, compare_gate
 from moe_tui.judgement import BETTER, FLAG_OUTPUT_DIFFERS, UNRELIABLE, WITHIN_NOISE, WORSE, flag_words
 from moe_tui.roofline.decode import Roofline, RooflineError, percent_of_roofline
 from moe_tui.roofline.inputs import RooflineInputError, RooflineSetup, mean_decode_context, roofline_setup
+
+if TYPE_CHECKING:
+    from moe_tui.store.db import Store
 
 SPEED_VERDICTS = (BETTER, WORSE, WITHIN_NOISE, "within noise")  # judgement's and compare.py's spelling
 
@@ -147,7 +150,7 @@ def roofline_cells(runs: Sequence[Any], fingerprints: Mapping[int, str] | None =
     return out
 
 
-def gate_verdict(store: Any, baseline: str, candidate: str, *, campaign_id: int | None = None) -> GateVerdict:
+def gate_verdict(store: Store, baseline: str, candidate: str, *, campaign_id: int | None = None) -> GateVerdict:
     """The candidate's latest gate pass judged against the baseline's (same campaign if given)."""
     from moe_tui.gate.probe import stored_samples
 
@@ -160,7 +163,7 @@ def gate_verdict(store: Any, baseline: str, candidate: str, *, campaign_id: int 
                         candidate_set=(cand or {}).get("prompt_set", ""))
 
 
-def build_extras(store: Any, baseline: str, candidate: str, *, campaign_id: int | None = None,
+def build_extras(store: Store, baseline: str, candidate: str, *, campaign_id: int | None = None,
                  fingerprints: Mapping[int, str] | None = None,
                  runs: Mapping[str, Sequence[Any]] | None = None) -> GridExtras:
     """`runs`: each profile's complete runs when the caller already read them (one read, not two)."""

@@ -24,6 +24,7 @@ from moe_tui.compare import (
     CompareSettings,
     ComparisonGrid,
     MetricDef,
+    PlanCount,
     build_grid_from_runs,
     plan_counts,
     unknown_profiles,
@@ -90,10 +91,11 @@ def _build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str
     complete = {name: sorted([r for r in every[name] if r.status == "complete"]
                              + [r for r in cold if r.profile_name == name and r.status == "complete"],
                              key=lambda r: r.id) for name in every}
-    return apply_gate(grid, build_extras(store, baseline, candidate, runs=complete))
+    gated: ComparisonGrid = apply_gate(grid, build_extras(store, baseline, candidate, runs=complete))
+    return gated
 
 
-def plan_of(store: Store, profiles: Sequence[str]) -> dict:
+def plan_of(store: Store, profiles: Sequence[str]) -> dict[tuple[str, str], PlanCount]:
     """The queue's plan per (profile, requested fingerprint) for `profiles`, with what each campaign
     planned (its stored definition's `planned_items`) so that items cleared from the queue still
     count as cut. Reads only the compared profiles' items and the campaigns that name them."""
@@ -152,14 +154,14 @@ def control_noise_pct(store: Store, profiles: Sequence[str]) -> float | None:
     import math
 
     from moe_tui.compare.evidence import start_means
-    from moe_tui.compare.runs import concurrency_of, normalise
+    from moe_tui.compare.runs import Run, concurrency_of, normalise
     from moe_tui.judgement import CONTROL_CONCURRENCIES
 
     ss, df = 0.0, 0
     for name in profiles:
         runs = [normalise(r, name) for r in store.runs(profile_name=name, statuses=("complete",))]
         control = [r for r in runs if concurrency_of(r) == CONTROL_CONCURRENCIES[0] and not r.flags]
-        by_fp: dict[str, list] = {}
+        by_fp: dict[str, list[Run]] = {}
         for r in control:
             by_fp.setdefault(r.fingerprint, []).append(r)
         for group in by_fp.values():

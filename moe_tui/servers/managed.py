@@ -48,6 +48,8 @@ from moe_tui.servers.watch import ServerWatchMixin
 if TYPE_CHECKING:
     import httpx
 
+    from moe_tui.store.db import Store
+
 
 # -- the managed server --------------------------------------------------------------------------
 class ManagedServer(ServerWatchMixin):
@@ -59,7 +61,7 @@ class ManagedServer(ServerWatchMixin):
         self,
         profile: ServerProfile,
         *,
-        store: Any = None,
+        store: Store | None = None,
         keep_running: bool = False,
         grace_s: float | None = None,
         ready_poll_s: float = 0.5,

@@ -89,7 +89,7 @@ class _InertFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         module = _Inert(spec.name)
         module.__path__ = []
-        module.__version__ = STUB_VERSION  # type: ignore[attr-defined]
+        module.__version__ = STUB_VERSION  # type: ignore[attr-defined]  # a module attribute torch has, ours not
         return module
 
     def exec_module(self, module: types.ModuleType) -> None:
@@ -113,7 +113,7 @@ def sglang_parser() -> tuple[Any, str]:
     from importlib.metadata import version
 
     install()
-    from sglang.srt.server_args import ServerArgs  # type: ignore[import-not-found]
+    from sglang.srt.server_args import ServerArgs  # type: ignore[import-not-found]  # the profile interpreter's sglang
 
     parser = argparse.ArgumentParser(prog="sglang serve")
     ServerArgs.add_cli_args(parser)

@@ -219,7 +219,7 @@ class RequestOutcome:
         self.error = message[:ERROR_TEXT_MAX]
 
 
-def _finish_reason(value: Any) -> str | None:
+def _finish_reason(value: object) -> str | None:
     if value is None:
         return None
     if isinstance(value, dict):

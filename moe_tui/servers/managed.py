@@ -354,11 +354,9 @@ class ManagedServer(ServerWatchMixin):
     async def _await_ready(self) -> None:
         import httpx
 
-        client = self._client
-        assert client is not None, "start() opens the client before this task"
         while self.state == STARTING:
             try:
-                resp = await client.get("/health_generate", timeout=max(self.ready_poll_s * 4, 5.0))
+                resp = await self._http.get("/health_generate", timeout=max(self.ready_poll_s * 4, 5.0))
                 if resp.status_code == 200:
                     await self._become_ready()
                     return

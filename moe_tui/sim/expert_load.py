@@ -126,7 +126,7 @@ def _tuple(items: list[bytes]) -> bytes:
     return b"(" + b"".join(items) + b"t"
 
 
-def _value(v: Any) -> bytes:
+def _value(v: object) -> bytes:
     if v is None:
         return b"N"
     if isinstance(v, bool):

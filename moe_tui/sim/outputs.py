@@ -36,7 +36,7 @@ NEAR_TIE_SHARE = 0.1
 BACKEND_WOBBLE_NATS = 0.004
 
 
-def _unit(*parts: Any) -> float:
+def _unit(*parts: object) -> float:
     """A deterministic number in [0, 1) from the parts (stable across processes and starts)."""
     digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64

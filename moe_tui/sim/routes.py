@@ -86,13 +86,13 @@ class SimServer:
             return "The server is shutting down."
         return None
 
-    def _prompt_ids_from_text(self, text: Any, where: str) -> list[int]:
+    def _prompt_ids_from_text(self, text: object, where: str) -> list[int]:
         if not isinstance(text, str):
             raise BadRequest(f"{where} must be a string (batched requests are not emulated)")
         return self.e.tokenizer.encode(text, add_special_tokens=False).ids
 
     @staticmethod
-    def _prompt_ids_from_ids(ids: Any, where: str) -> list[int]:
+    def _prompt_ids_from_ids(ids: object, where: str) -> list[int]:
         # type() is exact (rejects bool); min() after it keeps this cheap for long prompts.
         if (not isinstance(ids, list) or not all(type(i) is int for i in ids)
                 or (ids and min(ids) < 0)):
@@ -112,7 +112,7 @@ class SimServer:
                 f"the completion to fit within the limit.")
 
     @staticmethod
-    def _int_param(value: Any, name: str, default: int) -> int:
+    def _int_param(value: object, name: str, default: int) -> int:
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -120,7 +120,7 @@ class SimServer:
         return value
 
     @staticmethod
-    def _check_temperature(value: Any, name: str) -> None:
+    def _check_temperature(value: object, name: str) -> None:
         if value is None:
             return
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:

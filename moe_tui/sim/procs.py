@@ -64,12 +64,12 @@ class ChildProcs:
     def __init__(self, tp_size: int, ep_size: int, *, orphan_seconds: float = 0.0) -> None:
         self.tp_size, self.ep_size = tp_size, ep_size
         self.orphan_seconds = orphan_seconds
-        self.schedulers: list[subprocess.Popen] = []
-        self.detokenizer: subprocess.Popen | None = None
+        self.schedulers: list[subprocess.Popen[bytes]] = []
+        self.detokenizer: subprocess.Popen[bytes] | None = None
         self.foreign_pid: int | None = None
         self._foreign_pipe: int | None = None
 
-    def _spawn(self, title: str, role: str) -> subprocess.Popen:
+    def _spawn(self, title: str, role: str) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             [title, *CHILD_FLAGS, str(CHILD_SCRIPT), role, str(os.getpid()), str(self.orphan_seconds), title],
             executable=sys.executable, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

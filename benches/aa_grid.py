@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from moe_tui import judgement as J  # noqa: E402
 from moe_tui.compare import METRIC_BY_KEY, CompareSettings, build_grid_from_runs  # noqa: E402
-from moe_tui.queue_plan import control_starts_needed  # noqa: E402
 from moe_tui.spec import BenchmarkSpec  # noqa: E402
+from moe_tui.store.queue_plan import control_starts_needed  # noqa: E402
 
 CONCS = (1, 2, 16, 64, 256, 1024)
 CONTROL = 2

@@ -64,7 +64,7 @@ def watchdogs(pids: set[int]) -> list[psutil.Process]:
     for proc in psutil.process_iter(["cmdline"]):
         cmd = proc.info.get("cmdline") or []
         try:
-            if "moe_tui.runner_watchdog" in cmd and any(str(p) in cmd for p in pids) \
+            if "moe_tui.run.watchdog" in cmd and any(str(p) in cmd for p in pids) \
                     and proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)
         except psutil.Error:

@@ -123,8 +123,8 @@ async def _traced(items: int, warmup: int) -> None:
     import gc
     import tracemalloc
 
-    from moe_tui.controller import Controller
-    from moe_tui.store import Store
+    from moe_tui.run.controller import Controller
+    from moe_tui.store.db import Store
 
     with tempfile.TemporaryDirectory(prefix="moe-tui-memtrace-") as tmp_name:
         tmp = Path(tmp_name)

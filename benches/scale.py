@@ -85,10 +85,10 @@ def cli_figures(home: Path, repeats: int, out_dir: Path) -> dict[str, dict[str, 
 
 # -- the core's reads, CPU time in one process (less moved by a loaded box than wall time) ----------
 def _core(store_path: Path, repeats: int) -> dict[str, float]:
-    from moe_tui import grids
     from moe_tui.control.reads import StoreReads
-    from moe_tui.investigate_store import investigations
-    from moe_tui.store import Store
+    from moe_tui.grids import pair as grids
+    from moe_tui.investigate.store import investigations
+    from moe_tui.store.db import Store
 
     def cpu_ms(fn) -> float:
         times = []
@@ -112,8 +112,8 @@ def _core(store_path: Path, repeats: int) -> dict[str, float]:
 
 def _cached_ms(store_path: Path, repeats: int) -> float:
     """The second build_grid of one handle with nothing committed between: the cache's answer."""
-    from moe_tui import grids
-    from moe_tui.store import Store
+    from moe_tui.grids import pair as grids
+    from moe_tui.store.db import Store
 
     times = []
     with Store(store_path, readonly=True) as store:
@@ -139,7 +139,7 @@ async def _tui(store_path: Path, idle_s: float) -> dict[str, float]:
 
     from moe_tui.control.reads import StoreReads
     from moe_tui.events import ControllerStatus, ServerMetrics
-    from moe_tui.store import Store
+    from moe_tui.store.db import Store
     from moe_tui.ui.app import MoeTuiApp
     from moe_tui.ui.messages import CoreEventArrived
     from moe_tui.ui.screens.compare import CompareScreen
@@ -240,13 +240,13 @@ def build_store(n: int, base: Path) -> tuple[Path, dict]:
                              capture_output=True, text=True, check=True)
         info = json.loads(out.stdout)
         (home / "build.json").write_text(json.dumps(info))
-    from moe_tui.store import Store
+    from moe_tui.store.db import Store
 
     Store(path).close()  # a store kept from an older build is upgraded once (the figures open it read-only)
     return home, json.loads((home / "build.json").read_text())
 
 
-def table(rows: list[dict], tui_only: bool = False) -> list[str]:
+def table(rows: list[dict], tui: bool = True, tui_only: bool = False) -> list[str]:
     head = ["operation", *(f"{r['runs']:,} runs" for r in rows), "goal"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
@@ -256,14 +256,20 @@ def table(rows: list[dict], tui_only: bool = False) -> list[str]:
     if tui_only:
         return _tui_lines(rows, lines, line)
     line("grid read + build, CPU in one process (cold)", lambda r: f"{r['core']['grid_cpu_ms']:.0f} ms", "")
+    ref = min(rows, key=lambda r: abs(r["runs"] - 10_000))  # growth is read against the 10k store
+    line("grid CPU, x the 10k store's (same pair, same 24 runs)",
+         lambda r: f"{r['core']['grid_cpu_ms'] / ref['core']['grid_cpu_ms']:.2f}x", "< 1.5x at 100k")
     line("the same grid again, no store change (cache)", lambda r: f"{r['core']['grid_cached_ms']:.2f} ms", "")
     line("investigations of the pair, CPU", lambda r: f"{r['core']['investigations_cpu_ms']:.1f} ms", "")
     line("Queue view read (every item), CPU", lambda r: f"{r['core']['queue_view_cpu_ms']:.0f} ms", "")
+    line("load average (1 min) before / after", lambda r: "{:.1f} / {:.1f}".format(*r["load"]), "")
     line("store file", lambda r: f"{r['store_mb']:,.0f} MB" + (" (cloned)" if r.get("cloned") else ""), "")
     line("`moe-tui compare A B --format json`", lambda r: f"{r['cli']['compare']['s']:.2f} s, "
          f"{r['cli']['compare']['mb']:.0f} MB", "< 2 s, < 300 MB")
     line("`moe-tui export A B`", lambda r: f"{r['cli']['export']['s']:.2f} s", "< 3 s")
     line("`moe-tui investigate A B -c 64 --dry-run`", lambda r: f"{r['cli']['investigate']['s']:.2f} s", "< 3 s")
+    if not tui:
+        return lines
     return _tui_lines(rows, lines, line)
 
 
@@ -282,7 +288,6 @@ def _tui_lines(rows: list[dict], lines: list[str], line) -> list[str]:
     line("TUI: idle CPU on the Queue screen", lambda r: f"{r['tui']['queue_idle_cpu_pct']:.1f}% "
          f"({r['tui']['queue_rows']:,.0f} items)", "< 2% at 10k items")
     line("TUI: peak RSS", lambda r: f"{r['tui']['peak_rss_mb']:.0f} MB", "")
-    line("load average (1 min) before / after", lambda r: "{:.1f} / {:.1f}".format(*r["load"]), "")
     return lines
 
 
@@ -294,6 +299,9 @@ def main() -> int:
     parser.add_argument("--dir", default=str(Path(tempfile.gettempdir()) / "moe-tui-scale"))
     parser.add_argument("--tui", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--core", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--tag", default="", help="results file name part: scale-<tag>-<date>.md (e.g. h200host)")
+    parser.add_argument("--suffix", default="", help="after the date: scale-<date>-<suffix>.md (e.g. w4)")
+    parser.add_argument("--no-tui", action="store_true", help="store, core and CLI figures only")
     parser.add_argument("--tui-only", action="store_true", help="only the TUI rows (no CLI or core figures)")
     parser.add_argument("--out-stem", default="", help="result file name without suffix (default scale-<date>)")
     args = parser.parse_args()
@@ -313,14 +321,19 @@ def main() -> int:
         print(f"  core: {core}", flush=True)
         cli = {} if args.tui_only else cli_figures(home, args.repeats, base / "exports")
         print(f"  cli: {cli}", flush=True)
-        tui = tui_figures(home / "data" / "moe-tui.sqlite3", args.idle_s)
+        tui = {} if args.no_tui else tui_figures(home / "data" / "moe-tui.sqlite3", args.idle_s)
         print(f"  tui: {tui}", flush=True)
         rows.append({"runs": info["runs"], "store_mb": info["bytes"] / 1e6, "build_s": info["build_s"],
                      "cloned": "cloned_from" in info, "load": (load_before, os.getloadavg()[0]),
                      "core": core, "cli": cli, "tui": tui})
+        write_results(args, rows)  # after each size: a run cut short keeps the sizes it finished
+    return 0
+
+
+def write_results(args: argparse.Namespace, rows: list[dict]) -> None:
     date = datetime.date.today().isoformat()
     results = ROOT / "benches" / "results"
-    stem = args.out_stem or f"scale-{date}"
+    stem = args.out_stem or "-".join(p for p in ("scale", args.tag, date, args.suffix) if p)
     (results / f"{stem}.json").write_text(json.dumps(
         {"date": date, "host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
          "goals": GOALS, "rows": rows}, indent=2) + "\n")
@@ -328,12 +341,11 @@ def main() -> int:
     md = [f"# Scale: the store, the grid and the TUI at {sizes} runs ({date})",
           "", f"Host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
           f"`nice .venv/bin/python benches/scale.py --sizes {args.sizes} --repeats {args.repeats}"
-          f"{' --tui-only' if args.tui_only else ''}`. CLI figures are "
+          f"{' --no-tui' if args.no_tui else ''}{' --tui-only' if args.tui_only else ''}`. CLI figures are "
           f"medians of {args.repeats} fresh processes (peak RSS the largest); TUI figures one fresh process.", "",
-          *table(rows, args.tui_only), ""]
+          *table(rows, tui=not args.no_tui, tui_only=args.tui_only), ""]
     (results / f"{stem}.md").write_text("\n".join(md))
-    print("\n".join(md))
-    return 0
+    print("\n".join(md), flush=True)
 
 
 if __name__ == "__main__":

@@ -326,7 +326,7 @@ def _check_tables(data: Mapping[str, Any], where: str) -> None:
         _need(where, isinstance(v, (str, int, float, bool)), "sim", f"value of {k} must be a scalar, got {v!r}")
     roofline = data.get("roofline", {})
     if roofline:
-        from moe_tui.roofline_inputs import check_roofline_table
+        from moe_tui.roofline.table import check_roofline_table
 
         problem = check_roofline_table(roofline)
         _need(where, problem is None, "roofline", problem or "")

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from moe_tui.spec import BenchmarkSpec
-from moe_tui.store import RunRecord
+from moe_tui.store.db import RunRecord
 
 METRIC_KEYS = ("output_throughput", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "mean_itl_ms",
                "mean_e2e_latency_ms")

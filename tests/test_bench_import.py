@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from moe_tui.store import Store
+from moe_tui.store.db import Store
 
 pytestmark = pytest.mark.integration  # starts real processes
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 from test_compare_cli import home  # noqa: F401 (the golden store, a module-scoped fixture)
 
-from moe_tui.export import render_text
+from moe_tui.export.formats import render_text
 
 
 def _compare(home_dir, **env_extra: str) -> subprocess.CompletedProcess:

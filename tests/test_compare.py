@@ -36,7 +36,7 @@ from moe_tui.compare import (
 from moe_tui.compare import (
     REFUSED as DIFFERENT_SPEC,
 )
-from moe_tui.grids import build_grid
+from moe_tui.grids.pair import build_grid
 
 SNAP_A = snapshot("a", "flashinfer_cutlass")
 SNAP_B = snapshot("b", "flashinfer_cutedsl", port=30001)
@@ -362,7 +362,7 @@ def test_grid_serves_the_ui_without_computation():
 
 
 def test_build_grid_from_store_and_unknown_profile(tmp_path):
-    from moe_tui.store import Store
+    from moe_tui.store.db import Store
 
     with Store(tmp_path / "s.sqlite3") as store:
         for r in golden_runs()[0][:3]:
@@ -386,7 +386,7 @@ def test_bad_run_input_is_named():
 
 @pytest.mark.integration
 def test_core_modules_do_not_import_textual():
-    code = "import sys, moe_tui.compare, moe_tui.export; assert 'textual' not in sys.modules; " \
+    code = "import sys, moe_tui.compare, moe_tui.export.formats; assert 'textual' not in sys.modules; " \
            "assert 'matplotlib' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 

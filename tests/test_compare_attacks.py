@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from moe_tui.spec import BenchmarkSpec
-from moe_tui.store import Store
+from moe_tui.store.db import Store
 
 pytestmark = pytest.mark.integration  # starts real processes
 

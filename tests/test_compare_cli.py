@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from compare_data import golden_runs
 
-from moe_tui.store import Store
+from moe_tui.store.db import Store
 
 pytestmark = pytest.mark.integration  # starts real processes
 

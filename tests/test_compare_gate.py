@@ -18,7 +18,7 @@ import pytest
 from test_compare_attacks import ASSUME, _cli, cell, grid_json, record, write
 
 from moe_tui.spec import BenchmarkSpec
-from moe_tui.store import Store
+from moe_tui.store.db import Store
 
 
 def _import(home: Path, path: Path, *extra: str) -> None:

@@ -13,10 +13,10 @@ import sys
 import pytest
 from runner_support import Env, scaled, wait_gone
 
-from moe_tui.controller import Controller, ControllerError
 from moe_tui.events import ControllerStatus, RunFinished, RunStarted
-from moe_tui.runner import RunnerBusy, RunnerLock
-from moe_tui.store import Store
+from moe_tui.run.controller import Controller, ControllerError
+from moe_tui.run.rendezvous import RunnerBusy, RunnerLock
+from moe_tui.store.db import Store
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -95,7 +95,7 @@ def test_skip_current_and_pause_between_items(env):
 
 
 def test_core_modules_do_not_import_textual():
-    code = ("import sys, moe_tui.controller, moe_tui.runner, moe_tui.queue, moe_tui.provenance, "
+    code = ("import sys, moe_tui.run.controller, moe_tui.run.runner, moe_tui.store.queue, moe_tui.provenance, "
             "moe_tui.commands.queue, moe_tui.commands.run; "
             "assert 'textual' not in sys.modules, 'textual imported'")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -17,7 +17,7 @@ import pytest
 from runner_support import Env, wait_for, wait_gone
 
 from moe_tui.events import QueueChanged, RunFinished, RunStarted, ServerStateChanged
-from moe_tui.runner import RunnerClient, RunnerOpError
+from moe_tui.run.client import RunnerClient, RunnerOpError
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from moe_tui.correctness import NOT_COMPARABLE, OUTPUT_DIFFERS, PASSED, GateSample, Tolerance, compare_gate, compare_prompt
+from moe_tui.gate.correctness import NOT_COMPARABLE, OUTPUT_DIFFERS, PASSED, GateSample, Tolerance, compare_gate, compare_prompt
 
 SURE = math.log(0.95)
 TIE = math.log(0.45)

@@ -14,17 +14,17 @@ from pathlib import Path
 import pytest
 from compare_data import control_fail_runs, golden_runs
 
-from moe_tui import export as export_mod
 from moe_tui.compare import build_grid_from_runs
-from moe_tui.export import (
+from moe_tui.export import formats as export_mod
+from moe_tui.export.formats import (
     CSV_COLUMNS,
-    SIMULATED_BANNER,
     export_comparison,
     render_csv,
     render_markdown,
     render_text,
     write_atomic,
 )
+from moe_tui.export.text import SIMULATED_BANNER
 
 GOLDEN = Path(__file__).parent / "golden"
 STAMP = "2026-01-01T00:00:00Z"
@@ -160,8 +160,8 @@ def test_roofline_csv_text_cells_never_start_like_a_formula(tmp_path):
     a profile or an imported record: the same formula guard as the grid CSV; numbers stay numbers."""
     import dataclasses
 
-    from moe_tui.correctness import GateVerdict
-    from moe_tui.grid_extras import GridExtras, RooflineCell
+    from moe_tui.gate.correctness import GateVerdict
+    from moe_tui.grids.extras import GridExtras, RooflineCell
 
     a, b = golden_runs()
     grid = build_grid_from_runs(a, b, baseline_name="glm5-cutlass", candidate_name="glm5-cutedsl")

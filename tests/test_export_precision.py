@@ -10,7 +10,7 @@ import io
 from compare_data import golden_runs
 
 from moe_tui.compare import build_grid_from_runs
-from moe_tui.export import export_comparison, render_csv
+from moe_tui.export.formats import export_comparison, render_csv
 
 
 def test_p_values_are_written_in_full_precision():
@@ -28,8 +28,8 @@ def test_p_values_are_written_in_full_precision():
 
 
 def test_roofline_and_gate_are_tables_of_their_own(tmp_path):
-    from moe_tui.correctness import GateVerdict
-    from moe_tui.grid_extras import GridExtras, RooflineCell
+    from moe_tui.gate.correctness import GateVerdict
+    from moe_tui.grids.extras import GridExtras, RooflineCell
 
     a, b = golden_runs()
     grid = build_grid_from_runs(a, b, baseline_name="glm5-cutlass", candidate_name="glm5-cutedsl")

@@ -9,13 +9,13 @@ import math
 import pytest
 from compare_data import make_run, provenance, snapshot, summary
 
-from moe_tui.correctness import GateSample
-from moe_tui.export import export_comparison, render_markdown, render_text
-from moe_tui.gate import prompt_set_id
-from moe_tui.grid_extras import extras_json, roofline_cells
-from moe_tui.grids import build_grid
+from moe_tui.export.formats import export_comparison, render_markdown, render_text
+from moe_tui.gate.correctness import GateSample
+from moe_tui.gate.probe import prompt_set_id
+from moe_tui.grids.extras import extras_json, roofline_cells
+from moe_tui.grids.pair import build_grid
 from moe_tui.judgement import BETTER, FLAG_OUTPUT_DIFFERS, UNRELIABLE
-from moe_tui.store import Store
+from moe_tui.store.db import Store
 
 SURE = math.log(0.95)
 BASE = snapshot("glm5-cutlass", "flashinfer_cutlass", engine="sim")

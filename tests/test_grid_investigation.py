@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from moe_tui.grids import build_grid
-from moe_tui.investigate import plan_investigation
-from moe_tui.investigate_store import enqueue_plan, evidence_from_grid, investigations
-from moe_tui.queue import RunQueue
+from moe_tui.grids.pair import build_grid
+from moe_tui.investigate.planner import plan_investigation
+from moe_tui.investigate.store import enqueue_plan, evidence_from_grid, investigations
 from moe_tui.spec import BenchmarkSpec
-from moe_tui.store import Store
+from moe_tui.store.db import Store
+from moe_tui.store.queue import RunQueue
 from tests.ui.fakes import demo_runs
 
 A, B = "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl"
@@ -62,7 +62,7 @@ def test_cell_under_investigation_is_marked_and_cold_run_left_out(store):
 
 
 def test_marker_reaches_the_text_export_and_the_tui_cell(store):
-    from moe_tui.export import render_text
+    from moe_tui.export.formats import render_text
     from moe_tui.ui.widgets.compare_grid import cell_detail, short_verdict
 
     plan = plan_investigation(evidence_from_grid(build_grid(store, A, B), store), 10)

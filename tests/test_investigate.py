@@ -1,5 +1,5 @@
 """The investigation planner on plain evidence (no store, no processes): which follow-ups it
-proposes for a cell, their reasons, items and costs (`moe_tui.investigate`)."""
+proposes for a cell, their reasons, items and costs (`moe_tui.investigate.model`)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import math
 import pytest
 
 from moe_tui import judgement
-from moe_tui.investigate import (
+from moe_tui.investigate.model import (
     CellEvidence,
     GridEvidence,
     InvestigateError,
     SideEvidence,
-    plan_investigation,
     repeats_per_side,
 )
+from moe_tui.investigate.planner import plan_investigation
 
 SEED = {  # the seed's table: output tok/s per concurrency (cutlass, cutedsl)
     1: (10.36, 10.07), 10: (38.46, 64.29), 64: (218.74, 249.23), 256: (718.83, 515.58), 1024: (1603.04, 796.93),
@@ -99,7 +99,7 @@ def test_sweep_without_concurrency_2_gets_a_control_proposal():
     # Sized as a campaign plan sizes the control (judged with its own noise over server starts): at the
     # emulator's 1.5% start-to-start noise, the starts a side for a 95% chance to agree within +/-3%.
     from moe_tui.judgement import CONTROL_MARGIN_PCT, CONTROL_PLAN_NOISE_PCT
-    from moe_tui.queue_plan import control_starts_needed
+    from moe_tui.store.queue_plan import control_starts_needed
 
     need = control_starts_needed(CONTROL_PLAN_NOISE_PCT, CONTROL_MARGIN_PCT)
     assert sum(1 for i in control.items if i.side == "baseline") == need == 8

@@ -11,12 +11,13 @@ import json
 import pytest
 
 from moe_tui import __version__, judgement
-from moe_tui.controller import Controller, ControllerError
-from moe_tui.investigate import CellEvidence, GridEvidence, SideEvidence, plan_investigation
-from moe_tui.investigate_store import diagnostic_run_ids, investigations, under_investigation
-from moe_tui.queue import RunQueue
+from moe_tui.investigate.model import CellEvidence, GridEvidence, SideEvidence
+from moe_tui.investigate.planner import plan_investigation
+from moe_tui.investigate.store import diagnostic_run_ids, investigations, under_investigation
+from moe_tui.run.controller import Controller, ControllerError
 from moe_tui.spec import BenchmarkSpec
-from moe_tui.store import SCHEMA_VERSION, Store
+from moe_tui.store.db import SCHEMA_VERSION, Store
+from moe_tui.store.queue import RunQueue
 
 
 def evidence(a: str, b: str) -> GridEvidence:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from moe_tui.bench.engine import native_spec
-from moe_tui.queue import RunQueue
 from moe_tui.spec import BenchmarkSpec
-from moe_tui.store import Store
+from moe_tui.store.db import Store
+from moe_tui.store.queue import RunQueue
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def test_a_moe_tui_spec_is_queued_under_the_fingerprint_its_run_records(queue):
 @pytest.mark.integration  # asks the client env's python for its sglang version
 def test_an_sglang_spec_gets_the_installed_clients_version(queue):
     from moe_tui.bench.sglang_adapter import locate_client
-    from moe_tui.controller_items import spec_as_run
+    from moe_tui.run.items import spec_as_run
 
     if locate_client() is None:
         pytest.skip("no sglang.bench_serving client here (make sglang-client)")

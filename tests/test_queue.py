@@ -7,7 +7,9 @@ import sqlite3
 
 import pytest
 
-from moe_tui.queue import (
+from moe_tui.spec import BenchmarkSpec
+from moe_tui.store.db import Store
+from moe_tui.store.queue import (
     CampaignPlan,
     QueueError,
     RunQueue,
@@ -15,8 +17,6 @@ from moe_tui.queue import (
     server_starts,
     warmup_spec,
 )
-from moe_tui.spec import BenchmarkSpec
-from moe_tui.store import Store
 
 
 @pytest.fixture
@@ -293,7 +293,7 @@ def test_queue_cli_add_list_edit(tmp_path, monkeypatch, capsys):
     capsys.readouterr()
     assert cli.main(["queue", "retry", "1"]) == 1  # pending: nothing to retry
     assert "cannot retry" in capsys.readouterr().err
-    assert cli.main(["queue", "move", "99", "up"]) == 1
+    assert cli.main(["queue", "move", "99", "up"]) == 4  # not found (commands.common)
     assert "no such item" in capsys.readouterr().err
     assert cli.main(["queue", "list", "--json"]) == 0
     listing = _json.loads(capsys.readouterr().out)

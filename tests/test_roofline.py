@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from moe_tui.gpu_specs import GpuSpec, GpuSpecError, find_gpu, with_overrides
-from moe_tui.model_shape import ModelConfigError, model_shape
-from moe_tui.roofline import RooflineError, decode_roofline, distinct_experts, percent_of_roofline
-from moe_tui.roofline_inputs import SIM_MODELS_DIR, roofline_setup
+from moe_tui.roofline.decode import RooflineError, decode_roofline, distinct_experts, percent_of_roofline
+from moe_tui.roofline.gpu_specs import GpuSpec, GpuSpecError, find_gpu, with_overrides
+from moe_tui.roofline.inputs import SIM_MODELS_DIR, roofline_setup
+from moe_tui.roofline.model_shape import ModelConfigError, model_shape
 
 TINY = {
     "hidden_size": 64, "num_hidden_layers": 2, "first_k_dense_replace": 1,

@@ -13,7 +13,7 @@ import pytest
 from runner_support import Env, free_port, wait_gone
 
 from moe_tui.judgement import CONTROL_MARGIN_PCT, CONTROL_PLAN_NOISE_PCT
-from moe_tui.queue_plan import control_starts_needed
+from moe_tui.store.queue_plan import control_starts_needed
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

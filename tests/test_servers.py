@@ -45,7 +45,7 @@ from moe_tui.servers import (
     parse_prometheus_text,
     parse_server_info,
 )
-from moe_tui.store import Store
+from moe_tui.store.db import Store
 
 REPO = Path(__file__).resolve().parent.parent
 FAST_SIM = {"load_seconds": 0.2, "graph_seconds": 0.1, "warmup_seconds": 0.1, "time_scale": 50}

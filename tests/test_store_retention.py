@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from moe_tui.queue import RunQueue
 from moe_tui.spec import BenchmarkSpec
-from moe_tui.store import Store
+from moe_tui.store.db import Store
+from moe_tui.store.queue import RunQueue
 
 DAY = 86400.0
 pytestmark = pytest.mark.integration  # `moe-tui store` and `moe-tui import` run as subprocesses
@@ -51,7 +51,7 @@ def home(tmp_path) -> Path:
     with Store(home / "data" / "moe-tui.sqlite3") as store:
         queue = RunQueue(store)
         cid, items = queue.add_planned_campaign("old-sweep", "grouped", {}, [
-            __import__("moe_tui.queue", fromlist=["PlannedItem"]).PlannedItem("a", BenchmarkSpec.from_dict(
+            __import__("moe_tui.store.queue", fromlist=["PlannedItem"]).PlannedItem("a", BenchmarkSpec.from_dict(
                 {"max_concurrency": c, "num_prompts": 4}), 0, True) for c in (1, 2)])
         for it in items:
             claimed = queue.claim_next()

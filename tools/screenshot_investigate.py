@@ -25,7 +25,7 @@ async def main(profiles_dir: Path, baseline: str, candidate: str, conc: int) -> 
 
     from moe_tui import paths
     from moe_tui.profiles import load_profiles
-    from moe_tui.store import Store
+    from moe_tui.store.db import Store
     from moe_tui.ui.app import MoeTuiApp
 
     store = Store.open_default()

@@ -98,7 +98,7 @@ async def main() -> int:
 
 def run() -> int:
     from moe_tui import paths
-    from moe_tui.runner import runner_is_running
+    from moe_tui.run.rendezvous import runner_is_running
 
     try:
         return asyncio.run(main())

@@ -52,13 +52,14 @@ def load_grid(args: argparse.Namespace, command: str) -> tuple[Any, int]:
     """(grid, 0), or (None, exit code) after printing why: 4 for a profile without runs, 2 for options, 1 for the store."""
     from moe_tui.commands.common import EXIT_NOT_FOUND, EXIT_USAGE
     from moe_tui.compare import CompareError
-    from moe_tui.grids import build_grid
-    from moe_tui.store import Store, StoreError
+    from moe_tui.grids.pair import build_grid
+    from moe_tui.store.db import Store
+    from moe_tui.store.errors import StoreError
 
     missing: list[str] = []
     try:
         settings = settings_from_args(args)
-        with Store.open_default() as store:
+        with Store.open_for_reading() as store:
             known = set(store.profile_names_with_runs())
             missing = [n for n in (args.baseline, args.candidate) if n not in known]
             return build_grid(store, args.baseline, args.candidate, fingerprint=args.fingerprint,
@@ -82,7 +83,7 @@ def terminal_width() -> int | None:
     return shutil.get_terminal_size().columns
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     add_pair_arguments(p)
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
@@ -92,7 +93,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from moe_tui.export import render_csv, render_json, render_markdown, render_text, write_atomic
+    from moe_tui.export.formats import render_csv, render_json, render_markdown, render_text, write_atomic
 
     grid, code = load_grid(args, "compare")
     if grid is None:

@@ -14,10 +14,9 @@ from __future__ import annotations
 import argparse
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     action = p.add_mutually_exclusive_group()
     action.add_argument("--repair", action="store_true",
@@ -32,7 +31,7 @@ def _say(text: str) -> None:
 
 
 def _check(path: Path) -> list[str]:
-    from moe_tui.store_integrity import quick_check
+    from moe_tui.store.integrity import quick_check
 
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
@@ -43,8 +42,8 @@ def _check(path: Path) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from moe_tui import paths
-    from moe_tui.runner import runner_is_running
-    from moe_tui.store_integrity import _age_words, backup_path
+    from moe_tui.run.rendezvous import runner_is_running
+    from moe_tui.store.integrity import _age_words, backup_path
 
     data_dir = paths.data_dir()
     path = paths.store_path()
@@ -74,8 +73,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _backup(path: Path, problems: list[str]) -> int:
-    from moe_tui.store import Store, StoreError
-    from moe_tui.store_integrity import backup_store
+    from moe_tui.store.db import Store
+    from moe_tui.store.errors import StoreError
+    from moe_tui.store.integrity import backup_store
 
     if problems:
         _say("no backup of a damaged store (it would replace the good one)")
@@ -91,7 +91,7 @@ def _backup(path: Path, problems: list[str]) -> int:
 
 
 def _repair(path: Path) -> int:
-    from moe_tui.store_integrity import restore
+    from moe_tui.store.integrity import restore
 
     try:
         done = restore(path)

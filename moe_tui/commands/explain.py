@@ -1,7 +1,7 @@
 """`moe-tui explain BASELINE CANDIDATE -c C`: where each side's decode step goes at one grid cell.
 
 The first time (or with `--again`) it queues one short profiled run per side at the cell's
-concurrency and workload (`moe_tui.explain_store.plan_explain`: after a warmup pass, SGLang's
+concurrency and workload (`moe_tui.explain.store.plan_explain`: after a warmup pass, SGLang's
 profiler over `--steps` decode steps, the expert load recorded alongside), after a yes (`--yes`
 answers for a script). `moe-tui run` works them. Once both are done it prints the breakdown side by
 side: ms per decode step by kernel class, B-A and its share of the gap, the kernels that moved,
@@ -17,14 +17,18 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moe_tui.commands.common import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from moe_tui.compare.model import ComparisonGrid
+    from moe_tui.store.db import Store
 
 FORMATS = ("text", "md", "csv", "json")
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     from moe_tui.commands.compare import add_pair_arguments
 
     p = sub.add_parser(name, help=help_text, description=help_text)
@@ -54,8 +58,9 @@ def _fail(message: str, code: int) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from moe_tui.commands.compare import load_grid
-    from moe_tui.explain_store import DEFAULT_STEPS, ExplainQueueError, explain_cell, latest_explain
-    from moe_tui.store import Store, StoreError
+    from moe_tui.explain.store import DEFAULT_STEPS, ExplainQueueError, explain_cell, latest_explain
+    from moe_tui.store.db import Store
+    from moe_tui.store.errors import StoreError
 
     if args.plot and Path(args.plot).suffix.lower() not in (".png", ".svg"):
         return _fail(f"--plot {args.plot}: the file must end in .png or .svg", EXIT_USAGE)
@@ -94,7 +99,7 @@ def _show(args: argparse.Namespace, view: Any, simulated: bool) -> int:
     else:
         text = "\n".join(text_lines(view.explanation, [""] + extras if extras else ()))
     if args.output:
-        from moe_tui.export import write_atomic
+        from moe_tui.export.formats import write_atomic
 
         write_atomic(Path(args.output), text.encode())
         print(f"wrote {args.output}")
@@ -102,18 +107,18 @@ def _show(args: argparse.Namespace, view: Any, simulated: bool) -> int:
         print(text)
     if args.plot:
         png, svg = stacked_bars(view.explanation)
-        from moe_tui.export import write_atomic
+        from moe_tui.export.formats import write_atomic
 
         write_atomic(Path(args.plot), png if args.plot.lower().endswith(".png") else svg)
         print(f"wrote {args.plot}", file=sys.stderr if args.format == "json" and not args.output else sys.stdout)
     return 0
 
 
-def _queue(args: argparse.Namespace, store: Any, grid: Any, steps: int) -> int:
-    from moe_tui.explain_store import enqueue_explain, plan_explain
+def _queue(args: argparse.Namespace, store: Store, grid: ComparisonGrid, steps: int) -> int:
+    from moe_tui.explain.store import enqueue_explain, plan_explain
     from moe_tui.profiles import load_profiles
-    from moe_tui.queue import QueueError, RunQueue
     from moe_tui.spec import SpecError
+    from moe_tui.store.queue import QueueError, RunQueue
 
     plan = plan_explain(grid, args.concurrency, steps=steps, prefill=args.prefill)
     spec = plan["items"][0]["spec"]

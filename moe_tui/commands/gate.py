@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from moe_tui.commands.common import EXIT_NOT_FOUND, add_profiles_dir
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("profile", metavar="PROFILE", help="profile whose server answers the gate")
     add_profiles_dir(p)
@@ -46,10 +45,11 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from moe_tui.commands.server import find_profile
-    from moe_tui.correctness import OUTPUT_DIFFERS, PASSED, compare_gate
-    from moe_tui.gate import GateError, run_gate, stored_samples
+    from moe_tui.gate.correctness import OUTPUT_DIFFERS, PASSED, compare_gate
+    from moe_tui.gate.probe import GateError, run_gate, stored_samples
     from moe_tui.profiles import ProfileError
-    from moe_tui.store import Store, StoreError
+    from moe_tui.store.db import Store
+    from moe_tui.store.errors import StoreError
 
     if args.no_send and not args.against:
         _err("--no-send needs --against BASELINE (nothing to do otherwise)")

@@ -14,10 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from moe_tui.investigate.model import InvestigationPlan
+    from moe_tui.store.db import Store
+
+from moe_tui.commands.common import EXIT_NOT_FOUND
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     from moe_tui.commands.compare import add_pair_arguments
 
     p = sub.add_parser(name, help=help_text, description=help_text)
@@ -50,10 +56,12 @@ def _fail(message: str, code: int) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from moe_tui.commands.compare import load_grid
-    from moe_tui.investigate import DEFAULT_CAP, KINDS, InvestigateError, plan_investigation
-    from moe_tui.investigate_report import report
-    from moe_tui.investigate_store import evidence_from_grid, investigations
-    from moe_tui.store import Store, StoreError
+    from moe_tui.investigate.model import DEFAULT_CAP, KINDS, InvestigateError
+    from moe_tui.investigate.planner import plan_investigation
+    from moe_tui.investigate.report import report
+    from moe_tui.investigate.store import evidence_from_grid, investigations
+    from moe_tui.store.db import Store
+    from moe_tui.store.errors import StoreError
 
     only = [k.strip() for k in args.only.split(",") if k.strip()] if args.only else None
     unknown = [k for k in only or () if k not in KINDS]
@@ -62,8 +70,12 @@ def run(args: argparse.Namespace) -> int:
     grid, code = load_grid(args, "investigate")
     if grid is None:
         return code
+    if args.concurrency not in grid.concurrencies:  # not found (4), as `explain` says it
+        return _fail(f"no cell at concurrency {args.concurrency}; measured: "
+                     f"{', '.join(map(str, grid.concurrencies)) or 'none'}", EXIT_NOT_FOUND)
     try:
-        with Store.open_default() as store:
+        opened = Store.open_for_reading if args.dry_run or args.report else Store.open_default
+        with opened() as store:
             evidence = evidence_from_grid(grid, store)
             earlier = [report(store, r, evidence) for r in investigations(store, args.baseline, args.candidate)
                        if (r.concurrency, r.metric) == (args.concurrency, args.metric)]
@@ -109,7 +121,7 @@ def _print_plan(plan: Any, earlier: list[Any], as_json: bool, simulated: bool) -
         print("earlier investigations of this cell:")
         _print_reports(earlier, False)
         print()
-    from moe_tui.investigate_report import describe_cell
+    from moe_tui.investigate.model import describe_cell
 
     print(f"{plan.name}{'  [SIMULATED]' if simulated else ''}")
     print(f"cell now: {describe_cell(plan.before)}; control: {plan.before.get('control')}")
@@ -144,15 +156,16 @@ def _confirm(plan: Any) -> bool:
     return answer in ("y", "yes")
 
 
-def _queue(args: argparse.Namespace, store: Any, plan: Any) -> int:
+def _queue(args: argparse.Namespace, store: Store, plan: InvestigationPlan) -> int:
     from pathlib import Path
 
     from moe_tui import paths
-    from moe_tui.investigate_store import enqueue_plan
+    from moe_tui.investigate.store import enqueue_plan
     from moe_tui.profiles import load_profiles
-    from moe_tui.queue import QueueError, RunQueue
-    from moe_tui.runner import RunnerOpError, RunnerUnavailable, call_runner_sync, runner_is_running
+    from moe_tui.run.client import RunnerOpError, call_runner_sync
+    from moe_tui.run.rendezvous import RunnerUnavailable, runner_is_running
     from moe_tui.spec import SpecError
+    from moe_tui.store.queue import QueueError, RunQueue
 
     if runner_is_running(paths.data_dir()):
         try:

@@ -37,7 +37,7 @@ def _positive(text: str) -> int:
     return value
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("profile", metavar="PROFILE", help="profile name")
     add_profiles_dir(p)
@@ -57,8 +57,8 @@ def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from moe_tui.commands.server import find_profile
     from moe_tui.profiles import ProfileError
-    from moe_tui.roofline import RooflineError
-    from moe_tui.roofline_inputs import RooflineInputError, mean_decode_context, roofline_setup
+    from moe_tui.roofline.decode import RooflineError
+    from moe_tui.roofline.inputs import RooflineInputError, mean_decode_context, roofline_setup
 
     try:
         profile = find_profile(args.profile, args.profiles_dir)

@@ -28,7 +28,7 @@ from moe_tui.commands.common import add_profiles_dir, profiles_dir_for
 PROGRESS_EVERY_S = 2.0
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     add_profiles_dir(p)
     mode = p.add_mutually_exclusive_group()
@@ -87,10 +87,12 @@ def _foreground(data_dir: Any, profiles_dir: Any, until_empty: bool, retry_inter
                 request_timeout: float | None = None, stall_timeout: float | None = None) -> int:
     import asyncio
 
-    from moe_tui.controller import Controller
-    from moe_tui.runner import RunnerBusy, RunnerUnavailable, serve
+    from moe_tui.run.controller import Controller
+    from moe_tui.run.rendezvous import RunnerBusy, RunnerUnavailable
+    from moe_tui.run.runner import serve
     from moe_tui.servers import install_exit_handlers
-    from moe_tui.store import Store, StoreError
+    from moe_tui.store.db import Store
+    from moe_tui.store.errors import StoreError
 
     install_exit_handlers(signals=())  # atexit only: serve() handles the signals itself
     printer = ProgressPrinter()
@@ -129,7 +131,8 @@ def _foreground(data_dir: Any, profiles_dir: Any, until_empty: bool, retry_inter
 
 def _detach(args: argparse.Namespace, data_dir: Any, profiles_dir: Any) -> int:
     from moe_tui import paths
-    from moe_tui.runner import RunnerBusy, lock_holder_pid, runner_is_running, spawn_detached
+    from moe_tui.run.client import spawn_detached
+    from moe_tui.run.rendezvous import RunnerBusy, lock_holder_pid, runner_is_running
 
     if runner_is_running(data_dir):
         print(f"moe-tui run: {RunnerBusy(data_dir, lock_holder_pid(data_dir))}", file=sys.stderr)
@@ -158,8 +161,8 @@ def _detach(args: argparse.Namespace, data_dir: Any, profiles_dir: Any) -> int:
 
 
 def _status(data_dir: Any, as_json: bool = False) -> int:
-    from moe_tui.runner import RunnerOpError, RunnerUnavailable, call_runner_sync
-    from moe_tui.runner_client import RunnerNotAnswering
+    from moe_tui.run.client import RunnerNotAnswering, RunnerOpError, call_runner_sync
+    from moe_tui.run.rendezvous import RunnerUnavailable
 
     try:
         snap = call_runner_sync("snapshot", data_dir, timeout=STATUS_WAIT_S)
@@ -225,7 +228,8 @@ def _stop(data_dir: Any, wait_s: float | None = None) -> int:
         except ValueError:
             wait_s = STOP_WAIT_S
 
-    from moe_tui.runner import RunnerOpError, RunnerUnavailable, call_runner_sync, runner_is_running
+    from moe_tui.run.client import RunnerOpError, call_runner_sync
+    from moe_tui.run.rendezvous import RunnerUnavailable, runner_is_running
 
     pid = runner_is_running(data_dir)
     if not pid:
@@ -246,7 +250,7 @@ def _stop(data_dir: Any, wait_s: float | None = None) -> int:
     if not _wait_gone(data_dir, 10.0):
         print(f"moe-tui run --stop: runner {pid} survived SIGKILL (stuck in the kernel?)", file=sys.stderr)
         return 1
-    from moe_tui.orphans import stop_orphans
+    from moe_tui.run.orphans import stop_orphans
 
     for line in stop_orphans(data_dir):
         print(line)
@@ -265,7 +269,7 @@ def _signal(pid: int, sig: int) -> None:
 
 
 def _wait_gone(data_dir: Any, wait_s: float) -> bool:
-    from moe_tui.runner import runner_is_running
+    from moe_tui.run.rendezvous import runner_is_running
 
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:

@@ -14,13 +14,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moe_tui.commands.common import EXIT_NOT_FOUND, add_exit_codes, add_profiles_dir
 from moe_tui.judgement import is_live
 
+if TYPE_CHECKING:
+    from moe_tui.store.db import Store
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     add_exit_codes(p)
     verbs = p.add_subparsers(dest="server_command", metavar="VERB")
@@ -63,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if verb is None:
         args.server_parser.print_help()
         return 2
-    from moe_tui.store import StoreError
+    from moe_tui.store.errors import StoreError
 
     try:
         return {"start": _start, "stop": _stop, "status": _status, "logs": _logs}[verb](args)
@@ -112,7 +115,7 @@ def _start(args: argparse.Namespace) -> int:
     from moe_tui import servers
     from moe_tui.events import Notice, ServerLogLine, ServerStateChanged
     from moe_tui.profiles import ProfileError
-    from moe_tui.store import Store
+    from moe_tui.store.db import Store
     from moe_tui.trust import terminal_text
 
     try:
@@ -184,7 +187,7 @@ def _start(args: argparse.Namespace) -> int:
         store.close()
 
 
-def _latest_starts(store: Any, all_rows: bool = False) -> list[dict[str, Any]]:
+def _latest_starts(store: Store, all_rows: bool = False) -> list[dict[str, Any]]:
     rows = store.server_starts(limit=1000)
     if all_rows:
         return rows
@@ -198,7 +201,7 @@ def _stop(args: argparse.Namespace) -> int:
     import time
 
     from moe_tui import servers
-    from moe_tui.store import Store
+    from moe_tui.store.db import Store
 
     if not args.profile and not args.all:
         _err("name a profile, or use --all")
@@ -233,7 +236,7 @@ def _status(args: argparse.Namespace) -> int:
     import json
 
     from moe_tui import servers
-    from moe_tui.store import Store
+    from moe_tui.store.db import Store
 
     with Store.open_default() as store:
         rows = _latest_starts(store, args.all)
@@ -276,7 +279,7 @@ def _logs(args: argparse.Namespace) -> int:
     import collections
     import time
 
-    from moe_tui.store import Store
+    from moe_tui.store.db import Store
 
     with Store.open_default() as store:
         rows = store.server_starts(profile_name=args.profile, limit=1)

@@ -217,7 +217,7 @@ class ControlClient(abc.ABC):
 
     # -- investigations (issue 17): concrete so an adapter without them still builds ------------
     def investigation_plan(self, baseline: str, candidate: str, concurrency: int, metric: str) -> Any:
-        """The follow-up the grid proposes for one cell (`moe_tui.investigate.InvestigationPlan`)."""
+        """The follow-up the grid proposes for one cell (`moe_tui.investigate.model.InvestigationPlan`)."""
         raise NotImplementedError("this adapter cannot plan investigations")
 
     def queue_investigation(self, plan: Any) -> dict[str, Any]:

@@ -23,8 +23,8 @@ from moe_tui.control.reads import StoreReads, campaign_args
 from moe_tui.events import Event, Notice, Subscribers
 from moe_tui.judgement import FAILED, is_live
 from moe_tui.profiles import ServerProfile
-from moe_tui.runner import read_runner_info
-from moe_tui.store import Store
+from moe_tui.run.rendezvous import read_runner_info
+from moe_tui.store.db import Store
 
 # A server start waits for /health_generate; the profile's own startup timeout bounds it.
 COMMAND_TIMEOUT_S = 60.0
@@ -117,7 +117,7 @@ class InProcessClient(_OpsClient):
 
     def __init__(self, store: Store, profiles: list[ServerProfile], profiles_dir: Path, data_dir: Path,
                  *, exports_dir: Path | None = None, controller_options: dict[str, Any] | None = None) -> None:
-        from moe_tui.controller import Controller
+        from moe_tui.run.controller import Controller
 
         self.store = store
         self.profiles = profiles
@@ -165,7 +165,7 @@ class AttachedClient(_OpsClient):
         self.mode = "attached to runner"
 
     def start(self) -> None:
-        from moe_tui.runner import RunnerClient
+        from moe_tui.run.client import RunnerClient
 
         async def connect() -> Any:
             client = await RunnerClient.connect(self.runner_dir)
@@ -194,7 +194,7 @@ class AttachedClient(_OpsClient):
         """Detach, leaving the runner at work; or (`stop_servers`) stop the runner itself, which
         stops the running benchmark (its item marked interrupted) and every server, and wait until
         it has exited so nothing it started outlives this call."""
-        from moe_tui.runner import RunnerUnavailable, runner_is_running
+        from moe_tui.run.rendezvous import RunnerUnavailable, runner_is_running
 
         if self._client is not None:
             self._closing = True

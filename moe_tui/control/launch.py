@@ -76,8 +76,9 @@ def connect(profiles_dir: Path, *, attach: bool | None = None, demo: bool = Fals
     this process (refused when a runner holds the data dir). Raises SystemExit with a message."""
     from moe_tui.control.clients import AttachedClient, InProcessClient
     from moe_tui.profiles import load_profiles
-    from moe_tui.runner import RunnerBusy, RunnerUnavailable, runner_is_running
-    from moe_tui.store import Store, StoreError
+    from moe_tui.run.rendezvous import RunnerBusy, RunnerUnavailable, runner_is_running
+    from moe_tui.store.db import Store
+    from moe_tui.store.errors import StoreError
 
     profiles_dir = Path(profiles_dir).expanduser().resolve()
     profile_set = load_profiles(profiles_dir)
@@ -148,7 +149,8 @@ def start_detached_runner(profiles_dir: Path, data_dir: Path, wait_s: float = RU
     """`moe-tui run --stay` in a new session for this data dir (what `moe-tui run --detach` does),
     waiting until it answers on its socket. Returns its pid. A runner that another TUI started in
     the meantime wins the lock; then this one exits and we attach to the winner."""
-    from moe_tui.runner import lock_holder_pid, runner_is_running, spawn_detached
+    from moe_tui.run.client import spawn_detached
+    from moe_tui.run.rendezvous import lock_holder_pid, runner_is_running
 
     argv = [sys.executable, "-m", "moe_tui", "run", "--profiles-dir", str(profiles_dir), "--stay"]
     opts = options or {}
@@ -166,13 +168,13 @@ def start_detached_runner(profiles_dir: Path, data_dir: Path, wait_s: float = RU
 
 def _pause_before_start(store: Any) -> None:
     # The controller starts working pending items as soon as it starts; the demo waits for `r`.
-    from moe_tui.queue import RunQueue
+    from moe_tui.store.queue import RunQueue
 
     RunQueue(store).pause()
 
 
 def _queue_demo_campaign(client: ControlClient, store: Any) -> list[str]:
-    from moe_tui.queue import RunQueue
+    from moe_tui.store.queue import RunQueue
 
     queue = RunQueue(store)
     counts = queue.counts()

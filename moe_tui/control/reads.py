@@ -12,12 +12,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from moe_tui import compare, export, grids, paths
+from moe_tui import compare, paths
 from moe_tui.control.api import QueueRow, RunView, ServerRow
+from moe_tui.export import formats as export
+from moe_tui.grids import pair as grids
 from moe_tui.judgement import is_simulated
 from moe_tui.profiles import ServerProfile
-from moe_tui.queue import ORDER_POLICIES, RunQueue
-from moe_tui.store import Store
+from moe_tui.store.db import Store
+from moe_tui.store.queue import ORDER_POLICIES, RunQueue
 
 # The default first (the campaign form preselects it): interleaving is what keeps repeats independent.
 POLICY_TEXT = {
@@ -88,15 +90,15 @@ class StoreReads:
                                                                    accept_uncontrolled=accept_uncontrolled))
 
     def investigation_plan(self, baseline: str, candidate: str, concurrency: int, metric: str) -> Any:
-        from moe_tui.investigate import plan_investigation
-        from moe_tui.investigate_store import evidence_from_grid
+        from moe_tui.investigate.planner import plan_investigation
+        from moe_tui.investigate.store import evidence_from_grid
 
         evidence = evidence_from_grid(grids.build_grid(self.store, baseline, candidate), self.store)
         return plan_investigation(evidence, concurrency, metric)
 
     def explain_cell(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
         from moe_tui.explain.render import text_lines
-        from moe_tui.explain_store import explain_cell
+        from moe_tui.explain.store import explain_cell
 
         grid = grids.build_grid(self.store, baseline, candidate)
         view = explain_cell(self.store, grid, concurrency)
@@ -104,7 +106,7 @@ class StoreReads:
         return {"state": view.state, "message": view.message, "lines": lines, "simulated": bool(grid.simulated)}
 
     def explain_plan(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
-        from moe_tui.explain_store import plan_explain
+        from moe_tui.explain.store import plan_explain
 
         return plan_explain(grids.build_grid(self.store, baseline, candidate), concurrency)
 
@@ -118,7 +120,7 @@ class StoreReads:
         return written.markdown if fmt == "markdown" else written.csv
 
     def run_view(self, run_id: int) -> RunView | None:
-        from moe_tui.grid_extras import run_roofline_terms
+        from moe_tui.grids.extras import run_roofline_terms
 
         run = self.store.run(run_id)
         if run is None:
@@ -187,3 +189,10 @@ def campaign_args(request: Any) -> dict[str, Any]:
         args["name"] = request.name
     return args
 
+
+
+def grid_extra_lines(grid: Any) -> list[str]:
+    """The grid's extras (gate verdict, % of roofline) as the compact lines under the grid (issue 15)."""
+    from moe_tui.grids.extras import extras_compact_lines
+
+    return list(extras_compact_lines(getattr(grid, "extras", None)))

@@ -7,7 +7,7 @@
   gap, the kernels that moved, the MoE GEMM against its roofline;
 - `expert_load`: per-layer max/mean tokens per expert from an expert-distribution dump;
 - `render`: the breakdown as text, Markdown, CSV, JSON and a stacked bar per side.
-Pure (files in, records out) except `render`'s picture; `moe_tui.explain_store` queues profiled
+Pure (files in, records out) except `render`'s picture; `moe_tui.explain.store` queues profiled
 runs and finds their traces.
 """
 

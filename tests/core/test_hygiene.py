@@ -14,10 +14,10 @@ import pytest
 
 pytestmark = pytest.mark.integration  # starts real processes
 
-CORE = ["moe_tui.spec", "moe_tui.profiles", "moe_tui.store", "moe_tui.metrics", "moe_tui.compare",
-        "moe_tui.servers", "moe_tui.bench", "moe_tui.telemetry", "moe_tui.queue", "moe_tui.controller",
-        "moe_tui.events", "moe_tui.paths", "moe_tui.judgement", "moe_tui.runner", "moe_tui.control",
-        "moe_tui.control.clients", "moe_tui.control.launch", "moe_tui.results"]
+CORE = ["moe_tui.spec", "moe_tui.profiles", "moe_tui.store.db", "moe_tui.metrics", "moe_tui.compare",
+        "moe_tui.servers", "moe_tui.bench", "moe_tui.telemetry", "moe_tui.store.queue", "moe_tui.run.controller",
+        "moe_tui.events", "moe_tui.paths", "moe_tui.judgement", "moe_tui.run.runner", "moe_tui.control",
+        "moe_tui.control.clients", "moe_tui.control.launch", "moe_tui.export.results"]
 
 
 def _modules_after(code: str) -> set[str]:
@@ -34,7 +34,7 @@ def test_core_modules_do_not_import_textual():
 
 
 def test_foundation_modules_do_not_import_textual():
-    modules = _modules_after("import moe_tui.spec, moe_tui.profiles, moe_tui.store")
+    modules = _modules_after("import moe_tui.spec, moe_tui.profiles, moe_tui.store.db")
     assert "textual" not in modules
 
 
@@ -95,7 +95,7 @@ def test_import_contracts_catch_a_widget_that_reads_the_store(tmp_path):
     shutil.copytree(ROOT / "moe_tui", tmp_path / "moe_tui", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     widget = tmp_path / "moe_tui" / "ui" / "widgets" / "queue_table.py"
-    widget.write_text(widget.read_text() + "\nfrom moe_tui.store import Store  # noqa\n")
+    widget.write_text(widget.read_text() + "\nfrom moe_tui.store.db import Store  # noqa\n")
     proc = _lint_imports(tmp_path)
     assert proc.returncode != 0
-    assert "moe_tui.ui.widgets.queue_table -> moe_tui.store" in proc.stdout
+    assert "moe_tui.ui.widgets.queue_table -> moe_tui.store.db" in proc.stdout

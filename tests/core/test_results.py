@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from moe_tui.results import runs_frame
+from moe_tui.export.results import runs_frame
 from moe_tui.spec import BenchmarkSpec
-from moe_tui.store import Store
+from moe_tui.store.db import Store
 
 
 def add_run(store: Store, profile: str, spec: BenchmarkSpec, *, status: str = "complete", flags=(),

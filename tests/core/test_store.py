@@ -11,7 +11,8 @@ import textwrap
 import pytest
 
 from moe_tui.spec import BenchmarkSpec
-from moe_tui.store import SCHEMA_VERSION, Store, StoreError
+from moe_tui.store.db import SCHEMA_VERSION, Store
+from moe_tui.store.errors import StoreError
 
 
 def new_run(store: Store, profile: str = "a", spec: BenchmarkSpec | None = None) -> int:
@@ -116,7 +117,7 @@ def test_crash_mid_write_leaves_previous_state(tmp_path):
     store.close()
     script = textwrap.dedent(f"""
         import os, signal
-        from moe_tui.store import Store
+        from moe_tui.store.db import Store
         s = Store({str(path)!r})
         with s.transaction() as tx:
             tx.execute("UPDATE runs SET status = 'complete' WHERE id = {run_id}")
@@ -140,7 +141,7 @@ def test_mark_running_runs_after_crash(tmp_path):
 
 def test_version_1_store_migrates_to_current_keeping_runs(tmp_path):
     """A store written by schema 1 (before queue_settings) opens, migrates and keeps its runs."""
-    from moe_tui import store as store_module
+    from moe_tui.store import db as store_module
 
     path = tmp_path / "s.sqlite3"
     conn = sqlite3.connect(path)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from moe_tui.roofline_inputs import roofline_setup
+from moe_tui.roofline.inputs import roofline_setup
 from moe_tui.sim.launch import FAST_START, SimProcess, start_sim
 
 pytestmark = pytest.mark.integration

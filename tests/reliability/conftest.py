@@ -62,9 +62,9 @@ def store_digest():
 @pytest.fixture
 def seeded_store(env):
     """The env's store with rows in every table that matters; returns its path."""
-    from moe_tui.queue import CampaignPlan, RunQueue
     from moe_tui.spec import BenchmarkSpec
-    from moe_tui.store import Store
+    from moe_tui.store.db import Store
+    from moe_tui.store.queue import CampaignPlan, RunQueue
 
     spec = BenchmarkSpec.from_dict({"num_prompts": 4, "input_len": 32, "output_len": 8})
     with Store(env.db) as store:

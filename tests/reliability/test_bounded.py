@@ -87,7 +87,7 @@ def odd_server(tmp_path):
 
 def test_socket_request_with_a_million_concurrencies_is_refused_at_once(env):
     """add_campaign over the socket with 1,000,000 concurrencies: refused in seconds naming the limit; the runner answers on; nothing queued."""
-    from moe_tui.runner import RunnerOpError, call_runner_sync
+    from moe_tui.run.client import RunnerOpError, call_runner_sync
 
     name = env.profile("sim-a", "flashinfer_cutlass")
     runner = env.popen("run", "--stay", "--profiles-dir", str(env.profiles))
@@ -134,7 +134,7 @@ def test_profile_that_is_not_a_regular_file_is_refused(env, kind):
 
 def test_server_log_escape_codes_never_reach_the_terminal(env, seeded_store, tmp_path):
     """Escape codes in a server's log (set the title, clear the screen): `moe-tui server logs` prints them harmless."""
-    from moe_tui.store import Store
+    from moe_tui.store.db import Store
 
     log = tmp_path / "evil.log"
     log.write_bytes(b"ready\n\x1b]0;pwned title\x07\x1b[2J\x1b[31mred\x1b[0m \x9b6n bell\x07 done\n")

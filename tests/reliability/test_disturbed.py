@@ -47,7 +47,8 @@ def _add(env, name: str, prompts: int, conc: int = 2, out_len: int = 32):
 
 
 def _timed_phase(env, at_least: int = 1) -> bool:
-    from moe_tui.runner import RunnerUnavailable, call_runner_sync
+    from moe_tui.run.client import call_runner_sync
+    from moe_tui.run.rendezvous import RunnerUnavailable
 
     try:
         progress = (call_runner_sync("snapshot", env.data_dir, timeout=5.0) or {}).get("last_progress") or {}

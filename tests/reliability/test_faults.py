@@ -30,8 +30,8 @@ SMALL_FLAGS = ["--num-prompts", "4", "--input-len", "32", "--output-len", "8", "
 def _drain(env, campaigns: list[tuple[list[str], dict]], *, request_timeout: float | None = None) -> dict:
     """Run the controller in-process until the queue is empty; the benchmark is the real
     out-of-process client (with a short per-request timeout where given)."""
-    from moe_tui.controller import Controller
-    from moe_tui.store import Store
+    from moe_tui.run.controller import Controller
+    from moe_tui.store.db import Store
 
     async def scenario() -> dict:
         env.data_dir.mkdir(parents=True, exist_ok=True)
@@ -179,7 +179,7 @@ def test_tui_killed_mid_run_campaign_finishes(env, sig):
         wait_for(lambda: [r[0] for r in env.query("SELECT state FROM queue_items ORDER BY id")] == ["done"] * 4,
                  150, "the campaign to finish")
         wait_for(lambda: not (env.data_dir / "runner.lock").exists() or
-                 __import__("moe_tui.runner").runner.runner_is_running(env.data_dir) is None, 30, "the runner to exit")
+                 __import__("moe_tui.run.rendezvous", fromlist=["x"]).runner_is_running(env.data_dir) is None, 30, "the runner to exit")
         assert env.query("SELECT COUNT(*) FROM runs WHERE status = 'complete'") == [(4,)]
         wait_gone(env)
     finally:
@@ -191,7 +191,7 @@ def test_two_runners_one_data_dir(env):
     """Two runners on one data dir: the second (foreground or --detach) refused with a message naming the first's pid."""
     env.profile("sim-a", "flashinfer_cutlass")
     first = env.popen("run", "--stay", "--profiles-dir", str(env.profiles))
-    from moe_tui.runner import runner_is_running
+    from moe_tui.run.rendezvous import runner_is_running
 
     wait_for(lambda: runner_is_running(env.data_dir) if (env.data_dir / "runner.lock").exists() else None,
              30, "the first runner to take the lock")
@@ -210,7 +210,8 @@ def test_two_runners_one_data_dir(env):
 def test_store_write_fails_disk_full(env, seeded_store, store_digest):
     """Store disk write failing (SQLite reports the disk full): StoreError names the file, previous data intact."""
     from moe_tui.spec import BenchmarkSpec
-    from moe_tui.store import Store, StoreError
+    from moe_tui.store.db import Store
+    from moe_tui.store.errors import StoreError
 
     before = store_digest(seeded_store)
     spec = BenchmarkSpec.from_dict(SMALL)
@@ -228,7 +229,10 @@ def test_store_write_fails_disk_full(env, seeded_store, store_digest):
         assert store.run(run_id).status == "running"
         store.finish_run(run_id, status="failed", error="disk full")  # small writes still go through
     after = store_digest(seeded_store)
-    assert {k: v for k, v in after.items() if k != "runs"} == {k: v for k, v in before.items() if k != "runs"}
+    # Only the run itself changed: its row and its summary row (kept in step with it).
+    run_tables = ("runs", "run_summaries")
+    assert ({k: v for k, v in after.items() if k not in run_tables}
+            == {k: v for k, v in before.items() if k not in run_tables})
 
 
 @pytest.mark.integration

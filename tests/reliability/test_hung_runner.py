@@ -20,7 +20,8 @@ SPEC = ["--num-prompts", "24", "--input-len", "32", "--output-len", "32", "--no-
 
 
 def _timed_phase(env) -> bool:
-    from moe_tui.runner import RunnerUnavailable, call_runner_sync
+    from moe_tui.run.client import call_runner_sync
+    from moe_tui.run.rendezvous import RunnerUnavailable
 
     try:
         progress = (call_runner_sync("snapshot", env.data_dir, timeout=5.0) or {}).get("last_progress") or {}

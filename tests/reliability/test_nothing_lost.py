@@ -45,7 +45,8 @@ def _running_run(env):
 
 def _timed_requests_done(env, at_least: int) -> bool:
     """The runner's live progress (over its control socket) shows the timed phase under way."""
-    from moe_tui.runner import RunnerUnavailable, call_runner_sync
+    from moe_tui.run.client import call_runner_sync
+    from moe_tui.run.rendezvous import RunnerUnavailable
 
     try:
         progress = (call_runner_sync("snapshot", env.data_dir, timeout=5.0) or {}).get("last_progress") or {}

@@ -39,7 +39,7 @@ def _watchdogs_of(pid: int) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmd = proc.info.get("cmdline") or []
-        if "moe_tui.runner_watchdog" in cmd and str(pid) in cmd:
+        if "moe_tui.run.watchdog" in cmd and str(pid) in cmd:
             found.append(proc)
     return found
 

@@ -131,7 +131,7 @@ def test_secret_env_redacted_everywhere(env):
 @pytest.mark.integration
 def test_control_socket_owner_only(env):
     """Control socket is owner-only: mode 0600, and another user is refused at connect."""
-    from moe_tui.runner import read_runner_info, socket_path_for
+    from moe_tui.run.rendezvous import read_runner_info, socket_path_for
 
     env.profile("sim-a", "flashinfer_cutlass")
     runner = env.popen("run", "--stay", "--profiles-dir", str(env.profiles))

@@ -89,8 +89,8 @@ def test_planted_loose_malformed_and_conflicting_spill_files_are_set_aside(env):
 @needs_root
 def test_spill_planted_by_another_user_is_never_read(env, tmp_path):
     """Another user's spill file (in the data dir, or a temp folder with the fallback's prefix made first): refused, named; run 1 keeps its number and flags."""
-    from moe_tui.recording import RunRecorder
-    from moe_tui.store import Store
+    from moe_tui.run.recording import RunRecorder
+    from moe_tui.store.db import Store
 
     tmpdir = tmp_path / "t"
     tmpdir.mkdir(mode=0o1777)
@@ -116,7 +116,8 @@ def test_spill_planted_by_another_user_is_never_read(env, tmp_path):
 
 def test_a_stored_run_is_never_overwritten(env, seeded_store, store_digest):
     """finish_run of a run already stored (any later write or import): refused naming the run; the store is unchanged."""
-    from moe_tui.store import Store, StoreError
+    from moe_tui.store.db import Store
+    from moe_tui.store.errors import StoreError
 
     before = store_digest(seeded_store)
     with Store(seeded_store) as store:
@@ -181,8 +182,8 @@ def test_spill_fallback_is_a_private_mkdtemp_folder(env, tmp_path):
     script = f"""
 import os, sys, tempfile
 tempfile.tempdir = {str(tmp_path)!r}
-from moe_tui.recording import FinishedRun, RunRecorder
-from moe_tui.store import Store
+from moe_tui.run.recording import FinishedRun, RunRecorder
+from moe_tui.store.db import Store
 store = Store({str(env.db)!r})
 open(store.path.parent / "spill", "w").close()  # a file where the folder should be
 rec = RunRecorder(store)

@@ -39,7 +39,7 @@ def _wait_screen(session: str, needle: str, timeout: float) -> str:
 def test_markup_names_in_the_store_show_as_text_in_the_tui(env, seeded_store):
     """Profile/backend names with [/] and [bold] in the store: the TUI's Compare screen lists them as written and does not exit."""
     from moe_tui.spec import BenchmarkSpec
-    from moe_tui.store import Store
+    from moe_tui.store.db import Store
 
     spec = BenchmarkSpec.from_dict({"num_prompts": 4, "input_len": 32, "output_len": 8})
     with Store(seeded_store) as store:

@@ -229,7 +229,7 @@ def _roofline_terms(run_id: int) -> tuple[tuple[str, str], ...]:
     """The core's own roofline terms for a run like the one shown (GLM-5-NVFP4 sim, conc 10)."""
     from compare_data import make_run, snapshot, summary
 
-    from moe_tui.grid_extras import run_roofline_terms
+    from moe_tui.grids.extras import run_roofline_terms
 
     run = make_run(run_id, "sim-flashinfer-cutlass", concurrency=10, summary=summary(702.5),
                    spec_changes={"input_len": 128, "output_len": 64},
@@ -240,8 +240,8 @@ def _roofline_terms(run_id: int) -> tuple[tuple[str, str], ...]:
 def _with_extras(grid, base_runs, cand_runs):
     """The grid as the store-backed core returns it: roofline % per concurrency and a gate verdict
     (both sides answered the gate prompts identically here), computed by the core from plain data."""
-    from moe_tui.correctness import GateSample, compare_gate
-    from moe_tui.grid_extras import GridExtras, apply_gate, roofline_cells
+    from moe_tui.gate.correctness import GateSample, compare_gate
+    from moe_tui.grids.extras import GridExtras, apply_gate, roofline_cells
 
     samples = [GateSample(f"p{i}", tuple(range(i, i + 16)), (-0.05,) * 16) for i in range(8)]
     extras = GridExtras(compare_gate(samples, samples), roofline_cells(base_runs), roofline_cells(cand_runs))

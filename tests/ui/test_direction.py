@@ -11,10 +11,10 @@ from textual.widgets import Select
 
 from moe_tui.control import direction
 from moe_tui.control.reads import StoreReads
-from moe_tui.queue import RunQueue
-from moe_tui.queue_plan import CampaignPlan
 from moe_tui.spec import BenchmarkSpec
-from moe_tui.store import Store
+from moe_tui.store.db import Store
+from moe_tui.store.queue import RunQueue
+from moe_tui.store.queue_plan import CampaignPlan
 from moe_tui.ui.screens.compare import CompareScreen, keep_direction
 from tests.ui.fakes import RecordingAdapter, demo_runs
 
@@ -93,10 +93,10 @@ def test_store_default_is_the_campaign_order_and_a_pick_overrides_it(store, tmp_
 
 
 def test_investigation_report_finds_the_cell_in_either_order(store):
-    from moe_tui.grids import build_grid
-    from moe_tui.investigate import plan_investigation
-    from moe_tui.investigate_report import report
-    from moe_tui.investigate_store import enqueue_plan, evidence_from_grid, investigations
+    from moe_tui.grids.pair import build_grid
+    from moe_tui.investigate.planner import plan_investigation
+    from moe_tui.investigate.report import report
+    from moe_tui.investigate.store import enqueue_plan, evidence_from_grid, investigations
 
     plan = plan_investigation(evidence_from_grid(build_grid(store, A, B), store), 10)
     enqueue_plan(RunQueue(store), plan.only(["cold_warm"]))

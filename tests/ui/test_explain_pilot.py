@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from textual.widgets import Static
 
-from moe_tui.explain_store import enqueue_explain, explain_records, plan_explain, traces_dir
-from moe_tui.grids import build_grid
-from moe_tui.queue import RunQueue
+from moe_tui.explain.store import enqueue_explain, explain_records, plan_explain, traces_dir
+from moe_tui.grids.pair import build_grid
+from moe_tui.store.queue import RunQueue
 from moe_tui.ui.screens.compare import CompareScreen
 from moe_tui.ui.screens.explain import ExplainScreen
 from tests.ui.test_investigate_pilot import SIZE, A, B, StoreBackedAdapter, open_cell, settle

@@ -8,10 +8,10 @@ import pytest
 from textual.widgets import DataTable, SelectionList, Static
 
 from moe_tui.control.reads import StoreReads
-from moe_tui.investigate_store import enqueue_plan, investigations
-from moe_tui.queue import RunQueue
+from moe_tui.investigate.store import enqueue_plan, investigations
 from moe_tui.spec import BenchmarkSpec
-from moe_tui.store import Store
+from moe_tui.store.db import Store
+from moe_tui.store.queue import RunQueue
 from moe_tui.ui.screens.compare import CompareScreen
 from moe_tui.ui.screens.investigate import InvestigateScreen
 from tests.ui.fakes import RecordingAdapter, demo_runs

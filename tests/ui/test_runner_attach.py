@@ -47,7 +47,7 @@ async def wait_until(pilot, predicate, timeout: float, what: str) -> None:
 
 @pytest.mark.slow
 def test_app_attached_to_live_runner_shows_progress_result_and_logs(env):
-    from moe_tui.runner import runner_is_running
+    from moe_tui.run.rendezvous import runner_is_running
     from moe_tui.ui.launch import open_control_room
 
     profile = env.profile("sim-a", "flashinfer_cutlass")
@@ -97,7 +97,7 @@ def test_runner_started_by_the_tui_gets_the_timeouts_given_to_the_tui(env):
     import psutil
 
     from moe_tui.control.launch import start_detached_runner
-    from moe_tui.runner import call_runner_sync
+    from moe_tui.run.client import call_runner_sync
 
     env.profile("sim-a", "flashinfer_cutlass")
     pid = start_detached_runner(env.profiles, env.data_dir,

@@ -137,7 +137,7 @@ def test_screen(snap_compare, screen, size, tmp_path):
 def investigate_adapter(tmp_path):
     """The investigate dialog plans from a real store holding the demo runs."""
     from moe_tui.spec import BenchmarkSpec
-    from moe_tui.store import Store
+    from moe_tui.store.db import Store
     from tests.ui.fakes import demo_runs
     from tests.ui.test_investigate_pilot import StoreBackedAdapter
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from moe_tui.control import launch
 from moe_tui.control.launch import DEMO_CAMPAIGN, attach_command
-from moe_tui.queue import RunQueue
-from moe_tui.store import Store
+from moe_tui.store.db import Store
+from moe_tui.store.queue import RunQueue
 from moe_tui.ui.screens.quit import QuitScreen
 from tests.ui.fakes import RecordingAdapter
 
@@ -55,8 +55,8 @@ class Adds:
 
     def add_campaign(self, request) -> int:
         from moe_tui.control.reads import campaign_args
-        from moe_tui.queue_plan import CampaignPlan
         from moe_tui.spec import BenchmarkSpec
+        from moe_tui.store.queue_plan import CampaignPlan
 
         args = campaign_args(request)
         plan = CampaignPlan(profiles=tuple(args["profiles"]), concurrencies=tuple(args["concurrencies"]),

@@ -55,9 +55,9 @@ def diff_text(grid: Any) -> Text:
     for warning in grid.warnings:
         text.append("\n⚠ ", style="yellow")
         text.append(warning, style="yellow")
-    from moe_tui.grid_extras import extras_compact_lines  # issue 15: gate verdict, % of roofline
+    from moe_tui.control.reads import grid_extra_lines  # issue 15: gate verdict, % of roofline
 
-    for line in extras_compact_lines(getattr(grid, "extras", None)):
+    for line in grid_extra_lines(grid):
         text.append("\n" + line, style="dim")
     return text
 

@@ -1,7 +1,7 @@
 """ExplainScreen: where each side's decode step goes at one grid cell (issue 25).
 
 Opened with `x` on the compare grid's highlighted cell. The breakdown comes from the core
-(`client.explain_cell`, i.e. `moe_tui.explain_store.explain_cell`) in a worker and is shown as
+(`client.explain_cell`, i.e. `moe_tui.explain.store.explain_cell`) in a worker and is shown as
 the same lines `moe-tui explain` prints; when the cell has no profiled runs yet, `y` queues one a
 side (`client.queue_explain`). Every line (kernel names come from trace files) is plain Text,
 never parsed as markup.

@@ -1,7 +1,7 @@
 """InvestigateScreen: the follow-up the grid proposes for one cell, and the key that queues it.
 
 Opened with `i` on the compare grid's highlighted cell. The plan comes from the core
-(`adapter.investigation_plan`, i.e. `moe_tui.investigate`) in a worker; the screen lists its
+(`adapter.investigation_plan`, i.e. `moe_tui.investigate.model`) in a worker; the screen lists its
 proposals (space toggles one; all are selected at first) with their cost, shows the highlighted
 one's reason and runs, and queues the selected ones with `y` / enter (`adapter.queue_investigation`).
 All text comes from the plan; profile names are shown as plain Text, never parsed as markup.

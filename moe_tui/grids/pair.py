@@ -1,0 +1,160 @@
+"""The comparison grid as the CLI, the exports and the control client ask for it: read from the store.
+
+`compare` is pure (runs in, grid out); this service reads what it needs (both profiles' runs, the
+queue's planned repeats per cell) and attaches the extras that need stored data of their own (the
+roofline % per concurrency and the correctness gate, `grid_extras`). One function, so every reader
+of a grid sees the same grid.
+
+Months of data (issue 26): every read here is an indexed read of the two compared profiles (their
+run summaries, `store.summaries`; their queue counts and campaigns, `RunQueue.campaign_plan`), so a
+grid's cost grows with those runs, never with the store; no provenance, telemetry or per-request
+JSON is decoded; the roofline takes the runs the grid averaged (one read, the same runs); and a
+grid is built once per change of the store (`Store.generation`), then served from a small cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from moe_tui.compare import (
+    BASELINE,
+    METRICS,
+    CompareSettings,
+    ComparisonGrid,
+    MetricDef,
+    PlanCount,
+    build_grid_from_runs,
+    plan_counts,
+    unknown_profiles,
+)
+from moe_tui.grids.extras import apply_gate, build_extras
+from moe_tui.investigate.model import describe_cell
+from moe_tui.investigate.report import report
+from moe_tui.investigate.store import evidence_from_grid, under_investigation
+from moe_tui.store.db import Store
+
+RUN_STATUSES = ("complete", "incomplete", "failed")
+CACHED_GRIDS = 8  # per store handle: the pairs a session flips between
+
+_cache_lock = threading.Lock()
+_cache: weakref.WeakKeyDictionary[Store, dict[tuple[Any, ...], ComparisonGrid]] = weakref.WeakKeyDictionary()
+
+
+def build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str | None = None,
+               metrics: Sequence[MetricDef] = METRICS, settings: CompareSettings | None = None,
+               extras: bool = True) -> ComparisonGrid:
+    """The grid for two profile names: their runs, the queue's plan, roofline and gate extras.
+    Raises CompareError naming an unknown profile (with a did-you-mean). Served from the cache
+    while nothing was committed to the store since the same grid was built."""
+    generation = store.generation()
+    key = (generation, baseline, candidate, fingerprint, tuple(metrics), settings, extras)
+    with _cache_lock:
+        cached = _cache.get(store, {}).get(key)
+    if cached is not None:
+        return cached
+    grid = _build_grid(store, baseline, candidate, fingerprint=fingerprint, metrics=metrics,
+                       settings=settings, extras=extras)
+    with _cache_lock:
+        grids = _cache.setdefault(store, {})
+        for old in [k for k in grids if k[0] != generation]:  # built before the latest change
+            del grids[old]
+        while len(grids) >= CACHED_GRIDS:
+            del grids[next(iter(grids))]
+        grids[key] = grid
+    return grid
+
+
+def _build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str | None,
+                metrics: Sequence[MetricDef], settings: CompareSettings | None, extras: bool) -> ComparisonGrid:
+    error = unknown_profiles(store.profile_names_with_runs(), (baseline, candidate), str(store.path))
+    if error is not None:
+        raise error
+    # The pair's run summaries (`store.summaries`), nothing else: no provenance, telemetry or samples.
+    # Cold runs of an investigation (no warmup pass, on purpose) are evidence about warmup, and profiled
+    # runs (`explain`) ran under the profiler: marked on the run (`diagnostic`), they are left out here.
+    pair = (baseline, candidate)
+    every = {name: store.run_summaries(profile_name=name, statuses=RUN_STATUSES, exclude_diagnostic=True)
+             for name in dict.fromkeys(pair)}
+    grid = build_grid_from_runs(
+        every[baseline], every[candidate], baseline_name=baseline, candidate_name=candidate,
+        fingerprint=fingerprint, metrics=metrics, settings=settings, plan=plan_of(store, pair))
+    grid = mark_investigations(store, grid)
+    if not extras:
+        return grid
+    gated: ComparisonGrid = apply_gate(grid, build_extras(store, baseline, candidate, runs=averaged_runs(grid, every)))
+    return gated
+
+
+def averaged_runs(grid: ComparisonGrid, runs: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
+    """Per profile, the runs the grid averaged at each concurrency (its points' run ids): the roofline
+    lines are computed from these, so a flagged, refused or cold run the grid left out is left out there too."""
+    by_id = {r.id: r for side in runs.values() for r in side}
+    out: dict[str, list[Any]] = {name: [] for name in runs}
+    for (side, _), point in sorted(grid.points.items()):
+        name = grid.baseline_name if side == BASELINE else grid.candidate_name
+        out.setdefault(name, []).extend(by_id[i] for i in point.run_ids if i in by_id)
+    return out
+
+
+def plan_of(store: Store, profiles: Sequence[str]) -> dict[tuple[str, str], PlanCount]:
+    """The queue's plan per (profile, requested fingerprint) for `profiles` (`RunQueue.campaign_plan`)."""
+    from moe_tui.store.queue import RunQueue
+
+    return plan_counts(*RunQueue(store).campaign_plan(profiles))
+
+
+def mark_investigations(store: Store, grid: ComparisonGrid) -> ComparisonGrid:
+    """Cells under investigation say so; a finished investigation shows the cell before and after."""
+    marks = under_investigation(store, grid.baseline_name, grid.candidate_name)
+    if not marks:
+        return grid
+    evidence = evidence_from_grid(grid, store)
+    cells = []
+    for cell in grid.cells:
+        record = marks.get((cell.concurrency, cell.metric))
+        if record is None:
+            cells.append(cell)
+            continue
+        rep = report(store, record, evidence)
+        if rep.state == "complete":
+            words = f"investigated: {describe_cell(rep.before)} -> {describe_cell(rep.after)}"
+            words += f"; {rep.settled}" if rep.settled else ""
+        else:
+            words = f"{rep.state} ({record.name})"
+        if rep.flags:
+            words += f"; {', '.join(rep.flags)}"
+        if record.definition.get("baseline") != grid.baseline_name:  # 'before' was the other order's delta
+            words += f" (investigated as {record.definition.get('baseline')} vs {record.definition.get('candidate')})"
+        cells.append(dataclasses.replace(cell, investigation=words))
+    return dataclasses.replace(grid, cells=tuple(cells))
+
+
+def control_noise_pct(store: Store, profiles: Sequence[str]) -> float | None:
+    """Start-to-start noise measured so far at the control concurrency (2) for these profiles: the
+    relative spread of output throughput between server starts (log scale, each profile's own mean
+    removed, pooled), in percent; None until some profile has two starts there. A plan sizes the
+    control's starts from it (`queue_plan.CampaignPlan.control_noise_pct`)."""
+    import math
+
+    from moe_tui.compare.evidence import start_means
+    from moe_tui.compare.runs import Run, concurrency_of, normalise
+    from moe_tui.judgement import CONTROL_CONCURRENCIES
+
+    ss, df = 0.0, 0
+    for name in profiles:
+        runs = [normalise(r, name) for r in store.run_summaries(profile_name=name, statuses=("complete",))]
+        control = [r for r in runs if concurrency_of(r) == CONTROL_CONCURRENCIES[0] and not r.flags]
+        by_fp: dict[str, list[Run]] = {}
+        for r in control:
+            by_fp.setdefault(r.fingerprint, []).append(r)
+        for group in by_fp.values():
+            logs = [math.log(v) for v in start_means(group, "output_throughput") if v > 0]
+            if len(logs) >= 2:
+                mean = sum(logs) / len(logs)
+                ss += sum((x - mean) ** 2 for x in logs)
+                df += len(logs) - 1
+    return math.sqrt(ss / df) * 100.0 if df >= 2 else None

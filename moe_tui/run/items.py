@@ -1,0 +1,414 @@
+"""One queue item's work: `ItemRunner`, a part of `moe_tui.run.controller.Controller` made with the
+controller's `moe_tui.run.context.RunContext` (the item, its run and an abort asked live there).
+
+For an item: its profile read fresh, exactly its server ready (others stopped), an optional
+warmup pass at its concurrency, the timed run out of process with GPU telemetry, and the run
+stored with its item closed (`moe_tui.run.recording`). Also the benchmark functions the controller
+runs by default (`default_bench`: moe-tui's client in a child process, or sglang.bench_serving).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from moe_tui.disturbance import ServerLoadWatch, client_cap
+from moe_tui.events import BenchProgress, RunFinished, RunStarted
+from moe_tui.judgement import SIM_ENGINE
+from moe_tui.profiles import ServerProfile, load_profiles
+from moe_tui.provenance import build_provenance
+from moe_tui.run.context import RunContext
+from moe_tui.run.ops import Recovery
+from moe_tui.run.recording import finished_run
+from moe_tui.run.telemetry import TelemetryRelay
+from moe_tui.spec import BenchmarkSpec
+from moe_tui.store.queue import QueueItem, warmup_spec
+
+if TYPE_CHECKING:
+    from moe_tui.bench.engine import BenchResult
+    from moe_tui.servers.managed import ManagedServer
+    from moe_tui.telemetry import SnapshotCollector
+
+# After asking a benchmark to stop, how long it may take to wind down before it is cancelled.
+BENCH_STOP_GRACE_S = 15.0
+LOG_TAIL_IN_ERROR = 20
+
+# A benchmark: (spec, base_url, *, on_progress, stop, run_id, [tokenizer, request_timeout,
+# stall_timeout]) -> its result (`default_bench` is the one the controller runs).
+BenchFn = Callable[..., Coroutine[Any, Any, "BenchResult"]]
+# What `open_run` gives: the spec as run, the run id, the provenance arguments it is stored with.
+OpenedRun = tuple[BenchmarkSpec, int, dict[str, Any]]
+
+
+class ItemRunner:
+    """The per-item steps of the controller's worker."""
+
+    def __init__(self, ctx: RunContext, recovery: Recovery, telemetry: TelemetryRelay, bench: BenchFn, *,
+                 request_timeout_s: float | None, stall_timeout_s: float | None) -> None:
+        self._ctx = ctx
+        self._recovery = recovery
+        self._telemetry = telemetry
+        self._bench = bench
+        self.request_timeout_s = request_timeout_s
+        self.stall_timeout_s = stall_timeout_s
+
+    async def work_item(self, item: QueueItem) -> None:
+        ctx = self._ctx
+        ctx.work.current = item
+        ctx.work.abort_verdict = None
+        try:
+            profile = self._profile_for(item)
+        except KeyError as exc:
+            ctx.finish_item(item, "failed", f"profile: {exc.args[0]}")
+            ctx.notice("error", f"item #{item.id}: {exc.args[0]}")
+            return
+        server = await self._ensure_server(item, profile)
+        if server is None:
+            return
+        if self._abort_closed(item):
+            return
+
+        await self._gate_if_needed(item, profile, server)  # before the profile's first timed run
+        warmup_info: dict[str, Any] | None = None
+        if item.warmup:
+            warmup_info = await self._warmup_pass(item, server)
+            if self._abort_closed(item):
+                return
+            if warmup_info.get("status") == "failed" and server.state != "ready":
+                ctx.finish_item(item, "failed", f"warmup pass failed, server {server.state}: "
+                                                   f"{warmup_info.get('error', '')}")
+                return
+        from moe_tui.explain.store import explain_definition
+
+        if (explain := explain_definition(ctx.queue, item)) is not None:  # a profiled run (`explain`)
+            from moe_tui.run.profiled import profiled_run
+
+            await profiled_run(self, self._ctx, item, profile, server, warmup_info, explain)
+            return
+        await self._timed_run(item, profile, server, warmup_info)
+
+    # -- correctness gate (the logic lives in moe_tui/gate/probe.py) -----------------------------------
+    async def _gate_if_needed(self, item: QueueItem, profile: ServerProfile, server: ManagedServer) -> None:
+        from moe_tui.gate.probe import gate_before_first_run
+
+        if await gate_before_first_run(self._ctx.store, item.campaign_id, profile.name, server, self._ctx.notice):
+            self._ctx.status("gate", f"{profile.name}: greedy correctness prompts stored")
+
+    async def run_gate_now(self, name: str) -> dict[str, Any]:
+        """The gate on demand against a profile's ready server (op "gate")."""
+        from moe_tui.gate.probe import GateError, gate_server
+        from moe_tui.run.ops import ControllerError
+
+        try:
+            return await gate_server(self._ctx.store, name, self._ctx.servers.get(name))
+        except GateError as exc:
+            raise ControllerError(str(exc)) from None
+
+    def _profile_for(self, item: QueueItem) -> ServerProfile:
+        """The item's profile, read fresh (an edited file applies from the next item on): from the
+        controller's profiles, else from the folder its campaign was added with."""
+        try:
+            return self._ctx.profiles().by_name(item.profile_name)
+        except KeyError:
+            if item.campaign_id is None:
+                raise
+            directory = (self._ctx.queue.campaign(item.campaign_id)["definition"] or {}).get("profiles_dir")
+            if not directory:
+                raise
+            return load_profiles(directory).by_name(item.profile_name)
+
+    def _abort_closed(self, item: QueueItem) -> bool:
+        """An abort was asked (skip, cancel, stop): the item is closed with its verdict."""
+        verdict = self._ctx.work.abort_verdict
+        if verdict is None:
+            return False
+        self._ctx.finish_item(item, *verdict)
+        return True
+
+    async def _ensure_server(self, item: QueueItem, profile: ServerProfile) -> ManagedServer | None:
+        """Exactly this profile's server, ready. None (item already failed) if it cannot start."""
+        ctx, servers = self._ctx, self._ctx.servers
+        for other in list(servers.live()):
+            if other.name != profile.name or other.profile != profile:
+                ctx.status("stopping-server", f"{other.name} (next item needs {profile.name})")
+                await other.stop(f"the queue needs '{profile.name}' next")
+        await self._recovery.stop_stray_servers(f"the queue needs '{profile.name}'")
+        current = servers.get(profile.name)
+        if current is not None and current.state == "ready" and current.profile == profile:
+            if not item.fresh_start:
+                return current
+            # The item asked for a fresh start (an investigation's cold run or restart).
+            ctx.status("stopping-server", f"{profile.name} (item #{item.id} asks for a fresh start)")
+            await current.stop(f"item #{item.id} asks for a fresh server start")
+        ctx.status("starting-server", profile.name)
+        from moe_tui.servers.base import ServerError
+
+        try:
+            server = await servers.start(profile, wait=True)
+        except (TimeoutError, ServerError, OSError) as exc:
+            handle = servers.get(profile.name)
+            tail = handle.log_tail(LOG_TAIL_IN_ERROR) if handle is not None else []
+            if handle is not None and handle.is_live:
+                await handle.stop("start did not complete")
+            reason = f"server '{profile.name}' failed to start: {exc}"
+            error = reason + ("\n--- log tail ---\n" + "\n".join(tail) if tail else "")
+            ctx.finish_item(item, "failed", error)
+            skipped = ctx.queue.skip_profile(
+                profile.name, f"not attempted: {reason} (item #{item.id}); retry once the profile is fixed")
+            ctx.notice("error", reason + (f"; skipped {len(skipped)} other item(s) of this profile"
+                                            if skipped else ""))
+            return None
+        if server.backend_mismatch:
+            ctx.notice("warning", f"'{profile.name}': profile asks {profile.moe_runner_backend}, server "
+                                    f"resolved {server.resolved_backend}; runs will be flagged backend_mismatch")
+        return server
+
+    def _server_facts(self, server: ManagedServer) -> dict[str, Any]:
+        facts = dict(server.describe())
+        facts["server_info"] = server.server_info or {}
+        key = server.profile.api_key
+        if key:  # the server may echo its --api-key (resolved args, launch command): never store it
+            import json
+
+            from moe_tui.profiles import REDACTED
+
+            facts = cast(dict[str, Any], json.loads(json.dumps(facts, default=str).replace(key, REDACTED)))
+        return facts
+
+    async def run_bench(self, spec: BenchmarkSpec, server: ManagedServer, *, run_id: int | None,
+                        phase: str) -> BenchResult:
+        """Run the benchmark; an abort asked (skip, cancel, stop) stops it, with a grace period."""
+        stop = self._ctx.work.bench_stop = asyncio.Event()
+        if self._ctx.work.abort_verdict is not None:
+            stop.set()
+
+        def on_progress(event: BenchProgress) -> None:
+            if phase != "timed":
+                event = dataclasses.replace(event, phase=phase, run_id=run_id)
+            self._ctx.emit(event)
+
+        kwargs: dict[str, Any] = {"on_progress": on_progress, "stop": stop, "run_id": run_id}
+        if spec.client != "moe-tui":
+            kwargs["tokenizer"] = tokenizer_for(server.profile)
+        if self.request_timeout_s is not None:
+            kwargs["request_timeout"] = self.request_timeout_s
+        if self.stall_timeout_s is not None:
+            kwargs["stall_timeout"] = self.stall_timeout_s
+        task = asyncio.create_task(self._bench(spec, server.base_url, **kwargs))
+        stop_wait = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({task, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if not task.done():  # asked to stop: give it a grace period to end by itself
+                try:
+                    await asyncio.wait_for(asyncio.shield(task), BENCH_STOP_GRACE_S)
+                except TimeoutError:
+                    task.cancel()
+            return await task
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            stop_wait.cancel()
+
+    def client_limits(self, spec: BenchmarkSpec) -> dict[str, Any]:
+        """The per-request limits this controller asked for (None: the client's defaults; the
+        run's selfcheck holds the values in force). Only moe-tui's client takes them."""
+        if spec.client != "moe-tui":
+            return {}
+        return {"request_timeout_s": self.request_timeout_s, "stall_timeout_s": self.stall_timeout_s}
+
+    async def _warmup_pass(self, item: QueueItem, server: ManagedServer) -> dict[str, Any]:
+        try:
+            spec = spec_as_run(warmup_spec(item.spec))
+        except ValueError as exc:
+            return {"status": "failed", "error": str(exc)}
+        self._ctx.status("warmup", f"#{item.id} {item.profile_name} conc={spec.max_concurrency} n={spec.num_prompts}")
+        started = time.time()
+        try:
+            result = await self.run_bench(spec, server, run_id=None, phase="warmup-pass")
+        except Exception as exc:
+            return {"status": "failed", "error": f"{type(exc).__name__}: {exc}", "fingerprint": spec.fingerprint}
+        completed = sum(1 for r in result.requests if r.get("ok"))
+        return {
+            "status": result.status, "fingerprint": spec.fingerprint, "num_prompts": spec.num_prompts,
+            "seed": spec.seed, "completed": completed, "error": result.error,
+            "duration_s": round(time.time() - started, 3), "rule": "results discarded",
+        }
+
+    def open_run(self, item: QueueItem, profile: ServerProfile, server: ManagedServer,
+                 warmup_info: dict[str, Any] | None) -> OpenedRun | None:
+        """The run row for `item` on `server` (spec as run, provenance, attached to the item):
+        (spec, run id, the provenance arguments the finished run is stored with), or None when the
+        spec cannot be run (the item is failed). Timed and profiled runs open theirs alike."""
+        try:
+            spec = spec_as_run(item.spec)
+        except ValueError as exc:
+            self._ctx.finish_item(item, "failed", f"spec cannot be run by this client: {exc}")
+            return None
+        started = time.time()
+        snapshot = profile.snapshot()
+        server_facts = self._server_facts(server)
+        # The item keeps the spec as asked; the run is stored under the spec as run (client
+        # version filled in), the fingerprint every other moe-tui run of it carries too.
+        queue_facts = {"id": item.id, "campaign_id": item.campaign_id, "repeat_index": item.repeat_index,
+                       "attempt": item.attempts, "requested_fingerprint": item.fingerprint}
+        provenance = build_provenance(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
+                                      bench_client=self.client_limits(spec), warmup=warmup_info, started_at=started)
+        run_id = self._ctx.store.create_run(
+            profile_name=profile.name, spec_json=spec.canonical_json(), fingerprint=spec.fingerprint,
+            client=spec.client, profile=snapshot, provenance=provenance, queue_item_id=item.id,
+            server_start_id=server.start_id,
+        )
+        self._ctx.work.current_run_id = run_id
+        self._ctx.queue.attach_run(item.id, run_id)
+        return spec, run_id, dict(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
+                                  warmup=warmup_info, started_at=started)
+
+    async def _timed_run(self, item: QueueItem, profile: ServerProfile, server: ManagedServer,
+                         warmup_info: dict[str, Any] | None) -> None:
+        ctx = self._ctx
+        opened = self.open_run(item, profile, server, warmup_info)
+        if opened is None:
+            return
+        spec, run_id, provenance_args = opened
+        ctx.emit(RunStarted(run_id=run_id, queue_item_id=item.id, profile=profile.name,
+                              fingerprint=spec.fingerprint, spec_summary=spec.describe()))
+        ctx.status("benchmarking", f"#{item.id} {profile.name} conc={spec.max_concurrency} "
+                                     f"n={spec.num_prompts} run {run_id}")
+
+        # The server's own running + queued count during the run: more than this client's cap is
+        # someone else's load (moe_tui.disturbance).
+        load_watch = ServerLoadWatch(profile.name, client_cap(spec.max_concurrency, spec.num_prompts))
+        unsub_load = server.subscribe(load_watch)
+        collector: SnapshotCollector | None = None
+        unsub: Callable[[], None] | None = None
+        our_pids: set[int] | None = None
+        if self._telemetry.sampler is not None:
+            from moe_tui.telemetry import SnapshotCollector, expand_descendants
+
+            collector = SnapshotCollector()
+            unsub = self._telemetry.sampler.subscribe(collector)
+            our_pids = expand_descendants([server.pid]) if server.pid else set()
+        result: BenchResult | None = None
+        bench_error: str | None = None
+        try:
+            result = await self.run_bench(spec, server, run_id=run_id, phase="timed")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            result, bench_error = None, f"benchmark could not run: {type(exc).__name__}: {exc}"
+        finally:
+            if unsub is not None:
+                unsub()
+            unsub_load()
+        telemetry_summary = None
+        if collector is not None:
+            from moe_tui.telemetry import summarize_run
+
+            telemetry_summary = summarize_run(collector.snapshots, our_pids)
+        record = finished_run(
+            run_id=run_id, item=item, spec=spec, server=server, result=result, bench_error=bench_error,
+            provenance_args=provenance_args, client_limits=self.client_limits(spec), telemetry_summary=telemetry_summary,
+            gpu_snapshots=collector.snapshots if collector else [], abort_verdict=ctx.work.abort_verdict,
+            server_load=load_watch.summary())
+        status, summary, flags, error = (record.status, record.finish["summary"], record.finish["flags"],
+                                         record.finish["error"])
+        # Run and item in one transaction; RunSpilled (the store cannot take it) ends the worker.
+        if not ctx.recorder.store_run(record):
+            ctx.notice("warning", f"item #{item.id}: run {run_id} stored, but the item was changed "
+                                    f"behind the runner's back and not marked {record.item_state}")
+        ctx.count(record.item_state)
+        ctx.work.current = None
+        finished_event = RunFinished(
+            run_id=run_id, queue_item_id=item.id, profile=profile.name, status=status,
+            output_throughput=summary.get("output_throughput"), flags=tuple(flags), error=error,
+        )
+        ctx.work.last_finished = finished_event
+        ctx.emit(finished_event)
+        await self._recovery.backup_if_due()  # a safe point: the run and its item are stored together
+
+
+def spec_as_run(spec: BenchmarkSpec) -> BenchmarkSpec:
+    """The spec as the benchmark client will run it, its version filled in: moe-tui's own, or the
+    sglang.bench_serving client's. A spec for another version is refused (ValueError) rather than
+    silently re-labelled."""
+    if spec.client == "moe-tui":
+        from moe_tui.bench.engine import native_spec
+
+        return native_spec(spec)
+    from moe_tui.bench.sglang_adapter import check_spec_matches_client, require_client
+
+    client = require_client()
+    check_spec_matches_client(spec, client)
+    return spec if spec.client_version else spec.replace(client_version=client.version)
+
+
+def tokenizer_for(profile: ServerProfile) -> str:
+    """What sglang.bench_serving loads as the tokenizer: the emulator's bundled one, or the
+    model's own folder (offline: the client must not reach a hub)."""
+    if profile.engine == SIM_ENGINE:
+        return str(Path(__file__).resolve().parents[1] / "sim" / "tokenizer")
+    return profile.model_path
+
+
+async def bench_serving_bench(spec: BenchmarkSpec, base_url: str, *,
+                              on_progress: Callable[[BenchProgress], None] | None = None,
+                              stop: asyncio.Event | None = None, run_id: int | None = None,
+                              tokenizer: str | None = None) -> BenchResult:
+    """SGLang's own client (`moe_tui.bench.sglang_adapter.run_bench_serving`), unmodified, as a
+    BenchResult. No live progress and no early stop: bench_serving offers neither; a skip waits
+    for it (up to the controller's grace period) and then abandons the result."""
+    import tempfile
+
+    from moe_tui import paths
+    from moe_tui.bench.engine import BenchResult
+    from moe_tui.bench.sglang_adapter import BenchServingError, require_client, run_bench_serving
+
+    client = require_client()
+    started = time.time()
+    log_file = paths.logs_dir() / f"bench_serving-run{run_id if run_id is not None else 'warmup'}-{int(started)}.log"
+    with tempfile.TemporaryDirectory(prefix="moe-tui-bench-serving-") as tmp:
+        try:
+            record = await asyncio.to_thread(
+                run_bench_serving, spec, base_url=base_url, output_file=Path(tmp) / "out.jsonl",
+                log_file=log_file, tokenizer=tokenizer, client=client, output_details=False)
+        except BenchServingError as exc:
+            return BenchResult(status="failed", error=str(exc), spec=spec.canonical_dict(),
+                               fingerprint=spec.fingerprint, client="sglang.bench_serving",
+                               client_version=client.version, started_at=started, finished_at=time.time())
+    completed = int(record.get("completed") or 0)
+    status = "complete" if completed >= spec.num_prompts else "incomplete" if completed else "failed"
+    summary = {k: v for k, v in record.items() if k != "server_info"}
+    summary.setdefault("failed", max(0, spec.num_prompts - completed))
+    return BenchResult(status=status, summary=summary, spec=spec.canonical_dict(), fingerprint=spec.fingerprint,
+                       client="sglang.bench_serving", client_version=client.version, started_at=started,
+                       finished_at=time.time(), server_info=record.get("server_info"),
+                       error="" if status == "complete" else f"{completed} of {spec.num_prompts} completed; "
+                                                                 f"log {log_file}")
+
+
+async def default_bench(spec: BenchmarkSpec, base_url: str, *, on_progress: Callable[[BenchProgress], None],
+                        stop: asyncio.Event, run_id: int | None, tokenizer: str | None = None,
+                        request_timeout: float | None = None, stall_timeout: float | None = None) -> BenchResult:
+    """The benchmark, out of process (`moe_tui.bench.process.run_benchmark_subprocess`): a busy
+    or crashing client cannot stall the controller or the TUI, and its CPU is its own.
+    sglang.bench_serving takes neither timeout (it has no such options): they apply to moe-tui's
+    client only."""
+    if spec.client == "sglang.bench_serving":
+        return await bench_serving_bench(spec, base_url, on_progress=on_progress, stop=stop, run_id=run_id,
+                                         tokenizer=tokenizer)
+    from moe_tui.bench.client import API_KEY_ENV
+    from moe_tui.bench.process import run_benchmark_subprocess
+    from moe_tui.servers.keys import key_for
+
+    key = key_for(base_url)  # the server's API key reaches the child in its environment only
+    child_env = {**os.environ, API_KEY_ENV: key} if key else None
+
+    return await run_benchmark_subprocess(spec, base_url, on_progress=on_progress, stop=stop, run_id=run_id,
+                                          request_timeout=request_timeout, stall_timeout=stall_timeout,
+                                          env=child_env)

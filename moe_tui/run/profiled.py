@@ -1,0 +1,245 @@
+"""A profiled run: the controller's work for an `explain` queue item (after its warmup pass).
+
+1. the run is created (provenance says `profiled`: the ProfileReq asked, the files kept);
+2. expert-distribution recording starts (when the server was launched with
+   `--expert-distribution-recorder-mode`; else the record says why there is none);
+3. the benchmark runs at the cell's concurrency; once the client has the whole concurrency in
+   flight, `/start_profile` asks for `steps` decode steps (`profile_by_stage`, so prefill and
+   decode land in separate files), into a fresh folder;
+4. when every TP rank's DECODE trace is written (or `PROFILE_TIMEOUT_S` passed) the benchmark is
+   stopped: its numbers are not wanted (the profiler slows the server, so a profiled run is never
+   averaged into a cell: the store marks it `profiled` and grids leave it out);
+5. the traces and the expert dump are moved under the data dir's `traces/run-<id>/` (owner-only,
+   at most `MAX_KEPT_BYTES` together; a file beyond it is left out and said so) and named in the
+   run's provenance (`profiled.files`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from moe_tui.events import BenchProgress, Event, RunStarted
+from moe_tui.explain.store import traces_dir
+from moe_tui.explain.trace import parse_trace_name
+from moe_tui.profiles import ServerProfile
+from moe_tui.run.context import RunContext
+from moe_tui.store.queue import QueueItem
+
+if TYPE_CHECKING:
+    from moe_tui.bench.engine import BenchResult
+    from moe_tui.run.items import ItemRunner
+    from moe_tui.servers.managed import ManagedServer
+
+PROFILE_TIMEOUT_S = 600.0
+FULL_BATCH_WAIT_S = 120.0
+START_ANSWER_S = 10.0
+MAX_KEPT_BYTES = 256 * 1024 * 1024
+EXPERT_DUMP_GLOB = "expert_distribution_recorder_*.pt"
+
+
+async def _post(client: httpx.AsyncClient, path: str, body: dict[str, Any] | None = None,
+                timeout: float = 30.0) -> tuple[int, str]:
+    try:
+        r = await client.post(path, json=body, timeout=timeout)
+        return r.status_code, r.text.strip()[:300]
+    except httpx.HTTPError as exc:
+        return 0, f"{type(exc).__name__}: {exc}"
+
+
+def _decode_ranks(folder: Path, prefix: str) -> set[int]:
+    out: set[int] = set()
+    for p in folder.glob(f"{prefix}-*.trace.json.gz"):
+        parts = parse_trace_name(p.name)
+        if parts is not None and parts.stage == "DECODE":
+            out.add(parts.tp_rank)
+    return out
+
+
+def keep_files(sources: list[Path], dest: Path, limit: int = MAX_KEPT_BYTES) -> tuple[list[str], list[str]]:
+    """Move files into `dest` (0600) while they fit `limit` bytes together: (kept names, left-out
+    notes)."""
+    kept: list[str] = []
+    left: list[str] = []
+    total = 0
+    for src in sorted(sources):
+        size = src.stat().st_size
+        if total + size > limit:
+            left.append(f"{src.name} ({size} bytes) left out: over the {limit}-byte bound for one run")
+            continue
+        target = dest / src.name
+        shutil.move(str(src), target)
+        os.chmod(target, 0o600)
+        kept.append(src.name)
+        total += size
+    return kept, left
+
+
+async def profiled_run(runner: ItemRunner, ctx: RunContext, item: QueueItem, profile: ServerProfile,
+                       server: ManagedServer, warmup_info: dict[str, Any] | None, definition: dict[str, Any]) -> None:
+    """The `explain` item's run (steps 1 to 5 of the module docstring): `runner` opens it and runs
+    its benchmark, `ctx` carries its events, its stop and the item's close."""
+    from moe_tui.run.recording import finished_run
+
+    steps = int(definition.get("steps") or 12)
+    opened = runner.open_run(item, profile, server, warmup_info)
+    if opened is None:
+        return
+    spec, run_id, provenance_args = opened
+    server_facts = provenance_args["server"]
+    ctx.emit(RunStarted(run_id=run_id, queue_item_id=item.id, profile=profile.name, fingerprint=spec.fingerprint,
+                         spec_summary=spec.describe() + f" (profiled, {steps} decode steps)"))
+    ctx.status("profiling", f"#{item.id} {profile.name} conc={spec.max_concurrency} run {run_id}")
+    dest = traces_dir(run_id)
+    raw = dest / "incoming"
+    raw.mkdir(mode=0o700, exist_ok=True)
+    prefix = f"moe-tui-run{run_id}"
+    req = {"output_dir": str(raw), "num_steps": steps, "profile_by_stage": True, "activities": ["CPU", "GPU"],
+           "profile_prefix": prefix, "record_shapes": False, "with_stack": False}
+    facts: dict[str, Any] = {"request": req, "steps": steps, "explain": definition.get("name"), "notes": [],
+                             "concurrency": spec.max_concurrency,
+                             "prefill": "EXTEND" in (definition.get("stages") or ())}
+    world = int((server_facts.get("server_info") or {}).get("tp_size") or profile.tp_size or 1)
+    full = asyncio.Event()
+
+    def on_event(ev: Event) -> None:
+        if isinstance(ev, BenchProgress) and ev.run_id == run_id and ev.in_flight >= spec.max_concurrency:
+            full.set()
+
+    unsub = ctx.subscribers.add(on_event)
+    async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, timeout=30.0) as client:
+        code, text = await _post(client, "/start_expert_distribution_record")
+        facts["expert_record"] = "recording" if code == 200 else f"not recorded: {text or code}"
+        holder: list[asyncio.Task[BenchResult]] = []
+
+        def start_bench() -> asyncio.Task[BenchResult]:
+            holder.append(asyncio.create_task(runner.run_bench(spec, server, run_id=run_id, phase="timed")))
+            return holder[0]
+
+        try:
+            await _profile_while(start_bench, full, client, req, raw, prefix, world, facts)
+        finally:
+            unsub()
+            if ctx.work.bench_stop is not None:
+                ctx.work.bench_stop.set()
+        result: BenchResult | None = None
+        bench_error: str | None = None
+        try:
+            result = await holder[0] if holder else None
+        except Exception as exc:
+            result, bench_error = None, f"benchmark could not run: {type(exc).__name__}: {exc}"
+        if facts["expert_record"] == "recording":
+            await _expert_dump(client, profile, raw, facts)
+    kept, left = keep_files([p for p in raw.iterdir() if p.is_file()], dest)
+    shutil.rmtree(raw, ignore_errors=True)
+    facts["files"], facts["notes"] = kept, facts["notes"] + left
+    abort = ctx.work.abort_verdict or (("done", "") if any(k.endswith(".trace.json.gz") for k in kept)
+                                   else ("failed", "profiled run: no trace was written; " + "; ".join(facts["notes"])))
+    record = finished_run(
+        run_id=run_id, item=item, spec=spec, server=server, result=result, bench_error=bench_error,
+        provenance_args=provenance_args, client_limits=runner.client_limits(spec), telemetry_summary=None,
+        gpu_snapshots=[], abort_verdict=abort)
+    record.finish["provenance"]["profiled"] = facts
+    ctx.recorder.store_run(record)
+    ctx.work.current = None
+    ctx.notice("info" if abort[0] == "done" else "warning",
+                f"profiled run {run_id} ({profile.name}): {len(kept)} file(s) kept in {dest}")
+
+
+async def _expert_dump(client: httpx.AsyncClient, profile: ServerProfile, raw: Path, facts: dict[str, Any]) -> None:
+    """Stop recording, dump, and copy this dump (not an older one in a shared folder) beside the traces."""
+    await _post(client, "/stop_expert_distribution_record")
+    since = time.time()
+    code, text = await _post(client, "/dump_expert_distribution_record")
+    facts["expert_record"] = "dumped" if code == 200 else f"dump failed: {text or code}"
+    dump_dir = Path(profile.env.get("SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR", "/tmp")).expanduser()
+    for p in dump_dir.glob(EXPERT_DUMP_GLOB):
+        try:
+            if p.stat().st_mtime >= since - 1.0:
+                shutil.copy(p, raw / p.name)
+        except OSError as exc:
+            facts["notes"].append(f"expert dump {p.name} not kept: {exc}")
+
+
+async def _running(client: httpx.AsyncClient) -> int | None:
+    """The server's running requests: /server_info's internal state, else the metrics gauge."""
+    try:
+        info = (await client.get("/server_info")).json()
+        states = info.get("internal_states") or [{}]
+        if isinstance(states[0], dict) and states[0].get("num_running_reqs") is not None:
+            return int(states[0]["num_running_reqs"])
+        for line in (await client.get("/metrics")).text.splitlines():
+            if line.startswith("sglang:num_running_reqs"):
+                return int(float(line.rsplit(" ", 1)[-1]))
+    except (httpx.HTTPError, ValueError, TypeError, AttributeError, IndexError):
+        return None
+    return None
+
+
+async def _wait_running(client: httpx.AsyncClient, concurrency: int, bench: asyncio.Task[BenchResult]) -> str:
+    """Wait (up to FULL_BATCH_WAIT_S) until the server runs the whole concurrency, so the profiled
+    decode steps are at the cell's batch; a server that says nothing is trusted to the client's count."""
+    deadline = time.monotonic() + FULL_BATCH_WAIT_S
+    while time.monotonic() < deadline and not bench.done():
+        n = await _running(client)
+        if n is None:
+            return "unknown (the server reports no running count; the client had the concurrency in flight)"
+        if n >= concurrency:
+            return f"{n} running"
+        await asyncio.sleep(0.1)
+    return f"not seen within {FULL_BATCH_WAIT_S:.0f} s"
+
+
+async def _ask_start(client: httpx.AsyncClient, req: dict[str, Any]) -> asyncio.Task[tuple[int, str]]:
+    """POST /start_profile and give it START_ANSWER_S to answer: some SGLang versions answer only
+    once the profile is done, so the answer is awaited beside the trace folder."""
+    start = asyncio.create_task(_post(client, "/start_profile", req, timeout=PROFILE_TIMEOUT_S))
+    await asyncio.wait({start}, timeout=START_ANSWER_S)
+    return start
+
+
+async def _profile_while(start_bench: Callable[[], asyncio.Task[BenchResult]], full: asyncio.Event, client: httpx.AsyncClient,
+                         req: dict[str, Any], raw: Path, prefix: str, world: int, facts: dict[str, Any]) -> None:
+    """Start the benchmark and the profile (once the batch is full; before the benchmark when the
+    prefill is wanted too), then wait for every rank's DECODE trace."""
+    if facts["prefill"]:
+        start = await _ask_start(client, req)
+        bench = start_bench()
+        facts["notes"].append("prefill profiled too: the profile began with the benchmark, so on a real server the "
+                              "first decode steps may run before the whole batch is in")
+    else:
+        bench = start_bench()
+        waiter = asyncio.create_task(full.wait())
+        await asyncio.wait({bench, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if bench.done():
+            facts["notes"].append("the benchmark ended before the whole concurrency was in flight: nothing profiled")
+            return
+        facts["batch_full"] = await _wait_running(client, int(facts["concurrency"]), bench)
+        start = await _ask_start(client, req)
+    if start.done():
+        code, text = start.result()
+        facts["start_profile"] = {"status": code, "answer": text, "at": time.time()}
+        if code != 200:  # only a definite refusal ends the wait
+            facts["notes"].append(f"/start_profile answered {code or 'nothing'}: {text}")
+            return
+    deadline = time.monotonic() + PROFILE_TIMEOUT_S
+    while len(_decode_ranks(raw, prefix)) < world and time.monotonic() < deadline and not bench.done():
+        await asyncio.sleep(0.2)
+    if not start.done():
+        start.cancel()
+        facts["start_profile"] = {"status": None, "answer": "no answer while the traces were awaited"}
+    complete = len(_decode_ranks(raw, prefix)) >= world
+    code, text = await _post(client, "/stop_profile")  # nothing may go on profiling ("not in progress"
+    facts["stop_profile"] = {"status": code, "answer": text}  # is the usual answer after num_steps)
+    if not complete:
+        facts["notes"].append(f"{len(_decode_ranks(raw, prefix))} of {world} ranks' decode traces after the "
+                              f"benchmark or {PROFILE_TIMEOUT_S:.0f} s; /stop_profile answered {code}")
+        await asyncio.sleep(0.5)

@@ -1,0 +1,227 @@
+"""The store's health: a quick integrity check at open, a rolling backup, and restoring from it.
+
+- `quick_check(conn)`: SQLite's `PRAGMA quick_check` (every page and b-tree, not the indices'
+  contents: linear in the file, about a second per few hundred MB). `Store` runs it on every
+  writable open and refuses to write into a damaged file (`StoreDamaged`, with the recovery hint),
+  so a corrupted page is never built on.
+- `take_backup(store)`: SQLite's online backup API copies a consistent snapshot (other
+  connections may keep writing) to `<store>.backup.tmp`, checks the copy, and renames it over
+  `<store>.backup` (the one before is kept as `<store>.backup.prev`): rolling, never half-written.
+  `backup_store(store, if_older_than_s=BACKUP_EVERY_S)` takes one only when the last is older;
+  the runner calls it at safe points (at start after recovery, and after each stored run).
+- `restore(store_path)` (`moe-tui doctor --repair`): moves the damaged file (and its WAL/SHM)
+  aside, puts the backup's copy in its place, and says what was lost: the runs, queue items and
+  campaigns the damaged file still lets us read beyond the backup's, or that it could not tell.
+
+Files are owner-only (0600) like the store. No Textual, no controller: the core.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from moe_tui.store.schema import StoreAccess
+
+BACKUP_SUFFIX = ".backup"
+BACKUP_EVERY_S = 3600.0
+# quick_check lists at most this many problems (the first ones say enough).
+CHECK_MAX_PROBLEMS = 20
+
+
+def backup_path(store_path: Path) -> Path:
+    return Path(str(store_path) + BACKUP_SUFFIX)
+
+
+def quick_check(conn: sqlite3.Connection, *, full: bool = False) -> list[str]:
+    """Problems found by `PRAGMA quick_check` (or the slower `integrity_check` with `full`); empty
+    when the file is sound. A file SQLite cannot even read gives its error as the one problem."""
+    pragma = "integrity_check" if full else "quick_check"
+    try:
+        rows = conn.execute(f"PRAGMA {pragma}({CHECK_MAX_PROBLEMS})").fetchall()
+    except sqlite3.DatabaseError as exc:
+        return [str(exc)]
+    problems = [str(r[0]) for r in rows]
+    return [] if problems == ["ok"] else problems
+
+
+def refuse_damaged(conn: sqlite3.Connection, path: Path) -> None:
+    """Raise StoreDamaged (closing `conn`) when the file fails `quick_check`: never written into."""
+    from moe_tui.store.errors import StoreDamaged
+
+    problems = quick_check(conn)
+    if problems:
+        conn.close()
+        raise StoreDamaged(damaged_message(path, problems))
+
+
+def refuse_foreign(path: Path) -> None:
+    """Raise StoreError when another user owns the store file (they could rewrite any result in it)."""
+    from moe_tui.store.errors import StoreError
+
+    uid = path.stat().st_uid if path.exists() else os.getuid()
+    if uid != os.getuid():
+        raise StoreError(f"store file {path} belongs to uid {uid}, not to you (uid {os.getuid()}); "
+                         f"refusing to write into it: copy it to a data dir of your own")
+
+
+def damaged_message(path: Path, problems: list[str]) -> str:
+    """What is wrong and what to do, for the error that refuses a write."""
+    backup = backup_path(path)
+    when = _age_words(backup)
+    hint = (f"`moe-tui doctor --repair` restores the backup {backup} ({when}) and lists what is lost"
+            if when else f"there is no backup ({backup} missing); copy the file aside and start a new store, "
+                         f"or try `sqlite3 {path} .recover`")
+    return (f"store file {path} is damaged ({'; '.join(problems[:3])}): refusing to write into it, nothing "
+            f"changed; {hint}")
+
+
+def _age_words(path: Path) -> str:
+    try:
+        taken = path.stat().st_mtime
+    except OSError:
+        return ""
+    return f"taken {time.strftime('%Y-%m-%d %H:%M', time.localtime(taken))}, {(time.time() - taken) / 3600:.1f} h ago"
+
+
+def take_backup(conn: sqlite3.Connection, store_path: Path) -> Path:
+    """A checked online backup of the store behind `conn` at `<store>.backup` (rolling: the one
+    before becomes `.backup.prev`). Raises OSError / sqlite3.Error; the old backup then stays."""
+    target = backup_path(store_path)
+    tmp = Path(str(target) + ".tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    os.close(fd)
+    dst = sqlite3.connect(str(tmp))
+    try:
+        conn.backup(dst, pages=1024)  # in steps: other connections are not blocked for the whole copy
+        problems = quick_check(dst)
+    finally:
+        dst.close()
+    if problems:
+        tmp.unlink()
+        raise sqlite3.DatabaseError(f"the backup copy failed its check: {'; '.join(problems[:3])}")
+    if target.exists():
+        os.replace(target, Path(str(target) + ".prev"))
+    os.replace(tmp, target)
+    return target
+
+
+def backup_store(store: StoreAccess, *, if_older_than_s: float | None = None) -> Path | None:
+    """A checked online backup of the open `Store` (rolling); with `if_older_than_s`, only when the
+    last is older. Returns its path, or None when none was due. Raises StoreError."""
+    from moe_tui.store.errors import StoreError
+
+    if if_older_than_s is not None and not backup_due(store.path, if_older_than_s):
+        return None
+    with store._lock:
+        try:
+            return take_backup(store._conn, store.path)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"backup of store file {store.path} failed, the previous one is kept: {exc}") from None
+
+
+def backup_due(store_path: Path, every_s: float = BACKUP_EVERY_S) -> bool:
+    try:
+        return time.time() - backup_path(store_path).stat().st_mtime >= every_s
+    except OSError:
+        return True
+
+
+@dataclass
+class Restored:
+    """What `restore` did: where the damaged file went, and what it held that the backup lacks."""
+
+    damaged_to: Path
+    backup: Path
+    backup_runs: int
+    lost_lines: list[str] = field(default_factory=list)
+
+
+def _counts(conn: sqlite3.Connection) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for table in ("runs", "queue_items", "campaigns", "server_starts"):
+        try:
+            out[table] = conn.execute(f"SELECT COUNT(*), MAX(id) FROM {table}").fetchone()
+        except sqlite3.Error as exc:
+            out[table] = exc
+    return out
+
+
+def lost_since_backup(damaged: Path, backup: Path) -> list[str]:
+    """Lines naming what the damaged file holds beyond the backup, as far as it can still be read."""
+    lines: list[str] = []
+    b = sqlite3.connect(f"file:{backup}?mode=ro", uri=True)
+    d = sqlite3.connect(f"file:{damaged}?mode=ro", uri=True)
+    try:
+        have, had = _counts(b), _counts(d)
+        for table in ("runs", "queue_items", "campaigns", "server_starts"):
+            kept, old = have[table], had[table]
+            if isinstance(old, Exception):
+                lines.append(f"{table}: the damaged file cannot be read ({old}); what it held after the backup "
+                             f"is unknown")
+                continue
+            kept_max = (kept[1] or 0) if not isinstance(kept, Exception) else 0
+            if (old[1] or 0) > kept_max:
+                lines.append(f"{table}: ids {kept_max + 1}..{old[1]} are not in the backup")
+        if not isinstance(had["runs"], Exception):
+            kept_max = (have["runs"][1] or 0) if not isinstance(have["runs"], Exception) else 0
+            try:
+                for rid, name, status, finished in d.execute(
+                        "SELECT id, profile_name, status, finished_at FROM runs WHERE id > ? ORDER BY id LIMIT 50",
+                        (kept_max,)):
+                    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(finished)) if finished else "unfinished"
+                    lines.append(f"  lost run {rid}: {name} ({status}, {when})")
+            except sqlite3.Error as exc:
+                lines.append(f"  the lost runs cannot be listed: {exc}")
+            try:
+                changed = d.execute("SELECT COUNT(*) FROM queue_items").fetchone()[0]
+                lines.append(f"queue items: {changed} in the damaged file; the backup's states are restored")
+            except sqlite3.Error:
+                pass
+    finally:
+        b.close()
+        d.close()
+    return lines or ["nothing readable in the damaged file is missing from the backup"]
+
+
+def restore(store_path: Path) -> Restored:
+    """Replace a damaged store by its backup (checked first). The damaged file and its WAL/SHM are
+    kept beside it as `<store>.damaged-<time>`. Raises RuntimeError saying why not."""
+    backup = backup_path(store_path)
+    if not backup.exists():
+        raise RuntimeError(f"no backup at {backup}: nothing to restore from")
+    b = sqlite3.connect(f"file:{backup}?mode=ro", uri=True)
+    try:
+        problems = quick_check(b)
+        runs = b.execute("SELECT COUNT(*) FROM runs").fetchone()[0] if not problems else 0
+    finally:
+        b.close()
+    if problems:
+        raise RuntimeError(f"the backup {backup} is damaged too ({'; '.join(problems[:3])}); try {backup}.prev")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = Path(f"{store_path}.damaged-{stamp}")
+    if store_path.exists():
+        lost = lost_since_backup(store_path, backup)
+        for suffix in ("", "-wal", "-shm"):
+            src = Path(str(store_path) + suffix)
+            if src.exists():
+                os.replace(src, Path(str(aside) + suffix))
+    else:
+        lost = ["the store file was missing: everything after the backup is lost"]
+    src_conn = sqlite3.connect(f"file:{backup}?mode=ro", uri=True)
+    fd = os.open(store_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    os.close(fd)
+    dst = sqlite3.connect(str(store_path))
+    try:
+        src_conn.backup(dst)
+    finally:
+        dst.close()
+        src_conn.close()
+    return Restored(damaged_to=aside, backup=backup, backup_runs=runs, lost_lines=lost)

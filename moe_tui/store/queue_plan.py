@@ -1,0 +1,249 @@
+"""Campaign planning for the run queue: CampaignPlan, the ordering policies and their server-start costs.
+
+A *campaign* adds many queue items in one step: profiles x concurrencies x repeats from one base
+spec; each concurrency sets `spec.max_concurrency`, and `num_prompts` may scale with it
+(`prompts_per_concurrency`, never below the base spec's `num_prompts`). The rule is recorded in
+the campaign's definition so a result can always be traced to how it was asked for.
+
+Ordering policies (`ORDER_POLICIES`), for a campaign of profiles P, concurrencies C, repeats R:
+  grouped      for p: for r: for c   each profile's items together: one server start per profile
+  interleaved  for r: for p: for c   A-sweep, B-sweep, A-sweep, ...: drift and warm-up effects fall
+                                     on both profiles alike, at P x R server starts
+  alternating  for r: for c: for p   A,B,A,B item by item: the strongest drift cancelling, at one
+                                     server start per item
+`server_starts()` counts what a sequence costs; `CampaignPlan.start_costs()` shows every policy's
+cost before the user picks.
+
+The control concurrency (`judgement.CONTROL_CONCURRENCIES`, 2) is part of every comparison campaign a
+user queues (two or more profiles; `moe-tui queue add --no-control` leaves it out): it is where the environments are checked, and every
+verdict needs that check to agree. Its runs are cheap, and it needs more server starts than the other
+cells (an equivalence test must fit its interval inside the margin): `control_starts_needed()` is the
+number of starts per side at which "agrees" is reached with `CONTROL_PLAN_POWER` when the environments
+truly agree, at the start-to-start noise measured so far (else `CONTROL_PLAN_NOISE_PCT`); the repeats
+already give one start each, and the rest are extra control-only items, alternating profiles (each a
+server start). `CampaignPlan.control_plan()` says how many and why.
+
+`warmup_spec()` is the warm-up pass that precedes a timed item. Pure code over BenchmarkSpec: the
+persistent queue (`moe_tui.store.queue.RunQueue`) stores what a plan makes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from moe_tui import judgement as J
+from moe_tui.spec import BenchmarkSpec, SpecError, check_feasible
+
+ORDER_POLICIES = ("grouped", "interleaved", "alternating")
+
+# Warmup pass size: enough requests to fill the concurrency once, and at least a few.
+WARMUP_MIN_PROMPTS = 8
+# The warmup pass draws different prompts than the timed run, so the server's prefix cache cannot
+# hand the timed run free prefills; this offset is added to the seed (mod 2^32, the spec's range).
+WARMUP_SEED_OFFSET = 1_000_003
+
+
+class QueueError(ValueError):
+    """An invalid queue operation; nothing was changed. The message names the item and the reason."""
+
+
+class QueueNotFound(QueueError, LookupError):
+    """No such queue item or campaign: the CLI exits 4 (not found) for it."""
+
+
+@dataclass(frozen=True)
+class PlannedItem:
+    profile_name: str
+    spec: BenchmarkSpec
+    repeat_index: int
+    warmup: bool
+    fresh_start: bool = False
+
+
+@dataclass(frozen=True)
+class CampaignPlan:
+    """profiles x concurrencies x repeats from one base spec. Validates on construction."""
+
+    profiles: tuple[str, ...]
+    concurrencies: tuple[int, ...]
+    repeats: int = 1
+    base_spec: BenchmarkSpec = field(default_factory=BenchmarkSpec)
+    policy: str = "interleaved"  # repeats of A and B alternate, so drift falls on both sides alike
+    prompts_per_concurrency: int | None = None
+    warmup_pass: bool = True
+    profiles_dir: str | None = None  # where the runner finds these profiles (recorded, not compared)
+    # Add the control concurrency and its extra starts (comparisons only). Off for a bare plan; the
+    # user's ways in (`moe-tui queue add`, the controller's add/plan_campaign: the TUI, the demo) turn it on.
+    control: bool = False
+    control_noise_pct: float | None = None  # start-to-start noise measured so far at the control, if any
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "profiles", tuple(self.profiles))
+        concs = tuple(int(c) for c in self.concurrencies)
+        if self.control and len(self.profiles) >= 2 and not set(concs) & set(J.CONTROL_CONCURRENCIES):
+            concs = (J.CONTROL_CONCURRENCIES[0], *concs)
+        object.__setattr__(self, "concurrencies", concs)
+        if not self.profiles:
+            raise QueueError("campaign: at least one profile is needed")
+        if len(set(self.profiles)) != len(self.profiles):
+            raise QueueError(f"campaign: a profile is listed twice: {', '.join(self.profiles)}")
+        if not self.concurrencies:
+            raise QueueError("campaign: at least one concurrency is needed")
+        if len(set(self.concurrencies)) != len(self.concurrencies):
+            raise QueueError(f"campaign: a concurrency is listed twice: {list(self.concurrencies)}")
+        if not 1 <= self.repeats <= 1000:
+            raise QueueError(f"campaign: repeats must be in [1, 1000], got {self.repeats}")
+        if self.policy not in ORDER_POLICIES:
+            raise QueueError(f"campaign: order policy must be one of {', '.join(ORDER_POLICIES)}, "
+                             f"got {self.policy!r}")
+        if self.prompts_per_concurrency is not None and self.prompts_per_concurrency < 1:
+            raise QueueError("campaign: prompts_per_concurrency must be >= 1, "
+                             f"got {self.prompts_per_concurrency}")
+        for c in self.concurrencies:
+            try:  # out of range, or more than this box's client could hold: refused before any work
+                check_feasible(self.spec_for(c), "campaign")
+            except SpecError as exc:
+                raise QueueError(f"campaign: concurrency {c}: {exc}") from None
+
+    @property
+    def size(self) -> int:
+        """How many items the plan makes (known before any is built)."""
+        extra: int = self.control_plan()["extra_per_profile"]
+        return len(self.profiles) * (len(self.concurrencies) * self.repeats + extra)
+
+    def control_plan(self) -> dict[str, Any]:
+        """The control concurrency, starts per side it needs, the extra items per profile, and why."""
+        conc = next((c for c in J.CONTROL_CONCURRENCIES if c in self.concurrencies), None)
+        if not self.control or len(self.profiles) < 2 or conc is None:
+            return {"concurrency": conc, "starts_per_side": self.repeats, "extra_per_profile": 0,
+                    "why": "no control planned (a single profile, or control=False)"}
+        noise = self.control_noise_pct if self.control_noise_pct else J.CONTROL_PLAN_NOISE_PCT
+        need = control_starts_needed(noise, J.CONTROL_MARGIN_PCT)
+        extra = max(0, need - self.repeats)
+        source = "measured so far" if self.control_noise_pct else "assumed: the emulator's measured start noise"
+        return {"concurrency": conc, "starts_per_side": max(need, self.repeats), "extra_per_profile": extra,
+                "why": (f"the control (concurrency {conc}) must show the environments agree within "
+                        f"±{J.CONTROL_MARGIN_PCT:g}%; at {noise:g}% start-to-start noise ({source}) that takes "
+                        f"{need} server starts a side for a {J.CONTROL_PLAN_POWER:.0%} chance; the {self.repeats} "
+                        f"repeat(s) give {self.repeats}, so {extra} extra control-only start(s) per profile")}
+
+    def num_prompts_for(self, concurrency: int) -> int:
+        """The campaign's prompt-count rule: the base count, or ppc x concurrency if that is more."""
+        if self.prompts_per_concurrency is None:
+            return self.base_spec.num_prompts
+        return max(self.base_spec.num_prompts, self.prompts_per_concurrency * concurrency)
+
+    def spec_for(self, concurrency: int) -> BenchmarkSpec:
+        try:
+            return self.base_spec.replace(max_concurrency=concurrency,
+                                          num_prompts=self.num_prompts_for(concurrency))
+        except SpecError as exc:
+            raise QueueError(f"campaign: concurrency {concurrency}: {exc}") from None
+
+    def items(self, policy: str | None = None) -> list[PlannedItem]:
+        policy = policy or self.policy
+        specs = {c: self.spec_for(c) for c in self.concurrencies}
+        order = order_keys(self.profiles, self.concurrencies, self.repeats, policy)
+        items = [PlannedItem(p, specs[c], r, self.warmup_pass) for p, c, r in order]
+        ctl = self.control_plan()
+        for r in range(ctl["extra_per_profile"]):  # alternating profiles: each item its own server start
+            items += [PlannedItem(p, specs[ctl["concurrency"]], self.repeats + r, self.warmup_pass, fresh_start=True)
+                      for p in self.profiles]
+        return items
+
+    def start_costs(self, running: str | None = None) -> dict[str, int]:
+        """Server starts each policy needs for this campaign (given the server already up)."""
+        return {
+            policy: server_starts([p for p, _, _ in order_keys(self.profiles, self.concurrencies,
+                                                                self.repeats, policy)], running)
+            for policy in ORDER_POLICIES
+        }
+
+    def definition(self) -> dict[str, Any]:
+        """What is stored with the campaign: enough to rebuild every item and to explain it."""
+        return {
+            "profiles": list(self.profiles),
+            "concurrencies": list(self.concurrencies),
+            "repeats": self.repeats,
+            "policy": self.policy,
+            "base_spec": self.base_spec.canonical_dict(),
+            "num_prompts_rule": {
+                "prompts_per_concurrency": self.prompts_per_concurrency,
+                "min_prompts": self.base_spec.num_prompts,
+                "rule": ("num_prompts = max(min_prompts, prompts_per_concurrency * concurrency)"
+                         if self.prompts_per_concurrency is not None else "num_prompts = min_prompts"),
+            },
+            "warmup_pass": self.warmup_pass,
+            "profiles_dir": self.profiles_dir,
+            "warmup_rule": (f"same spec, num_prompts = max(concurrency, {WARMUP_MIN_PROMPTS}), "
+                            f"seed + {WARMUP_SEED_OFFSET}; results discarded"),
+            "server_starts": self.start_costs(),
+            "control": self.control_plan(),
+            # What the plan asked for, per (profile, requested fingerprint): the grid counts items
+            # cleared from the queue against it (a plan cut short, not a finished one).
+            "planned_items": self.planned_counts(),
+        }
+
+    def planned_counts(self) -> list[list[Any]]:
+        """[profile, fingerprint, items] as the queue stores them (the spec as it will run, its client's
+        version filled in), so a cleared item is counted against the same key as the queued ones."""
+        from moe_tui.store.queue_spec import spec_as_queued
+
+        counts: dict[tuple[str, str], int] = {}
+        versions: dict[str, str] = {}
+        for item in self.items():
+            key = (item.profile_name, spec_as_queued(item.spec, versions).fingerprint)
+            counts[key] = counts.get(key, 0) + 1
+        return [[p, fp, n] for (p, fp), n in sorted(counts.items())]
+
+    def default_name(self) -> str:
+        conc = ",".join(str(c) for c in self.concurrencies)
+        return f"{' vs '.join(self.profiles)} @ conc {conc} x{self.repeats} ({self.policy})"
+
+
+def order_keys(profiles: Sequence[str], concurrencies: Sequence[int], repeats: int,
+               policy: str) -> list[tuple[str, int, int]]:
+    """(profile, concurrency, repeat) triples in the order `policy` runs them."""
+    if policy == "grouped":
+        return [(p, c, r) for p in profiles for r in range(repeats) for c in concurrencies]
+    if policy == "interleaved":
+        return [(p, c, r) for r in range(repeats) for p in profiles for c in concurrencies]
+    if policy == "alternating":
+        return [(p, c, r) for r in range(repeats) for c in concurrencies for p in profiles]
+    raise QueueError(f"order policy must be one of {', '.join(ORDER_POLICIES)}, got {policy!r}")
+
+
+def control_starts_needed(noise_pct: float, margin_pct: float, power: float = J.CONTROL_PLAN_POWER,
+                          max_starts: int = 50) -> int:
+    """Server starts per side for the control's 90% TOST interval to fit inside +/- margin with `power`
+    when the true difference is 0 (t quantiles at the pooled df 2n - 2; never under CONTROL_MIN_RUNS)."""
+    from scipy.special import stdtrit
+
+    for n in range(J.CONTROL_MIN_RUNS, max_starts + 1):
+        df = 2 * n - 2
+        half = (float(stdtrit(df, J.CONTROL_AGREE_CONFIDENCE / 2 + 0.5)) + float(stdtrit(df, 0.5 + power / 2)))
+        if half * noise_pct * (2.0 / n) ** 0.5 <= margin_pct:
+            return n
+    return max_starts
+
+
+def server_starts(profile_sequence: Iterable[str], running: str | None = None) -> int:
+    """How many server starts running items in this order costs (a start whenever the profile
+    changes; none for the first item if `running` is already its server)."""
+    starts, current = 0, running
+    for profile in profile_sequence:
+        if profile != current:
+            starts += 1
+            current = profile
+    return starts
+
+
+def warmup_spec(spec: BenchmarkSpec) -> BenchmarkSpec:
+    """The warmup pass before a timed run: same shapes (concurrency, lengths, API), fewer prompts,
+    other prompts (seed offset, so the prefix cache cannot help the timed run)."""
+    return spec.replace(
+        num_prompts=max(spec.max_concurrency, WARMUP_MIN_PROMPTS),
+        seed=(spec.seed + WARMUP_SEED_OFFSET) % 2**32,
+    )

@@ -16,7 +16,7 @@ from moe_tui.ui.widgets.compare_grid import CompareGrid
 from tests.ui.test_pilot import SIZE, settle
 
 
-async def _prepared(pilot, app) -> None:
+async def prepared(pilot, app) -> None:
     """Wait (on the App's own state, not a clock) until the preparation jobs have all run."""
     for _ in range(3000):  # a loaded machine takes longer; each pass waits for the App to go idle
         if app.preparer.done and all(m in app._screen_stacks for m in app.MODES):
@@ -30,7 +30,7 @@ async def _prepared(pilot, app) -> None:
 async def test_every_screen_is_built_before_its_first_visit_and_shown_as_that_instance(make_app):
     app, _ = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        await _prepared(pilot, app)
+        await prepared(pilot, app)
         built = {mode: app._screen_stacks[mode][0] for mode in app.MODES}
         assert isinstance(built["queue"], QueueScreen) and isinstance(built["compare"], CompareScreen)
         # Rendered off screen: the Queue table already has its rows (and their lines) before the key.
@@ -46,7 +46,7 @@ async def test_every_screen_is_built_before_its_first_visit_and_shown_as_that_in
 async def test_a_first_visit_does_not_reparse_the_stylesheet(make_app):
     app, _ = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        await _prepared(pilot, app)
+        await prepared(pilot, app)
         reparsed: list[int] = []
         real = app.stylesheet.reparse
         app.stylesheet.reparse = lambda: (reparsed.append(1), real())[1]  # type: ignore[method-assign]
@@ -65,7 +65,7 @@ async def test_a_first_visit_does_not_reparse_the_stylesheet(make_app):
 async def test_a_revisit_with_nothing_recorded_does_not_repaint_the_grid(make_app):
     app, adapter = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        await _prepared(pilot, app)
+        await prepared(pilot, app)
         await pilot.press("3")
         await settle(pilot, app)
         grid = app.screen.query_one(CompareGrid)
@@ -85,7 +85,7 @@ async def test_a_revisit_with_nothing_recorded_does_not_repaint_the_grid(make_ap
 async def test_the_add_campaign_form_opens_from_a_spare_built_off_screen(make_app):
     app, _ = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        await _prepared(pilot, app)
+        await prepared(pilot, app)
         key, spare = app.preparer._spares[AddCampaignScreen]
         assert key == tuple(app.live.servers) and spare.is_mounted and not spare.is_current
         await pilot.press("2", "a")
@@ -93,7 +93,7 @@ async def test_the_add_campaign_form_opens_from_a_spare_built_off_screen(make_ap
         assert app.screen is spare  # the form built before the key, not a new one
         assert spare.query_one("#campaign-concurrencies", Input).value == DEFAULT_CONCURRENCIES
         await pilot.press("escape")
-        await _prepared(pilot, app)
+        await prepared(pilot, app)
         _, after = app.preparer._spares[AddCampaignScreen]
         assert after is not spare and after.is_mounted  # the next one is ready for the next key
         await pilot.press("a")

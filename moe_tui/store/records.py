@@ -1,9 +1,10 @@
 """Store records beside the runs: server starts (one row per launched SGLang server) and correctness
 gate samples (issue 15, `moe_tui.gate.probe`), plus the JSON encoding every store column shares.
 
-`StartAndGateRecords` is a mixin of `moe_tui.store.db.Store`: it writes through the store's
-`transaction()` and reads through its `query()`, so locking, retries and read-only refusal stay in
-one place. Import `Store` from `moe_tui.store.db`, never this mixin alone.
+`StartAndGateRecords` is a mixin of `moe_tui.store.db.Store` (what it uses of it is declared by
+`moe_tui.store.schema.StoreAccess`): it writes through the store's `transaction()` and reads
+through its `query()`, so locking, retries and read-only refusal stay in one place. Import `Store`
+from `moe_tui.store.db`, never this mixin alone.
 """
 
 from __future__ import annotations

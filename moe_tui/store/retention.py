@@ -5,8 +5,9 @@ space back, and keeping per-request samples for the last N runs only (a setting 
 after each run it stores). Also the reads that must not grow with the store: marked diagnostic
 runs, the profiles with runs, and `generation` (what caches of store reads are keyed by).
 
-`RetentionRecords` is a mixin of `moe_tui.store.db.Store` (like `store_records`): writes go through the
-store's `transaction()`, reads through `query()`. The archive is JSON lines: a header line
+`RetentionRecords` is a mixin of `moe_tui.store.db.Store` (like `store.records`; what it uses of it
+is declared by `store.schema.StoreAccess`): writes go through the store's `transaction()`, reads
+through `query()`. The archive is JSON lines: a header line
 (`ARCHIVE_KIND`, the schema), then one line per run with every column, its requests, its GPU
 samples and the server start that measured it.
 """

@@ -95,7 +95,7 @@ EventCallback = Callable[[Event], None]
 
 EXTERNAL_POLL_S = 1.0
 
-# Ops `call()` accepts: name -> (method name, is coroutine). Nothing else is reachable remotely.
+# Ops `call()` accepts: name -> the Controller method it runs. Nothing else is reachable remotely.
 OPS: dict[str, str] = {
     "snapshot": "snapshot", "pause": "pause", "resume": "resume",
     "skip_current": "skip_current", "cancel_current": "cancel_current",

@@ -194,6 +194,10 @@ def clone(source: Path, n_runs: int, path: Path) -> dict:
         conn.execute(f"INSERT INTO runs (id, queue_item_id, server_start_id, {', '.join(cols)}) SELECT id + {r},"
                      f" queue_item_id + {q}, server_start_id + {st}, {', '.join(cols)} FROM runs"
                      f" WHERE id <= {top['runs']} AND {not_pair}")
+        # The triggers made each copied run's summary; its grid facts are the original's (the write
+        # path would compute the same ones from the same provenance).
+        conn.execute(f"UPDATE run_summaries SET facts_json = (SELECT o.facts_json FROM run_summaries o WHERE"
+                     f" o.run_id = run_summaries.run_id - {r}) WHERE run_id > {r} AND facts_json IS NULL")
         cols = [row[1] for row in conn.execute("PRAGMA table_info(requests)") if row[1] != "run_id"]
         conn.execute(f"INSERT INTO requests (run_id, {', '.join(cols)}) SELECT run_id + {r}, {', '.join(cols)}"
                      f" FROM requests WHERE run_id IN (SELECT id FROM runs WHERE id <= {top['runs']} AND {not_pair})")

@@ -293,7 +293,7 @@ def test_queue_cli_add_list_edit(tmp_path, monkeypatch, capsys):
     capsys.readouterr()
     assert cli.main(["queue", "retry", "1"]) == 1  # pending: nothing to retry
     assert "cannot retry" in capsys.readouterr().err
-    assert cli.main(["queue", "move", "99", "up"]) == 1
+    assert cli.main(["queue", "move", "99", "up"]) == 4  # not found (commands.common)
     assert "no such item" in capsys.readouterr().err
     assert cli.main(["queue", "list", "--json"]) == 0
     listing = _json.loads(capsys.readouterr().out)

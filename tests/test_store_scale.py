@@ -57,8 +57,18 @@ def test_cold_run_is_marked_on_the_run_and_clearing_the_queue_keeps_it_out(store
     assert 1.0 not in (cell.baseline.mean, cell.candidate.mean)
 
 
+def _drop_schema_8(conn) -> None:
+    """What schema 8 added (run summaries, campaign profiles, their triggers): gone, as before it."""
+    for trigger in ("runs_summary_insert", "runs_summary_update", "runs_summary_delete",
+                    "campaigns_profiles_insert", "campaigns_profiles_delete"):
+        conn.execute(f"DROP TRIGGER {trigger}")
+    conn.execute("DROP TABLE run_summaries")
+    conn.execute("DROP TABLE campaign_profiles")
+
+
 def _as_schema_4(path) -> None:
     conn = sqlite3.connect(path)
+    _drop_schema_8(conn)
     conn.execute("DROP TRIGGER queue_items_mark_profiled")  # schema 6's, which reads the column
     conn.execute("DROP TRIGGER queue_items_mark_cold")
     conn.execute("DROP TRIGGER runs_delete_children")
@@ -91,6 +101,7 @@ def test_a_schema_6_store_gains_the_bytes_column_and_the_runner_writes_it(tmp_pa
     path = tmp_path / "six.sqlite3"
     Store(path).close()
     conn = sqlite3.connect(path)  # a store made by the merged main before schema 7
+    _drop_schema_8(conn)
     conn.execute("DROP INDEX queue_items_position")
     conn.execute("ALTER TABLE runs DROP COLUMN stored_bytes")
     conn.execute("PRAGMA user_version = 6")

@@ -59,7 +59,7 @@ def load_grid(args: argparse.Namespace, command: str) -> tuple[Any, int]:
     missing: list[str] = []
     try:
         settings = settings_from_args(args)
-        with Store.open_default() as store:
+        with Store.open_for_reading() as store:
             known = set(store.profile_names_with_runs())
             missing = [n for n in (args.baseline, args.candidate) if n not in known]
             return build_grid(store, args.baseline, args.candidate, fingerprint=args.fingerprint,
@@ -83,7 +83,7 @@ def terminal_width() -> int | None:
     return shutil.get_terminal_size().columns
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     add_pair_arguments(p)
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     from moe_tui.commands.compare import add_pair_arguments
 
     p = sub.add_parser(name, help=help_text, description=help_text)
@@ -45,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         from moe_tui.explain.store import export_explanations
         from moe_tui.store.db import Store
 
-        with Store.open_default() as store:
+        with Store.open_for_reading() as store:
             explained = export_explanations(store, grid, args.dir or exports_dir())
     except OSError as exc:
         print(f"moe-tui export: cannot write into {args.dir or exports_dir()}: {exc.strerror or exc}", file=sys.stderr)

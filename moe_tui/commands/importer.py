@@ -28,9 +28,14 @@ import json
 import math
 import sys
 from collections.abc import Mapping
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from moe_tui import judgement as J
+
+if TYPE_CHECKING:
+    from moe_tui.spec import BenchmarkSpec
+    from moe_tui.store.db import Store
 
 BENCH_SERVING_DEFAULTS = {"seed": 42, "warmup_requests": 1, "ignore_eos": True, "temperature": 0.0,
                           "flush_cache": False}
@@ -38,7 +43,7 @@ UNKNOWN_CLIENT_VERSION = "unknown"
 OUTPUT_TOKENS_TOLERANCE = 0.01
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("file", help="a bench_serving or moe-tui bench --output-file (JSON lines)")
     p.add_argument("--profile", default=None,
@@ -130,7 +135,7 @@ def _rebuilt_spec(record: Mapping[str, Any], where: str, assume: Mapping[str, An
         raise ImportFileError(str(exc)) from None
 
 
-def output_tokens_problem(record: Mapping[str, Any], spec: Any) -> str | None:
+def output_tokens_problem(record: Mapping[str, Any], spec: BenchmarkSpec) -> str | None:
     """Why total_output_tokens does not match completed x output_len, or None (checked with ignore_eos)."""
     total, completed = record.get("total_output_tokens"), record.get("completed")
     if not spec.ignore_eos or not isinstance(total, (int, float)) or not isinstance(completed, (int, float)):
@@ -213,16 +218,20 @@ def runs_from_file(path: str, profile: str | None, assume: Mapping[str, Any] | N
     return out
 
 
-def existing_hashes(store: Any) -> dict[str, int]:
+def existing_hashes(store: Store) -> dict[str, int]:
     rows = store.query("SELECT id, json_extract(provenance_json, '$.content_sha256') AS h FROM runs "
                        "WHERE source = 'import'")
     return {r["h"]: r["id"] for r in rows if r["h"]}
 
 
 def run(args: argparse.Namespace) -> int:
+    from moe_tui.commands.common import EXIT_NOT_FOUND
     from moe_tui.store.db import Store
     from moe_tui.store.errors import StoreError
 
+    if not Path(args.file).exists():
+        print(f"moe-tui import: {args.file}: no such file; nothing imported", file=sys.stderr)
+        return EXIT_NOT_FOUND
     if _is_archive(args.file):
         return _restore(args.file)
     try:

@@ -14,10 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from moe_tui.investigate.model import InvestigationPlan
+    from moe_tui.store.db import Store
+
+from moe_tui.commands.common import EXIT_NOT_FOUND
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     from moe_tui.commands.compare import add_pair_arguments
 
     p = sub.add_parser(name, help=help_text, description=help_text)
@@ -64,8 +70,12 @@ def run(args: argparse.Namespace) -> int:
     grid, code = load_grid(args, "investigate")
     if grid is None:
         return code
+    if args.concurrency not in grid.concurrencies:  # not found (4), as `explain` says it
+        return _fail(f"no cell at concurrency {args.concurrency}; measured: "
+                     f"{', '.join(map(str, grid.concurrencies)) or 'none'}", EXIT_NOT_FOUND)
     try:
-        with Store.open_default() as store:
+        opened = Store.open_for_reading if args.dry_run or args.report else Store.open_default
+        with opened() as store:
             evidence = evidence_from_grid(grid, store)
             earlier = [report(store, r, evidence) for r in investigations(store, args.baseline, args.candidate)
                        if (r.concurrency, r.metric) == (args.concurrency, args.metric)]
@@ -146,7 +156,7 @@ def _confirm(plan: Any) -> bool:
     return answer in ("y", "yes")
 
 
-def _queue(args: argparse.Namespace, store: Any, plan: Any) -> int:
+def _queue(args: argparse.Namespace, store: Store, plan: InvestigationPlan) -> int:
     from pathlib import Path
 
     from moe_tui import paths

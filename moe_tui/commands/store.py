@@ -19,7 +19,10 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from moe_tui.store.db import Store
 
 DAY_S = 86400.0
 
@@ -31,7 +34,7 @@ def _selectors(p: argparse.ArgumentParser) -> None:
     p.add_argument("--campaign", type=int, metavar="ID", default=None, help="runs of this campaign's items")
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     actions = p.add_subparsers(dest="store_action", metavar="ACTION")
     usage = actions.add_parser("usage", help="runs and bytes per profile and per campaign")
@@ -61,9 +64,14 @@ def run(args: argparse.Namespace) -> int:
     if action is None:
         print("moe-tui store: say what to do: usage, archive, prune, vacuum or keep-samples", file=sys.stderr)
         return 2
+    from moe_tui.commands.common import EXIT_NOT_FOUND, NotFound
+
     try:
         with Store.open_default() as store:
             return int(ACTIONS[action](store, args))
+    except NotFound as exc:
+        print(f"moe-tui store {action}: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND
     except (StoreError, ArchiveError, ValueError, OSError) as exc:
         print(f"moe-tui store {action}: {exc}", file=sys.stderr)
         return 1
@@ -73,7 +81,7 @@ def _mb(n: float | None) -> str:
     return f"{(n or 0) / 1e6:,.1f} MB"
 
 
-def _usage(store: Any, args: argparse.Namespace) -> int:
+def _usage(store: Store, args: argparse.Namespace) -> int:
     usage = store.usage()
     if args.json:
         print(json.dumps(usage.to_dict(), indent=2, sort_keys=True))
@@ -94,16 +102,27 @@ def _usage(store: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _selected(store: Any, args: argparse.Namespace) -> list[int]:
+def _selected(store: Store, args: argparse.Namespace) -> list[int]:
     if args.older_than is None and args.profile is None and args.campaign is None:
         raise ValueError("name the runs: --older-than DAYS, --profile NAME and/or --campaign ID")
     if args.older_than is not None and not args.older_than >= 0:
         raise ValueError(f"--older-than {args.older_than}: days must be >= 0")
+    from moe_tui.commands.common import NotFound
+
+    if args.profile is not None and args.profile not in store.profile_names_with_runs():
+        raise NotFound(f"--profile {args.profile}: no such profile in store file {store.path} (it has no runs)")
+    if args.campaign is not None:
+        from moe_tui.store.queue import QueueNotFound, RunQueue
+
+        try:
+            RunQueue(store).campaign(args.campaign)
+        except QueueNotFound:
+            raise NotFound(f"--campaign {args.campaign}: no such campaign in store file {store.path}") from None
     return store.select_run_ids(older_than_s=None if args.older_than is None else args.older_than * DAY_S,
                                 profile=args.profile, campaign_id=args.campaign)
 
 
-def _write_archive(store: Any, ids: list[int], file: str) -> None:
+def _write_archive(store: Store, ids: list[int], file: str) -> None:
     path = Path(file)
     if path.exists():
         raise ValueError(f"{path} exists: an archive is never overwritten (name a new file)")
@@ -116,13 +135,13 @@ def _write_archive(store: Any, ids: list[int], file: str) -> None:
     print(f"archived {len(ids):,} run(s) to {path} ({_mb(path.stat().st_size)}); `moe-tui import {path}` restores them")
 
 
-def _prune_ids(store: Any, ids: list[int]) -> None:
+def _prune_ids(store: Store, ids: list[int]) -> None:
     deleted = store.delete_runs(ids)
     before, after = store.reclaim()
     print(f"deleted {deleted:,} run(s) with their requests and GPU samples; store {_mb(before)} -> {_mb(after)}")
 
 
-def _archive(store: Any, args: argparse.Namespace) -> int:
+def _archive(store: Store, args: argparse.Namespace) -> int:
     ids = _selected(store, args)
     if not ids:
         print("no run matches: nothing archived")
@@ -133,7 +152,7 @@ def _archive(store: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _prune(store: Any, args: argparse.Namespace) -> int:
+def _prune(store: Store, args: argparse.Namespace) -> int:
     ids = _selected(store, args)
     if not ids:
         print("no run matches: nothing deleted")
@@ -148,13 +167,13 @@ def _prune(store: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _vacuum(store: Any, args: argparse.Namespace) -> int:
+def _vacuum(store: Store, args: argparse.Namespace) -> int:
     before, after = store.reclaim(full=args.full)
     print(f"store {store.path}: {_mb(before)} -> {_mb(after)}")
     return 0
 
 
-def _keep_samples(store: Any, args: argparse.Namespace) -> int:
+def _keep_samples(store: Store, args: argparse.Namespace) -> int:
     text = str(args.runs).strip().lower()
     if text == "all":
         store.set_keep_samples_runs(None)

@@ -47,6 +47,50 @@ class Run:
     measured_at: float | None = None
 
 
+# What a cell and its verdict read from a run's provenance, telemetry and selfcheck (beside its summary,
+# flags, spec and profile snapshot): its "grid facts". The store keeps them in the run's summary row
+# (`moe_tui.store.summaries`), so a grid never decodes a whole provenance or telemetry. A key maps to
+# True (kept whole) or to the keys kept under it ("*": every key, each pruned alike). Top-level
+# scalars and lists of the provenance are kept too (`provenance_values` lists the flat ones). Every
+# read of these dicts in compare/ and grids.extras must stay inside this tree: tests/test_run_summaries.py
+# builds each grid from full runs and from their facts and asserts they agree.
+_GRID_FACTS: dict[str, Any] = {
+    "provenance": {
+        "server": {"engine": True, "sglang_version": True, "resolved_backend": True, "resolved_args": True,
+                   "backend_mismatch": True, "requested_backend": True},
+        "server_info": True,  # an import's record of the server (confounders, its start, simulated)
+        "gpu": {"gpu_names": True, "driver_version": True, "sm_clock_max_seen_mhz": True,
+                "sm_clock_min_mhz": True, "cuda_driver_version": True},
+        "host": {"hostname": True, "platform": True, "python_version": True, "moe_tui_version": True},
+        "client": {"name": True, "version": True},
+        "queue_item": {"requested_fingerprint": True},
+    },
+    "telemetry": {
+        "overall": {"suspect_clock_events": True, "sm_clock_drop_pct": True},
+        "gpus": {"*": {"suspect_clock_events": True, "name": True}},
+        "foreign_processes": True, "driver_version": True, "cuda_driver_version": True,
+    },
+    "selfcheck": {"client_bound": True, "client_bound_reasons": True},
+}
+
+
+def _kept(value: Any, keep: Any) -> Any:
+    if keep is True or not isinstance(value, Mapping):
+        return value
+    if "*" in keep:
+        return {k: _kept(v, keep["*"]) for k, v in value.items()}
+    return {k: _kept(value[k], keep[k]) for k in keep if k in value}
+
+
+def grid_facts(provenance: Mapping[str, Any], telemetry: Mapping[str, Any],
+               selfcheck: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The parts of a run's provenance, telemetry and selfcheck that a grid reads (`_GRID_FACTS`)."""
+    prov = {k: v for k, v in provenance.items() if not isinstance(v, Mapping)}
+    prov.update(_kept({k: v for k, v in provenance.items() if isinstance(v, Mapping)}, _GRID_FACTS["provenance"]))
+    return {"provenance": prov, "telemetry": _kept(dict(telemetry), _GRID_FACTS["telemetry"]),
+            "selfcheck": _kept(dict(selfcheck), _GRID_FACTS["selfcheck"])}
+
+
 def _get(obj: Any, name: str, default: Any = None) -> Any:
     if isinstance(obj, Mapping):
         return obj.get(name, default)
@@ -104,9 +148,8 @@ def unknown_spec_fields(run: Run) -> tuple[str, ...]:
 def requested_fingerprint(run: Run) -> str:
     """The queue item's fingerprint (the spec as asked) when the run came from the queue."""
     item = run.provenance.get("queue_item")
-    if isinstance(item, Mapping) and isinstance(item.get("requested_fingerprint"), str):
-        return item["requested_fingerprint"]
-    return run.fingerprint
+    requested = item.get("requested_fingerprint") if isinstance(item, Mapping) else None
+    return requested if isinstance(requested, str) else run.fingerprint
 
 
 # -- flags ------------------------------------------------------------------------------------------

@@ -17,12 +17,15 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moe_tui.gate.correctness import NOT_COMPARABLE, GateVerdict, compare_gate
 from moe_tui.judgement import BETTER, FLAG_OUTPUT_DIFFERS, UNRELIABLE, WITHIN_NOISE, WORSE, flag_words
 from moe_tui.roofline.decode import Roofline, RooflineError, percent_of_roofline
 from moe_tui.roofline.inputs import RooflineInputError, RooflineSetup, mean_decode_context, roofline_setup
+
+if TYPE_CHECKING:
+    from moe_tui.store.db import Store
 
 SPEED_VERDICTS = (BETTER, WORSE, WITHIN_NOISE, "within noise")  # judgement's and compare.py's spelling
 
@@ -147,12 +150,21 @@ def roofline_cells(runs: Sequence[Any], fingerprints: Mapping[int, str] | None =
     return out
 
 
-def gate_verdict(store: Any, baseline: str, candidate: str, *, campaign_id: int | None = None) -> GateVerdict:
-    """The candidate's latest gate pass judged against the baseline's (same campaign if given)."""
+def gate_verdict(store: Store, baseline: str, candidate: str, *, campaign_id: int | None = None,
+                 starts: Mapping[str, Sequence[int | None]] | None = None) -> GateVerdict:
+    """The candidate's latest gate pass judged against the baseline's (same campaign if given). With
+    `starts` (per profile, the server starts of the runs the grid averaged), a side's pass is the
+    latest one taken on one of those starts, so a pass from a start whose runs the grid left out
+    (flagged, refused, cold) does not speak for the cell; a side with none there falls back to its
+    latest pass."""
     from moe_tui.gate.probe import stored_samples
 
-    base = store.gate_samples(baseline, campaign_id=campaign_id)
-    cand = store.gate_samples(candidate, campaign_id=campaign_id)
+    def latest(name: str) -> Any:
+        ids = sorted({s for s in (starts or {}).get(name, ()) if s is not None})
+        row = store.gate_samples(name, campaign_id=campaign_id, server_start_ids=ids) if ids else None
+        return row if row is not None else store.gate_samples(name, campaign_id=campaign_id)
+
+    base, cand = latest(baseline), latest(candidate)
     if base is None and cand is None:
         return GateVerdict(NOT_COMPARABLE, "no correctness gate run for either profile (moe-tui gate PROFILE)")
     return compare_gate(stored_samples(base), stored_samples(cand),
@@ -160,14 +172,18 @@ def gate_verdict(store: Any, baseline: str, candidate: str, *, campaign_id: int 
                         candidate_set=(cand or {}).get("prompt_set", ""))
 
 
-def build_extras(store: Any, baseline: str, candidate: str, *, campaign_id: int | None = None,
+def build_extras(store: Store, baseline: str, candidate: str, *, campaign_id: int | None = None,
                  fingerprints: Mapping[int, str] | None = None,
                  runs: Mapping[str, Sequence[Any]] | None = None) -> GridExtras:
-    """`runs`: each profile's complete runs when the caller already read them (one read, not two)."""
+    """`runs`: per profile, the runs the grid averaged (`grids.averaged_runs`): the roofline and the
+    gate pass are taken from those (their server starts); None reads each profile's complete runs."""
+    starts = None
     if runs is None:
         runs = {name: store.runs(profile_name=name, statuses=("complete",)) for name in (baseline, candidate)}
+    else:
+        starts = {name: [getattr(r, "server_start_id", None) for r in side] for name, side in runs.items()}
     return GridExtras(
-        gate=gate_verdict(store, baseline, candidate, campaign_id=campaign_id),
+        gate=gate_verdict(store, baseline, candidate, campaign_id=campaign_id, starts=starts),
         baseline_roofline=roofline_cells(runs[baseline], fingerprints),
         candidate_roofline=roofline_cells(runs[candidate], fingerprints),
     )

@@ -6,9 +6,10 @@ roofline % per concurrency and the correctness gate, `grid_extras`). One functio
 of a grid sees the same grid.
 
 Months of data (issue 26): every read here is an indexed read of the two compared profiles (their
-runs, their queue counts, their marked cold runs), so a grid's cost grows with those runs, never
-with the store; both profiles' runs are read once (the extras take the same records); and a grid
-is built once per change of the store (`Store.generation`), then served from a small cache.
+run summaries, `store.summaries`; their queue counts and campaigns, `RunQueue.campaign_plan`), so a
+grid's cost grows with those runs, never with the store; no provenance, telemetry or per-request
+JSON is decoded; the roofline takes the runs the grid averaged (one read, the same runs); and a
+grid is built once per change of the store (`Store.generation`), then served from a small cache.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from __future__ import annotations
 import dataclasses
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from moe_tui.compare import (
+    BASELINE,
     METRICS,
     CompareSettings,
     ComparisonGrid,
     MetricDef,
+    PlanCount,
     build_grid_from_runs,
     plan_counts,
     unknown_profiles,
@@ -31,7 +34,7 @@ from moe_tui.compare import (
 from moe_tui.grids.extras import apply_gate, build_extras
 from moe_tui.investigate.model import describe_cell
 from moe_tui.investigate.report import report
-from moe_tui.investigate.store import diagnostic_run_ids, evidence_from_grid, under_investigation
+from moe_tui.investigate.store import evidence_from_grid, under_investigation
 from moe_tui.store.db import Store
 
 RUN_STATUSES = ("complete", "incomplete", "failed")
@@ -70,52 +73,38 @@ def _build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str
     error = unknown_profiles(store.profile_names_with_runs(), (baseline, candidate), str(store.path))
     if error is not None:
         raise error
-    # Cold runs of an investigation (no warmup pass, on purpose) are evidence about warmup, not about
-    # the backends: they never enter a cell's mean (the investigation's report reads them itself).
-    # Profiled runs (`explain`) ran under the profiler, which slows the server: marked 'profiled'.
-    # They are marked on the run (`runs.diagnostic`), so the store leaves them out of this read.
+    # The pair's run summaries (`store.summaries`), nothing else: no provenance, telemetry or samples.
+    # Cold runs of an investigation (no warmup pass, on purpose) are evidence about warmup, and profiled
+    # runs (`explain`) ran under the profiler: marked on the run (`diagnostic`), they are left out here.
     pair = (baseline, candidate)
-    every = {name: store.runs(profile_name=name, statuses=RUN_STATUSES, exclude_diagnostic=True)
+    every = {name: store.run_summaries(profile_name=name, statuses=RUN_STATUSES, exclude_diagnostic=True)
              for name in dict.fromkeys(pair)}
     grid = build_grid_from_runs(
         every[baseline], every[candidate], baseline_name=baseline, candidate_name=candidate,
-        fingerprint=fingerprint, metrics=metrics, settings=settings,
-        plan=plan_of(store, pair))
+        fingerprint=fingerprint, metrics=metrics, settings=settings, plan=plan_of(store, pair))
     grid = mark_investigations(store, grid)
     if not extras:
         return grid
-    # The extras' roofline reads the same profiles' complete runs (cold ones included, as before):
-    # the records read above, plus the few marked cold ones, instead of a second full read.
-    cold = [r for r in map(store.run, sorted(diagnostic_run_ids(store, pair))) if r is not None and r.diagnostic == "cold"]
-    complete = {name: sorted([r for r in every[name] if r.status == "complete"]
-                             + [r for r in cold if r.profile_name == name and r.status == "complete"],
-                             key=lambda r: r.id) for name in every}
-    return apply_gate(grid, build_extras(store, baseline, candidate, runs=complete))
+    gated: ComparisonGrid = apply_gate(grid, build_extras(store, baseline, candidate, runs=averaged_runs(grid, every)))
+    return gated
 
 
-def plan_of(store: Store, profiles: Sequence[str]) -> dict:
-    """The queue's plan per (profile, requested fingerprint) for `profiles`, with what each campaign
-    planned (its stored definition's `planned_items`) so that items cleared from the queue still
-    count as cut. Reads only the compared profiles' items and the campaigns that name them."""
-    import json
+def averaged_runs(grid: ComparisonGrid, runs: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
+    """Per profile, the runs the grid averaged at each concurrency (its points' run ids): the roofline
+    lines are computed from these, so a flagged, refused or cold run the grid left out is left out there too."""
+    by_id = {r.id: r for side in runs.values() for r in side}
+    out: dict[str, list[Any]] = {name: [] for name in runs}
+    for (side, _), point in sorted(grid.points.items()):
+        name = grid.baseline_name if side == BASELINE else grid.candidate_name
+        out.setdefault(name, []).extend(by_id[i] for i in point.run_ids if i in by_id)
+    return out
 
-    names = list(dict.fromkeys(profiles))
-    marks = ", ".join("?" for _ in names)
-    rows = [{"campaign_id": r[0], "profile_name": r[1], "fingerprint": r[2], "state": r[3], "n": r[4]}
-            for r in store.query("SELECT campaign_id, profile_name, fingerprint, state, COUNT(*) FROM queue_items "
-                                 f"WHERE profile_name IN ({marks}) "
-                                 "GROUP BY campaign_id, profile_name, fingerprint, state", tuple(names))]
-    expected: dict[tuple[int, str, str], int] = {}
-    named = " OR ".join("instr(definition_json, ?) > 0" for _ in names)
-    for cid, definition in store.query(f"SELECT id, definition_json FROM campaigns WHERE {named}",
-                                       tuple(json.dumps(n) for n in names)):
-        try:
-            planned = json.loads(definition).get("planned_items") or []
-            for profile, fp, n in planned:
-                expected[(int(cid), str(profile), str(fp))] = int(n)
-        except (ValueError, TypeError, AttributeError):
-            continue  # an older or foreign definition: its cleared items cannot be counted
-    return plan_counts(rows, expected)
+
+def plan_of(store: Store, profiles: Sequence[str]) -> dict[tuple[str, str], PlanCount]:
+    """The queue's plan per (profile, requested fingerprint) for `profiles` (`RunQueue.campaign_plan`)."""
+    from moe_tui.store.queue import RunQueue
+
+    return plan_counts(*RunQueue(store).campaign_plan(profiles))
 
 
 def mark_investigations(store: Store, grid: ComparisonGrid) -> ComparisonGrid:
@@ -152,14 +141,14 @@ def control_noise_pct(store: Store, profiles: Sequence[str]) -> float | None:
     import math
 
     from moe_tui.compare.evidence import start_means
-    from moe_tui.compare.runs import concurrency_of, normalise
+    from moe_tui.compare.runs import Run, concurrency_of, normalise
     from moe_tui.judgement import CONTROL_CONCURRENCIES
 
     ss, df = 0.0, 0
     for name in profiles:
-        runs = [normalise(r, name) for r in store.runs(profile_name=name, statuses=("complete",))]
+        runs = [normalise(r, name) for r in store.run_summaries(profile_name=name, statuses=("complete",))]
         control = [r for r in runs if concurrency_of(r) == CONTROL_CONCURRENCIES[0] and not r.flags]
-        by_fp: dict[str, list] = {}
+        by_fp: dict[str, list[Run]] = {}
         for r in control:
             by_fp.setdefault(r.fingerprint, []).append(r)
         for group in by_fp.values():

@@ -6,7 +6,8 @@ carries a version (`PRAGMA user_version`) and upgrades through ordered migration
 one transaction, so a crash or a failed disk write leaves the previous state intact; failures
 surface as `StoreError` naming the file. Server-start and gate-sample records live in the
 `moe_tui.store.records` mixin; usage, archive, prune and sample retention in the
-`moe_tui.store.retention` mixin; the schema and migrations in `moe_tui.store.schema`.
+`moe_tui.store.retention` mixin; the schema and migrations in `moe_tui.store.schema`; the run
+summaries a grid reads (kept in step by triggers and this write path) in `moe_tui.store.summaries`.
 
 The runner process writes and the TUI reads at the same time: WAL lets readers proceed while a
 writer commits, and `busy_timeout` waits out short write locks instead of failing. A write lock
@@ -45,6 +46,7 @@ from moe_tui.store.errors import StoreBusy, StoreError, StoreReadOnly
 from moe_tui.store.records import StartAndGateRecords, _dump, _json_default, _server_start_dict  # noqa: F401  (re-exported)
 from moe_tui.store.retention import REQUEST_ROW_BYTES, RUN_BYTES, SAMPLE_ROW_BYTES, RetentionRecords
 from moe_tui.store.schema import _MIGRATIONS, SCHEMA_VERSION, _split_sql, _Tx  # noqa: F401  (re-exported)
+from moe_tui.store.summaries import RunSummary, SummaryRecords, fill_facts  # noqa: F401  (re-exported)
 
 RUN_STATUSES = ("running", "complete", "incomplete", "failed")
 DEFAULT_BUSY_TIMEOUT_S = 30.0
@@ -67,8 +69,7 @@ def _seconds_from_env(name: str, default: float) -> float:
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
+    return "locked" in str(exc).lower() or "busy" in str(exc).lower()
 
 
 def _tighten(path: Path) -> None:
@@ -79,7 +80,6 @@ def _tighten(path: Path) -> None:
             os.chmod(path, 0o600)
     except OSError:
         pass
-
 
 @dataclass(frozen=True)
 class RunRecord:
@@ -109,7 +109,7 @@ class RunRecord:
         return self.fingerprint[:12]
 
 
-class Store(StartAndGateRecords, RetentionRecords):
+class Store(StartAndGateRecords, RetentionRecords, SummaryRecords):
     """A handle on the SQLite store. Thread-safe: one connection guarded by a lock."""
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float | None = None,
@@ -198,6 +198,26 @@ class Store(StartAndGateRecords, RetentionRecords):
             store.readonly_why = str(exc)
             return store
 
+    @classmethod
+    def open_for_reading(cls) -> Store:
+        """This user's store for a command that only reads it: read-only at this schema (a read pays no
+        integrity check, a pass over the file: ~1 s at 10k runs); else as `open_default` (made, upgraded)."""
+        from moe_tui.paths import DataDirError, store_path
+
+        try:
+            path = store_path(writable=False)
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True) if path.is_file() else None
+        except (DataDirError, sqlite3.Error):
+            conn = None
+        if conn is None:
+            return cls.open_default()
+        try:  # not a database: the writable open says so, naming the file
+            current = conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        except sqlite3.Error:
+            current = False
+        conn.close()
+        return cls(path, readonly=True) if current else cls.open_default()
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
@@ -224,6 +244,8 @@ class Store(StartAndGateRecords, RetentionRecords):
             with self.transaction() as conn:
                 conn.executescript_in_tx(_MIGRATIONS[target])
                 conn.execute(f"PRAGMA user_version = {target}")
+        if 0 < version < 8:  # the run summaries made by the upgrade: their grid facts, once
+            self.fill_missing_facts()
 
     @contextmanager
     def transaction(self) -> Iterator[_Tx]:
@@ -296,7 +318,9 @@ class Store(StartAndGateRecords, RetentionRecords):
                 (now, now, status, profile_name, spec_json, fingerprint, client, _dump(profile or {}),
                  _dump(provenance or {}), queue_item_id, server_start_id, source),
             )
-            return int(cur.lastrowid or 0)
+            run_id = int(cur.lastrowid or 0)
+            fill_facts(tx, [run_id])
+            return run_id
 
     def finish_run(
         self, run_id: int, *, status: str, summary: Mapping[str, Any] | None = None,
@@ -334,6 +358,7 @@ class Store(StartAndGateRecords, RetentionRecords):
                 raise StoreError(f"run {run_id} in store file {self.path} is not running (missing or already "
                                  f"stored): a stored run is never overwritten; nothing changed")
             tx.execute(f"UPDATE runs SET stored_bytes = {RUN_BYTES} + ? WHERE id = ?", (samples_bytes, run_id))
+            fill_facts(tx, [run_id])
             tx.executemany("INSERT OR REPLACE INTO requests (run_id, idx, ok, sent_at, prompt_len, output_len,"
                            " ttft, latency, itl_json, finish_reason, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                            request_rows)
@@ -378,6 +403,7 @@ class Store(StartAndGateRecords, RetentionRecords):
                      _dump(sorted(set(r.get("flags") or ()))), r.get("source", "import")),
                 )
                 ids.append(int(cur.lastrowid or 0))
+            fill_facts(tx, ids)
         return ids
 
     def run(self, run_id: int) -> RunRecord | None:

@@ -12,7 +12,8 @@ Item states and what may happen to them:
        └─ cancel ► cancelled    "withdrawn"; retry brings it back too
     failed | interrupted | skipped | cancelled ──retry──► pending (keeps its place)
 
-`done` is final (retrying a done item is an error: re-measure with a new item). A running item is
+`done` is final (retrying a done item is an error: re-measure with a new item); a done item whose
+run was pruned stays done, its run id cleared and its note saying when (`store.schema`). A running item is
 changed only by its controller (`finish`); asking the queue to skip/cancel/delete it is an error
 that names the controller op to use instead. Items that were never attempted because their
 profile's server failed to start are marked `skipped` with the reason (see `skip_profile`).
@@ -47,6 +48,7 @@ from moe_tui.store.queue_plan import (
     CampaignPlan,
     PlannedItem,
     QueueError,
+    QueueNotFound,
     order_keys,
     server_starts,
     warmup_spec,
@@ -56,7 +58,7 @@ from moe_tui.store.queue_spec import spec_as_queued
 __all__ = [
     "FINISHED_STATES", "ITEM_STATES", "MOVE_DIRECTIONS", "ORDER_POLICIES", "RETRYABLE_STATES",
     "WARMUP_MIN_PROMPTS", "WARMUP_SEED_OFFSET", "CampaignPlan", "PlannedItem", "QueueError",
-    "QueueItem", "RunQueue", "order_keys", "server_starts", "warmup_spec",
+    "QueueItem", "QueueNotFound", "RunQueue", "order_keys", "server_starts", "warmup_spec",
 ]
 
 ITEM_STATES = ("pending", "running", "done", "failed", "skipped", "cancelled", "interrupted")
@@ -155,7 +157,7 @@ class RunQueue:
     def item(self, item_id: int) -> QueueItem:
         rows = self.store.query("SELECT * FROM queue_items WHERE id = ?", (int(item_id),))
         if not rows:
-            raise QueueError(f"queue item {item_id}: no such item")
+            raise QueueNotFound(f"queue item {item_id}: no such item")
         return _item(rows[0])
 
     def next_pending(self) -> QueueItem | None:
@@ -172,16 +174,26 @@ class RunQueue:
             counts[row[0]] = row[1]
         return counts
 
-    def plan_rows(self, profiles: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        """Items per (profile, requested spec fingerprint, state): what the grid needs to tell a
-        finished cell from an interim one (`compare.plan_counts`); only `profiles`' when given
-        (indexed: a grid's cost does not grow with other profiles' items)."""
-        where, params = "", list[Any]()
-        if profiles is not None:
-            where, params = f" WHERE profile_name IN ({','.join('?' * len(profiles))})", list(profiles)
-        rows = self.store.query("SELECT profile_name, fingerprint, state, COUNT(*) AS n FROM queue_items"
-                                f"{where} GROUP BY profile_name, fingerprint, state", params)
-        return [{"profile_name": r[0], "fingerprint": r[1], "state": r[2], "n": r[3]} for r in rows]
+    def campaign_plan(self, profiles: Sequence[str]) -> tuple[list[dict[str, Any]], dict[tuple[int, str, str], int]]:
+        """`compare.plan_counts`' inputs for `profiles`: items per (campaign, profile, requested
+        fingerprint, state), and what each campaign's definition planned (`planned_items`: cleared
+        items still count as cut). Indexed reads (`queue_items_plan`, `campaign_profiles`)."""
+        names = list(dict.fromkeys(profiles))
+        marks = ",".join("?" * len(names))
+        rows = [{"campaign_id": r[0], "profile_name": r[1], "fingerprint": r[2], "state": r[3], "n": r[4]}
+                for r in self.store.query("SELECT campaign_id, profile_name, fingerprint, state, COUNT(*) FROM queue_items"
+                                          f" WHERE profile_name IN ({marks})"
+                                          " GROUP BY campaign_id, profile_name, fingerprint, state", names)]
+        expected: dict[tuple[int, str, str], int] = {}
+        for cid, definition in self.store.query(
+                "SELECT c.id, c.definition_json FROM campaigns c WHERE c.id IN (SELECT campaign_id FROM"
+                f" campaign_profiles WHERE profile_name IN ({marks})) ORDER BY c.id", names):
+            try:
+                for profile, fp, n in json.loads(definition).get("planned_items") or []:
+                    expected[(int(cid), str(profile), str(fp))] = int(n)
+            except (ValueError, TypeError, AttributeError):
+                continue  # an older or foreign definition: its cleared items cannot be counted
+        return rows, expected
 
     @property
     def paused(self) -> bool:
@@ -206,7 +218,7 @@ class RunQueue:
     def campaign(self, campaign_id: int) -> dict[str, Any]:
         rows = self.store.query("SELECT * FROM campaigns WHERE id = ?", (campaign_id,))
         if not rows:
-            raise QueueError(f"campaign {campaign_id}: no such campaign")
+            raise QueueNotFound(f"campaign {campaign_id}: no such campaign")
         row = rows[0]
         return {"id": row["id"], "name": row["name"], "policy": row["policy"],
                 "created_at": row["created_at"], "definition": json.loads(row["definition_json"])}
@@ -446,7 +458,7 @@ def _get(tx: Any, item_id: Any) -> Any:
         raise QueueError(f"queue item {item_id!r}: an item id is a whole number") from None
     row = tx.execute("SELECT * FROM queue_items WHERE id = ?", (key,)).fetchone()
     if row is None:
-        raise QueueError(f"queue item {item_id}: no such item")
+        raise QueueNotFound(f"queue item {item_id}: no such item")
     return row
 
 

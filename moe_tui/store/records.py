@@ -91,13 +91,18 @@ class StartAndGateRecords(StoreAccess):
             )
             return int(cur.lastrowid or 0)
 
-    def gate_samples(self, profile_name: str, *, campaign_id: int | None = None) -> dict[str, Any] | None:
-        """The latest gate pass of a profile (of that campaign when given), or None."""
+    def gate_samples(self, profile_name: str, *, campaign_id: int | None = None,
+                     server_start_ids: Sequence[int] | None = None) -> dict[str, Any] | None:
+        """The latest gate pass of a profile (of that campaign, of one of those server starts, when
+        given), or None."""
         sql = "SELECT * FROM gate_samples WHERE profile_name = ?"
         params: list[Any] = [profile_name]
         if campaign_id is not None:
             sql += " AND campaign_id = ?"
             params.append(campaign_id)
+        if server_start_ids is not None:
+            sql += f" AND server_start_id IN ({','.join('?' * len(server_start_ids))})"
+            params.extend(server_start_ids)
         rows = self.query(sql + " ORDER BY created_at DESC, id DESC LIMIT 1", params)
         if not rows:
             return None

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from moe_tui.store.schema import SCHEMA_VERSION, StoreAccess, _Tx
+from moe_tui.store.summaries import fill_facts
 
 ARCHIVE_KIND = "moe-tui-archive"
 KEEP_SAMPLES_KEY = "keep_samples_runs"  # queue_settings: per-request samples kept for the last N runs
@@ -199,13 +200,19 @@ class RetentionRecords(StoreAccess):
                       q.get("error", "")) for q in rec.get("requests") or ()])
                 tx.executemany("INSERT INTO gpu_samples (run_id, t, sample_json) VALUES (?,?,?)",
                                [(rid, t, s) for t, s in rec.get("gpu_samples") or ()])
+                if run.get("queue_item_id") is not None:  # its item lost the run id when it was pruned
+                    tx.execute("UPDATE queue_items SET run_id = ?, error = ltrim(error || '; restored as run ' || ?, '; ')"
+                               " WHERE id = ? AND run_id IS NULL", (rid, rid, run["queue_item_id"]))
                 restored.append(rid)
+            fill_facts(tx, restored)
         return restored, skipped
 
     # -- prune and give the space back ------------------------------------------------------------
     def delete_runs(self, run_ids: Sequence[int]) -> int:
-        """Delete runs (their requests and GPU samples go by trigger), in one transaction. Running
-        runs are refused. Queue items keep their run id (the item was done; its run is archived)."""
+        """Delete runs (their requests, GPU samples and summaries go by trigger), in one transaction.
+        Running runs are refused. A queue item that measured one keeps its state (a done item is never
+        re-run) with the note "run N pruned DATE" and no run id (nothing points at a missing run);
+        restoring the archive links it again."""
         ids = sorted({int(i) for i in run_ids})
         deleted = 0
         with self.transaction() as tx:

@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 _ADD_COLUMN = re.compile(r"\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)", re.IGNORECASE)
 
 # Months of data (issue 26). Indices for every read that must not grow with the store: a pair of
@@ -62,6 +62,80 @@ _PROFILED_MIGRATION = """
     UPDATE runs SET diagnostic = 'profiled' WHERE id IN (
         SELECT q.run_id FROM queue_items q JOIN campaigns c ON c.id = q.campaign_id
         WHERE q.run_id IS NOT NULL AND c.policy = 'explain' AND json_extract(c.definition_json, '$.kind') = 'explain');
+"""
+
+# The grid reads one summary row per run (issue 26, `moe_tui.store.summaries`): what a cell and its
+# verdict need (status, diagnostic mark, start id, times, spec, profile snapshot, summary, flags) and
+# `facts_json`, the few provenance/telemetry/selfcheck fields it reads (`compare.runs.grid_facts`).
+# Triggers keep every column but the facts in step with `runs` whatever writes it; a change of the
+# provenance, telemetry or selfcheck empties the facts, which the store's write path fills in the same
+# transaction (and a reader computes where a foreign writer left them empty). `campaign_profiles`
+# names the profiles a campaign planned, so a grid finds its pair's campaigns through an index (it
+# searched every definition's text). A pruned run's queue item keeps its state with a note
+# ("run 12 pruned 2026-12-02") and no dangling run id: a done item is never re-run.
+_SUMMARY_COLUMNS = ("profile_name, fingerprint, status, diagnostic, server_start_id, created_at, started_at,"
+                    " finished_at, error, spec_json, profile_json, summary_json, flags_json")
+_SUMMARY_VALUES = ", ".join(f"NEW.{c.strip()}" for c in _SUMMARY_COLUMNS.split(","))
+_SUMMARY_MIGRATION = f"""
+    CREATE TABLE IF NOT EXISTS run_summaries (
+        run_id INTEGER PRIMARY KEY,
+        profile_name TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        status TEXT NOT NULL,
+        diagnostic TEXT NOT NULL DEFAULT '',
+        server_start_id INTEGER,
+        created_at REAL NOT NULL,
+        started_at REAL,
+        finished_at REAL,
+        error TEXT NOT NULL DEFAULT '',
+        spec_json TEXT NOT NULL,
+        profile_json TEXT NOT NULL,
+        summary_json TEXT NOT NULL,
+        flags_json TEXT NOT NULL,
+        facts_json TEXT
+    );
+    CREATE INDEX IF NOT EXISTS run_summaries_profile ON run_summaries(profile_name, status, diagnostic, run_id);
+    CREATE TRIGGER IF NOT EXISTS runs_summary_insert AFTER INSERT ON runs BEGIN
+        INSERT OR REPLACE INTO run_summaries (run_id, {_SUMMARY_COLUMNS}, facts_json)
+        VALUES (NEW.id, {_SUMMARY_VALUES}, NULL);
+    END;
+    CREATE TRIGGER IF NOT EXISTS runs_summary_update AFTER UPDATE OF {_SUMMARY_COLUMNS}, provenance_json,
+        telemetry_json, selfcheck_json ON runs BEGIN
+        UPDATE run_summaries SET ({_SUMMARY_COLUMNS}, facts_json) = ({_SUMMARY_VALUES},
+            CASE WHEN NEW.provenance_json IS OLD.provenance_json AND NEW.telemetry_json IS OLD.telemetry_json
+                 AND NEW.selfcheck_json IS OLD.selfcheck_json THEN facts_json END)
+        WHERE run_id = NEW.id;
+    END;
+    CREATE TRIGGER IF NOT EXISTS runs_summary_delete AFTER DELETE ON runs BEGIN
+        DELETE FROM run_summaries WHERE run_id = OLD.id;
+        UPDATE queue_items SET run_id = NULL, updated_at = (julianday('now') - 2440587.5) * 86400.0,
+            error = ltrim(error || '; run ' || OLD.id || ' pruned ' || date('now'), '; ')
+        WHERE run_id = OLD.id;
+    END;
+    INSERT OR IGNORE INTO run_summaries (run_id, {_SUMMARY_COLUMNS}, facts_json)
+        SELECT id, {_SUMMARY_COLUMNS}, NULL FROM runs;
+    UPDATE queue_items SET run_id = NULL, error = ltrim(error || '; run ' || run_id || ' pruned', '; ')
+        WHERE run_id IS NOT NULL AND run_id NOT IN (SELECT id FROM runs);
+    CREATE TABLE IF NOT EXISTS campaign_profiles (
+        profile_name TEXT NOT NULL,
+        campaign_id INTEGER NOT NULL,
+        PRIMARY KEY (profile_name, campaign_id)
+    );
+    CREATE TRIGGER IF NOT EXISTS campaigns_profiles_insert AFTER INSERT ON campaigns BEGIN
+        INSERT OR IGNORE INTO campaign_profiles (profile_name, campaign_id)
+        SELECT DISTINCT json_extract(p.value, '$[0]'), NEW.id
+        FROM json_each(CASE WHEN json_valid(NEW.definition_json) THEN NEW.definition_json ELSE '{{}}' END,
+                       '$.planned_items') p
+        WHERE json_type(p.value) = 'array' AND json_type(p.value, '$[0]') = 'text';
+    END;
+    CREATE TRIGGER IF NOT EXISTS campaigns_profiles_delete AFTER DELETE ON campaigns BEGIN
+        DELETE FROM campaign_profiles WHERE campaign_id = OLD.id;
+    END;
+    INSERT OR IGNORE INTO campaign_profiles (profile_name, campaign_id)
+        SELECT DISTINCT json_extract(p.value, '$[0]'), c.id
+        FROM campaigns c, json_each(CASE WHEN json_valid(c.definition_json) THEN c.definition_json ELSE '{{}}' END,
+                                    '$.planned_items') p
+        WHERE json_type(p.value) = 'array' AND json_type(p.value, '$[0]') = 'text';
 """
 
 _MIGRATIONS: dict[int, str] = {
@@ -190,6 +264,7 @@ _MIGRATIONS: dict[int, str] = {
     ALTER TABLE runs ADD COLUMN stored_bytes INTEGER;
     CREATE INDEX IF NOT EXISTS queue_items_position ON queue_items(position, id);
     """,
+    8: _SUMMARY_MIGRATION,
 }
 
 

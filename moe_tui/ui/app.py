@@ -21,7 +21,7 @@ from textual import events
 from textual.app import App
 from textual.binding import Binding
 from textual.content import Content
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
 from textual.worker import Worker, WorkerState
 
 from moe_tui.control import CampaignRequest, ControlClient, ControlSnapshot, LiveState
@@ -30,6 +30,7 @@ from moe_tui.events import Notice, RunFinished
 from moe_tui.ui import render
 from moe_tui.ui.messages import CoreEventArrived
 from moe_tui.ui.palette import ControlRoomCommands
+from moe_tui.ui.prepare import Preparer, styled_now
 from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.screens.compare import CompareScreen
 from moe_tui.ui.screens.confirm import ConfirmScreen
@@ -41,8 +42,9 @@ from moe_tui.ui.screens.quit import QuitScreen
 from moe_tui.ui.screens.run_detail import RunDetailScreen
 
 # Repaints are coalesced: a burst of log lines or progress events costs one repaint per interval.
-# Each repaint can reflow the screen (tens of ms on a slow core), so 4 per second is the ceiling.
-FLUSH_INTERVAL_S = 0.25
+# 2 a second, as btop/nvitop-style monitors refresh: a live benchmark's numbers stay readable and
+# its repaints cost half what 4 a second did (keys are served at once, never through this).
+FLUSH_INTERVAL_S = 0.5
 # From this width on, the servers and live benchmark panels sit side by side instead of stacking.
 WIDE_WIDTH = 170
 # Below this width the GPU panel shows its compact table (one short line per GPU).
@@ -50,10 +52,6 @@ NARROW_WIDTH = 118
 # Below this height the dashboard drops what can wait (log tail, sparkline, bottom borders) so
 # GPUs, servers, the live benchmark and the queue line all stay on screen (80x24 included).
 SHORT_HEIGHT = 34
-
-
-# After the first paint, while the user reads the dashboard.
-PREPARE_MODES_AFTER_S = 0.5
 
 SCREENS = Binding.Group("Dash/Queue/Compare", compact=True)
 
@@ -104,6 +102,11 @@ class MoeTuiApp(App):
         self._last_flush = 0.0
         self._on_done: dict[Worker[Any], Callable[[Any], object]] = {}
         self._unsubscribe: Callable[[], None] | None = None
+        # Every mode's screen is built once (see ui.prepare): with the stylesheet's count, so that
+        # its first visit does not re-parse the sheet; the default mode is built as Textual builds it.
+        self._modes = {name: (cls if name == self.DEFAULT_MODE else self._mode_screen(cls))
+                       for name, cls in self.MODES.items()}
+        self.preparer = Preparer(self)
         self.sub_title = subtitle or client.mode
         if client.data_dir is not None:  # which data dir (and so which runner and queue) this is,
             where = f"{client.mode}  ·  {render.home_path(client.data_dir)}"  # right after the mode: cut last
@@ -125,18 +128,20 @@ class MoeTuiApp(App):
         self._unsubscribe = self.client.subscribe(self._post_core_event)
         self.call_core("read the controller state", self.client.snapshot, done=self._loaded)
         self.set_interval(1.0, self._tick)
-        # Build the other modes' screens once the dashboard is up, so that a first visit is a
-        # switch (a few ms), not a compose and mount under a key press (100+ ms on a slow core).
-        self.set_timer(PREPARE_MODES_AFTER_S, self._prepare_modes)
+        # Build the other modes' screens once the dashboard is up, one step per idle slice, so
+        # that a first visit is a switch (a few ms), not a build under a key press.
+        self.call_after_refresh(self._prepare_modes)
         for note in self._startup_notes:
             self.notify(note, severity="warning", timeout=10, markup=False)
 
     def _prepare_modes(self) -> None:
-        for mode in self.MODES:
-            if self.is_running and mode not in self._screen_stacks:
-                # Textual has no public "mount a mode without showing it"; `_init_mode` is what
-                # switch_mode itself runs for a new mode, minus making it current.
-                self._init_mode(mode)
+        # The default mode's screen was styled as it mounted (after the start's stylesheet
+        # refresh, which found it not mounted yet): coming back to it needs no re-parse either.
+        styled_now(self, self.screen)
+        self.preparer.prepare_modes([m for m in self.MODES if m != self.DEFAULT_MODE])
+
+    def _mode_screen(self, cls: Any) -> Callable[[], Screen]:
+        return lambda: styled_now(self, cls())
 
     def on_resize(self, event: events.Resize) -> None:
         width, height = event.size  # self.size may still be the old size while this runs
@@ -208,7 +213,9 @@ class MoeTuiApp(App):
             return  # a timer that fired while the app is shutting down
         # Only what can be seen is updated: the top screen, and the screens under it while it is a
         # modal (they show around the dialog). A screen covered by a full screen, or another mode,
-        # catches up from LiveState when it is shown again (on_screen_resume).
+        # catches up from LiveState when it is shown again (on_screen_resume), except for the
+        # topics it keeps up with off screen (BACKGROUND_TOPICS: the Queue's rows, so that a queue
+        # of thousands is painted before the key, not after it).
         visible = []
         for screen in reversed(self.screen_stack):
             visible.append(screen)
@@ -218,6 +225,11 @@ class MoeTuiApp(App):
             for screen in visible:
                 if isinstance(screen, LiveScreen) and screen.is_mounted:
                     screen.live_update(topics)
+            for stack in self._screen_stacks.values():  # the other modes' screens, off screen
+                hidden = stack[0] if stack else None
+                if isinstance(hidden, LiveScreen) and hidden not in visible and hidden.is_mounted \
+                        and topics & hidden.BACKGROUND_TOPICS:
+                    hidden.live_update(topics & hidden.BACKGROUND_TOPICS)
         if isinstance(self.screen, LiveScreen):
             self.screen.maybe_refresh_bindings()
 

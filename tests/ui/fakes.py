@@ -108,6 +108,7 @@ class RecordingAdapter(ControlClient):
         self.fail = fail or {}
         self.export_dir = Path(".")
         self.called = threading.Event()
+        self._grids: dict[tuple[Any, ...], Any] = {}
 
     def _record(self, *call: Any) -> None:
         self.calls.append(call)
@@ -146,6 +147,14 @@ class RecordingAdapter(ControlClient):
         return ["sim-flashinfer-cutedsl", "sim-flashinfer-cutlass"]
 
     def comparison(self, baseline: str, candidate: str, include_flagged: bool = False, accept_uncontrolled: bool = False):
+        # The same grid object while nothing was recorded, as the store-backed client answers
+        # (grids are cached per store generation; the screen skips a grid it already shows).
+        key = (baseline, candidate, include_flagged, accept_uncontrolled)
+        if key not in self._grids:
+            self._grids[key] = self._build_grid(*key)
+        return self._grids[key]
+
+    def _build_grid(self, baseline: str, candidate: str, include_flagged: bool, accept_uncontrolled: bool):
         from moe_tui.compare import CompareSettings
 
         a, b = demo_runs()

@@ -1,16 +1,19 @@
 """The Queue screen on a queue of months (issue 26): the table holds a window of the items, the
 cursor walks past the window's edge into the rest, a reload keeps the highlighted item, and a
-status tick that changes neither the rows nor the current item touches no row. Speed is benched
+status tick that changes neither the rows nor the current item touches no row; the mouse wheel and
+the page keys move the window; a queue change is painted while another screen is shown. Speed is benched
 (benches/scale.py), not timed here."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from textual import events
 from textual.widgets import DataTable
 
 from moe_tui.control import QueueRow
 from moe_tui.events import ControllerStatus, QueueChanged
+from moe_tui.ui.screens.dashboard import DashboardScreen
 from moe_tui.ui.widgets.queue_table import WINDOW, QueueTable
 from tests.ui.fakes import FP_A
 from tests.ui.test_pilot import SIZE, emit, open_queue, settle
@@ -81,3 +84,72 @@ async def test_the_control_room_says_when_the_store_has_grown(make_app):
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)
         assert any("31.0 GB" in n.message and "[b]see[/b]" in n.message for n in app._notifications)
+
+
+def _wheel(table: QueueTable, down: bool) -> None:
+    cls = events.MouseScrollDown if down else events.MouseScrollUp
+    table.post_message(cls(table, 5, 5, 0, 1 if down else -1, 0, False, False, False))
+
+
+def _window(table: QueueTable) -> tuple[int, int]:
+    keys = [int(k) for k in table.row_keys_in_order]
+    return keys[0], keys[-1]
+
+
+async def test_the_mouse_wheel_moves_the_window_past_its_last_and_first_rows(make_app):
+    app, adapter = make_app()
+    adapter.queue = big_queue()
+    async with app.run_test(size=SIZE) as pilot:
+        table = await open_queue(pilot, app)
+        assert _window(table) == (1, WINDOW)
+        for _ in range(3 * WINDOW):  # wheel down until the view is at the window's last rows and on
+            _wheel(table, down=True)
+            await pilot.pause()
+            if _window(table)[0] > 1:
+                break
+        await settle(pilot, app)
+        first, last = _window(table)
+        assert first == WINDOW // 2 + 1 and last == first + WINDOW - 1 and table.row_count == WINDOW
+        # The items on screen stayed on screen: the view is no longer at the window's bottom.
+        assert table.scroll_y < table.max_scroll_y
+        assert f"rows {first:,}-{last:,} of {N:,}" in str(table.border_subtitle)
+        for _ in range(3 * WINDOW):  # and back up, past the window's first row
+            _wheel(table, down=False)
+            await pilot.pause()
+            if _window(table)[0] == 1 and table.scroll_y == 0:
+                break
+        await settle(pilot, app)
+        assert _window(table) == (1, WINDOW)
+
+
+async def test_page_down_and_up_move_the_window(make_app):
+    app, adapter = make_app()
+    adapter.queue = big_queue()
+    async with app.run_test(size=SIZE) as pilot:
+        table = await open_queue(pilot, app)
+        for _ in range(WINDOW):  # pages until the cursor leaves the first window
+            await pilot.press("pagedown")
+            if _window(table)[0] > 1:
+                break
+        await settle(pilot, app)
+        assert _window(table)[0] > 1 and int(_key(table)) > WINDOW
+        for _ in range(WINDOW):
+            await pilot.press("pageup")
+            if _window(table)[0] == 1 and _key(table) == "1":
+                break
+        await settle(pilot, app)
+        assert _window(table) == (1, WINDOW) and _key(table) == "1"
+
+
+async def test_a_queue_change_while_another_screen_is_shown_is_painted_off_screen(make_app):
+    app, adapter = make_app()
+    adapter.queue = big_queue()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        hidden = app._screen_stacks["queue"][0]
+        table = hidden.query_one(QueueTable)
+        assert table.row_count == WINDOW  # filled before the first visit
+        adapter.queue = tuple(replace(r, state="failed", error="boom") if r.id == 1 else r for r in adapter.queue)
+        await emit(pilot, app, QueueChanged(reason="item 1 failed"))
+        assert isinstance(app.screen, DashboardScreen)  # still on the dashboard
+        assert "failed" in str(table.get_row("1"))

@@ -3,6 +3,10 @@
 Refreshing bindings repaints the KeyBar and re-checks every action, so a screen asks
 for it only when what its `check_action` depends on has changed: `binding_state()` returns that,
 and `maybe_refresh_bindings()` compares it (with the App's own) to the last one shown.
+
+A screen whose content changed while another screen is shown calls `prerender_soon()`: it is laid
+out and rendered off screen in an idle slice, so that showing it repaints from cached lines
+(`moe_tui.ui.prepare`).
 """
 
 from __future__ import annotations
@@ -10,11 +14,17 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
+from textual import events
 from textual.screen import Screen
+
+from moe_tui.ui.prepare import render_off_screen
 
 
 class LiveScreen(Screen):
     _binding_sig: Any = object()
+    # Topics this screen follows while another mode's screen is shown (then it renders itself off
+    # screen when something changed); every other topic waits for on_screen_resume.
+    BACKGROUND_TOPICS: frozenset[str] = frozenset()
 
     def live_update(self, topics: set[str]) -> None:
         """Repaint what `topics` touched; the App calls this at most every flush interval."""
@@ -28,3 +38,20 @@ class LiveScreen(Screen):
         if sig != self._binding_sig:
             self._binding_sig = sig
             self.refresh_bindings()
+
+    _styled_with: frozenset[str] | None = None
+
+    def _on_screen_resume(self, event: events.ScreenResume) -> None:
+        # Textual restyles every widget of a screen each time it is shown, and a restyled DataTable
+        # drops every cached render (it re-renders every visible cell: most of a switch's cost).
+        # Nothing a style depends on changed while the screen was away unless the App's classes
+        # did (-narrow/-short/-wide after a resize; a theme change re-parses the sheet anyway).
+        classes = frozenset(self.app.classes)
+        if classes == self._styled_with:
+            event.refresh_styles = False
+        self._styled_with = classes
+
+    def prerender_soon(self) -> None:
+        preparer = getattr(self.app, "preparer", None)
+        if preparer is not None and not self.is_current:
+            preparer.add(render_off_screen(self.app, self))

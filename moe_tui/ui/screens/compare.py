@@ -110,6 +110,7 @@ class CompareScreen(LiveScreen):
     def __init__(self) -> None:
         super().__init__()
         self.grid: Any | None = None
+        self._seen_grid: Any | None = None  # the grid last compared with what the user saw
         self._changes: dict[tuple[int, str], str] = {}
         self._looked_at: tuple[int, str] | None = None  # the highlighted cell's (concurrency, metric)
         self._choices: list[str] = []
@@ -220,9 +221,18 @@ class CompareScreen(LiveScreen):
         self.reload()
 
     def show_grid(self, grid: Any) -> None:
+        if grid is self.grid:  # the client's cached grid: nothing changed since it was painted
+            if self.is_current and self._seen_grid is not grid:  # built in the background, seen now
+                self._seen_grid = grid
+                self._changes = self.control.seen.changes(grid, CI_LABEL)
+                if self._changes:
+                    self.query_one(CompareGrid).show(grid, self._changes, self._filter())
+                    self._show_cell()
+            return
         self.grid = grid
         # Verdicts that differ from what the user last saw are marked (↻) with why, until looked at.
         # Only a grid on screen is seen: one built while the screen waits in the background is not.
+        self._seen_grid = grid if self.is_current else None
         self._changes = self.control.seen.changes(grid, CI_LABEL) if self.is_current else {}
         self.query_one("#compare-diff", Static).update(diff_text(grid))
         table = self.query_one(CompareGrid)
@@ -231,6 +241,7 @@ class CompareScreen(LiveScreen):
         table.border_subtitle = " · ".join(f"{v} {J.VERDICT_WORDS[k]}" for k, v in counts.items())
         self.query_one(ThroughputChart).show(grid)
         self._show_cell()
+        self.prerender_soon()  # built while another screen is shown: the visit repaints from cache
 
     def _show_cell(self) -> None:
         cell = self.query_one(CompareGrid).highlighted_cell

@@ -54,6 +54,8 @@ class QueueScreen(LiveScreen):
                 tooltip="Show only the items whose profile, state, campaign or note hold these words"),
     ]
 
+    BACKGROUND_TOPICS = frozenset({"queue", "status"})
+
     @property
     def control(self) -> Room:
         return room(self.app)
@@ -82,8 +84,10 @@ class QueueScreen(LiveScreen):
             live = self.control.live
             bar = self.query_one(FilterBar)
             rows = [r for r in live.queue if bar.matches(queue_row_text(r))] if bar.active else live.queue
-            self.query_one(QueueTable).show(rows, live.current_item)
-            self.query_one(QueueSummary).show(live)
+            changed = self.query_one(QueueTable).show(rows, live.current_item)
+            changed = self.query_one(QueueSummary).show(live) or changed
+            if changed and not self.is_current:
+                self.prerender_soon()
 
     def action_filter(self) -> None:
         self.query_one(FilterBar).open()

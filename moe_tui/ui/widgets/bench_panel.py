@@ -15,17 +15,19 @@ from textual.widgets import ProgressBar, Sparkline, Static
 
 from moe_tui.control import LiveState
 from moe_tui.ui import render
+from moe_tui.ui.widgets.repaint import put, titles
 
 # The load generator reports how late it fires requests relative to plan; past this, the
 # numbers describe the client as much as the server (the core flags the finished run itself).
 CLIENT_LAG_WARN_MS = 50.0
 # The head line must fit 80 columns with its SIMULATED badge: long profile names are cut in the middle.
 PROFILE_WIDTH = 24
+SPARK_EVERY_S = 1.0
 
 
 def _put(widget: Static, content: object) -> None:
-    # Every line here has a fixed height: repaint in place, never re-lay out the screen.
-    widget.update(content, layout=False)  # type: ignore[arg-type]
+    # Every line here has a fixed height: repaint in place (and only when it changed), never re-lay out.
+    put(widget, content)
 
 
 class BenchPanel(Vertical):
@@ -38,6 +40,8 @@ class BenchPanel(Vertical):
     BenchPanel > Sparkline { height: 3; margin: 0 1; }
     BenchPanel > #bench-stats { height: 3; }
     """
+
+    _spark_at = -1e9  # the run time (elapsed_s) the sparkline was last drawn at
 
     def compose(self) -> ComposeResult:
         yield Static("no benchmark running", id="bench-head")
@@ -63,11 +67,11 @@ class BenchPanel(Vertical):
                                      Text("results discarded", style="dim")]))
             bar.update(total=max(w.total, 1), progress=w.completed)
             _put(stats, Text(f"{w.completed}/{w.total} requests  errors {w.errors}", style="dim"))
-            self.border_subtitle = ""  # the last run's spec is not this pass's
+            titles(self, subtitle="")  # the last run's spec is not this pass's
             return
         bar.display = run is not None
         if run is None:
-            self.border_subtitle = ""
+            titles(self, subtitle="")
             _put(head, Text("no benchmark running", style="dim"))
             last = bench.last_finished
             _put(stats, Text(f"last run #{last.run_id} {render.middle_truncate(last.profile, PROFILE_WIDTH)}: "
@@ -83,14 +87,19 @@ class BenchPanel(Vertical):
         if not running and bench.last_finished is not None:
             parts.append(render.state_text(bench.last_finished.status))
         _put(head, render.join(parts))
-        self.border_subtitle = run.spec_summary[:60]
+        titles(self, subtitle=run.spec_summary[:60])
         p = bench.progress
         if p is None or p.run_id != run.run_id:
             bar.update(total=1, progress=0)
             _put(stats, Text("starting…", style="dim"))
             return
         bar.update(total=max(p.total, 1), progress=p.completed)
-        spark.data = list(bench.tok_s)[-120:]
+        # The sparkline is two minutes of history: redrawn once a second of the run, not on each
+        # of the 4 progress events a second (a 3-line redraw each).
+        since = p.elapsed_s - self._spark_at
+        if since >= SPARK_EVERY_S or since < 0:  # a second on, or a new run
+            self._spark_at = p.elapsed_s
+            spark.data = list(bench.tok_s)[-120:]
         line1 = render.join([
             Text.assemble(("out ", "dim"), (f"{p.output_tok_s:,.0f}", "bold"), " tok/s"),
             f"{p.completed}/{p.total}",

@@ -20,6 +20,7 @@ from textual.widgets import Static
 from moe_tui.control import SUSPECT_CLOCK_EVENTS, GpuSample, TelemetrySnapshot
 from moe_tui.ui import render
 from moe_tui.ui.widgets.keyed_table import KeyedTable
+from moe_tui.ui.widgets.repaint import put, titles
 
 SPARK_WIDTH = 8
 PROCS_WIDTH = 15
@@ -146,22 +147,20 @@ class GpuPanel(Vertical):
             return
         if not snapshot.available or not snapshot.gpus:
             reason = snapshot.reason or "no GPUs reported by NVML"
-            note.update(Text.assemble(("GPU telemetry unavailable: ", "bold"), reason, "\n",
-                                      (NO_GPU_HINT, "dim")))
+            put(note, Text.assemble(("GPU telemetry unavailable: ", "bold"), reason, "\n", (NO_GPU_HINT, "dim")),
+                layout=True)
             note.display = True
             table.display = False
-            self.border_subtitle = ""
+            titles(self, subtitle="")
             return
         note.display = False
         table.display = True
         if snapshot.simulated:
-            self.border_title = "GPUs — SIMULATED"
-            self.border_subtitle = "emulator, not NVML"
+            titles(self, "GPUs — SIMULATED", "emulator, not NVML")
         else:
-            self.border_title = "GPUs"
             driver = f"driver {snapshot.driver_version}" if snapshot.driver_version else ""
             cuda = f"CUDA {snapshot.cuda_driver_version}" if snapshot.cuda_driver_version else ""
-            self.border_subtitle = " ".join(p for p in (driver, cuda) if p)
+            titles(self, "GPUs", " ".join(p for p in (driver, cuda) if p))
         table.sync({
             str(g.index): gpu_cells(g, util.get(g.index, ()), mem.get(g.index, ()), owners)
             for g in snapshot.gpus

@@ -14,13 +14,15 @@ Columns named in `middle_cut` (profile names) are cut in the middle to their cur
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
-from textual.widgets.data_table import RowDoesNotExist
+from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 
 from moe_tui.ui.render import middle_truncate, plain
 
@@ -41,14 +43,57 @@ class KeyedTable(DataTable):
         self._order: list[str] = []
         self._visible = [c[0] for c in self._column_spec]
         self._widths: dict[str, int | None] = {}
+        self._pending: Mapping[str, Sequence[Any]] | None = None
+        self._versions: dict[tuple[str | None, str | None], int] = {}  # (row, column) -> last write
+        self._written = itertools.count(1)
 
     def on_mount(self) -> None:
         self._add_columns()
+        pending, self._pending = self._pending, None
+        if pending is not None:  # rows given before the columns existed: painted now, shown or not
+            self.sync(pending)
+            prerender = getattr(self.screen, "prerender_soon", None)
+            if prerender is not None:  # a screen built off screen renders its rows before its visit
+                prerender()
 
     def _add_columns(self) -> None:
         for key, label, width in self._column_spec:
             if key in self._visible:
                 self.add_column(label, key=key, width=self._widths.get(key, width))
+
+    # -- cell renders kept across updates --------------------------------------------------------
+    # DataTable keys every cached cell render on a table-wide update count, so changing one cell
+    # re-renders every visible cell (8 GPUs x 11 columns each second for one changed number).
+    # Cells are cached here by their own version instead, bumped whenever that cell is written;
+    # everything else a cell's look depends on is in the key, and DataTable's own clears (style,
+    # theme, cursor or column changes) empty this cache with its own.
+    def add_row(self, *cells: Any, height: int | None = 1, key: str | None = None, label: Any = None) -> RowKey:
+        row_key = super().add_row(*cells, height=height, key=key, label=label)
+        for column_key in self.columns:
+            self._versions[(row_key.value, column_key.value)] = next(self._written)
+        return row_key
+
+    def update_cell(self, row_key: RowKey | str, column_key: ColumnKey | str, value: Any, *,
+                    update_width: bool = False) -> None:
+        super().update_cell(row_key, column_key, value, update_width=update_width)
+        cell = (getattr(row_key, "value", row_key), getattr(column_key, "value", column_key))
+        self._versions[cell] = next(self._written)  # type: ignore[index]
+
+    def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
+                     cursor: bool = False, hover: bool = False) -> Any:
+        if row_index < 0 or column_index < 0:  # the header and row labels: DataTable's own caching
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        row_key = self._row_locations.get_key(row_index)
+        column_key = self._column_locations.get_key(column_index)
+        version = self._versions.get((getattr(row_key, "value", None), getattr(column_key, "value", None)))
+        key: Any = ("keyed", row_index, column_index, version, base_style, width, cursor, hover, self.show_cursor,
+                    self.cursor_type, self._show_hover_cursor, self._pseudo_class_state)
+        cache: Any = self._cell_render_cache
+        lines = cache.get(key)
+        if lines is None:
+            lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+            cache[key] = lines
+        return lines
 
     def _cell(self, key: str, value: Any) -> Any:
         # Cells hold user data (names, errors): plain Text, never markup.
@@ -98,8 +143,8 @@ class KeyedTable(DataTable):
         return row_key.value
 
     def sync(self, rows: Mapping[str, Sequence[Any]]) -> None:
-        if not self.columns:  # not mounted yet: the first sync after mount paints everything
-            self.call_after_refresh(self.sync, rows)
+        if not self.columns:  # not mounted yet: on_mount paints the latest rows given
+            self._pending = rows
             return
         keep = self.highlighted_key
         column_keys = [c[0] for c in self._column_spec]

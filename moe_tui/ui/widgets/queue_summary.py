@@ -7,6 +7,7 @@ from textual.widgets import Static
 
 from moe_tui.control import LiveState
 from moe_tui.ui import render
+from moe_tui.ui.widgets.repaint import put
 
 ORDER = ("running", "pending", "done", "failed", "interrupted", "skipped", "cancelled")
 
@@ -15,7 +16,8 @@ class QueueSummary(Static):
     # One line, always (ellipsis past the width): updates repaint in place without a layout pass.
     DEFAULT_CSS = "QueueSummary { height: 1; padding: 0 1; }"
 
-    def show(self, live: LiveState) -> None:
+    def show(self, live: LiveState) -> bool:
+        """Repaint the line if its text changed (a status tick usually changes nothing); True if so."""
         counts = live.queue_counts()
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append("Queue ", style="bold")
@@ -37,4 +39,4 @@ class QueueSummary(Static):
         current = live.current_row()
         if current is not None:
             text.append(f"   now: #{current.id} {current.profile} conc {current.concurrency} rep {current.repeat_index}")
-        self.update(text, layout=False)
+        return put(self, text)

@@ -2,7 +2,7 @@
 
 A queue of months holds tens of thousands of items; the table holds a window of `WINDOW` of them
 (far more than a terminal shows) and moves the window when the cursor walks past its edge (arrows,
-page keys, home/end), so a queue event or a cursor step costs the same at 100 items as at 100,000.
+page keys, home/end) or the mouse wheel scrolls past it, so a queue event or a cursor step costs the same at 100 items as at 100,000.
 The subtitle says which rows are shown. A status or progress tick that changes neither the rows nor
 the current item touches nothing.
 """
@@ -13,11 +13,13 @@ import itertools
 from collections.abc import Sequence
 
 from rich.text import Text
+from textual import events
 from textual.coordinate import Coordinate
 
 from moe_tui.control import QueueRow
 from moe_tui.ui import render
 from moe_tui.ui.widgets.keyed_table import KeyedTable
+from moe_tui.ui.widgets.repaint import titles
 
 COLUMNS = (
     ("n", "#", 3),
@@ -63,14 +65,16 @@ class QueueTable(KeyedTable):
     def set_narrow(self, narrow: bool) -> None:
         self.show_columns(NARROW_COLUMNS if narrow else None)
 
-    def show(self, rows: Sequence[QueueRow], current: int | None) -> None:
+    def show(self, rows: Sequence[QueueRow], current: int | None) -> bool:
+        """Show `rows` (the window around the highlighted item); False when nothing changed."""
         if rows is self._rows and current == self._current:
-            return  # a status or progress tick: nothing here changed
+            return False  # a status or progress tick: nothing here changed
         self._rows, self._current = rows, current
         at = self._position(self.highlighted_item)
         if at is not None and not self._start <= at < self._start + WINDOW:
             self._start = at - WINDOW // 2  # the highlighted item stays in the window
         self._sync_window()
+        return True
 
     def _position(self, item_id: int | None) -> int | None:
         """Where the item is in the whole queue: looked for in (and around) the window first, the
@@ -89,8 +93,8 @@ class QueueTable(KeyedTable):
         end = min(total, self._start + WINDOW)
         self.sync({str(r.id): queue_cells(n, r, self._current)
                    for n, r in enumerate(self._rows[self._start:end], start=self._start + 1)})
-        self.border_subtitle = (f"rows {self._start + 1:,}-{end:,} of {total:,} (arrows past the edge for more)"
-                                if total > WINDOW else "")
+        titles(self, subtitle=f"rows {self._start + 1:,}-{end:,} of {total:,} (arrows past the edge for more)"
+               if total > WINDOW else "")
 
     def _go(self, position: int) -> None:
         """Put the cursor on the item at `position` in the whole queue, moving the window there."""
@@ -113,6 +117,31 @@ class QueueTable(KeyedTable):
         if more:
             self._go(self._start + self.cursor_row + step)
         return more
+
+    def _shift_window(self, delta: int) -> bool:
+        """Move the window by `delta` items, keeping the items on screen where they are (the view
+        scrolls back by what the window moved on). False at either end of the queue."""
+        start = max(0, min(self._start + delta, len(self._rows) - WINDOW))
+        moved = start - self._start
+        if not moved:
+            return False
+        keep_y = self.scroll_y
+        self._start = start
+        self._sync_window()
+        self.scroll_to(y=max(0, keep_y - moved), animate=False, immediate=True)
+        return True
+
+    def _on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        # The wheel at the window's last rows moves the window on (Textual would stop scrolling).
+        if not (event.ctrl or event.shift) and self.scroll_y >= self.max_scroll_y \
+                and self._shift_window(WINDOW // 2):
+            event.prevent_default()
+            event.stop()
+
+    def _on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        if not (event.ctrl or event.shift) and self.scroll_y <= 0 and self._shift_window(-(WINDOW // 2)):
+            event.prevent_default()
+            event.stop()
 
     def _page(self) -> int:
         return max(1, self.scrollable_content_region.height - 1)

@@ -15,6 +15,7 @@ from textual.widgets import Static
 from moe_tui.control import LiveState, ServerLive
 from moe_tui.ui import render
 from moe_tui.ui.widgets.keyed_table import KeyedTable
+from moe_tui.ui.widgets.repaint import put
 
 COLUMNS = (
     ("profile", "Profile", 24),
@@ -104,7 +105,7 @@ class ServerPanel(Vertical):
             text.append("no server log lines yet", style="dim")
         tail = self.query_one("#server-log-tail", Static)
         if tail.display:  # hidden on short terminals; 10 log lines a second must not cost a layout
-            tail.update(text, layout=False)
+            put(tail, text)
 
     def on_data_table_row_highlighted(self) -> None:
         app = self.app

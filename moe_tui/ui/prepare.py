@@ -1,0 +1,119 @@
+"""Screens built once, off screen: a key that switches screens is a switch, never a build.
+
+Textual builds a mode's screen on its first `switch_mode`: compose and mount every widget, style
+them, lay them out and render every line for the first time; and a screen made that way is behind
+the App's CSS count, so the switch also re-parses the whole stylesheet (50-90 ms on its own on a
+2-core box). Measured before this module: first visits 77-165 ms on a quiet 16-core host.
+
+So the App builds each mode's screen after its first paint, one step per idle slice (a key pressed
+in between is served first):
+
+1. mount the screen (`App._init_mode`: what `switch_mode` runs for a new mode, minus making it
+   current), with the CSS count of the sheet it was styled from, so that no re-parse follows;
+2. once mounted, lay it out and render it off screen, a band of a widget's lines a step: every
+   widget's lines are then cached, and the first visit repaints from the cache like any later one.
+
+A screen whose content arrives while another screen is shown (the comparison grid is built in a
+worker) renders itself off screen again then (`LiveScreen.prerender_soon`).
+Textual has no public API for either step: the private names used are listed here, in one place.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from textual.app import App
+from textual.geometry import Region
+from textual.screen import Screen
+
+# A slice of preparation runs at most this long (then keys and repaints are served) ...
+SLICE_S = 0.008
+# ... and the next one starts this much later.
+STEP_S = 0.02
+
+# Lines of one widget rendered in one step (a table's first render is about 1 ms a line).
+BAND_LINES = 8
+
+Steps = Iterator[None]
+
+
+def styled_now(app: App, screen: Screen) -> Screen:
+    """`screen` marked as styled from the App's current stylesheet (it is: widgets are styled as
+    they mount), so a switch to it does not re-parse the sheet. A theme change still does: it bumps
+    the App's count past this one."""
+    screen._css_update_count = app._css_update_count
+    return screen
+
+
+def _ready(app: App, screen: Screen) -> bool:
+    return bool(app.is_running and not screen.is_current and screen.is_mounted and app.size)
+
+
+def render_off_screen(app: App, screen: Screen) -> Steps:
+    """Lay out `screen` while another is shown, then render its widgets' lines one widget a step
+    (what Textual does on a switch, without the output); stops when the screen is shown."""
+    if not _ready(app, screen):
+        return
+    screen._refresh_layout(app.size)
+    yield
+    for widget, (region, clip) in list(screen._compositor.visible_widgets.items()):
+        x, y, width, height = region.intersection(clip)  # the crop the compositor asks for
+        for band in range(0, height, BAND_LINES):  # a tall table is rendered a band of lines a step
+            if not _ready(app, screen):
+                return
+            if widget.is_mounted:
+                widget.render_lines(Region(x - region.x, y - region.y + band, width,
+                                           min(BAND_LINES, height - band)))
+            yield
+
+
+def mount_off_screen(app: App, mode: str) -> Steps:
+    """Build `mode`'s screen (`App._init_mode`: what `switch_mode` runs for a new mode, minus
+    making it current), wait for its widgets to mount, then render it off screen."""
+    stack = app._screen_stacks.get(mode)
+    if not stack:  # not built yet (a key may have asked for it first)
+        app._init_mode(mode)
+        stack = app._screen_stacks[mode]
+    while app.is_running and not stack[0].is_mounted:
+        yield
+    yield from render_off_screen(app, stack[0])
+
+
+class Preparer:
+    """Runs preparation jobs (generators of steps) in idle slices: each slice runs steps for at
+    most SLICE_S, then yields the event loop for STEP_S."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self._jobs: deque[Steps] = deque()
+        self._scheduled = False
+
+    def add(self, job: Steps) -> None:
+        self._jobs.append(job)
+        if not self._scheduled:
+            self._scheduled = True
+            self.app.set_timer(STEP_S, self._slice)
+
+    def prepare_modes(self, modes: Iterable[str]) -> None:
+        for mode in modes:
+            self.add(mount_off_screen(self.app, mode))
+
+    @property
+    def done(self) -> bool:
+        return not self._jobs
+
+    def _slice(self) -> None:
+        self._scheduled = False
+        app: Any = self.app
+        end = time.perf_counter() + SLICE_S
+        while self._jobs and app.is_running and time.perf_counter() < end:
+            try:
+                next(self._jobs[0])
+            except StopIteration:
+                self._jobs.popleft()
+        if self._jobs and app.is_running:
+            self._scheduled = True
+            app.set_timer(STEP_S, self._slice)

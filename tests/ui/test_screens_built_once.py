@@ -1,0 +1,77 @@
+"""Screens are built once and updated in place (issues 23/26): every mode's screen is mounted and
+rendered off screen after the first paint, a key shows that same instance, a first visit neither
+builds a screen nor re-parses the stylesheet, and a revisit of Compare with nothing recorded in
+between does not repaint the grid. Speed itself is benched (benches/tui_overhead.py), not timed here."""
+
+from __future__ import annotations
+
+from moe_tui.ui.screens.compare import CompareScreen
+from moe_tui.ui.screens.dashboard import DashboardScreen
+from moe_tui.ui.screens.queue import QueueScreen
+from moe_tui.ui.widgets.compare_grid import CompareGrid
+from tests.ui.test_pilot import SIZE, settle
+
+
+async def _prepared(pilot, app) -> None:
+    """Wait (on the App's own state, not a clock) until the preparation jobs have all run."""
+    for _ in range(400):
+        if app.preparer.done and all(m in app._screen_stacks for m in app.MODES):
+            break
+        await pilot.pause(0.02)
+    await settle(pilot, app)
+    assert app.preparer.done
+
+
+async def test_every_screen_is_built_before_its_first_visit_and_shown_as_that_instance(make_app):
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await _prepared(pilot, app)
+        built = {mode: app._screen_stacks[mode][0] for mode in app.MODES}
+        assert isinstance(built["queue"], QueueScreen) and isinstance(built["compare"], CompareScreen)
+        # Rendered off screen: the Queue table already has its rows (and their lines) before the key.
+        assert built["queue"].query_one("#queue-table").row_count > 0
+        for _ in range(2):  # visited twice: the same instance each time
+            for key, mode in (("2", "queue"), ("3", "compare"), ("1", "dashboard")):
+                await pilot.press(key)
+                await settle(pilot, app)
+                assert app.screen is built[mode]
+        assert isinstance(app.screen, DashboardScreen)
+
+
+async def test_a_first_visit_does_not_reparse_the_stylesheet(make_app):
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await _prepared(pilot, app)
+        reparsed: list[int] = []
+        real = app.stylesheet.reparse
+        app.stylesheet.reparse = lambda: (reparsed.append(1), real())[1]  # type: ignore[method-assign]
+        for key in "2313":
+            await pilot.press(key)
+            await settle(pilot, app)
+        assert reparsed == []
+        # A theme change still restyles every screen, the hidden ones when they are shown.
+        app.theme = "textual-light"
+        await settle(pilot, app)
+        await pilot.press("2")
+        await settle(pilot, app)
+        assert reparsed
+
+
+async def test_a_revisit_with_nothing_recorded_does_not_repaint_the_grid(make_app):
+    app, adapter = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await _prepared(pilot, app)
+        await pilot.press("3")
+        await settle(pilot, app)
+        grid = app.screen.query_one(CompareGrid)
+        assert grid.row_count > 0
+        shown: list[object] = []
+        real = grid.show
+        grid.show = lambda *a, **k: (shown.append(a[0]), real(*a, **k))[1]  # type: ignore[method-assign]
+        for key in "13":
+            await pilot.press(key)
+            await settle(pilot, app)
+        assert isinstance(app.screen, CompareScreen) and shown == []
+        await pilot.press("f")  # flagged runs included: another grid, painted
+        await settle(pilot, app)
+        assert len(shown) == 1

@@ -122,6 +122,8 @@ def _profile_source(profiles: ProfileSet | Callable[[], ProfileSet] | str | Path
 
 
 class Controller:
+    """Works the run queue (the module docstring says how); owns its typed parts and their context."""
+
     def __init__(
         self,
         store: Store,

@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test check lint install bench screenshots sglang-client envs durations clean
+.PHONY: demo test check lint lint-code parser-check install bench screenshots sglang-client envs durations clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,13 +26,18 @@ envs:
 	$(MAKE) --no-print-directory -j2 $(STAMP) sglang-client
 
 # Layers that fail the build: style and bugs (ruff), types (mypy: strict on the core), and the
-# import contracts in pyproject.toml (import-linter). `make test` runs them first.
-lint: $(STAMP)
+# import contracts in pyproject.toml (import-linter), then SGLang's own parser over the profiles.
+# `make test` runs them first.
+lint: lint-code parser-check
+
+lint-code: $(STAMP)
 	$(VENV)/bin/ruff check moe_tui tests benches tools
 	$(VENV)/bin/mypy
 	PYTHONPATH=$(CURDIR) $(VENV)/bin/lint-imports
-	@# SGLang 0.5.23's own parser over every shipped profile (torch stubbed; ~2 s); skipped, with a
-	@# note, until `make sglang-client` has built the light env.
+
+# SGLang 0.5.23's own parser over every shipped profile (torch stubbed; ~2 s); skipped, with a
+# note, until `make sglang-client` has built the light env.
+parser-check:
 	@if [ -x .venv-sglang-client/bin/python ]; then .venv-sglang-client/bin/python tools/sglang_parser/check.py; \
 	else echo "note: no .venv-sglang-client: SGLang parser check skipped (make sglang-client)"; fi
 
@@ -48,9 +53,12 @@ TEST_WORKERS ?= $(shell expr 2 \* $(NPROC))
 check: $(STAMP) lint
 	$(PYTEST) -q -n $(NPROC) -m "not integration and not ui" --durations=5
 
-# The whole suite, every tier; prints the slowest tests and each tier's time.
-test: envs
-	$(MAKE) --no-print-directory lint
+# The whole suite, every tier; prints the slowest tests and each tier's time. The code's lint
+# (mypy's cold start is the long part) runs while SGLang's client environment is built, which is
+# mostly waiting on downloads; each job's output is printed whole when it ends (-Otarget).
+test:
+	$(MAKE) --no-print-directory -j2 -Otarget lint-code sglang-client
+	$(MAKE) --no-print-directory parser-check
 	$(PYTEST) -q -rfER -n $(TEST_WORKERS) --dist loadgroup --durations=15
 
 # Refresh tests/durations.json (the scheduling order) from a whole run on this machine.

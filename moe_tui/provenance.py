@@ -28,6 +28,7 @@ from typing import Any
 
 from moe_tui import judgement as J
 from moe_tui.disturbance import load_flags
+from moe_tui.spec import BenchmarkSpec
 
 # Flags a run can carry, in words: the one list lives in moe_tui.judgement (this name is kept for
 # callers that imported it from here).
@@ -90,7 +91,7 @@ def telemetry_facts(telemetry: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def build_provenance(
     *,
-    spec: Any,
+    spec: BenchmarkSpec,
     profile: Mapping[str, Any],
     server: Mapping[str, Any] | None,
     queue_item: Mapping[str, Any] | None = None,
@@ -100,7 +101,7 @@ def build_provenance(
     finished_at: float | None = None,
     telemetry: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The whole provenance dict. `spec` is a BenchmarkSpec; `server` is `ManagedServer.describe()`
+    """The whole provenance dict. `server` is `ManagedServer.describe()`
     plus `server_info` (the resolved args); `profile` is `ServerProfile.snapshot()`."""
     server = dict(server or {})
     server_info = server.get("server_info") or {}

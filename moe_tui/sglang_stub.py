@@ -32,17 +32,17 @@ STUB_VERSION = "2.9.1"  # what `torch.__version__` reads as (sglang parses it at
 class _Inert(types.ModuleType):
     """A module, class base, callable and value at once; false, zero and empty."""
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> _Inert:
         if name.startswith("__") or name in ABSENT_ATTRIBUTES:
             raise AttributeError(name)
         child = _Inert(f"{self.__name__}.{name}")
         setattr(self, name, child)
         return child
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> _Inert:
         return _Inert(self.__name__ + "()")
 
-    def __mro_entries__(self, bases: tuple) -> tuple:
+    def __mro_entries__(self, bases: tuple[type, ...]) -> tuple[type, ...]:
         return ()  # `class X(torch.nn.Module, ABC)` becomes `class X(ABC)`
 
     def __bool__(self) -> bool:
@@ -89,7 +89,7 @@ class _InertFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         module = _Inert(spec.name)
         module.__path__ = []
-        module.__version__ = STUB_VERSION  # type: ignore[attr-defined]
+        module.__version__ = STUB_VERSION  # type: ignore[attr-defined]  # a module attribute torch has, ours not
         return module
 
     def exec_module(self, module: types.ModuleType) -> None:
@@ -113,7 +113,7 @@ def sglang_parser() -> tuple[Any, str]:
     from importlib.metadata import version
 
     install()
-    from sglang.srt.server_args import ServerArgs  # type: ignore[import-not-found]
+    from sglang.srt.server_args import ServerArgs  # type: ignore[import-not-found]  # the profile interpreter's sglang
 
     parser = argparse.ArgumentParser(prog="sglang serve")
     ServerArgs.add_cli_args(parser)

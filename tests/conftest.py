@@ -70,7 +70,7 @@ def pytest_runtest_protocol(item, nextitem):
     """Around setup, call and teardown (module fixtures included) of a unit or ui test, starting a
     process raises ProcessOutsideIntegrationTier naming the test."""
     if item.get_closest_marker("integration") is not None:
-        yield
+        yield from _record_cpu(item)
         return
     import multiprocessing.util
     import subprocess
@@ -86,10 +86,31 @@ def pytest_runtest_protocol(item, nextitem):
     for owner, name in patched:
         setattr(owner, name, refuse)
     try:
-        yield
+        yield from _record_cpu(item)
     finally:
         for owner, name, original in saved:
             setattr(owner, name, original)
+
+
+def _record_cpu(item):
+    """With MOE_TUI_RECORD_CPU=PATH, append the CPU seconds of the test and of the processes it
+    started and reaped (independent of how loaded the machine is) to PATH, one JSON line a test."""
+    path = os.environ.get("MOE_TUI_RECORD_CPU")
+    if not path:
+        yield
+        return
+    import resource
+
+    def cpu() -> float:
+        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    before, started = cpu(), time.monotonic()
+    yield
+    line = json.dumps({"test": item.nodeid, "cpu_s": round(cpu() - before, 2),
+                       "wall_s": round(time.monotonic() - started, 2)})
+    with open(path, "a") as f:  # one short line per write: appends from parallel workers stay whole
+        f.write(line + "\n")
 
 
 # -- scheduling and the tier report ----------------------------------------------------------------

@@ -115,8 +115,10 @@ def test_gate_cli_names_an_unreachable_server(env):
 def test_campaign_gates_each_profile_before_its_first_timed_run(env):
     a = env.profile("sim-ga", "flashinfer_cutlass")
     b = env.profile("sim-gb", "flashinfer_cutedsl", fault_output_drift_after=4)
+    # --no-control: the subject is the gate (once per profile per campaign, before the first timed
+    # run); the control's 8 planned starts a side would add 14 server starts and no claim.
     added = env.run("queue", "add", "--profiles", f"{a},{b}", "--concurrency", "1,2", "--no-warmup-pass",
-                    "--profiles-dir", str(env.profiles), "--num-prompts", "2", "--input-len", "16",
+                    "--no-control", "--profiles-dir", str(env.profiles), "--num-prompts", "2", "--input-len", "16",
                     "--output-len", "4")
     assert added.returncode == 0, added.stdout
     done = env.run("run", "--profiles-dir", str(env.profiles), timeout=150)

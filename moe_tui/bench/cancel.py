@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import Any
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
-async def until_stopped(stop: asyncio.Event, step: Awaitable[Any]) -> tuple[Any, bool]:
+async def until_stopped(stop: asyncio.Event, step: Awaitable[T]) -> tuple[T | None, bool]:
     """(the step's result, False), or (None, True) when `stop` was set first (the step cancelled)."""
     task = asyncio.ensure_future(step)
     waiter = asyncio.ensure_future(stop.wait())

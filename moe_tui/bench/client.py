@@ -64,6 +64,10 @@ from typing import Any
 
 import aiohttp
 import orjson
+from aiohttp.client_proto import ResponseHandler
+from aiohttp.client_reqrep import ClientRequest
+from aiohttp.connector import Connection
+from aiohttp.tracing import Trace
 
 ERROR_TEXT_MAX = 500
 # Bounds on what a server may make the client hold: one SSE line (a /generate line at 32k output
@@ -115,18 +119,24 @@ class ConnectionCountingConnector(aiohttp.TCPConnector):
     """TCPConnector that counts the distinct connections it has handed out (`opened`): the
     difference over a phase is how many TCP connections that phase had to open itself."""
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.opened = 0
-        self._seen: weakref.WeakSet = weakref.WeakSet()
+        self._seen: weakref.WeakSet[ResponseHandler] = weakref.WeakSet()
 
-    async def connect(self, req: Any, traces: Any, timeout: Any) -> Any:
+    async def connect(self, req: ClientRequest, traces: list[Trace], timeout: aiohttp.ClientTimeout) -> Connection:
         conn = await super().connect(req, traces, timeout)
         protocol = conn.protocol
         if protocol is not None and protocol not in self._seen:
             self._seen.add(protocol)
             self.opened += 1
         return conn
+
+
+def connections_opened(session: aiohttp.ClientSession) -> int | None:
+    """How many connections the session's connector has opened so far (None: not a counting one)."""
+    connector = session.connector
+    return connector.opened if isinstance(connector, ConnectionCountingConnector) else None
 
 
 API_KEY_ENV = "MOE_TUI_API_KEY"  # the server's key, handed to the bench child in its environment
@@ -158,8 +168,7 @@ async def open_connections(session: aiohttp.ClientSession, base_url: str, count:
     timed phase then opens what is missing itself, and `connections_opened_timed` says so.
     Returns {connections_preopen_target, connections_preopened (new), connections_preopen_s,
     connections_preopen_errors, connections_preopen_error (first message or "")}."""
-    connector = session.connector
-    before = getattr(connector, "opened", None)
+    before = connections_opened(session)
     url = f"{base_url}/v1/models"
     errors: list[str] = []
 
@@ -176,7 +185,8 @@ async def open_connections(session: aiohttp.ClientSession, base_url: str, count:
             await asyncio.gather(*(one() for _ in range(count)))
     except TimeoutError:
         errors.append(f"not all answered within {timeout_s:g} s")
-    opened = None if before is None else connector.opened - before
+    after = connections_opened(session)
+    opened = None if before is None or after is None else after - before
     return {"connections_preopen_target": count, "connections_preopened": opened,
             "connections_preopen_s": time.perf_counter() - started,
             "connections_preopen_errors": len(errors), "connections_preopen_error": errors[0][:200] if errors else ""}
@@ -209,7 +219,7 @@ class RequestOutcome:
         self.error = message[:ERROR_TEXT_MAX]
 
 
-def _finish_reason(value: Any) -> str | None:
+def _finish_reason(value: object) -> str | None:
     if value is None:
         return None
     if isinstance(value, dict):

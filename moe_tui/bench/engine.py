@@ -53,6 +53,7 @@ from moe_tui.bench.client import (
     DEFAULT_STALL_TIMEOUT_S,
     RequestOutcome,
     build_payload,
+    connections_opened,
     open_connections,
     open_session,
     stream_request,
@@ -375,9 +376,9 @@ class _Run:
             except TimeoutError:
                 pass
 
-    async def dispatch(self, workload: Workload, outcomes: list[RequestOutcome], t0: float) -> list[asyncio.Task]:
+    async def dispatch(self, workload: Workload, outcomes: list[RequestOutcome], t0: float) -> list[asyncio.Task[RequestOutcome]]:
         """Release requests at their arrival times (all at once for rate inf)."""
-        tasks: list[asyncio.Task] = []
+        tasks: list[asyncio.Task[RequestOutcome]] = []
         finite_rate = not math.isinf(self.spec.request_rate)
         for item, outcome, arrival in zip(workload.items, outcomes, workload.arrivals):
             due = t0 + arrival
@@ -392,12 +393,12 @@ class _Run:
             await self._pause(t0 + workload.tail_s)  # bench_serving sleeps the gap after the last one too
         return tasks
 
-    async def wait_all(self, tasks: list[asyncio.Task]) -> bool:
+    async def wait_all(self, tasks: list[asyncio.Task[RequestOutcome]]) -> bool:
         """Until every request ended, or the run is stopped (then the rest are cancelled). Returns
         whether it was stopped."""
         if not tasks:
             return False
-        pending = set(tasks)
+        pending: set[asyncio.Task[object]] = set(tasks)  # the requests, then with the stop event
         stop_wait = asyncio.create_task(self.stop.wait())
         try:
             while pending:
@@ -416,10 +417,10 @@ class _Run:
         self.live.reset(self.spec.num_prompts, "timed")
         lag_mark = self.probe.mark()
         cpu_before = resource.getrusage(resource.RUSAGE_SELF)
-        opened_before = getattr(self.session.connector, "opened", None)
+        opened_before = connections_opened(self.session)
         outcomes = [RequestOutcome(it.idx, it.prompt_len, it.output_len) for it in workload.items]
         wall_anchor, t0 = time.time(), time.perf_counter()
-        tasks: list[asyncio.Task] = []
+        tasks: list[asyncio.Task[RequestOutcome]] = []
         try:
             tasks = await self.dispatch(workload, outcomes, t0)
             stopped = self.stop.is_set()  # stopped while releasing requests
@@ -430,8 +431,8 @@ class _Run:
             raise
         duration = time.perf_counter() - t0
         cpu_after = resource.getrusage(resource.RUSAGE_SELF)
-        if opened_before is not None:
-            self.result.selfcheck["connections_opened_timed"] = self.session.connector.opened - opened_before
+        if opened_before is not None and (opened_after := connections_opened(self.session)) is not None:
+            self.result.selfcheck["connections_opened_timed"] = opened_after - opened_before
         for outcome, task in zip(outcomes, tasks):
             if task.cancelled():
                 outcome.fail("cancelled", "run stopped before this request finished")
@@ -450,7 +451,7 @@ class _Run:
             self.result.flags.append(FLAG_SERVER_STALL)
         self.status(outcomes, stopped)
 
-    def selfcheck(self, outcomes: list[RequestOutcome], records: list[dict[str, Any]], lag_mark: Any,
+    def selfcheck(self, outcomes: list[RequestOutcome], records: list[dict[str, Any]], lag_mark: int,
                   cpu_s: float, duration: float) -> None:
         finite_rate = not math.isinf(self.spec.request_rate)
         check: dict[str, Any] = dict(self.result.selfcheck)
@@ -461,12 +462,12 @@ class _Run:
             achieved_concurrency=self.result.summary["concurrency"],
             requested_rate=None if not finite_rate else self.spec.request_rate,
         )
-        dispatched = [o for o in outcomes if o.dispatched_at is not None]
+        dispatched = [(o.scheduled_at, o.dispatched_at) for o in outcomes if o.scheduled_at is not None and o.dispatched_at is not None]
         if finite_rate and dispatched:
-            lags = sorted((o.dispatched_at - o.scheduled_at) * 1000 for o in dispatched)
+            lags = sorted((sent - due) * 1000 for due, sent in dispatched)
             check["dispatch_lag_p99_ms"] = lags[min(len(lags) - 1, int(0.99 * len(lags)))]
             check["dispatch_lag_max_ms"] = lags[-1]
-            span = dispatched[-1].dispatched_at - dispatched[0].dispatched_at
+            span = dispatched[-1][1] - dispatched[0][1]
             check["achieved_rate"] = (len(dispatched) - 1) / span if span > 0 and len(dispatched) > 1 else None
         queued = [r["queued_s"] for r in records if r["queued_s"] is not None]
         check["client_queue_wait_mean_ms"] = sum(queued) / len(queued) * 1000 if queued else None

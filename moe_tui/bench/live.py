@@ -35,7 +35,10 @@ RATE_SHORTFALL = 0.9
 
 
 class LiveStats:
-    def __init__(self, total: int, phase: str = "timed"):
+    def __init__(self, total: int, phase: str = "timed") -> None:
+        self._start(total, phase)
+
+    def _start(self, total: int, phase: str) -> None:
         self.total = total
         self.phase = phase
         self.started = time.perf_counter()
@@ -48,7 +51,7 @@ class LiveStats:
         self._itl: deque[float] = deque(maxlen=RECENT_SAMPLES)
 
     def reset(self, total: int, phase: str) -> None:
-        self.__init__(total, phase)
+        self._start(total, phase)
 
     def on_tokens(self, now: float, tokens: int) -> None:
         self.tokens += tokens
@@ -95,7 +98,7 @@ class LoopLagProbe:
     def __init__(self, interval: float = 0.05):
         self.interval = interval
         self.lags: list[float] = []
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     async def _run(self) -> None:
         while True:

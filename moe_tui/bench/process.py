@@ -22,11 +22,12 @@ import os
 import signal
 import sys
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from moe_tui.bench.engine import BenchResult, ProgressCallback, _emit, native_spec
-from moe_tui.events import event_from_dict
+from moe_tui.events import BenchProgress, event_from_dict
 from moe_tui.spec import BenchmarkSpec
 
 STOP_GRACE_S = 10.0
@@ -51,7 +52,7 @@ def bench_argv(spec_file: str, base_url: str, *, python: str | None = None, run_
     return argv
 
 
-async def _read_lines(stream: asyncio.StreamReader):
+async def _read_lines(stream: asyncio.StreamReader) -> AsyncIterator[bytes]:
     """Lines of any length (the final result line can be many megabytes)."""
     buffer = b""
     while True:
@@ -118,7 +119,7 @@ class _ChildRun:
         self.proc = proc
         self.on_progress = on_progress
         self.stderr_lines: list[str] = []
-        self.latest: list[Any] = []
+        self.latest: list[BenchProgress] = []
         self.wake = asyncio.Event()
         self.finished = False
 
@@ -157,9 +158,11 @@ class _ChildRun:
             kind = obj.get("type")
             if kind == "BenchProgress":
                 try:
-                    self.latest.append(event_from_dict(obj))
+                    event = event_from_dict(obj)
                 except (TypeError, KeyError):
                     continue
+                if isinstance(event, BenchProgress):
+                    self.latest.append(event)
                 self.wake.set()
             elif kind == "BenchResult":
                 obj.pop("type", None)

@@ -19,7 +19,7 @@ from moe_tui.spec import BenchmarkSpec
 API_TO_BACKEND = {"generate": "sglang", "completions": "sglang-oai"}
 
 
-def _row(label: str, value: Any, fmt: str = "") -> str:
+def _row(label: str, value: object, fmt: str = "") -> str:
     if value is None:
         text = "n/a"
     elif fmt:

@@ -28,7 +28,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from moe_tui.spec import BenchmarkSpec
+
+    # A BenchmarkSpec, or a mapping with its field names (an imported record's spec fields).
+    SpecLike = BenchmarkSpec | Mapping[str, Any]
 
 CLIENT_NAME = "sglang.bench_serving"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -139,23 +145,30 @@ _PROBE = (
 )
 
 
-def _probe(python: Path) -> dict | None:
+class _Probe(TypedDict):
+    sglang: str | None  # its version
+    torch: bool
+
+
+def _probe(python: Path) -> _Probe | None:
     """Which sglang (and whether torch) an interpreter has, without importing either (fast)."""
     try:
         out = subprocess.run(
             [str(python), "-c", _PROBE], capture_output=True, text=True, timeout=30, check=True
         ).stdout
-        return json.loads(out.strip().splitlines()[-1])
+        info: _Probe = json.loads(out.strip().splitlines()[-1])
+        return info
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return None
 
 
 def _client_for(python: Path) -> SglangClient | None:
     info = _probe(python)
-    if not info or not info.get("sglang"):
+    version = info.get("sglang") if info else None
+    if not info or not version:
         return None
     kind = "installed" if info.get("torch") else "repo-env"
-    return SglangClient(kind=kind, python=python, version=info["sglang"])
+    return SglangClient(kind=kind, python=python, version=version)
 
 
 def locate_client(env_dir: Path = CLIENT_ENV_DIR) -> SglangClient | None:
@@ -188,7 +201,7 @@ def require_client(env_dir: Path = CLIENT_ENV_DIR) -> SglangClient:
 
 
 # -- spec -> flags ------------------------------------------------------------------------------
-def _spec_value(spec: Any, name: str) -> Any:
+def _spec_value(spec: SpecLike, name: str) -> Any:
     if isinstance(spec, Mapping):
         if name not in spec:
             raise BenchServingError(f"benchmark spec has no field '{name}'")
@@ -204,11 +217,11 @@ def _number(value: float) -> str:
 
 
 def bench_serving_args(
-    spec: Any,
+    spec: SpecLike,
     *,
     base_url: str,
-    output_file: str | os.PathLike,
-    tokenizer: str | os.PathLike | None = None,
+    output_file: str | os.PathLike[str],
+    tokenizer: str | os.PathLike[str] | None = None,
     output_details: bool = False,
     disable_tqdm: bool = True,
     tag: str | None = None,
@@ -284,12 +297,12 @@ def _tail(path: Path, n: int = 40) -> str:
 
 
 def run_bench_serving(
-    spec: Any,
+    spec: SpecLike,
     *,
     base_url: str,
-    output_file: str | os.PathLike,
-    log_file: str | os.PathLike,
-    tokenizer: str | os.PathLike | None = None,
+    output_file: str | os.PathLike[str],
+    log_file: str | os.PathLike[str],
+    tokenizer: str | os.PathLike[str] | None = None,
     client: SglangClient | None = None,
     output_details: bool = False,
     timeout_s: float | None = None,
@@ -333,7 +346,7 @@ def run_bench_serving(
     return records[-1]
 
 
-def check_spec_matches_client(spec: Any, client: SglangClient) -> None:
+def check_spec_matches_client(spec: SpecLike, client: SglangClient) -> None:
     """A spec names the client that measures it; running it with another would mislabel results."""
     name = _spec_value(spec, "client")
     if name != CLIENT_NAME:
@@ -346,7 +359,7 @@ def check_spec_matches_client(spec: Any, client: SglangClient) -> None:
         )
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -360,7 +373,7 @@ def _parse_constant(name: str) -> float:
     return {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}[name]
 
 
-def parse_bench_serving_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
+def parse_bench_serving_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Every record in a bench_serving JSONL file, normalized. Blank lines are skipped."""
     path = Path(path)
     try:

@@ -15,12 +15,15 @@ their total.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moe_tui.judgement import stall_threshold_s
 
+if TYPE_CHECKING:
+    from moe_tui.bench.client import RequestOutcome
 
-def _timeline(outcomes: Iterable[Any]) -> list[tuple[float, int]]:
+
+def _timeline(outcomes: Iterable[RequestOutcome]) -> list[tuple[float, int]]:
     """(perf time, kind) events; kind 0 = request start, 1 = token, 2 = request end. Ends sort
     after tokens at the same instant, starts before."""
     events: list[tuple[float, int]] = []
@@ -35,7 +38,7 @@ def _timeline(outcomes: Iterable[Any]) -> list[tuple[float, int]]:
     return events
 
 
-def find_stalls(outcomes: Iterable[Any], threshold_s: float) -> list[tuple[float, float]]:
+def find_stalls(outcomes: Iterable[RequestOutcome], threshold_s: float) -> list[tuple[float, float]]:
     """(start, length) in perf-counter seconds of every progress gap over `threshold_s` with
     requests in flight."""
     stalls: list[tuple[float, float]] = []
@@ -70,7 +73,7 @@ def pause_threshold_s(median_itl_ms: float | None) -> float:
     return max(PAUSE_MIN_S, PAUSE_ITL_MULTIPLE * (median_itl_ms or 0.0) / 1000.0)
 
 
-def stall_check(outcomes: list[Any], median_itl_ms: float | None, wall_anchor: float,
+def stall_check(outcomes: list[RequestOutcome], median_itl_ms: float | None, wall_anchor: float,
                 perf_anchor: float, duration_s: float | None = None) -> dict[str, Any]:
     """Self-check fields: `stall_threshold_s`, `pauses` (threshold, count, total and the limit
     on the total) and `server_stall` (None, or the longest stall's `start` in epoch seconds and

@@ -24,11 +24,14 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from moe_tui.spec import BenchmarkSpec
+
+if TYPE_CHECKING:
+    import aiohttp
 
 # bench_serving sends warmup requests as copies of request 0 with at most this many output tokens.
 WARMUP_MAX_OUTPUT_TOKENS = 32
@@ -66,7 +69,8 @@ class Workload:
 
 
 def _lengths(rng: np.random.RandomState, full_len: int, ratio: float, n: int) -> list[int]:
-    return rng.randint(max(int(full_len * ratio), 1), full_len + 1, size=n).tolist()
+    lengths: list[int] = rng.randint(max(int(full_len * ratio), 1), full_len + 1, size=n).tolist()
+    return lengths
 
 
 def build_workload(spec: BenchmarkSpec, vocab_size: int) -> Workload:
@@ -106,10 +110,9 @@ def vocab_size_from_tokenizer(path: str | Path) -> int:
     return int(tok.get_vocab_size(with_added_tokens=False))
 
 
-async def resolve_vocab_size(session: Any, base_url: str, tokenizer: str | None = None) -> tuple[int, str]:
+async def resolve_vocab_size(session: aiohttp.ClientSession, base_url: str, tokenizer: str | None = None) -> tuple[int, str]:
     """The vocabulary size and where it came from: --tokenizer, else the server's /model_info
-    tokenizer_path (or model_path) when that is a local directory, as bench_serving does.
-    `session` is an aiohttp.ClientSession."""
+    tokenizer_path (or model_path) when that is a local directory, as bench_serving does."""
     if tokenizer:
         return vocab_size_from_tokenizer(tokenizer), f"tokenizer {tokenizer}"
     import aiohttp

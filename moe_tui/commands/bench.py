@@ -25,7 +25,7 @@ from typing import Any
 BACKENDS = {"sglang": "generate", "sglang-oai": "completions"}
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("--base-url", required=True, help="server URL, e.g. http://127.0.0.1:30000")
     p.add_argument("--backend", choices=sorted(BACKENDS), default=None,

@@ -83,7 +83,7 @@ def terminal_width() -> int | None:
     return shutil.get_terminal_size().columns
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     add_pair_arguments(p)
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")

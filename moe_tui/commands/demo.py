@@ -10,10 +10,9 @@ otherwise), so closing the terminal leaves it running; `--in-process` keeps it i
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     from moe_tui.commands.tui import add_mode_args
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 import argparse
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     action = p.add_mutually_exclusive_group()
     action.add_argument("--repair", action="store_true",

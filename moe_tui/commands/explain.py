@@ -17,14 +17,18 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moe_tui.commands.common import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from moe_tui.compare.model import ComparisonGrid
+    from moe_tui.store.db import Store
 
 FORMATS = ("text", "md", "csv", "json")
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     from moe_tui.commands.compare import add_pair_arguments
 
     p = sub.add_parser(name, help=help_text, description=help_text)
@@ -110,7 +114,7 @@ def _show(args: argparse.Namespace, view: Any, simulated: bool) -> int:
     return 0
 
 
-def _queue(args: argparse.Namespace, store: Any, grid: Any, steps: int) -> int:
+def _queue(args: argparse.Namespace, store: Store, grid: ComparisonGrid, steps: int) -> int:
     from moe_tui.explain.store import enqueue_explain, plan_explain
     from moe_tui.profiles import load_profiles
     from moe_tui.spec import SpecError

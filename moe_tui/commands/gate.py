@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from moe_tui.commands.common import EXIT_NOT_FOUND, add_profiles_dir
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("profile", metavar="PROFILE", help="profile whose server answers the gate")
     add_profiles_dir(p)

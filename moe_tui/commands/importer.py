@@ -29,9 +29,13 @@ import math
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moe_tui import judgement as J
+
+if TYPE_CHECKING:
+    from moe_tui.spec import BenchmarkSpec
+    from moe_tui.store.db import Store
 
 BENCH_SERVING_DEFAULTS = {"seed": 42, "warmup_requests": 1, "ignore_eos": True, "temperature": 0.0,
                           "flush_cache": False}
@@ -39,7 +43,7 @@ UNKNOWN_CLIENT_VERSION = "unknown"
 OUTPUT_TOKENS_TOLERANCE = 0.01
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("file", help="a bench_serving or moe-tui bench --output-file (JSON lines)")
     p.add_argument("--profile", default=None,
@@ -131,7 +135,7 @@ def _rebuilt_spec(record: Mapping[str, Any], where: str, assume: Mapping[str, An
         raise ImportFileError(str(exc)) from None
 
 
-def output_tokens_problem(record: Mapping[str, Any], spec: Any) -> str | None:
+def output_tokens_problem(record: Mapping[str, Any], spec: BenchmarkSpec) -> str | None:
     """Why total_output_tokens does not match completed x output_len, or None (checked with ignore_eos)."""
     total, completed = record.get("total_output_tokens"), record.get("completed")
     if not spec.ignore_eos or not isinstance(total, (int, float)) or not isinstance(completed, (int, float)):
@@ -214,7 +218,7 @@ def runs_from_file(path: str, profile: str | None, assume: Mapping[str, Any] | N
     return out
 
 
-def existing_hashes(store: Any, runs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+def existing_hashes(store: Store, runs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """content hash -> the stored import that has it, for these runs' hashes (labelled ones too)."""
     return store.imported_runs_by_hash(h for r in runs for h in (r["provenance"]["content_sha256"],
                                                                  r["provenance"]["content_sha256_labelled"]))

@@ -14,12 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from moe_tui.investigate.model import InvestigationPlan
+    from moe_tui.store.db import Store
 
 from moe_tui.commands.common import EXIT_NOT_FOUND
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     from moe_tui.commands.compare import add_pair_arguments
 
     p = sub.add_parser(name, help=help_text, description=help_text)
@@ -152,7 +156,7 @@ def _confirm(plan: Any) -> bool:
     return answer in ("y", "yes")
 
 
-def _queue(args: argparse.Namespace, store: Any, plan: Any) -> int:
+def _queue(args: argparse.Namespace, store: Store, plan: InvestigationPlan) -> int:
     from pathlib import Path
 
     from moe_tui import paths

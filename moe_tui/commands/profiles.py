@@ -23,8 +23,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from moe_tui.commands.common import EXIT_NOT_FOUND, add_exit_codes, add_profiles_dir, profiles_dir_for
+
+if TYPE_CHECKING:
+    from moe_tui.profiles import ServerProfile
 
 STUB_FILE = Path(__file__).resolve().parent.parent / "sglang_stub.py"
 
@@ -64,7 +68,7 @@ print("SGLANG-OK", json.dumps({"version": version("sglang"), "flags": flags,
 """
 
 
-def add_parser(sub: argparse._SubParsersAction, name: str, help_text: str) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> None:
     p = sub.add_parser(name, help=help_text, description=__doc__.split("\n\n")[0])
     actions = p.add_subparsers(dest="profiles_action", metavar="ACTION")
     add_exit_codes(p)
@@ -154,7 +158,7 @@ def check(directory: Path, use_sglang: bool = True, as_json: bool = False) -> in
     return 1 if problems else 0
 
 
-def _box_checks(profile: object) -> tuple[list[str], list[str]]:
+def _box_checks(profile: ServerProfile) -> tuple[list[str], list[str]]:
     """What the start's own pre-flight would refuse, and the files the launch needs: found now,
     without starting anything."""
     import os
@@ -162,24 +166,24 @@ def _box_checks(profile: object) -> tuple[list[str], list[str]]:
     from moe_tui.servers import ServerStartError, no_gpu_view, nvml_gpu_view
     from moe_tui.servers.preflight import preflight
 
-    where = profile.source  # type: ignore[attr-defined]
+    where = profile.source
     problems: list[str] = []
     notes: list[str] = []
-    model = profile.model_path  # type: ignore[attr-defined]
-    if profile.engine == "sglang" and not os.path.isdir(model):  # type: ignore[attr-defined]
+    model = profile.model_path
+    if profile.engine == "sglang" and not os.path.isdir(model):
         notes.append(f"{where}: key 'model_path': {model} is not a local folder here; SGLang will look it up "
                      "as a hub id (offline boxes fail at load)")
-    probe = nvml_gpu_view if profile.engine == "sglang" else no_gpu_view  # type: ignore[attr-defined]
+    probe = nvml_gpu_view if profile.engine == "sglang" else no_gpu_view
     try:
-        for warning in preflight(profile, [], probe):  # type: ignore[arg-type]
-            if not (profile.binds_beyond_loopback and " binds " in warning):  # type: ignore[attr-defined]
+        for warning in preflight(profile, [], probe):
+            if not (profile.binds_beyond_loopback and " binds " in warning):
                 notes.append(f"{where}: {warning}")  # (that one is the check's own warning below)
     except ServerStartError as exc:
         problems.append(f"{where}: a start now would be refused: {exc}")
     return problems, notes
 
 
-def _check_with_emulator_parser(args: list[str]) -> tuple[str | None, dict]:
+def _check_with_emulator_parser(args: list[str]) -> tuple[str | None, dict[str, Any]]:
     """(the emulator parser's complaint or None, the values it resolved)."""
     try:
         from moe_tui.sim.args import build_parser
@@ -187,7 +191,11 @@ def _check_with_emulator_parser(args: list[str]) -> tuple[str | None, dict]:
         return None, {}
     parser = build_parser()
     errors: list[str] = []
-    parser.error = lambda message: (errors.append(message), (_ for _ in ()).throw(_ParseFailed()))  # type: ignore[assignment]
+    def fail(message: str) -> NoReturn:
+        errors.append(message)
+        raise _ParseFailed
+
+    parser.error = fail  # type: ignore[method-assign]  # argparse has no other hook for a usage error
     try:
         ns = parser.parse_args(args)
     except (_ParseFailed, SystemExit):
@@ -195,7 +203,7 @@ def _check_with_emulator_parser(args: list[str]) -> tuple[str | None, dict]:
     return None, vars(ns)
 
 
-def contradictions(profile: object, resolved: dict, by: str) -> list[str]:
+def contradictions(profile: ServerProfile, resolved: dict[str, Any], by: str) -> list[str]:
     """Each profile-owned setting the parser resolved to another value than the profile's key,
     naming the extra_args spelling that got there and SGLang's own name for it."""
     from moe_tui.sglang_flags import PROFILE_OWNED, owned_reached
@@ -207,10 +215,10 @@ def contradictions(profile: object, resolved: dict, by: str) -> list[str]:
             continue
         got = resolved[dest]
         if str(got) != str(want):
-            spelled = [f"{r.spelling} (SGLang's {r.canonical})" for k, r in owned_reached(profile.extra_args)  # type: ignore[attr-defined]
+            spelled = [f"{r.spelling} (SGLang's {r.canonical})" for k, r in owned_reached(profile.extra_args)
                        if k == key]
             how = f"extra_args {', '.join(spelled)}" if spelled else "the launch args"
-            out.append(f"{profile.source}: {by} resolves {dest} = {got!r} through {how}, "  # type: ignore[attr-defined]
+            out.append(f"{profile.source}: {by} resolves {dest} = {got!r} through {how}, "
                        f"but the profile's key '{key}' says {want!r}")
     return out
 

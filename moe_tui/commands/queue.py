@@ -21,12 +21,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moe_tui.commands.common import EXIT_NOT_FOUND, add_exit_codes, add_profiles_dir, profiles_dir_for
 
+if TYPE_CHECKING:
+    from moe_tui.store.db import Store
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     add_exit_codes(p)
     actions = p.add_subparsers(dest="queue_action", metavar="ACTION")
@@ -139,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_NOT_FOUND if isinstance(exc, QueueNotFound) else 1
 
 
-def _add(args: argparse.Namespace, store: Any) -> int:
+def _add(args: argparse.Namespace, store: Store) -> int:
     from pathlib import Path
 
     from moe_tui.grids.pair import control_noise_pct
@@ -204,7 +207,7 @@ def _add(args: argparse.Namespace, store: Any) -> int:
     return 0
 
 
-def _list(args: argparse.Namespace, store: Any) -> int:
+def _list(args: argparse.Namespace, store: Store) -> int:
     from moe_tui.store.queue import RunQueue
 
     queue = RunQueue(store)
@@ -224,14 +227,14 @@ def _list(args: argparse.Namespace, store: Any) -> int:
     return 0
 
 
-def _edit(args: argparse.Namespace, store: Any) -> int:
+def _edit(args: argparse.Namespace, store: Store) -> int:
     from moe_tui import paths
     from moe_tui.run.client import RunnerOpError, call_runner_sync
     from moe_tui.run.rendezvous import RunnerUnavailable, runner_is_running
     from moe_tui.store.queue import RunQueue
 
     action = args.queue_action
-    op, op_args = {
+    ops: dict[str, tuple[str, dict[str, Any]]] = {  # action -> the runner's op and its arguments
         "pause": ("pause", {}), "resume": ("resume", {}),
         "retry": ("retry_item", {"item_id": getattr(args, "id", None)}),
         "cancel": ("cancel_item", {"item_id": getattr(args, "id", None)}),
@@ -239,11 +242,12 @@ def _edit(args: argparse.Namespace, store: Any) -> int:
         "delete": ("delete_item", {"item_id": getattr(args, "id", None)}),
         "move": ("move_item", {"item_id": getattr(args, "id", None), "direction": getattr(args, "direction", None)}),
         "clear": ("clear_queue", {"finished_only": bool(getattr(args, "finished", False))}),
-    }[action]
+    }
+    op, op_args = ops[action]
     if runner_is_running(paths.data_dir()):
         try:
-            result = call_runner_sync(op, **op_args)
-            print(_describe(action, result))
+            reply = call_runner_sync(op, **op_args)
+            print(_describe(action, reply))
             return 0
         except RunnerOpError as exc:
             print(f"moe-tui queue {action}: {exc}", file=sys.stderr)

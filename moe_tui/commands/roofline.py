@@ -37,7 +37,7 @@ def _positive(text: str) -> int:
     return value
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("profile", metavar="PROFILE", help="profile name")
     add_profiles_dir(p)

@@ -28,7 +28,7 @@ from moe_tui.commands.common import add_profiles_dir, profiles_dir_for
 PROGRESS_EVERY_S = 2.0
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     add_profiles_dir(p)
     mode = p.add_mutually_exclusive_group()

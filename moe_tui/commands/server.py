@@ -14,13 +14,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moe_tui.commands.common import EXIT_NOT_FOUND, add_exit_codes, add_profiles_dir
 from moe_tui.judgement import is_live
 
+if TYPE_CHECKING:
+    from moe_tui.store.db import Store
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     add_exit_codes(p)
     verbs = p.add_subparsers(dest="server_command", metavar="VERB")
@@ -184,7 +187,7 @@ def _start(args: argparse.Namespace) -> int:
         store.close()
 
 
-def _latest_starts(store: Any, all_rows: bool = False) -> list[dict[str, Any]]:
+def _latest_starts(store: Store, all_rows: bool = False) -> list[dict[str, Any]]:
     rows = store.server_starts(limit=1000)
     if all_rows:
         return rows

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 
-def add_parser(sub, name: str, help_text: str) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> None:
     # No option prefix of its own (prefix_chars="+", add_help=False): every argument after `sim`,
     # `--help` included, reaches the emulator's sglang-like parser untouched.
     p = sub.add_parser(name, help=help_text, add_help=False, prefix_chars="+",

@@ -19,7 +19,10 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from moe_tui.store.db import Store
 
 DAY_S = 86400.0
 
@@ -31,7 +34,7 @@ def _selectors(p: argparse.ArgumentParser) -> None:
     p.add_argument("--campaign", type=int, metavar="ID", default=None, help="runs of this campaign's items")
 
 
-def add_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     actions = p.add_subparsers(dest="store_action", metavar="ACTION")
     usage = actions.add_parser("usage", help="runs and bytes per profile and per campaign")
@@ -79,7 +82,7 @@ def _mb(n: float | None) -> str:
     return f"{(n or 0) / 1e6:,.1f} MB"
 
 
-def _usage(store: Any, args: argparse.Namespace) -> int:
+def _usage(store: Store, args: argparse.Namespace) -> int:
     usage = store.usage()
     if args.json:
         print(json.dumps(usage.to_dict(), indent=2, sort_keys=True))
@@ -100,7 +103,7 @@ def _usage(store: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _selected(store: Any, args: argparse.Namespace) -> list[int]:
+def _selected(store: Store, args: argparse.Namespace) -> list[int]:
     if args.older_than is None and args.profile is None and args.campaign is None:
         raise ValueError("name the runs: --older-than DAYS, --profile NAME and/or --campaign ID")
     if args.older_than is not None and not args.older_than >= 0:
@@ -120,7 +123,7 @@ def _selected(store: Any, args: argparse.Namespace) -> list[int]:
                                 profile=args.profile, campaign_id=args.campaign)
 
 
-def _write_archive(store: Any, ids: list[int], file: str) -> None:
+def _write_archive(store: Store, ids: list[int], file: str) -> None:
     path = Path(file)
     if path.exists():
         raise ValueError(f"{path} exists: an archive is never overwritten (name a new file)")
@@ -133,13 +136,13 @@ def _write_archive(store: Any, ids: list[int], file: str) -> None:
     print(f"archived {len(ids):,} run(s) to {path} ({_mb(path.stat().st_size)}); `moe-tui import {path}` restores them")
 
 
-def _prune_ids(store: Any, ids: list[int]) -> None:
+def _prune_ids(store: Store, ids: list[int]) -> None:
     deleted = store.delete_runs(ids)
     before, after = store.reclaim()
     print(f"deleted {deleted:,} run(s) with their requests and GPU samples; store {_mb(before)} -> {_mb(after)}")
 
 
-def _archive(store: Any, args: argparse.Namespace) -> int:
+def _archive(store: Store, args: argparse.Namespace) -> int:
     ids = _selected(store, args)
     if not ids:
         print("no run matches: nothing archived")
@@ -150,7 +153,7 @@ def _archive(store: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _prune(store: Any, args: argparse.Namespace) -> int:
+def _prune(store: Store, args: argparse.Namespace) -> int:
     ids = _selected(store, args)
     if not ids:
         print("no run matches: nothing deleted")
@@ -165,13 +168,13 @@ def _prune(store: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _vacuum(store: Any, args: argparse.Namespace) -> int:
+def _vacuum(store: Store, args: argparse.Namespace) -> int:
     before, after = store.reclaim(full=args.full)
     print(f"store {store.path}: {_mb(before)} -> {_mb(after)}")
     return 0
 
 
-def _keep_samples(store: Any, args: argparse.Namespace) -> int:
+def _keep_samples(store: Store, args: argparse.Namespace) -> int:
     text = str(args.runs).strip().lower()
     if text == "all":
         store.set_keep_samples_runs(None)

@@ -93,4 +93,16 @@ from moe_tui.judgement import (
 
 CONTROL_METRIC = PRIMARY_METRIC
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = [
+    "build_grid_from_runs", "plan_counts", "unknown_profiles", "BASELINE", "CANDIDATE", "METRIC_BY_KEY",
+    "METRICS", "PRIMARY_METRIC", "CompareError", "CompareSettings", "ComparisonGrid", "Confounder",
+    "ControlCheck", "FamilySummary", "GridCell", "MetricDef", "PlanCount", "ProvenanceRow", "SidePoint",
+    "SideStats", "ThroughputSeries", "NOT_RECORDED", "PROVENANCE_FIELDS", "format_number", "format_pct",
+    "run_flags_in_words", "run_suspect_flags", "snapshot_diff", "spec_field_diffs", "CONFIDENCE",
+    "SETTLE_MAX_REPEATS", "SETTLE_POWER", "CellTest", "DeltaStats", "PooledNoise", "cell_test", "holm",
+    "repeats_to_settle", "welch_delta", "BETTER", "CONFOUNDED", "CONTROL_ABSENT", "CONTROL_AGREES",
+    "CONTROL_DIFFERS", "CONTROL_INCONCLUSIVE", "FLAG_BACKEND_MISMATCH", "FLAG_CLIENT_BOUND", "FLAG_CLOCK_DROP",
+    "FLAG_ENVIRONMENT_DIFFERS", "FLAG_FOREIGN_GPU_PROCESS", "FLAG_INCOMPLETE", "FLAG_PROFILE_CHANGED",
+    "FLAG_REQUEST_ERRORS", "FLAG_THROTTLED", "INTERIM", "NO_DATA", "NOISE_UNKNOWN", "REFUSED", "UNRELIABLE",
+    "UNVERIFIED", "VERDICT_WORDS", "VERDICTS", "WITHIN_NOISE", "WORSE", "CONTROL_METRIC"
+]

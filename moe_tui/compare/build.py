@@ -28,6 +28,8 @@ from moe_tui.compare.model import (
     CompareError,
     CompareSettings,
     ComparisonGrid,
+    ControlCheck,
+    FamilySummary,
     GridCell,
     MetricDef,
     PlanCount,
@@ -46,6 +48,7 @@ from moe_tui.compare.runs import (
     side_provenance,
     snapshot_diff,
 )
+from moe_tui.profiles import SettingDiff
 
 
 def _group(runs: Sequence[Run], name: str, warnings: list[str]) -> dict[int, list[Run]]:
@@ -113,8 +116,9 @@ def build_grid_from_runs(
                      settings, families)
 
 
-def _drafts(concurrencies: Sequence[int], metrics: Sequence[MetricDef], points: Mapping, side_runs: Mapping,
-            names: tuple[str, str], settings: CompareSettings, plan: Mapping) -> list[Draft]:
+def _drafts(concurrencies: Sequence[int], metrics: Sequence[MetricDef], points: Mapping[tuple[str, int], SidePoint],
+            side_runs: Mapping[tuple[str, int], SideRuns], names: tuple[str, str], settings: CompareSettings,
+            plan: Mapping[tuple[str, str], PlanCount]) -> list[Draft]:
     drafts = []
     for conc in concurrencies:
         pa, pb = points[(BASELINE, conc)], points[(CANDIDATE, conc)]
@@ -130,8 +134,9 @@ def _drafts(concurrencies: Sequence[int], metrics: Sequence[MetricDef], points: 
 
 
 def _assemble(names: tuple[str, str], metrics: Sequence[MetricDef], concurrencies: Sequence[int],
-              cells: tuple[GridCell, ...], points: Mapping, side_runs: Mapping, runs: Mapping[str, list[Run]],
-              control: Any, warnings: list[str], settings: CompareSettings, families: list) -> ComparisonGrid:
+              cells: tuple[GridCell, ...], points: Mapping[tuple[str, int], SidePoint],
+              side_runs: Mapping[tuple[str, int], SideRuns], runs: Mapping[str, list[Run]], control: ControlCheck,
+              warnings: list[str], settings: CompareSettings, families: list[FamilySummary]) -> ComparisonGrid:
     used = {s: [r for (side, _), sr in side_runs.items() if side == s for r in sr.complete]
             for s in (BASELINE, CANDIDATE)}
     if control.failed:
@@ -174,8 +179,8 @@ def _assemble(names: tuple[str, str], metrics: Sequence[MetricDef], concurrencie
 
 
 def _profiles(names: tuple[str, str], used: Mapping[str, list[Run]], runs: Mapping[str, list[Run]],
-              warnings: list[str], settings: CompareSettings) -> tuple[dict[str, dict], list]:
-    snaps = {}
+              warnings: list[str], settings: CompareSettings) -> tuple[dict[str, dict[str, Any]], list[SettingDiff]]:
+    snaps: dict[str, dict[str, Any]] = {}
     for side, name in ((BASELINE, names[0]), (CANDIDATE, names[1])):
         pool = used[side] or runs[side]
         latest = max(pool, key=lambda r: r.order) if pool else None

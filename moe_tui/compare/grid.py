@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from moe_tui import judgement as J
 from moe_tui.compare.confound import confounders, environment_listed
@@ -58,6 +59,14 @@ from moe_tui.compare.stats import (
 
 TESTED = (J.BETTER, J.WORSE, J.WITHIN_NOISE)
 
+if TYPE_CHECKING:
+    import numpy as np
+
+    # One side of a cell as the state rules read it: (profile name, point, stats, its runs, ids of
+    # averaged runs that lack the metric).
+    Side = tuple[str, SidePoint, SideStats, SideRuns, list[int]]
+    LogSamples = tuple[np.ndarray, np.ndarray]  # the two sides' per-start means, logged
+
 
 @dataclass
 class Draft:
@@ -74,7 +83,7 @@ class Draft:
     confounders: tuple[Confounder, ...] = ()
     test: ModeratedTest | None = None
     p_adjusted: float | None = None
-    runs: tuple = ()  # (baseline SideRuns, candidate SideRuns)
+    runs: tuple[SideRuns, SideRuns] | None = None  # (baseline, candidate), set by pre_state
     starts: tuple[list[float], list[float]] = ([], [])  # per-start means, the test's samples
     confidence: float | None = None  # of the family-corrected interval
     uncontrolled: str = ""
@@ -115,12 +124,12 @@ def side_stats(point: SidePoint, runs: SideRuns, metric: MetricDef, include_flag
     return SideStats(len(values), mean, std, tuple(values), text, excluded, included), missing
 
 
-def pre_state(d: Draft, names: tuple[str, str], runs: tuple[SideRuns, SideRuns], missing: tuple[list, list],
+def pre_state(d: Draft, names: tuple[str, str], runs: tuple[SideRuns, SideRuns], missing: tuple[list[int], list[int]],
               conf: tuple[Confounder, ...], settings: CompareSettings,
               plan: Mapping[tuple[str, str], PlanCount]) -> None:
     """Decide every state that needs no grid-wide statistics; leaves d.verdict None when testable."""
     d.runs = runs
-    sides = ((names[0], d.pa, d.sa, runs[0], missing[0]), (names[1], d.pb, d.sb, runs[1], missing[1]))
+    sides: tuple[Side, Side] = ((names[0], d.pa, d.sa, runs[0], missing[0]), (names[1], d.pb, d.sb, runs[1], missing[1]))
     if d.pa.fingerprint is None or d.pb.fingerprint is None:
         who = [n for n, p, *_ in sides if p.fingerprint is None]
         return _set(d, J.NO_DATA, f"no run: {' and '.join(who)} at concurrency {d.conc}")
@@ -165,7 +174,7 @@ def pre_state(d: Draft, names: tuple[str, str], runs: tuple[SideRuns, SideRuns],
     return None
 
 
-def _unverified(d: Draft, sides: Iterable[tuple]) -> bool:
+def _unverified(d: Draft, sides: Iterable[Side]) -> bool:
     reasons = [f"{n}: the imported record did not carry {', '.join(p.unknown_fields)}; confirm them with "
                "`moe-tui import --assume FIELD=VALUE,...`" for n, p, *_ in sides if p.unknown_fields]
     for name, _p, _s, sr, _ in sides:
@@ -179,7 +188,7 @@ def _unverified(d: Draft, sides: Iterable[tuple]) -> bool:
     return bool(reasons)
 
 
-def _planned_state(d: Draft, sides: Iterable[tuple], plan: Mapping[tuple[str, str], PlanCount]) -> bool:
+def _planned_state(d: Draft, sides: Iterable[Side], plan: Mapping[tuple[str, str], PlanCount]) -> bool:
     """Interim while planned repeats are pending; cut short when the latest plan was cut before done."""
     counts = [(n, _pending(n, sr, plan), len(sr.all)) for n, _, _, sr, _ in sides]
     pending = [(n, p) for n, p, _ in counts if p.pending > 0]
@@ -201,7 +210,7 @@ def _set(d: Draft, verdict: str, *reasons: str) -> None:
     d.reasons.extend(reasons)
 
 
-def _flag_reasons(sides: Iterable[tuple], settings: CompareSettings) -> list[str]:
+def _flag_reasons(sides: Iterable[Side], settings: CompareSettings) -> list[str]:
     out = []
     for name, point, stats, sr, _ in sides:
         codes = ", ".join(c for c in point.flags if c in J.SUSPECT_FLAGS or c == J.FLAG_INCOMPLETE)
@@ -219,7 +228,7 @@ def _pending(name: str, sr: SideRuns, plan: Mapping[tuple[str, str], PlanCount])
     return PlanCount(sum(c.planned for c in counts), sum(c.pending for c in counts), sum(c.cut for c in counts))
 
 
-def _samples(d: Draft) -> tuple | None:
+def _samples(d: Draft) -> LogSamples | None:
     la, lb = log_samples(d.starts[0]), log_samples(d.starts[1])
     return None if la is None or lb is None else (la, lb)
 
@@ -227,7 +236,7 @@ def _samples(d: Draft) -> tuple | None:
 def run_tests(drafts: Sequence[Draft], settings: CompareSettings) -> list[FamilySummary]:
     """Moderate every testable cell's variance (per metric, trend in concurrency), test, Holm-adjust within
     the primary and the secondary family, and decide on the family-corrected interval."""
-    by_metric: dict[str, list[tuple[Draft, tuple]]] = {}
+    by_metric: dict[str, list[tuple[Draft, LogSamples]]] = {}
     for d in drafts:
         samples = _samples(d) if d.verdict is None else None
         if d.verdict is None and samples is None:
@@ -254,7 +263,7 @@ def run_tests(drafts: Sequence[Draft], settings: CompareSettings) -> list[Family
     return families
 
 
-def _own(samples: tuple) -> tuple[float, float]:
+def _own(samples: LogSamples) -> tuple[float, float]:
     return own_variance(*samples)
 
 

@@ -101,7 +101,7 @@ def _other_specs(runs: Sequence[Run], fp: str) -> tuple[str, ...]:
     return tuple(sorted({r.fingerprint for r in runs if r.fingerprint != fp}))
 
 
-def _notes(runs: Sequence[Run], fp: str, other_has: Any) -> tuple[str, ...]:
+def _notes(runs: Sequence[Run], fp: str, other_has: str | None) -> tuple[str, ...]:
     others: dict[str, int] = {}
     for r in runs:
         if r.fingerprint != fp:

@@ -148,9 +148,8 @@ def unknown_spec_fields(run: Run) -> tuple[str, ...]:
 def requested_fingerprint(run: Run) -> str:
     """The queue item's fingerprint (the spec as asked) when the run came from the queue."""
     item = run.provenance.get("queue_item")
-    if isinstance(item, Mapping) and isinstance(item.get("requested_fingerprint"), str):
-        return item["requested_fingerprint"]
-    return run.fingerprint
+    requested = item.get("requested_fingerprint") if isinstance(item, Mapping) else None
+    return requested if isinstance(requested, str) else run.fingerprint
 
 
 # -- flags ------------------------------------------------------------------------------------------

@@ -272,7 +272,8 @@ def log_samples(values: Sequence[float]) -> np.ndarray | None:
     arr = np.asarray(values, dtype=float)
     if arr.size == 0 or not np.all(arr > 0):
         return None
-    return np.log(arr)
+    logs: np.ndarray = np.log(arr)
+    return logs
 
 
 def own_variance(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:

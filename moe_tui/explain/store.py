@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from moe_tui.compare.model import ComparisonGrid
+    from moe_tui.explain.breakdown import SideBreakdown
+    from moe_tui.store.db import Store
     from moe_tui.store.queue import QueueItem, RunQueue
+
+    # (the side's breakdown, its run id, its expert-load dumps)
+    ProfiledSide = tuple[SideBreakdown, int, list[Path]]
 
 KIND = "explain"
 POLICY = "explain"
@@ -46,7 +52,7 @@ def profiled_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def plan_explain(grid: Any, concurrency: int, *, steps: int = DEFAULT_STEPS, prefill: bool = False) -> dict[str, Any]:
+def plan_explain(grid: ComparisonGrid, concurrency: int, *, steps: int = DEFAULT_STEPS, prefill: bool = False) -> dict[str, Any]:
     """What to queue for explaining the cell (a plain dict: `enqueue_explain` takes it). With
     `prefill` the profile starts with the benchmark, so the first wave's prefill (EXTEND) is
     profiled too; the decode steps then begin while the batch still fills on a real server."""
@@ -83,7 +89,7 @@ def enqueue_explain(queue: RunQueue, plan: Mapping[str, Any], *,
     return queue.add_planned_campaign(str(plan["name"]), POLICY, definition, planned)
 
 
-def explain_definition(queue: Any, item: Any) -> dict[str, Any] | None:
+def explain_definition(queue: RunQueue, item: QueueItem) -> dict[str, Any] | None:
     """The explain campaign's definition when `item` belongs to one (the controller's cue)."""
     if item.campaign_id is None:
         return None
@@ -96,7 +102,7 @@ class ExplainRecord:
     campaign_id: int
     name: str
     definition: Mapping[str, Any]
-    items: tuple[Any, ...]  # QueueItems, baseline first
+    items: tuple[QueueItem, ...]  # baseline first
 
     @property
     def open(self) -> bool:
@@ -108,7 +114,7 @@ class ExplainRecord:
         return item.run_id if item is not None else None
 
 
-def explain_records(store: Any) -> list[ExplainRecord]:
+def explain_records(store: Store) -> list[ExplainRecord]:
     from moe_tui.store.queue import RunQueue
 
     queue = RunQueue(store)
@@ -121,7 +127,7 @@ def explain_records(store: Any) -> list[ExplainRecord]:
     return out
 
 
-def latest_explain(store: Any, baseline: str, candidate: str, concurrency: int) -> ExplainRecord | None:
+def latest_explain(store: Store, baseline: str, candidate: str, concurrency: int) -> ExplainRecord | None:
     name = campaign_name(baseline, candidate, concurrency)
     found = [r for r in explain_records(store) if r.name == name]
     return found[-1] if found else None
@@ -150,12 +156,14 @@ def side_files(run_id: int, stage: str = "DECODE") -> tuple[list[Path], list[Pat
 class CellExplanation:
     state: str  # "none", "pending", "failed", "ready"
     message: str
-    explanation: Any = None  # explain.Explanation when ready
+    # explain.Explanation when ready. Any, not `Explanation | None`: control.reads passes it on unchecked
+    # (left to that package's owner; narrowing it there makes this field exact).
+    explanation: Any = None
     extras: tuple[str, ...] = ()  # roofline and expert-load lines
     data: Mapping[str, Any] | None = None  # the JSON extras (roofline, expert load, run ids)
 
 
-def grid_run_cv(grid: Any, metric: str = "output_throughput") -> float | None:
+def grid_run_cv(grid: ComparisonGrid, metric: str = "output_throughput") -> float | None:
     """The median per-side relative spread (std/mean) of the grid's cells with 2+ runs a side."""
     import statistics
 
@@ -164,7 +172,7 @@ def grid_run_cv(grid: Any, metric: str = "output_throughput") -> float | None:
     return statistics.median(cvs) if cvs else None
 
 
-def explain_cell(store: Any, grid: Any, concurrency: int, stage: str = "DECODE") -> CellExplanation:
+def explain_cell(store: Store, grid: ComparisonGrid, concurrency: int, stage: str = "DECODE") -> CellExplanation:
     """The latest profiled pair of the cell, read and compared (or why not). `stage` EXTEND reads
     the prefill traces (kept when the runs were queued with prefill)."""
     from moe_tui.explain import TraceError, compare_sides, read_rank, side_breakdown
@@ -177,7 +185,7 @@ def explain_cell(store: Any, grid: Any, concurrency: int, stage: str = "DECODE")
     if rec.open:
         ids = ", ".join(f"#{i.id} {i.state}" for i in rec.items)
         return CellExplanation("pending", f"profiled runs queued ({ids}): `moe-tui run` works them")
-    sides = []
+    sides: list[ProfiledSide] = []
     for side in ("baseline", "candidate"):
         run_id = rec.run_id(side)
         item = rec.items[0 if side == "baseline" else 1]
@@ -205,7 +213,7 @@ def explain_cell(store: Any, grid: Any, concurrency: int, stage: str = "DECODE")
     return CellExplanation("ready", "", expl, tuple(extras), data)
 
 
-def _extras(store: Any, sides: list[Any], concurrency: int) -> tuple[list[str], dict[str, Any]]:
+def _extras(store: Store, sides: list[ProfiledSide], concurrency: int) -> tuple[list[str], dict[str, Any]]:
     from moe_tui.explain import moe_gemm_roofline
     from moe_tui.explain.expert_load import ExpertLoadError, expert_load
 
@@ -237,7 +245,7 @@ def _extras(store: Any, sides: list[Any], concurrency: int) -> tuple[list[str], 
     return lines, data
 
 
-def _moe_floor_ms(store: Any, run_id: int, concurrency: int) -> tuple[float, float] | None:
+def _moe_floor_ms(store: Store, run_id: int, concurrency: int) -> tuple[float, float] | None:
     """(routed-expert bytes one step reads, box HBM bytes/s), modelled time for the emulator."""
     from dataclasses import replace
 
@@ -259,7 +267,7 @@ def _moe_floor_ms(store: Any, run_id: int, concurrency: int) -> tuple[float, flo
     return roof.weight_bytes.get("routed_experts", 0.0), gpu.hbm_gbps * 1e9 * setup.gpu_count
 
 
-def export_explanations(store: Any, grid: Any, directory: Any) -> list[Path]:
+def export_explanations(store: Store, grid: ComparisonGrid, directory: str | Path) -> list[Path]:
     """For each cell with a ready explanation: `<A>-vs-<B>-explain-c<C>` .md, .csv, .json and the
     stacked bars as .png and .svg, written atomically into `directory`; the paths written."""
     from moe_tui.explain.render import stacked_bars, to_csv, to_json, to_markdown

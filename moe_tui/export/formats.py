@@ -126,7 +126,10 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]], width: int | No
     if width is not None:
         while keep > 2 and sum(widths[:keep]) + 2 * (keep - 1) > width:
             keep -= 1
-    line = lambda r: "  ".join(str(x).ljust(w) for x, w in zip(r[:keep], widths[:keep])).rstrip()  # noqa: E731
+
+    def line(r: Sequence[str]) -> str:
+        return "  ".join(str(x).ljust(w) for x, w in zip(r[:keep], widths[:keep])).rstrip()
+
     out = [line(header), line(["-" * w for w in widths])]
     for r in rows:
         out.append(line(r))
@@ -225,7 +228,9 @@ class ExportPaths:
 
 
 def export_stem(baseline: str, candidate: str) -> str:
-    safe = lambda s: re.sub(r"[^A-Za-z0-9._-]+", "_", s)  # noqa: E731
+    def safe(s: str) -> str:
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", s)
+
     return f"{safe(baseline)}-vs-{safe(candidate)}"
 
 

@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from moe_tui.gate.correctness import GateSample
+
+if TYPE_CHECKING:
+    from moe_tui.servers.managed import ManagedServer
+    from moe_tui.store.db import Store
 
 # A fixed, varied set: arithmetic, code, prose, a list, a translation, a long-range recall.
 GATE_PROMPTS: tuple[tuple[str, str], ...] = (
@@ -102,7 +106,7 @@ async def collect_samples(base_url: str, *, prompts: Sequence[tuple[str, str]] =
     return out
 
 
-async def run_gate(store: Any, profile_name: str, base_url: str, *, campaign_id: int | None = None,
+async def run_gate(store: Store, profile_name: str, base_url: str, *, campaign_id: int | None = None,
                    server_start_id: int | None = None, resolved_backend: str | None = None,
                    prompts: Sequence[tuple[str, str]] = GATE_PROMPTS,
                    max_new_tokens: int = GATE_MAX_NEW_TOKENS) -> int:
@@ -114,7 +118,7 @@ async def run_gate(store: Any, profile_name: str, base_url: str, *, campaign_id:
         server_start_id=server_start_id, resolved_backend=resolved_backend)
 
 
-def gate_needed(store: Any, profile_name: str, campaign_id: int | None) -> bool:
+def gate_needed(store: Store, profile_name: str, campaign_id: int | None) -> bool:
     """True before a profile's first timed run in a campaign (no gate pass stored for it yet)."""
     return store.gate_samples(profile_name, campaign_id=campaign_id) is None
 
@@ -123,8 +127,8 @@ def stored_samples(row: dict[str, Any] | None) -> list[GateSample]:
     return [GateSample.from_dict(s) for s in (row or {}).get("samples") or []]
 
 
-async def gate_before_first_run(store: Any, campaign_id: int | None, profile_name: str, server: Any,
-                                notice: Any) -> bool:
+async def gate_before_first_run(store: Store, campaign_id: int | None, profile_name: str, server: ManagedServer,
+                                notice: Callable[[str, str], None]) -> bool:
     """The controller's step before an item's timed run: a gate pass when this is the profile's
     first run in the campaign. A failed gate is a warning (`notice(level, text)`): the grid then
     says the gate could not compare, never 'passed'. True when a pass was stored."""
@@ -139,7 +143,7 @@ async def gate_before_first_run(store: Any, campaign_id: int | None, profile_nam
     return True
 
 
-async def gate_server(store: Any, profile_name: str, server: Any) -> dict[str, Any]:
+async def gate_server(store: Store, profile_name: str, server: ManagedServer | None) -> dict[str, Any]:
     """The gate on demand against a managed server that is ready; GateError otherwise."""
     if server is None or server.state != "ready":
         raise GateError(f"server '{profile_name}' is not ready; start it before running the gate")

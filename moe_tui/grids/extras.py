@@ -17,12 +17,15 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moe_tui.gate.correctness import NOT_COMPARABLE, GateVerdict, compare_gate
 from moe_tui.judgement import BETTER, FLAG_OUTPUT_DIFFERS, UNRELIABLE, WITHIN_NOISE, WORSE, flag_words
 from moe_tui.roofline.decode import Roofline, RooflineError, percent_of_roofline
 from moe_tui.roofline.inputs import RooflineInputError, RooflineSetup, mean_decode_context, roofline_setup
+
+if TYPE_CHECKING:
+    from moe_tui.store.db import Store
 
 SPEED_VERDICTS = (BETTER, WORSE, WITHIN_NOISE, "within noise")  # judgement's and compare.py's spelling
 
@@ -147,7 +150,7 @@ def roofline_cells(runs: Sequence[Any], fingerprints: Mapping[int, str] | None =
     return out
 
 
-def gate_verdict(store: Any, baseline: str, candidate: str, *, campaign_id: int | None = None,
+def gate_verdict(store: Store, baseline: str, candidate: str, *, campaign_id: int | None = None,
                  starts: Mapping[str, Sequence[int | None]] | None = None) -> GateVerdict:
     """The candidate's latest gate pass judged against the baseline's (same campaign if given). With
     `starts` (per profile, the server starts of the runs the grid averaged), a side's pass is the
@@ -169,7 +172,7 @@ def gate_verdict(store: Any, baseline: str, candidate: str, *, campaign_id: int 
                         candidate_set=(cand or {}).get("prompt_set", ""))
 
 
-def build_extras(store: Any, baseline: str, candidate: str, *, campaign_id: int | None = None,
+def build_extras(store: Store, baseline: str, candidate: str, *, campaign_id: int | None = None,
                  fingerprints: Mapping[int, str] | None = None,
                  runs: Mapping[str, Sequence[Any]] | None = None) -> GridExtras:
     """`runs`: per profile, the runs the grid averaged (`grids.averaged_runs`): the roofline and the

@@ -26,6 +26,7 @@ from moe_tui.compare import (
     CompareSettings,
     ComparisonGrid,
     MetricDef,
+    PlanCount,
     build_grid_from_runs,
     plan_counts,
     unknown_profiles,
@@ -84,7 +85,8 @@ def _build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str
     grid = mark_investigations(store, grid)
     if not extras:
         return grid
-    return apply_gate(grid, build_extras(store, baseline, candidate, runs=averaged_runs(grid, every)))
+    gated: ComparisonGrid = apply_gate(grid, build_extras(store, baseline, candidate, runs=averaged_runs(grid, every)))
+    return gated
 
 
 def averaged_runs(grid: ComparisonGrid, runs: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
@@ -98,7 +100,7 @@ def averaged_runs(grid: ComparisonGrid, runs: Mapping[str, Sequence[Any]]) -> di
     return out
 
 
-def plan_of(store: Store, profiles: Sequence[str]) -> dict:
+def plan_of(store: Store, profiles: Sequence[str]) -> dict[tuple[str, str], PlanCount]:
     """The queue's plan per (profile, requested fingerprint) for `profiles` (`RunQueue.campaign_plan`)."""
     from moe_tui.store.queue import RunQueue
 
@@ -139,14 +141,14 @@ def control_noise_pct(store: Store, profiles: Sequence[str]) -> float | None:
     import math
 
     from moe_tui.compare.evidence import start_means
-    from moe_tui.compare.runs import concurrency_of, normalise
+    from moe_tui.compare.runs import Run, concurrency_of, normalise
     from moe_tui.judgement import CONTROL_CONCURRENCIES
 
     ss, df = 0.0, 0
     for name in profiles:
         runs = [normalise(r, name) for r in store.run_summaries(profile_name=name, statuses=("complete",))]
         control = [r for r in runs if concurrency_of(r) == CONTROL_CONCURRENCIES[0] and not r.flags]
-        by_fp: dict[str, list] = {}
+        by_fp: dict[str, list[Run]] = {}
         for r in control:
             by_fp.setdefault(r.fingerprint, []).append(r)
         for group in by_fp.values():

@@ -176,7 +176,7 @@ class InvestigationPlan:
     min_effect_pct: float = MIN_EFFECT_PCT
     spread_pct: float | None = None  # the grid's median spread for the metric when planned
     cautions: tuple[str, ...] = ()  # what makes the cell's runs themselves suspect
-    _costs: Any = field(default=None, compare=False, repr=False)  # the cost model it was made with
+    _costs: CostModel | None = field(default=None, compare=False, repr=False)  # the cost model it was made with
 
     @property
     def name(self) -> str:

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moe_tui import judgement
 from moe_tui.investigate.model import SIDES, GridEvidence, cell_snapshot, describe_cell
+
+if TYPE_CHECKING:
+    from moe_tui.investigate.store import InvestigationRecord
+    from moe_tui.store.db import Store
 
 DECISIVE = frozenset({judgement.BETTER, judgement.WORSE})
 
@@ -56,7 +60,7 @@ class InvestigationReport:
         return "\n".join((f"{self.name} [{self.state}]", *self.lines))
 
 
-def _value(store: Any, run_id: int | None, metric: str) -> float | None:
+def _value(store: Store, run_id: int | None, metric: str) -> float | None:
     if run_id is None:
         return None
     rec = store.run(run_id)
@@ -66,7 +70,7 @@ def _value(store: Any, run_id: int | None, metric: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def _pairs(store: Any, record: Any, evidence: GridEvidence) -> list[PairResult]:
+def _pairs(store: Store, record: InvestigationRecord, evidence: GridEvidence) -> list[PairResult]:
     metric = record.metric
     # The spread as it was when planned: the pairs' own runs (a cold one!) must not widen the bar.
     bar = judgement.pair_effect_threshold_pct(record.definition.get("spread_pct"))
@@ -87,7 +91,7 @@ def _pairs(store: Any, record: Any, evidence: GridEvidence) -> list[PairResult]:
     return out
 
 
-def _settled(record: Any, after: Mapping[str, Any]) -> str:
+def _settled(record: InvestigationRecord, after: Mapping[str, Any]) -> str:
     kinds = {p.get("kind") for p in record.definition.get("proposals") or ()}
     if "repeats" not in kinds:
         return ""
@@ -105,7 +109,7 @@ def _settled(record: Any, after: Mapping[str, Any]) -> str:
             f"question; no more runs were added after looking")
 
 
-def report(store: Any, record: Any, evidence: GridEvidence) -> InvestigationReport:
+def report(store: Store, record: InvestigationRecord, evidence: GridEvidence) -> InvestigationReport:
     before = record.definition.get("before") or {}
     after = cell_snapshot(evidence.cell(record.concurrency, record.metric), evidence)
     lines = [f"cell  before: {describe_cell(before)}",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moe_tui import judgement
 from moe_tui.investigate.model import (
@@ -30,6 +30,11 @@ from moe_tui.investigate.model import (
     SideEvidence,
 )
 
+if TYPE_CHECKING:
+    from moe_tui.compare.model import ComparisonGrid, GridCell
+    from moe_tui.store.db import Store
+    from moe_tui.store.queue import QueueItem, RunQueue
+
 KIND = "investigation"
 POLICY = "investigation"
 PENDING_STATES = frozenset({"pending", "running"})
@@ -38,7 +43,7 @@ PENDING_STATES = frozenset({"pending", "running"})
 
 
 # -- the adapter from the grid --------------------------------------------------------------------
-def evidence_from_grid(grid: Any, store: Any) -> GridEvidence:
+def evidence_from_grid(grid: ComparisonGrid, store: Store) -> GridEvidence:
     """The planner's evidence from the ComparisonGrid (its verdict codes and control state are
     judgement's vocabulary, taken as they are) and the store it was built from."""
     runs = {}
@@ -71,7 +76,7 @@ def evidence_from_grid(grid: Any, store: Any) -> GridEvidence:
             concurrency=c.concurrency, metric=c.metric, higher_is_better=c.higher_is_better,
             verdict=c.verdict, baseline=sides["baseline"],
             candidate=sides["candidate"], delta_pct=_planning_delta(c), ci_pct=ci, planned_repeats=c.repeats_needed,
-            spec=dict(grid.specs[shared]) if shared in grid.specs else None,
+            spec=dict(grid.specs[shared]) if shared is not None and shared in grid.specs else None,
             fingerprint=shared,
             flags={s: tuple(f) for s, f in (("baseline", c.baseline_flags), ("candidate", c.candidate_flags)) if f},
         ))
@@ -95,7 +100,7 @@ def _mean(values: Sequence[float]) -> float | None:
     return float(statistics.fmean(values)) if values else None
 
 
-def _start_seconds(store: Any, profile: str) -> float | None:
+def _start_seconds(store: Store, profile: str) -> float | None:
     """Mean start-to-ready seconds of the profile's recorded server starts."""
     spans = [s["ready_at"] - s["started_at"] for s in store.server_starts(profile, limit=20)
              if s.get("ready_at") and s.get("started_at")]
@@ -103,17 +108,19 @@ def _start_seconds(store: Any, profile: str) -> float | None:
 
 
 # -- queueing ---------------------------------------------------------------------------------------
-def enqueue_plan(queue: Any, plan: InvestigationPlan, *, profiles_dir: str | None = None) -> tuple[int, list[Any]]:
+def enqueue_plan(queue: RunQueue, plan: InvestigationPlan, *,
+                 profiles_dir: str | None = None) -> tuple[int, list[QueueItem]]:
     return enqueue_plan_dict(queue, plan.to_dict(), profiles_dir=profiles_dir)
 
 
-def enqueue_plan_dict(queue: Any, plan: Mapping[str, Any], *, profiles_dir: str | None = None) -> tuple[int, list[Any]]:
+def enqueue_plan_dict(queue: RunQueue, plan: Mapping[str, Any], *,
+                      profiles_dir: str | None = None) -> tuple[int, list[QueueItem]]:
     """One campaign for the plan (as `InvestigationPlan.to_dict()` gives it); nothing is added
     when any item's spec is invalid (QueueError/SpecError names it)."""
     from moe_tui.spec import BenchmarkSpec
     from moe_tui.store.queue import PlannedItem, QueueError
 
-    planned: list[Any] = []
+    planned: list[PlannedItem] = []
     roles: list[dict[str, Any]] = []
     for p in plan.get("proposals") or ():
         for item in p.get("items") or ():
@@ -145,7 +152,7 @@ class InvestigationRecord:
     name: str
     created_at: float
     definition: Mapping[str, Any]
-    items: tuple[Any, ...]  # QueueItems in insertion order, matching definition["item_roles"]
+    items: tuple[QueueItem, ...]  # in insertion order, matching definition["item_roles"]
 
     @property
     def concurrency(self) -> int:
@@ -166,11 +173,11 @@ class InvestigationRecord:
         done = sum(1 for i in self.items if i.state == "done")
         return "complete" if done == len(self.items) else f"ended ({done} of {len(self.items)} items done)"
 
-    def roles(self) -> list[tuple[Mapping[str, Any], Any]]:
+    def roles(self) -> list[tuple[Mapping[str, Any], QueueItem]]:
         return list(zip(self.definition.get("item_roles") or (), self.items))
 
 
-def investigations(store: Any, baseline: str | None = None, candidate: str | None = None) -> list[InvestigationRecord]:
+def investigations(store: Store, baseline: str | None = None, candidate: str | None = None) -> list[InvestigationRecord]:
     """Every investigation record (newest last), optionally only those of one pair (in either order)."""
     from moe_tui.store.queue import RunQueue
 
@@ -188,13 +195,13 @@ def investigations(store: Any, baseline: str | None = None, candidate: str | Non
     return out
 
 
-def under_investigation(store: Any, baseline: str, candidate: str) -> dict[tuple[int, str], InvestigationRecord]:
+def under_investigation(store: Store, baseline: str, candidate: str) -> dict[tuple[int, str], InvestigationRecord]:
     """(concurrency, metric) -> the latest investigation of that cell (open or finished): the
     grid's marker ("under investigation" while open, before -> after once complete)."""
     return {(r.concurrency, r.metric): r for r in investigations(store, baseline, candidate)}
 
 
-def diagnostic_run_ids(store: Any, profiles: Sequence[str] | None = None) -> set[int]:
+def diagnostic_run_ids(store: Store, profiles: Sequence[str] | None = None) -> set[int]:
     """Runs made on purpose without a warmup pass (cold runs): evidence about warmup, not about
     the backends; a grid should leave them out of a cell's mean. They are marked on the run itself
     (`runs.diagnostic`, set when the investigation's item gets its run), so clearing the queue
@@ -202,7 +209,7 @@ def diagnostic_run_ids(store: Any, profiles: Sequence[str] | None = None) -> set
     return set(store.diagnostic_run_ids(profiles))
 
 
-def _planning_delta(cell: Any) -> float | None:
+def _planning_delta(cell: GridCell) -> float | None:
     """What an investigation plans from: the grid's delta where it gave a verdict, else the raw
     difference of the two means (the grid shows no delta without a verdict, but a cell without one
     is exactly what an investigation sizes its repeats and bisections from). None where the two
@@ -212,4 +219,4 @@ def _planning_delta(cell: Any) -> float | None:
     if cell.verdict in (judgement.NO_DATA, judgement.REFUSED, judgement.CONFOUNDED) or not cell.comparable:
         return None
     a, b = cell.baseline.mean, cell.candidate.mean
-    return (b - a) / a * 100.0 if a else None
+    return (b - a) / a * 100.0 if a and b is not None else None  # a side's metric may be unreported

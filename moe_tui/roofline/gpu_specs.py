@@ -117,4 +117,4 @@ def with_overrides(base: GpuSpec | None, overrides: Mapping[str, Any], where: st
     if not values:
         return base
     changed = ", ".join(f"{k}={v:g}" for k, v in values.items())
-    return replace(base, source=f"{base.source}; overridden in {where}: {changed}", **values)  # type: ignore[arg-type]
+    return replace(base, source=f"{base.source}; overridden in {where}: {changed}", **values)  # type: ignore[arg-type]  # float fields only

@@ -36,7 +36,7 @@ class RunnerClient:
         self._reader = reader
         self._writer = writer
         self._ids = itertools.count(1)
-        self._pending: dict[int, asyncio.Future] = {}
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._events: asyncio.Queue[Event | None] = asyncio.Queue()
         self._subscribed = False
         self._reader_task = asyncio.create_task(self._read_loop())

@@ -49,9 +49,13 @@ The facade (what the TUI calls in-process, or as `op` names through `RunnerClien
     add_investigation(plan) -> dict           queue an investigation plan as one campaign
     await call(op, **args)                    dispatch by name (the ops above; the runner uses it)
 
-Split across modules: the per-item steps in `controller_items` (ItemWork), queue ops and start-up
-recovery in `controller_ops` (QueueOps, Recovery), the GPU sampler and its relay in
-`controller_telemetry` (TelemetryRelay), storing a run in `recording`. No Textual here.
+Typed parts, each made with the one `RunContext` (`moe_tui.run.context`: store, queue, servers,
+recorder, profiles, data dir, lock, the worker's state and the event outlet) and nothing else it
+does not get in its constructor: the per-item steps in `run.items` (`ItemRunner`, profiled runs in
+`run.profiled`), queue ops and start-up recovery in `run.ops` (`QueueOps`, `Recovery`), the GPU
+sampler and its relay in `run.telemetry` (`TelemetryRelay`), storing a run in `run.recording`.
+The controller owns them, runs the worker loop and the lifecycle, and forwards the facade. No
+Textual here.
 """
 
 from __future__ import annotations
@@ -61,37 +65,33 @@ import inspect
 import os
 import threading
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from moe_tui.events import (
-    BenchProgress,
-    ControllerStatus,
-    Event,
-    Notice,
-    QueueChanged,
-    RunFinished,
-    Subscribers,
-)
+from moe_tui.events import Event, QueueChanged
 from moe_tui.profiles import ProfileSet, load_profiles
+from moe_tui.run.context import RunContext
 from moe_tui.run.items import (  # noqa: F401  (re-exported: the controller's benchmark functions)
     BENCH_STOP_GRACE_S,
-    ItemWork,
+    BenchFn,
+    ItemRunner,
     bench_serving_bench,
     default_bench,
     spec_as_run,
     tokenizer_for,
 )
 from moe_tui.run.ops import ControllerError, QueueOps, Recovery
-from moe_tui.run.recording import RunRecorder, RunSpilled, release_memory
+from moe_tui.run.recording import RunSpilled, release_memory
 from moe_tui.run.telemetry import TelemetryRelay
 from moe_tui.store.db import Store
 from moe_tui.store.errors import StoreError
-from moe_tui.store.queue import QueueError, QueueItem, RunQueue
+
+if TYPE_CHECKING:
+    from moe_tui.servers.manager import ServerManager
+    from moe_tui.telemetry import TelemetryThread
 
 EventCallback = Callable[[Event], None]
-BenchFn = Callable[..., Awaitable[Any]]
 
 EXTERNAL_POLL_S = 1.0
 
@@ -109,14 +109,26 @@ OPS: dict[str, str] = {
 }
 
 
-class Controller(ItemWork, QueueOps, Recovery, TelemetryRelay):
+def _profile_source(profiles: ProfileSet | Callable[[], ProfileSet] | str | Path
+                    ) -> tuple[Callable[[], ProfileSet], Path | None]:
+    """How the profiles are read for each item (fresh from a folder, or as given), and the folder."""
+    if isinstance(profiles, (str, Path)):
+        directory = Path(profiles)
+        return (lambda: load_profiles(directory)), directory
+    if isinstance(profiles, ProfileSet):
+        fixed = profiles
+        return (lambda: fixed), None
+    return profiles, None
+
+
+class Controller:
     def __init__(
         self,
         store: Store,
         profiles: ProfileSet | Callable[[], ProfileSet] | str | Path,
         *,
-        servers: Any = None,
-        telemetry: Any = None,
+        servers: ServerManager | None = None,
+        telemetry: TelemetryThread | Literal[False] | None = None,
         bench: BenchFn | None = None,
         data_dir: str | Path | None = None,
         use_lock: bool = True,
@@ -125,94 +137,56 @@ class Controller(ItemWork, QueueOps, Recovery, TelemetryRelay):
         request_timeout_s: float | None = None,
         stall_timeout_s: float | None = None,
     ):
-        self.store = store
-        self.queue = RunQueue(store)
-        self.recorder = RunRecorder(store, lambda level, message: self._notice(level, message))
-        # Why the worker stopped when it could not go on (the store refused a finished run, or
-        # the worker itself crashed); the runner exits non-zero with it.
-        self.fatal: str | None = None
-        if isinstance(profiles, (str, Path)):
-            directory = Path(profiles)
-            self._profiles: Callable[[], ProfileSet] = lambda: load_profiles(directory)
-            self.profiles_dir: Path | None = directory
-        elif isinstance(profiles, ProfileSet):
-            self._profiles = lambda: profiles
-            self.profiles_dir = None
-        else:
-            self._profiles = profiles
-            self.profiles_dir = None
-        if servers is None:
-            from moe_tui.servers import ServerManager
-
-            servers = ServerManager(store=store)
-        self.servers = servers
-        self._telemetry = telemetry
-        self._telemetry_interval_s = telemetry_interval_s
-        self._owns_telemetry = False
-        self._telemetry_was_available: bool | None = None
-        self._last_telemetry: dict[str, Any] | None = None
-        self._bench = bench or default_bench
         # Per-request limits for every item's benchmark (None: the client's defaults, 600 s+ and
         # 120 s of silence); passed to the bench only when set, and recorded in provenance.
         for name, value in (("request_timeout_s", request_timeout_s), ("stall_timeout_s", stall_timeout_s)):
             if value is not None and not (value > 0 and value != float("inf")):
                 raise ControllerError(f"{name} must be > 0 seconds, got {value!r}")
-        self.request_timeout_s = request_timeout_s
-        self.stall_timeout_s = stall_timeout_s
+        if servers is None:
+            from moe_tui.servers.manager import ServerManager
+
+            servers = ServerManager(store=store)
         if data_dir is None:
             from moe_tui import paths
 
             data_dir = paths.data_dir()
-        self.data_dir = Path(data_dir)
+        read_profiles, profiles_dir = _profile_source(profiles)
+        self._ctx = ctx = RunContext(store, servers, read_profiles, profiles_dir, Path(data_dir))
+        self.store, self.queue, self.servers = store, ctx.queue, servers
+        self.profiles_dir, self.data_dir = profiles_dir, ctx.data_dir
         self.use_lock = use_lock
         self.stop_servers_when_drained = stop_servers_when_drained
-
-        self._subscribers: Subscribers[Event] = Subscribers("controller events")
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_thread: int | None = None
-        self._lock: Any = None
+        # The parts: each gets the context and the parts it works with, nothing else.
+        self._recovery = Recovery(ctx)
+        self._ops = QueueOps(ctx)
+        self._telemetry = TelemetryRelay(ctx, telemetry, telemetry_interval_s)
+        self._items = ItemRunner(ctx, self._recovery, self._telemetry, bench or default_bench,
+                                 request_timeout_s=request_timeout_s, stall_timeout_s=stall_timeout_s)
         self._wake = asyncio.Event()
-        self._worker: asyncio.Task | None = None
-        self._poller: asyncio.Task | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._poller: asyncio.Task[None] | None = None
         self._until_empty = False
         self._shutting_down = False
-        self._activity = "idle"
-        self._detail = ""
-        self._current: QueueItem | None = None
-        self._current_run_id: int | None = None
-        self._bench_stop: asyncio.Event | None = None
-        self._abort_verdict: tuple[str, str] | None = None
-        self._last_progress: BenchProgress | None = None
-        self._last_finished: RunFinished | None = None
-        self._session = {"done": 0, "failed": 0, "skipped": 0, "cancelled": 0, "interrupted": 0}
         self._unsubs: list[Callable[[], None]] = []
         self._data_version: int | None = None
+
+    @property
+    def fatal(self) -> str | None:
+        """Why the worker stopped when it could not go on (the store refused a finished run, or
+        the worker itself crashed); the runner exits non-zero with it."""
+        return self._ctx.work.fatal
+
+    @property
+    def holds_lock(self) -> bool:
+        """Whether this controller holds its data dir's runner lock (taken by `start()`)."""
+        return self._ctx.lock is not None
 
     # -- events -------------------------------------------------------------------------------
     def subscribe(self, callback: EventCallback) -> Callable[[], None]:
         """`callback(event)` for every event (controller, queue, servers, benchmark progress).
         Called on the controller's event-loop thread; it must be quick (a failure is logged and
         the callback kept: `events.Subscribers`)."""
-        return self._subscribers.add(callback)
-
-    def _emit(self, event: Event) -> None:
-        if self._loop is not None and threading.get_ident() != self._loop_thread and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._emit_now, event)
-        else:
-            self._emit_now(event)
-
-    def _emit_now(self, event: Event) -> None:
-        if isinstance(event, BenchProgress):
-            self._last_progress = event
-        self._subscribers.emit(event)
-
-    def _status(self, activity: str, detail: str = "") -> None:
-        self._activity, self._detail = activity, detail
-        self._emit(ControllerStatus(activity=activity, detail=detail,
-                                    queue_item_id=self._current.id if self._current else None))
-
-    def _notice(self, level: str, message: str) -> None:
-        self._emit(Notice(level=level, message=message))
+        return self._ctx.subscribers.add(callback)
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self, *, work: bool = True, until_empty: bool = False,
@@ -221,21 +195,24 @@ class Controller(ItemWork, QueueOps, Recovery, TelemetryRelay):
         `until_empty`: the worker ends when no pending item is left (headless `moe-tui run`);
         otherwise it idles and wakes for new items. Raises `runner.RunnerBusy` if another
         controller owns this data dir."""
-        self._loop = asyncio.get_running_loop()
-        self._loop_thread = threading.get_ident()
+        ctx = self._ctx
+        ctx.loop = asyncio.get_running_loop()
+        ctx.loop_thread = threading.get_ident()
         self._wake = asyncio.Event()
-        if self.use_lock and self._lock is None:
+        if self.use_lock and ctx.lock is None:
             from moe_tui.run.rendezvous import RunnerLock
 
-            self._lock = RunnerLock(self.data_dir)
-            self._lock.acquire()
+            ctx.lock = RunnerLock(self.data_dir)
+            ctx.lock.acquire()
             from moe_tui.run.orphans import mark_children
 
             mark_children(self.data_dir)  # so the next owner can find what we leave if we die
-        self._unsubs.append(self.servers.subscribe(self._emit))
+        self._unsubs.append(self.servers.subscribe(ctx.emit))
         self._unsubs.append(self.queue.subscribe(self._queue_changed))
-        await self._recover(retry_interrupted)
-        self._start_telemetry()
+        await self._recovery.recover(retry_interrupted)
+        unsub_telemetry = self._telemetry.start()
+        if unsub_telemetry is not None:
+            self._unsubs.append(unsub_telemetry)
         self._data_version = self._read_data_version()
         self._poller = asyncio.create_task(self._poll_external(), name="controller-poll")
         if work:
@@ -250,13 +227,14 @@ class Controller(ItemWork, QueueOps, Recovery, TelemetryRelay):
     async def shutdown(self, reason: str = "controller shutting down", *, stop_servers: bool = True) -> None:
         """Stop working: the running benchmark is stopped, its item marked `interrupted`; servers
         are stopped (unless told otherwise); the lock is released. Idempotent."""
+        ctx = self._ctx
         if self._shutting_down:
             if self._worker is not None:
                 await asyncio.gather(self._worker, return_exceptions=True)
             return
         self._shutting_down = True
-        self._status("stopping", reason)
-        self._abort_current("interrupted", f"interrupted: {reason}")
+        ctx.status("stopping", reason)
+        ctx.abort_current("interrupted", f"interrupted: {reason}")
         self._wake.set()
         if self._worker is not None:
             try:
@@ -264,21 +242,21 @@ class Controller(ItemWork, QueueOps, Recovery, TelemetryRelay):
             except (TimeoutError, Exception):
                 self._worker.cancel()
                 await asyncio.gather(self._worker, return_exceptions=True)
-        if self._current is not None:  # the worker was cancelled before it could record
-            self._finish_item(self._current, "interrupted", f"interrupted: {reason}")
+        if ctx.work.current is not None:  # the worker was cancelled before it could record
+            ctx.finish_item(ctx.work.current, "interrupted", f"interrupted: {reason}")
         if self._poller is not None:
             self._poller.cancel()
             await asyncio.gather(self._poller, return_exceptions=True)
         if stop_servers:
             await self.stop_servers(reason)
-        self._stop_telemetry()
+        self._telemetry.stop()
         for unsub in self._unsubs:
             unsub()
         self._unsubs.clear()
-        self._status("stopped", reason)
-        if self._lock is not None:
-            self._lock.release()
-            self._lock = None
+        ctx.status("stopped", reason)
+        if ctx.lock is not None:
+            ctx.lock.release()
+            ctx.lock = None
 
     # -- external changes ---------------------------------------------------------------------
     def _read_data_version(self) -> int | None:
@@ -293,22 +271,24 @@ class Controller(ItemWork, QueueOps, Recovery, TelemetryRelay):
             version = self._read_data_version()
             if version is not None and version != self._data_version:
                 self._data_version = version
-                self._emit(QueueChanged(reason="external change"))
+                self._ctx.emit(QueueChanged(reason="external change"))
                 self._wake.set()
 
     def _queue_changed(self, reason: str) -> None:
-        self._emit(QueueChanged(reason=reason))
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._wake.set)
+        self._ctx.emit(QueueChanged(reason=reason))
+        loop = self._ctx.loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake.set)
 
     # -- the worker ---------------------------------------------------------------------------
     async def _work_loop(self) -> None:
+        ctx, work = self._ctx, self._ctx.work
         announced_pause = False
         try:
             while not self._shutting_down:
                 if self.queue.paused:
                     if not announced_pause:
-                        self._status("paused", "queue paused; resume to continue")
+                        ctx.status("paused", "queue paused; resume to continue")
                         announced_pause = True
                     await self._sleep_until_woken()
                     continue
@@ -318,44 +298,41 @@ class Controller(ItemWork, QueueOps, Recovery, TelemetryRelay):
                     if self.stop_servers_when_drained or self._until_empty:
                         await self.stop_servers("queue drained")
                     if self._until_empty:
-                        self._status("drained", "no pending items")
+                        ctx.status("drained", "no pending items")
                         return
-                    self._status("idle", "waiting for queue items")
+                    ctx.status("idle", "waiting for queue items")
                     await self._sleep_until_woken()
                     continue
                 try:
-                    await self._work_item(item)
+                    await self._items.work_item(item)
                 except RunSpilled as exc:
-                    self.fatal = f"the store cannot take results, the queue stops: {exc}"
-                    self._notice("error", self.fatal)
+                    work.fatal = f"the store cannot take results, the queue stops: {exc}"
+                    ctx.notice("error", work.fatal)
                     return
                 except asyncio.CancelledError:
                     self._record_cancelled("interrupted: the controller was stopped during this item")
                     raise
                 except Exception as exc:  # a bug in one item must not take the queue down
                     detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-                    self._notice("error", f"item #{item.id} crashed the controller step: {detail}")
-                    if self._current is not None:
-                        self._finish_item(self._current, "failed", f"internal error: {detail}")
-                    if self.fatal:
+                    ctx.notice("error", f"item #{item.id} crashed the controller step: {detail}")
+                    if work.current is not None:
+                        ctx.finish_item(work.current, "failed", f"internal error: {detail}")
+                    if work.fatal:
                         return
                 finally:
-                    self._current = None
-                    self._current_run_id = None
-                    self._bench_stop = None
-                    self._abort_verdict = None
+                    work.clear_item()
                     release_memory()  # RSS flat over a long campaign (benches/runner_memory.py)
         except StoreError as exc:  # claiming or closing items failed: the queue cannot go on
-            self.fatal = self.fatal or f"the store cannot be written, the queue stops: {exc}"
-            self._notice("error", self.fatal)
+            work.fatal = work.fatal or f"the store cannot be written, the queue stops: {exc}"
+            ctx.notice("error", work.fatal)
         except Exception as exc:  # a bug outside any one item: stop and say so (the runner exits 1)
-            self.fatal = f"the worker crashed: {''.join(traceback.format_exception_only(type(exc), exc)).strip()}"
-            self._notice("error", self.fatal)
+            work.fatal = f"the worker crashed: {''.join(traceback.format_exception_only(type(exc), exc)).strip()}"
+            ctx.notice("error", work.fatal)
         finally:
-            if self.fatal:
-                self._status("failed", self.fatal)
-            elif self._activity not in ("drained", "stopping", "stopped"):
-                self._status("idle", "worker stopped")
+            if work.fatal:
+                ctx.status("failed", work.fatal)
+            elif work.activity not in ("drained", "stopping", "stopped"):
+                ctx.status("idle", "worker stopped")
 
     async def _sleep_until_woken(self) -> None:
         self._wake.clear()
@@ -365,36 +342,16 @@ class Controller(ItemWork, QueueOps, Recovery, TelemetryRelay):
             pass
 
     def _record_cancelled(self, reason: str) -> None:
-        if self._current_run_id is not None:
+        work = self._ctx.work
+        if work.current_run_id is not None:
             try:
-                self.store.finish_run(self._current_run_id, status="incomplete", flags=["incomplete"], error=reason)
+                self.store.finish_run(work.current_run_id, status="incomplete", flags=["incomplete"], error=reason)
             except Exception:
                 pass  # the next start's recovery marks it incomplete anyway
-        if self._current is not None:
-            self._finish_item(self._current, "interrupted", reason)
-
-    def _finish_item(self, item: QueueItem, state: str, error: str = "", run_id: int | None = None) -> None:
-        try:
-            self.queue.finish(item.id, state, run_id=run_id, error=error)
-        except QueueError as exc:  # edited behind our back (deleted): say so, carry on
-            self._notice("warning", f"item #{item.id}: could not record {state}: {exc}")
-        except StoreError as exc:  # the store is gone: nothing more can be recorded, stop
-            self.fatal = f"item #{item.id} could not be marked {state}: {exc}"
-        self._session[state] = self._session.get(state, 0) + 1
-        self._current = None
+        if work.current is not None:
+            self._ctx.finish_item(work.current, "interrupted", reason)
 
     # -- control ------------------------------------------------------------------------------
-    def _abort_current(self, state: str, reason: str) -> bool:
-        if self._current is None:
-            return False
-        self._abort_verdict = (state, reason)
-        if self._bench_stop is not None:
-            if self._loop is not None and threading.get_ident() != self._loop_thread:
-                self._loop.call_soon_threadsafe(self._bench_stop.set)
-            else:
-                self._bench_stop.set()
-        return True
-
     def pause(self) -> dict[str, Any]:
         self.queue.pause()
         return {"paused": True}
@@ -405,28 +362,23 @@ class Controller(ItemWork, QueueOps, Recovery, TelemetryRelay):
 
     def skip_current(self) -> dict[str, Any]:
         """Stop the running benchmark; the item becomes `skipped` (retry brings it back)."""
-        item = self._current
-        if not self._abort_current("skipped", "skipped by user while running"):
-            raise ControllerError("nothing is running: no current item to skip")
-        return {"item_id": item.id if item else None, "state": "skipped"}
+        return self._ops.skip_current()
 
     def cancel_current(self) -> dict[str, Any]:
-        item = self._current
-        if not self._abort_current("cancelled", "cancelled by user while running"):
-            raise ControllerError("nothing is running: no current item to cancel")
-        return {"item_id": item.id if item else None, "state": "cancelled"}
+        return self._ops.cancel_current()
 
     # -- servers ------------------------------------------------------------------------------
     def profile_names(self) -> list[str]:
-        return [p.name for p in self._profiles().profiles]
+        return [p.name for p in self._ctx.profiles().profiles]
 
     async def start_server(self, name: str) -> dict[str, Any]:
         """Start one profile's server by hand (refused while the queue is using the servers)."""
-        if self._current is not None:
-            raise ControllerError(f"item #{self._current.id} is running: pause the queue and wait, "
+        current = self._ctx.work.current
+        if current is not None:
+            raise ControllerError(f"item #{current.id} is running: pause the queue and wait, "
                                   "or skip it, before starting servers by hand")
         try:
-            profile = self._profiles().by_name(name)
+            profile = self._ctx.profiles().by_name(name)
         except KeyError as exc:
             raise ControllerError(exc.args[0]) from None
         server = await self.servers.start(profile, wait=True)
@@ -436,8 +388,9 @@ class Controller(ItemWork, QueueOps, Recovery, TelemetryRelay):
         server = self.servers.get(name)
         if server is None:
             raise ControllerError(f"no managed server named '{name}'")
-        if self._current is not None and self._current.profile_name == name:
-            self._abort_current("interrupted", f"interrupted: server '{name}' stopped by user")
+        current = self._ctx.work.current
+        if current is not None and current.profile_name == name:
+            self._ctx.abort_current("interrupted", f"interrupted: server '{name}' stopped by user")
         report = await server.stop("stopped by user")
         return {"profile": name, "state": server.state, "stop": report.describe() if report else None}
 
@@ -449,31 +402,76 @@ class Controller(ItemWork, QueueOps, Recovery, TelemetryRelay):
                 out.append({"profile": server.name, "stop": report.describe() if report else None})
         return out
 
-    # -- queue --------------------------------------------------------------------------------
+    async def run_gate_now(self, name: str) -> dict[str, Any]:
+        """The correctness gate on demand against a profile's ready server (op "gate")."""
+        return await self._items.run_gate_now(name)
+
+    # -- queue (`run.ops.QueueOps`) -----------------------------------------------------------
+    def plan_campaign(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
+                      spec: dict[str, Any] | None = None, policy: str = "interleaved",
+                      prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
+                      control: bool = True) -> dict[str, Any]:
+        return self._ops.plan_campaign(profiles, concurrencies, repeats, spec, policy, prompts_per_concurrency,
+                                       warmup_pass, control)
+
+    def add_campaign(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
+                     spec: dict[str, Any] | None = None, policy: str = "interleaved",
+                     prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
+                     name: str | None = None, control: bool = True) -> dict[str, Any]:
+        return self._ops.add_campaign(profiles, concurrencies, repeats, spec, policy, prompts_per_concurrency,
+                                      warmup_pass, name, control)
+
+    def add_investigation(self, plan: dict[str, Any]) -> dict[str, Any]:
+        return self._ops.add_investigation(plan)
+
+    def add_explain(self, plan: dict[str, Any]) -> dict[str, Any]:
+        return self._ops.add_explain(plan)
+
+    def queue_items(self, states: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        return self._ops.queue_items(states)
+
+    def move_item(self, item_id: int, direction: str) -> dict[str, Any]:
+        return self._ops.move_item(item_id, direction)
+
+    def skip_item(self, item_id: int) -> dict[str, Any]:
+        return self._ops.skip_item(item_id)
+
+    def cancel_item(self, item_id: int) -> dict[str, Any]:
+        return self._ops.cancel_item(item_id)
+
+    def retry_item(self, item_id: int) -> dict[str, Any]:
+        return self._ops.retry_item(item_id)
+
+    def delete_item(self, item_id: int) -> dict[str, Any]:
+        return self._ops.delete_item(item_id)
+
+    def clear_queue(self, finished_only: bool = False) -> int:
+        return self._ops.clear_queue(finished_only)
 
     # -- state --------------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
         """JSON-able state: activity, servers, queue summary, current item and run, last
         progress and last finished run, and this session's item counts."""
+        work = self._ctx.work
         return {
             "pid": os.getpid(),
             "data_dir": str(self.data_dir),
-            "activity": self._activity,
-            "detail": self._detail,
+            "activity": work.activity,
+            "detail": work.detail,
             "working": self._worker is not None and not self._worker.done(),
             "servers": [s.describe() for s in self.servers.servers.values()],
             "queue": self.queue.summary(),
-            "current_item": self._current.to_dict() if self._current else None,
-            "current_run_id": self._current_run_id,
-            "last_progress": self._last_progress.to_dict() if self._last_progress else None,
-            "last_finished": self._last_finished.to_dict() if self._last_finished else None,
-            "session": dict(self._session),
-            "telemetry": self._last_telemetry,  # the latest GPU snapshot (a TUI attaching late draws it)
+            "current_item": work.current.to_dict() if work.current else None,
+            "current_run_id": work.current_run_id,
+            "last_progress": work.last_progress.to_dict() if work.last_progress else None,
+            "last_finished": work.last_finished.to_dict() if work.last_finished else None,
+            "session": dict(work.session),
+            "telemetry": self._telemetry.last,  # the latest GPU snapshot (a TUI attaching late draws it)
         }
 
     def snapshot_session(self) -> dict[str, int]:
         """This session's item counts by state (no store read)."""
-        return dict(self._session)
+        return dict(self._ctx.work.session)
 
     async def call(self, op: str, **args: Any) -> Any:
         """Run a facade op by name (the control channel's entry point). Unknown ops are refused."""

@@ -1,4 +1,5 @@
-"""One queue item's work, for `moe_tui.run.controller.Controller` (a mixin: the state lives there).
+"""One queue item's work: `ItemRunner`, a part of `moe_tui.run.controller.Controller` made with the
+controller's `moe_tui.run.context.RunContext` (the item, its run and an abort asked live there).
 
 For an item: its profile read fresh, exactly its server ready (others stopped), an optional
 warmup pass at its concurrency, the timed run out of process with GPU telemetry, and the run
@@ -12,69 +13,91 @@ import asyncio
 import dataclasses
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from moe_tui.disturbance import ServerLoadWatch, client_cap
 from moe_tui.events import BenchProgress, RunFinished, RunStarted
 from moe_tui.judgement import SIM_ENGINE
 from moe_tui.profiles import ServerProfile, load_profiles
 from moe_tui.provenance import build_provenance
+from moe_tui.run.context import RunContext
+from moe_tui.run.ops import Recovery
 from moe_tui.run.recording import finished_run
+from moe_tui.run.telemetry import TelemetryRelay
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store.queue import QueueItem, warmup_spec
+
+if TYPE_CHECKING:
+    from moe_tui.bench.engine import BenchResult
+    from moe_tui.servers.managed import ManagedServer
+    from moe_tui.telemetry import SnapshotCollector
 
 # After asking a benchmark to stop, how long it may take to wind down before it is cancelled.
 BENCH_STOP_GRACE_S = 15.0
 LOG_TAIL_IN_ERROR = 20
 
+# A benchmark: (spec, base_url, *, on_progress, stop, run_id, [tokenizer, request_timeout,
+# stall_timeout]) -> its result (`default_bench` is the one the controller runs).
+BenchFn = Callable[..., Coroutine[Any, Any, "BenchResult"]]
+# What `open_run` gives: the spec as run, the run id, the provenance arguments it is stored with.
+OpenedRun = tuple[BenchmarkSpec, int, dict[str, Any]]
 
-class ItemWork:
+
+class ItemRunner:
     """The per-item steps of the controller's worker."""
 
-    async def _work_item(self, item: QueueItem) -> None:
-        self._current = item
-        self._abort_verdict = None
+    def __init__(self, ctx: RunContext, recovery: Recovery, telemetry: TelemetryRelay, bench: BenchFn, *,
+                 request_timeout_s: float | None, stall_timeout_s: float | None) -> None:
+        self._ctx = ctx
+        self._recovery = recovery
+        self._telemetry = telemetry
+        self._bench = bench
+        self.request_timeout_s = request_timeout_s
+        self.stall_timeout_s = stall_timeout_s
+
+    async def work_item(self, item: QueueItem) -> None:
+        ctx = self._ctx
+        ctx.work.current = item
+        ctx.work.abort_verdict = None
         try:
             profile = self._profile_for(item)
         except KeyError as exc:
-            self._finish_item(item, "failed", f"profile: {exc.args[0]}")
-            self._notice("error", f"item #{item.id}: {exc.args[0]}")
+            ctx.finish_item(item, "failed", f"profile: {exc.args[0]}")
+            ctx.notice("error", f"item #{item.id}: {exc.args[0]}")
             return
         server = await self._ensure_server(item, profile)
         if server is None:
             return
-        if self._abort_requested():
-            self._finish_item(item, *self._abort_verdict)
+        if self._abort_closed(item):
             return
 
         await self._gate_if_needed(item, profile, server)  # before the profile's first timed run
         warmup_info: dict[str, Any] | None = None
         if item.warmup:
             warmup_info = await self._warmup_pass(item, server)
-            if self._abort_requested():
-                self._finish_item(item, *self._abort_verdict)
+            if self._abort_closed(item):
                 return
             if warmup_info.get("status") == "failed" and server.state != "ready":
-                self._finish_item(item, "failed", f"warmup pass failed, server {server.state}: "
+                ctx.finish_item(item, "failed", f"warmup pass failed, server {server.state}: "
                                                    f"{warmup_info.get('error', '')}")
                 return
         from moe_tui.explain.store import explain_definition
 
-        if (explain := explain_definition(self.queue, item)) is not None:  # a profiled run (`explain`)
+        if (explain := explain_definition(ctx.queue, item)) is not None:  # a profiled run (`explain`)
             from moe_tui.run.profiled import profiled_run
 
-            await profiled_run(self, item, profile, server, warmup_info, explain)
+            await profiled_run(self, self._ctx, item, profile, server, warmup_info, explain)
             return
         await self._timed_run(item, profile, server, warmup_info)
 
     # -- correctness gate (the logic lives in moe_tui/gate/probe.py) -----------------------------------
-    async def _gate_if_needed(self, item: QueueItem, profile: ServerProfile, server: Any) -> None:
+    async def _gate_if_needed(self, item: QueueItem, profile: ServerProfile, server: ManagedServer) -> None:
         from moe_tui.gate.probe import gate_before_first_run
 
-        if await gate_before_first_run(self.store, item.campaign_id, profile.name, server, self._notice):
-            self._status("gate", f"{profile.name}: greedy correctness prompts stored")
+        if await gate_before_first_run(self._ctx.store, item.campaign_id, profile.name, server, self._ctx.notice):
+            self._ctx.status("gate", f"{profile.name}: greedy correctness prompts stored")
 
     async def run_gate_now(self, name: str) -> dict[str, Any]:
         """The gate on demand against a profile's ready server (op "gate")."""
@@ -82,7 +105,7 @@ class ItemWork:
         from moe_tui.run.ops import ControllerError
 
         try:
-            return await gate_server(self.store, name, self.servers.get(name))
+            return await gate_server(self._ctx.store, name, self._ctx.servers.get(name))
         except GateError as exc:
             raise ControllerError(str(exc)) from None
 
@@ -90,78 +113,86 @@ class ItemWork:
         """The item's profile, read fresh (an edited file applies from the next item on): from the
         controller's profiles, else from the folder its campaign was added with."""
         try:
-            return self._profiles().by_name(item.profile_name)
+            return self._ctx.profiles().by_name(item.profile_name)
         except KeyError:
             if item.campaign_id is None:
                 raise
-            directory = (self.queue.campaign(item.campaign_id)["definition"] or {}).get("profiles_dir")
+            directory = (self._ctx.queue.campaign(item.campaign_id)["definition"] or {}).get("profiles_dir")
             if not directory:
                 raise
             return load_profiles(directory).by_name(item.profile_name)
 
-    def _abort_requested(self) -> bool:
-        return self._abort_verdict is not None
+    def _abort_closed(self, item: QueueItem) -> bool:
+        """An abort was asked (skip, cancel, stop): the item is closed with its verdict."""
+        verdict = self._ctx.work.abort_verdict
+        if verdict is None:
+            return False
+        self._ctx.finish_item(item, *verdict)
+        return True
 
-    async def _ensure_server(self, item: QueueItem, profile: ServerProfile) -> Any:
+    async def _ensure_server(self, item: QueueItem, profile: ServerProfile) -> ManagedServer | None:
         """Exactly this profile's server, ready. None (item already failed) if it cannot start."""
-        for other in list(self.servers.live()):
+        ctx, servers = self._ctx, self._ctx.servers
+        for other in list(servers.live()):
             if other.name != profile.name or other.profile != profile:
-                self._status("stopping-server", f"{other.name} (next item needs {profile.name})")
+                ctx.status("stopping-server", f"{other.name} (next item needs {profile.name})")
                 await other.stop(f"the queue needs '{profile.name}' next")
-        await self._stop_stray_servers(f"the queue needs '{profile.name}'")
-        current = self.servers.get(profile.name)
+        await self._recovery.stop_stray_servers(f"the queue needs '{profile.name}'")
+        current = servers.get(profile.name)
         if current is not None and current.state == "ready" and current.profile == profile:
             if not item.fresh_start:
                 return current
             # The item asked for a fresh start (an investigation's cold run or restart).
-            self._status("stopping-server", f"{profile.name} (item #{item.id} asks for a fresh start)")
+            ctx.status("stopping-server", f"{profile.name} (item #{item.id} asks for a fresh start)")
             await current.stop(f"item #{item.id} asks for a fresh server start")
-        self._status("starting-server", profile.name)
-        from moe_tui.servers import ServerError
+        ctx.status("starting-server", profile.name)
+        from moe_tui.servers.base import ServerError
 
         try:
-            server = await self.servers.start(profile, wait=True)
+            server = await servers.start(profile, wait=True)
         except (TimeoutError, ServerError, OSError) as exc:
-            handle = self.servers.get(profile.name)
+            handle = servers.get(profile.name)
             tail = handle.log_tail(LOG_TAIL_IN_ERROR) if handle is not None else []
             if handle is not None and handle.is_live:
                 await handle.stop("start did not complete")
             reason = f"server '{profile.name}' failed to start: {exc}"
             error = reason + ("\n--- log tail ---\n" + "\n".join(tail) if tail else "")
-            self._finish_item(item, "failed", error)
-            skipped = self.queue.skip_profile(
+            ctx.finish_item(item, "failed", error)
+            skipped = ctx.queue.skip_profile(
                 profile.name, f"not attempted: {reason} (item #{item.id}); retry once the profile is fixed")
-            self._notice("error", reason + (f"; skipped {len(skipped)} other item(s) of this profile"
+            ctx.notice("error", reason + (f"; skipped {len(skipped)} other item(s) of this profile"
                                             if skipped else ""))
             return None
         if server.backend_mismatch:
-            self._notice("warning", f"'{profile.name}': profile asks {profile.moe_runner_backend}, server "
+            ctx.notice("warning", f"'{profile.name}': profile asks {profile.moe_runner_backend}, server "
                                     f"resolved {server.resolved_backend}; runs will be flagged backend_mismatch")
         return server
 
-    def _server_facts(self, server: Any) -> dict[str, Any]:
+    def _server_facts(self, server: ManagedServer) -> dict[str, Any]:
         facts = dict(server.describe())
         facts["server_info"] = server.server_info or {}
-        key = getattr(getattr(server, "profile", None), "api_key", "")
+        key = server.profile.api_key
         if key:  # the server may echo its --api-key (resolved args, launch command): never store it
             import json
 
             from moe_tui.profiles import REDACTED
 
-            facts = json.loads(json.dumps(facts, default=str).replace(key, REDACTED))
+            facts = cast(dict[str, Any], json.loads(json.dumps(facts, default=str).replace(key, REDACTED)))
         return facts
 
-    async def _run_bench(self, spec: BenchmarkSpec, server: Any, *, run_id: int | None, phase: str) -> Any:
-        self._bench_stop = asyncio.Event()
-        if self._abort_verdict is not None:
-            self._bench_stop.set()
+    async def run_bench(self, spec: BenchmarkSpec, server: ManagedServer, *, run_id: int | None,
+                        phase: str) -> BenchResult:
+        """Run the benchmark; an abort asked (skip, cancel, stop) stops it, with a grace period."""
+        stop = self._ctx.work.bench_stop = asyncio.Event()
+        if self._ctx.work.abort_verdict is not None:
+            stop.set()
 
         def on_progress(event: BenchProgress) -> None:
             if phase != "timed":
                 event = dataclasses.replace(event, phase=phase, run_id=run_id)
-            self._emit(event)
+            self._ctx.emit(event)
 
-        kwargs: dict[str, Any] = {"on_progress": on_progress, "stop": self._bench_stop, "run_id": run_id}
+        kwargs: dict[str, Any] = {"on_progress": on_progress, "stop": stop, "run_id": run_id}
         if spec.client != "moe-tui":
             kwargs["tokenizer"] = tokenizer_for(server.profile)
         if self.request_timeout_s is not None:
@@ -169,7 +200,7 @@ class ItemWork:
         if self.stall_timeout_s is not None:
             kwargs["stall_timeout"] = self.stall_timeout_s
         task = asyncio.create_task(self._bench(spec, server.base_url, **kwargs))
-        stop_wait = asyncio.create_task(self._bench_stop.wait())
+        stop_wait = asyncio.create_task(stop.wait())
         try:
             await asyncio.wait({task, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
             if not task.done():  # asked to stop: give it a grace period to end by itself
@@ -184,22 +215,22 @@ class ItemWork:
         finally:
             stop_wait.cancel()
 
-    def _client_limits(self, spec: BenchmarkSpec) -> dict[str, Any]:
+    def client_limits(self, spec: BenchmarkSpec) -> dict[str, Any]:
         """The per-request limits this controller asked for (None: the client's defaults; the
         run's selfcheck holds the values in force). Only moe-tui's client takes them."""
         if spec.client != "moe-tui":
             return {}
         return {"request_timeout_s": self.request_timeout_s, "stall_timeout_s": self.stall_timeout_s}
 
-    async def _warmup_pass(self, item: QueueItem, server: Any) -> dict[str, Any]:
+    async def _warmup_pass(self, item: QueueItem, server: ManagedServer) -> dict[str, Any]:
         try:
             spec = spec_as_run(warmup_spec(item.spec))
         except ValueError as exc:
             return {"status": "failed", "error": str(exc)}
-        self._status("warmup", f"#{item.id} {item.profile_name} conc={spec.max_concurrency} n={spec.num_prompts}")
+        self._ctx.status("warmup", f"#{item.id} {item.profile_name} conc={spec.max_concurrency} n={spec.num_prompts}")
         started = time.time()
         try:
-            result = await self._run_bench(spec, server, run_id=None, phase="warmup-pass")
+            result = await self.run_bench(spec, server, run_id=None, phase="warmup-pass")
         except Exception as exc:
             return {"status": "failed", "error": f"{type(exc).__name__}: {exc}", "fingerprint": spec.fingerprint}
         completed = sum(1 for r in result.requests if r.get("ok"))
@@ -209,15 +240,15 @@ class ItemWork:
             "duration_s": round(time.time() - started, 3), "rule": "results discarded",
         }
 
-    def _open_run(self, item: QueueItem, profile: ServerProfile, server: Any,
-                  warmup_info: dict[str, Any] | None) -> tuple[Any, int, dict[str, Any]] | None:
+    def open_run(self, item: QueueItem, profile: ServerProfile, server: ManagedServer,
+                 warmup_info: dict[str, Any] | None) -> OpenedRun | None:
         """The run row for `item` on `server` (spec as run, provenance, attached to the item):
         (spec, run id, the provenance arguments the finished run is stored with), or None when the
         spec cannot be run (the item is failed). Timed and profiled runs open theirs alike."""
         try:
             spec = spec_as_run(item.spec)
         except ValueError as exc:
-            self._finish_item(item, "failed", f"spec cannot be run by this client: {exc}")
+            self._ctx.finish_item(item, "failed", f"spec cannot be run by this client: {exc}")
             return None
         started = time.time()
         snapshot = profile.snapshot()
@@ -227,42 +258,46 @@ class ItemWork:
         queue_facts = {"id": item.id, "campaign_id": item.campaign_id, "repeat_index": item.repeat_index,
                        "attempt": item.attempts, "requested_fingerprint": item.fingerprint}
         provenance = build_provenance(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
-                                      bench_client=self._client_limits(spec), warmup=warmup_info, started_at=started)
-        run_id = self.store.create_run(
+                                      bench_client=self.client_limits(spec), warmup=warmup_info, started_at=started)
+        run_id = self._ctx.store.create_run(
             profile_name=profile.name, spec_json=spec.canonical_json(), fingerprint=spec.fingerprint,
             client=spec.client, profile=snapshot, provenance=provenance, queue_item_id=item.id,
             server_start_id=server.start_id,
         )
-        self._current_run_id = run_id
-        self.queue.attach_run(item.id, run_id)
+        self._ctx.work.current_run_id = run_id
+        self._ctx.queue.attach_run(item.id, run_id)
         return spec, run_id, dict(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
                                   warmup=warmup_info, started_at=started)
 
-    async def _timed_run(self, item: QueueItem, profile: ServerProfile, server: Any,
+    async def _timed_run(self, item: QueueItem, profile: ServerProfile, server: ManagedServer,
                          warmup_info: dict[str, Any] | None) -> None:
-        opened = self._open_run(item, profile, server, warmup_info)
+        ctx = self._ctx
+        opened = self.open_run(item, profile, server, warmup_info)
         if opened is None:
             return
         spec, run_id, provenance_args = opened
-        self._emit(RunStarted(run_id=run_id, queue_item_id=item.id, profile=profile.name,
+        ctx.emit(RunStarted(run_id=run_id, queue_item_id=item.id, profile=profile.name,
                               fingerprint=spec.fingerprint, spec_summary=spec.describe()))
-        self._status("benchmarking", f"#{item.id} {profile.name} conc={spec.max_concurrency} "
+        ctx.status("benchmarking", f"#{item.id} {profile.name} conc={spec.max_concurrency} "
                                      f"n={spec.num_prompts} run {run_id}")
 
         # The server's own running + queued count during the run: more than this client's cap is
         # someone else's load (moe_tui.disturbance).
         load_watch = ServerLoadWatch(profile.name, client_cap(spec.max_concurrency, spec.num_prompts))
-        unsub_load = server.subscribe(load_watch) if hasattr(server, "subscribe") else None
-        collector, unsub, our_pids = None, None, None
-        if self._telemetry is not None:
+        unsub_load = server.subscribe(load_watch)
+        collector: SnapshotCollector | None = None
+        unsub: Callable[[], None] | None = None
+        our_pids: set[int] | None = None
+        if self._telemetry.sampler is not None:
             from moe_tui.telemetry import SnapshotCollector, expand_descendants
 
             collector = SnapshotCollector()
-            unsub = self._telemetry.subscribe(collector)
+            unsub = self._telemetry.sampler.subscribe(collector)
             our_pids = expand_descendants([server.pid]) if server.pid else set()
+        result: BenchResult | None = None
+        bench_error: str | None = None
         try:
-            result = await self._run_bench(spec, server, run_id=run_id, phase="timed")
-            bench_error = None
+            result = await self.run_bench(spec, server, run_id=run_id, phase="timed")
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -270,8 +305,7 @@ class ItemWork:
         finally:
             if unsub is not None:
                 unsub()
-            if unsub_load is not None:
-                unsub_load()
+            unsub_load()
         telemetry_summary = None
         if collector is not None:
             from moe_tui.telemetry import summarize_run
@@ -279,24 +313,24 @@ class ItemWork:
             telemetry_summary = summarize_run(collector.snapshots, our_pids)
         record = finished_run(
             run_id=run_id, item=item, spec=spec, server=server, result=result, bench_error=bench_error,
-            provenance_args=provenance_args, client_limits=self._client_limits(spec), telemetry_summary=telemetry_summary,
-            gpu_snapshots=collector.snapshots if collector else [], abort_verdict=self._abort_verdict,
+            provenance_args=provenance_args, client_limits=self.client_limits(spec), telemetry_summary=telemetry_summary,
+            gpu_snapshots=collector.snapshots if collector else [], abort_verdict=ctx.work.abort_verdict,
             server_load=load_watch.summary())
         status, summary, flags, error = (record.status, record.finish["summary"], record.finish["flags"],
                                          record.finish["error"])
         # Run and item in one transaction; RunSpilled (the store cannot take it) ends the worker.
-        if not self.recorder.store_run(record):
-            self._notice("warning", f"item #{item.id}: run {run_id} stored, but the item was changed "
+        if not ctx.recorder.store_run(record):
+            ctx.notice("warning", f"item #{item.id}: run {run_id} stored, but the item was changed "
                                     f"behind the runner's back and not marked {record.item_state}")
-        self._session[record.item_state] = self._session.get(record.item_state, 0) + 1
-        self._current = None
+        ctx.count(record.item_state)
+        ctx.work.current = None
         finished_event = RunFinished(
             run_id=run_id, queue_item_id=item.id, profile=profile.name, status=status,
             output_throughput=summary.get("output_throughput"), flags=tuple(flags), error=error,
         )
-        self._last_finished = finished_event
-        self._emit(finished_event)
-        await self._backup_if_due()  # a safe point: the run and its item are stored together
+        ctx.work.last_finished = finished_event
+        ctx.emit(finished_event)
+        await self._recovery.backup_if_due()  # a safe point: the run and its item are stored together
 
 
 def spec_as_run(spec: BenchmarkSpec) -> BenchmarkSpec:
@@ -322,9 +356,10 @@ def tokenizer_for(profile: ServerProfile) -> str:
     return profile.model_path
 
 
-async def bench_serving_bench(spec: BenchmarkSpec, base_url: str, *, on_progress: Any = None,
+async def bench_serving_bench(spec: BenchmarkSpec, base_url: str, *,
+                              on_progress: Callable[[BenchProgress], None] | None = None,
                               stop: asyncio.Event | None = None, run_id: int | None = None,
-                              tokenizer: str | None = None) -> Any:
+                              tokenizer: str | None = None) -> BenchResult:
     """SGLang's own client (`moe_tui.bench.sglang_adapter.run_bench_serving`), unmodified, as a
     BenchResult. No live progress and no early stop: bench_serving offers neither; a skip waits
     for it (up to the controller's grace period) and then abandons the result."""
@@ -359,7 +394,7 @@ async def bench_serving_bench(spec: BenchmarkSpec, base_url: str, *, on_progress
 
 async def default_bench(spec: BenchmarkSpec, base_url: str, *, on_progress: Callable[[BenchProgress], None],
                         stop: asyncio.Event, run_id: int | None, tokenizer: str | None = None,
-                        request_timeout: float | None = None, stall_timeout: float | None = None) -> Any:
+                        request_timeout: float | None = None, stall_timeout: float | None = None) -> BenchResult:
     """The benchmark, out of process (`moe_tui.bench.process.run_benchmark_subprocess`): a busy
     or crashing client cannot stall the controller or the TUI, and its CPU is its own.
     sglang.bench_serving takes neither timeout (it has no such options): they apply to moe-tui's

@@ -1,9 +1,10 @@
-"""Controller facade ops on the queue, and start-up recovery (mixins of `moe_tui.run.controller.Controller`).
+"""Controller facade ops on the queue, and start-up recovery (parts of `moe_tui.run.controller.Controller`,
+each made with the controller's `moe_tui.run.context.RunContext`).
 
-`QueueOps`: plan and add campaigns, list and edit items (what the TUI and the control socket call).
-`Recovery`: at start, spilled runs are stored, a dead runner's orphans stopped, items and runs left
-`running` marked, servers recorded live outside this controller reported (and stopped when the
-queue next needs the GPUs).
+`QueueOps`: plan and add campaigns, list and edit items, skip or cancel the running one (what the
+TUI and the control socket call). `Recovery`: at start, spilled runs are stored, a dead runner's
+orphans stopped, items and runs left `running` marked, servers recorded live outside this
+controller reported (and stopped when the queue next needs the GPUs).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from moe_tui.judgement import LIVE_STATES
+from moe_tui.run.context import RunContext
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store.queue import CampaignPlan
 
@@ -25,6 +27,13 @@ class ControllerError(RuntimeError):
 class QueueOps:
     """Campaigns and queue edits."""
 
+    def __init__(self, ctx: RunContext) -> None:
+        self._ctx = ctx
+        self.queue = ctx.queue
+
+    def _profiles_dir(self) -> str | None:
+        return str(self._ctx.profiles_dir.resolve()) if self._ctx.profiles_dir else None
+
     def _plan(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
               spec: dict[str, Any] | None = None, policy: str = "interleaved",
               prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
@@ -34,16 +43,16 @@ class QueueOps:
 
         profiles, concurrencies = list(profiles), list(concurrencies)
         check_campaign_size(len(profiles), len(concurrencies), int(repeats))  # before any item is built
-        profiles_dir = str(self.profiles_dir.resolve()) if self.profiles_dir else None
+        profiles_dir = self._profiles_dir()
         base = BenchmarkSpec.from_dict(spec or {}, "campaign spec")
         return CampaignPlan(profiles=tuple(profiles), concurrencies=tuple(int(c) for c in concurrencies),
                             repeats=int(repeats), base_spec=base, policy=policy,
                             prompts_per_concurrency=prompts_per_concurrency, warmup_pass=warmup_pass,
                             profiles_dir=profiles_dir, control=control,
-                            control_noise_pct=control_noise_pct(self.store, profiles) if control else None)
+                            control_noise_pct=control_noise_pct(self._ctx.store, profiles) if control else None)
 
     def _check_profiles(self, names: Iterable[str]) -> None:
-        known = self._profiles()
+        known = self._ctx.profiles()
         for name in names:
             try:
                 known.by_name(name)
@@ -58,7 +67,7 @@ class QueueOps:
         self._check_profiles(profiles)
         plan = self._plan(profiles, concurrencies, repeats, spec, policy, prompts_per_concurrency, warmup_pass,
                           control)
-        running = next((s.name for s in self.servers.live() if s.state == "ready"), None)
+        running = next((s.name for s in self._ctx.servers.live() if s.state == "ready"), None)
         return {
             "definition": plan.definition(),
             "control": plan.control_plan(),
@@ -85,7 +94,7 @@ class QueueOps:
         campaign; its items run through the same queue as any other."""
         from moe_tui.investigate.store import enqueue_plan_dict
 
-        profiles_dir = str(self.profiles_dir.resolve()) if self.profiles_dir else None
+        profiles_dir = self._profiles_dir()
         self._check_profiles({i["profile"] for p in plan.get("proposals", ()) for i in p.get("items", ())})
         campaign_id, items = enqueue_plan_dict(self.queue, plan, profiles_dir=profiles_dir)
         return {"campaign_id": campaign_id, "item_ids": [i.id for i in items]}
@@ -94,7 +103,7 @@ class QueueOps:
         """Queue an explain plan (`moe_tui.explain.store.plan_explain`): one profiled run a side."""
         from moe_tui.explain.store import enqueue_explain
 
-        profiles_dir = str(self.profiles_dir.resolve()) if self.profiles_dir else None
+        profiles_dir = self._profiles_dir()
         self._check_profiles({i["profile"] for i in plan.get("items", ())})
         campaign_id, items = enqueue_explain(self.queue, plan, profiles_dir=profiles_dir)
         return {"campaign_id": campaign_id, "item_ids": [i.id for i in items]}
@@ -105,15 +114,32 @@ class QueueOps:
     def move_item(self, item_id: int, direction: str) -> dict[str, Any]:
         return self.queue.move(item_id, direction).to_dict()
 
+    def _is_current(self, item_id: int) -> bool:
+        current = self._ctx.work.current
+        return current is not None and current.id == int(item_id)
+
     def skip_item(self, item_id: int) -> dict[str, Any]:
-        if self._current is not None and self._current.id == int(item_id):
+        if self._is_current(item_id):
             return self.skip_current()
         return self.queue.skip(item_id).to_dict()
 
     def cancel_item(self, item_id: int) -> dict[str, Any]:
-        if self._current is not None and self._current.id == int(item_id):
+        if self._is_current(item_id):
             return self.cancel_current()
         return self.queue.cancel(item_id).to_dict()
+
+    def skip_current(self) -> dict[str, Any]:
+        """Stop the running benchmark; the item becomes `skipped` (retry brings it back)."""
+        item = self._ctx.work.current
+        if not self._ctx.abort_current("skipped", "skipped by user while running"):
+            raise ControllerError("nothing is running: no current item to skip")
+        return {"item_id": item.id if item else None, "state": "skipped"}
+
+    def cancel_current(self) -> dict[str, Any]:
+        item = self._ctx.work.current
+        if not self._ctx.abort_current("cancelled", "cancelled by user while running"):
+            raise ControllerError("nothing is running: no current item to cancel")
+        return {"item_id": item.id if item else None, "state": "cancelled"}
 
     def retry_item(self, item_id: int) -> dict[str, Any]:
         return self.queue.retry(item_id).to_dict()
@@ -127,82 +153,86 @@ class QueueOps:
 
 
 class Recovery:
-    """What the controller does on start before working the queue."""
+    """What the controller does on start before working the queue (and, later, stray servers and
+    rolling backups at its safe points)."""
 
-    async def _recover(self, retry_interrupted: bool) -> None:
-        for line in self.recorder.import_spilled():  # first: their items are still 'running'
-            self._notice("warning", line)
+    def __init__(self, ctx: RunContext) -> None:
+        self._ctx = ctx
+
+    async def recover(self, retry_interrupted: bool) -> None:
+        for line in self._ctx.recorder.import_spilled():  # first: their items are still 'running'
+            self._ctx.notice("warning", line)
         await self._sweep_orphans()
-        interrupted = self.queue.recover_interrupted()
-        stale_runs = self.store.mark_running_runs("incomplete", "interrupted: the runner stopped during this run")
+        interrupted = self._ctx.queue.recover_interrupted()
+        stale_runs = self._ctx.store.mark_running_runs("incomplete", "interrupted: the runner stopped during this run")
         if interrupted or stale_runs:
-            self._notice("warning", f"recovered from an earlier stop: {len(interrupted)} item(s) interrupted, "
+            self._ctx.notice("warning", f"recovered from an earlier stop: {len(interrupted)} item(s) interrupted, "
                                     f"{stale_runs} partial run(s) kept as incomplete")
         # Servers recorded live that nobody here manages (a killed runner's, or started by hand
         # with `moe-tui server start`) are left alone until the queue needs the GPUs and ports:
         # `_ensure_server` stops them then. Say so now.
-        from moe_tui.servers import recorded_server_alive
+        from moe_tui.servers.manager import recorded_server_alive
 
         strays = []
         for start in self._stray_server_starts():
             if recorded_server_alive(start):
                 strays.append(start)
-            elif self._lock is not None:
-                self.store.update_server_start(start["id"], state="stopped", stopped_at=time.time(),
+            elif self._ctx.lock is not None:
+                self._ctx.store.update_server_start(start["id"], state="stopped", stopped_at=time.time(),
                                                reason="found gone when a new runner started")
         if strays:
-            self._notice("warning", "server(s) running outside this controller: "
+            self._ctx.notice("warning", "server(s) running outside this controller: "
                          + ", ".join(f"{s['profile_name']} (pid {s['pid']})" for s in strays)
                          + "; they will be stopped when the queue needs the GPUs")
         if retry_interrupted:
-            requeued = self.queue.retry_interrupted()
+            requeued = self._ctx.queue.retry_interrupted()
             if requeued:
-                self._notice("info", f"requeued {len(requeued)} interrupted item(s): "
+                self._ctx.notice("info", f"requeued {len(requeued)} interrupted item(s): "
                                      + ", ".join(f"#{i}" for i in requeued))
-        await self._backup_if_due()
+        await self.backup_if_due()
 
-    async def _backup_if_due(self) -> None:
+    async def backup_if_due(self) -> None:
         """A safe point (recovered, nothing in flight): a rolling backup of the store if the last
         is older than `store_integrity.BACKUP_EVERY_S` (`moe-tui doctor --repair` restores it)."""
-        if self._lock is None:
+        if self._ctx.lock is None:
             return
         from moe_tui.store.errors import StoreError
         from moe_tui.store.integrity import BACKUP_EVERY_S, backup_store
 
         try:
-            await asyncio.to_thread(backup_store, self.store, if_older_than_s=BACKUP_EVERY_S)
+            await asyncio.to_thread(backup_store, self._ctx.store, if_older_than_s=BACKUP_EVERY_S)
         except StoreError as exc:
-            self._notice("warning", str(exc))
+            self._ctx.notice("warning", str(exc))
 
     async def _sweep_orphans(self) -> None:
         """Stop what a dead runner of this data dir left (servers, benchmark children), found by
         the data-dir marker every runner puts in its children's environment; say which."""
-        if self._lock is None:
+        if self._ctx.lock is None:
             return  # not the lock holder: what runs may belong to the live runner
         from moe_tui.run.orphans import stop_orphans
 
-        for line in await asyncio.to_thread(stop_orphans, self.data_dir):
-            self._notice("warning", line)
+        for line in await asyncio.to_thread(stop_orphans, self._ctx.data_dir):
+            self._ctx.notice("warning", line)
 
     def _stray_server_starts(self) -> list[dict[str, Any]]:
         """Server starts recorded live in the store that this controller does not manage."""
-        ours = {s.start_id for s in self.servers.servers.values() if s.start_id is not None}
-        live = self.store.server_start_ids_in_states(sorted(LIVE_STATES))
-        starts = [self.store.server_start(start_id) for start_id in live if start_id not in ours]
+        ours = {s.start_id for s in self._ctx.servers.servers.values() if s.start_id is not None}
+        live = self._ctx.store.server_start_ids_in_states(sorted(LIVE_STATES))
+        starts = [self._ctx.store.server_start(start_id) for start_id in live if start_id not in ours]
         return [s for s in starts if s is not None]
 
-    async def _stop_stray_servers(self, why: str) -> None:
+    async def stop_stray_servers(self, why: str) -> None:
         """Stop servers recorded live that this controller does not manage (they hold the GPUs
         and ports the next start needs); rows of ones already gone are closed."""
-        from moe_tui.servers import recorded_server_alive, stop_recorded_server
+        from moe_tui.servers.manager import recorded_server_alive, stop_recorded_server
 
         for start in self._stray_server_starts():
             start_id = start["id"]
             if recorded_server_alive(start):
-                self._notice("warning", f"stopping server '{start['profile_name']}' (start #{start_id}, "
+                self._ctx.notice("warning", f"stopping server '{start['profile_name']}' (start #{start_id}, "
                                         f"pid {start['pid']}): {why}")
                 report = await asyncio.to_thread(stop_recorded_server, start)
                 reason = f"stopped by the controller ({why}); {report.describe()}"
             else:
                 reason = f"found gone by the controller ({why})"
-            self.store.update_server_start(start_id, state="stopped", reason=reason, stopped_at=time.time())
+            self._ctx.store.update_server_start(start_id, state="stopped", reason=reason, stopped_at=time.time())

@@ -20,14 +20,23 @@ import asyncio
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from moe_tui.events import BenchProgress, RunStarted
+from moe_tui.events import BenchProgress, Event, RunStarted
 from moe_tui.explain.store import traces_dir
 from moe_tui.explain.trace import parse_trace_name
+from moe_tui.profiles import ServerProfile
+from moe_tui.run.context import RunContext
+from moe_tui.store.queue import QueueItem
+
+if TYPE_CHECKING:
+    from moe_tui.bench.engine import BenchResult
+    from moe_tui.run.items import ItemRunner
+    from moe_tui.servers.managed import ManagedServer
 
 PROFILE_TIMEOUT_S = 600.0
 FULL_BATCH_WAIT_S = 120.0
@@ -46,7 +55,7 @@ async def _post(client: httpx.AsyncClient, path: str, body: dict[str, Any] | Non
 
 
 def _decode_ranks(folder: Path, prefix: str) -> set[int]:
-    out = set()
+    out: set[int] = set()
     for p in folder.glob(f"{prefix}-*.trace.json.gz"):
         parts = parse_trace_name(p.name)
         if parts is not None and parts.stage == "DECODE":
@@ -57,7 +66,9 @@ def _decode_ranks(folder: Path, prefix: str) -> set[int]:
 def keep_files(sources: list[Path], dest: Path, limit: int = MAX_KEPT_BYTES) -> tuple[list[str], list[str]]:
     """Move files into `dest` (0600) while they fit `limit` bytes together: (kept names, left-out
     notes)."""
-    kept, left, total = [], [], 0
+    kept: list[str] = []
+    left: list[str] = []
+    total = 0
     for src in sorted(sources):
         size = src.stat().st_size
         if total + size > limit:
@@ -71,19 +82,21 @@ def keep_files(sources: list[Path], dest: Path, limit: int = MAX_KEPT_BYTES) -> 
     return kept, left
 
 
-async def profiled_run(ctl: Any, item: Any, profile: Any, server: Any, warmup_info: dict[str, Any] | None,
-                       definition: dict[str, Any]) -> None:
+async def profiled_run(runner: ItemRunner, ctx: RunContext, item: QueueItem, profile: ServerProfile,
+                       server: ManagedServer, warmup_info: dict[str, Any] | None, definition: dict[str, Any]) -> None:
+    """The `explain` item's run (steps 1 to 5 of the module docstring): `runner` opens it and runs
+    its benchmark, `ctx` carries its events, its stop and the item's close."""
     from moe_tui.run.recording import finished_run
 
     steps = int(definition.get("steps") or 12)
-    opened = ctl._open_run(item, profile, server, warmup_info)
+    opened = runner.open_run(item, profile, server, warmup_info)
     if opened is None:
         return
     spec, run_id, provenance_args = opened
     server_facts = provenance_args["server"]
-    ctl._emit(RunStarted(run_id=run_id, queue_item_id=item.id, profile=profile.name, fingerprint=spec.fingerprint,
+    ctx.emit(RunStarted(run_id=run_id, queue_item_id=item.id, profile=profile.name, fingerprint=spec.fingerprint,
                          spec_summary=spec.describe() + f" (profiled, {steps} decode steps)"))
-    ctl._status("profiling", f"#{item.id} {profile.name} conc={spec.max_concurrency} run {run_id}")
+    ctx.status("profiling", f"#{item.id} {profile.name} conc={spec.max_concurrency} run {run_id}")
     dest = traces_dir(run_id)
     raw = dest / "incoming"
     raw.mkdir(mode=0o700, exist_ok=True)
@@ -93,31 +106,33 @@ async def profiled_run(ctl: Any, item: Any, profile: Any, server: Any, warmup_in
     facts: dict[str, Any] = {"request": req, "steps": steps, "explain": definition.get("name"), "notes": [],
                              "concurrency": spec.max_concurrency,
                              "prefill": "EXTEND" in (definition.get("stages") or ())}
-    world = int((server_facts.get("server_info") or {}).get("tp_size") or getattr(profile, "tp_size", 1) or 1)
+    world = int((server_facts.get("server_info") or {}).get("tp_size") or profile.tp_size or 1)
     full = asyncio.Event()
 
-    def on_event(ev: Any) -> None:
+    def on_event(ev: Event) -> None:
         if isinstance(ev, BenchProgress) and ev.run_id == run_id and ev.in_flight >= spec.max_concurrency:
             full.set()
 
-    unsub = ctl.subscribe(on_event)
+    unsub = ctx.subscribers.add(on_event)
     async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, timeout=30.0) as client:
         code, text = await _post(client, "/start_expert_distribution_record")
         facts["expert_record"] = "recording" if code == 200 else f"not recorded: {text or code}"
-        holder: list[asyncio.Task[Any]] = []
+        holder: list[asyncio.Task[BenchResult]] = []
 
-        def start_bench() -> asyncio.Task[Any]:
-            holder.append(asyncio.create_task(ctl._run_bench(spec, server, run_id=run_id, phase="timed")))
+        def start_bench() -> asyncio.Task[BenchResult]:
+            holder.append(asyncio.create_task(runner.run_bench(spec, server, run_id=run_id, phase="timed")))
             return holder[0]
 
         try:
             await _profile_while(start_bench, full, client, req, raw, prefix, world, facts)
         finally:
             unsub()
-            if ctl._bench_stop is not None:
-                ctl._bench_stop.set()
+            if ctx.work.bench_stop is not None:
+                ctx.work.bench_stop.set()
+        result: BenchResult | None = None
+        bench_error: str | None = None
         try:
-            result, bench_error = (await holder[0] if holder else None), None
+            result = await holder[0] if holder else None
         except Exception as exc:
             result, bench_error = None, f"benchmark could not run: {type(exc).__name__}: {exc}"
         if facts["expert_record"] == "recording":
@@ -125,20 +140,20 @@ async def profiled_run(ctl: Any, item: Any, profile: Any, server: Any, warmup_in
     kept, left = keep_files([p for p in raw.iterdir() if p.is_file()], dest)
     shutil.rmtree(raw, ignore_errors=True)
     facts["files"], facts["notes"] = kept, facts["notes"] + left
-    abort = ctl._abort_verdict or (("done", "") if any(k.endswith(".trace.json.gz") for k in kept)
+    abort = ctx.work.abort_verdict or (("done", "") if any(k.endswith(".trace.json.gz") for k in kept)
                                    else ("failed", "profiled run: no trace was written; " + "; ".join(facts["notes"])))
     record = finished_run(
         run_id=run_id, item=item, spec=spec, server=server, result=result, bench_error=bench_error,
-        provenance_args=provenance_args, client_limits=ctl._client_limits(spec), telemetry_summary=None,
+        provenance_args=provenance_args, client_limits=runner.client_limits(spec), telemetry_summary=None,
         gpu_snapshots=[], abort_verdict=abort)
     record.finish["provenance"]["profiled"] = facts
-    ctl.recorder.store_run(record)
-    ctl._current = None
-    ctl._notice("info" if abort[0] == "done" else "warning",
+    ctx.recorder.store_run(record)
+    ctx.work.current = None
+    ctx.notice("info" if abort[0] == "done" else "warning",
                 f"profiled run {run_id} ({profile.name}): {len(kept)} file(s) kept in {dest}")
 
 
-async def _expert_dump(client: httpx.AsyncClient, profile: Any, raw: Path, facts: dict[str, Any]) -> None:
+async def _expert_dump(client: httpx.AsyncClient, profile: ServerProfile, raw: Path, facts: dict[str, Any]) -> None:
     """Stop recording, dump, and copy this dump (not an older one in a shared folder) beside the traces."""
     await _post(client, "/stop_expert_distribution_record")
     since = time.time()
@@ -168,7 +183,7 @@ async def _running(client: httpx.AsyncClient) -> int | None:
     return None
 
 
-async def _wait_running(client: httpx.AsyncClient, concurrency: int, bench: asyncio.Task[Any]) -> str:
+async def _wait_running(client: httpx.AsyncClient, concurrency: int, bench: asyncio.Task[BenchResult]) -> str:
     """Wait (up to FULL_BATCH_WAIT_S) until the server runs the whole concurrency, so the profiled
     decode steps are at the cell's batch; a server that says nothing is trusted to the client's count."""
     deadline = time.monotonic() + FULL_BATCH_WAIT_S
@@ -190,7 +205,7 @@ async def _ask_start(client: httpx.AsyncClient, req: dict[str, Any]) -> asyncio.
     return start
 
 
-async def _profile_while(start_bench: Any, full: asyncio.Event, client: httpx.AsyncClient,
+async def _profile_while(start_bench: Callable[[], asyncio.Task[BenchResult]], full: asyncio.Event, client: httpx.AsyncClient,
                          req: dict[str, Any], raw: Path, prefix: str, world: int, facts: dict[str, Any]) -> None:
     """Start the benchmark and the profile (once the batch is full; before the benchmark when the
     prefill is wanted too), then wait for every rank's DECODE trace."""

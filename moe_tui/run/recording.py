@@ -30,13 +30,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from moe_tui.provenance import build_provenance, run_flags
+from moe_tui.spec import BenchmarkSpec
 from moe_tui.store.db import Store
 from moe_tui.store.errors import StoreError
 from moe_tui.store.records import _json_default
 from moe_tui.trust import aside_note, set_aside, untrusted_dir_reason, untrusted_reason
+
+if TYPE_CHECKING:
+    import ctypes
+
+    from moe_tui.bench.engine import BenchResult
+    from moe_tui.servers.managed import ManagedServer
+    from moe_tui.store.db import RunRecord
+    from moe_tui.store.queue import QueueItem
+    from moe_tui.telemetry import TelemetrySnapshot
 
 SPILL_PREFIX = "run-"
 
@@ -75,21 +85,25 @@ class FinishedRun:
                    str(data["status"]), finish)
 
 
-def finished_run(*, run_id: int, item: Any, spec: Any, server: Any, result: Any, bench_error: str | None,
-                 provenance_args: dict[str, Any], client_limits: dict[str, Any], telemetry_summary: Any,
-                 gpu_snapshots: list[Any], abort_verdict: tuple[str, str] | None,
+def finished_run(*, run_id: int, item: QueueItem, spec: BenchmarkSpec, server: ManagedServer,
+                 result: BenchResult | None, bench_error: str | None, provenance_args: dict[str, Any],
+                 client_limits: dict[str, Any], telemetry_summary: dict[str, Any] | None,
+                 gpu_snapshots: list[TelemetrySnapshot], abort_verdict: tuple[str, str] | None,
                  server_load: dict[str, Any] | None = None) -> FinishedRun:
     """The stored form of a timed run: status, flags, provenance, and the item's verdict.
     `server_load`: `disturbance.load_summary` of the run (kept in the self-check; flags foreign load)."""
     finished = time.time()
+    summary: dict[str, Any] = {}
+    requests: list[dict[str, Any]] = []
+    selfcheck: dict[str, Any] = {}
+    bench_flags: list[str] = []
     if result is None:
-        status, summary, requests, selfcheck, error, bench_flags = "failed", {}, [], {}, bench_error or "", []
+        status, error = "failed", bench_error or ""
         client_facts = dict(client_limits)
     else:
         status, summary, requests = result.status, result.summary or {}, result.requests or []
         selfcheck, error, bench_flags = result.selfcheck or {}, result.error or "", list(result.flags or [])
-        client_facts = {"name": getattr(result, "client", spec.client),
-                        "version": getattr(result, "client_version", ""), **client_limits}
+        client_facts = {"name": result.client, "version": result.client_version, **client_limits}
     completed = sum(1 for r in requests if r.get("ok"))
     errors = sum(1 for r in requests if not r.get("ok"))
     provenance = build_provenance(**provenance_args, bench_client=client_facts, finished_at=finished,
@@ -138,7 +152,7 @@ def release_memory() -> None:
         _libc.malloc_trim(0)
 
 
-_libc: Any = None
+_libc: ctypes.CDLL | Literal[False] | None = None  # None: not looked up yet; False: no libc
 
 
 class RunRecorder:
@@ -257,7 +271,7 @@ class RunRecorder:
         return lines
 
 
-def _conflict(record: FinishedRun, stored: Any) -> str | None:
+def _conflict(record: FinishedRun, stored: RunRecord | None) -> str | None:
     """Why `record` may not complete the stored run: only a run still `running`, of the same queue
     item, is completed from a spill file. A stored result is never overwritten."""
     if stored is None:

@@ -191,14 +191,14 @@ def _peer_uid(sock: socket.socket) -> int | None:
         _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, cred, struct.calcsize("3i")))
     except OSError:
         return None
-    return uid
+    return int(uid)
 
 
 def _peer_is_us(sock: socket.socket) -> bool:
     return _peer_uid(sock) == os.getuid()
 
 
-def _check_runner_peer(sock: Any, path: Path) -> None:
+def _check_runner_peer(sock: socket.socket | None, path: Path) -> None:
     """The client's side: trust what answers on `path` only if it runs as this user."""
     uid = _peer_uid(sock) if sock is not None else None
     if uid != os.getuid():

@@ -50,7 +50,8 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING
 
 from moe_tui.events import Event
 from moe_tui.run.bounds import check_request_args
@@ -63,18 +64,21 @@ from moe_tui.run.rendezvous import (
     socket_path_for,
 )
 
+if TYPE_CHECKING:
+    from moe_tui.run.controller import Controller
+
 
 # -- the server side ---------------------------------------------------------------------------
 class ControlServer:
     """Serves the control channel for one controller on its event loop."""
 
-    def __init__(self, controller: Any, data_dir: str | Path, *, on_shutdown: Callable[[str], None]):
+    def __init__(self, controller: Controller, data_dir: str | Path, *, on_shutdown: Callable[[str], None]):
         self.controller = controller
         self.data_dir = Path(data_dir)
         self.path = socket_path_for(self.data_dir)
         self._on_shutdown = on_shutdown
         self._server: asyncio.AbstractServer | None = None
-        self._clients: set[asyncio.Task] = set()
+        self._clients: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -175,7 +179,7 @@ class ControlServer:
 
 
 # -- running one ------------------------------------------------------------------------------
-async def serve(controller: Any, data_dir: str | Path, *, until_empty: bool, retry_interrupted: bool = True,
+async def serve(controller: Controller, data_dir: str | Path, *, until_empty: bool, retry_interrupted: bool = True,
                 on_event: Callable[[Event], None] | None = None, log_path: str | None = None) -> int:
     """Run `controller` with a control socket until the queue drains (`until_empty`) or a
     shutdown (SIGTERM / SIGINT / the `shutdown` op). Returns the exit status."""
@@ -194,7 +198,7 @@ async def serve(controller: Any, data_dir: str | Path, *, until_empty: bool, ret
     # The socket's folder is checked (ours, 0700) before anything starts: RunnerUnavailable if not.
     control = ControlServer(controller, data_dir, on_shutdown=request_stop)
     await controller.start(work=True, until_empty=until_empty, retry_interrupted=retry_interrupted)
-    if getattr(controller, "_lock", None) is not None:
+    if controller.holds_lock:
         from moe_tui.run.watchdog import spawn
 
         spawn(data_dir)  # stops our servers and load generator at once if we are killed
@@ -218,7 +222,7 @@ async def serve(controller: Any, data_dir: str | Path, *, until_empty: bool, ret
         await asyncio.wait({waiter, worker}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         reason = reason_box[0] if reason_box else (
-            f"stopped: {controller.fatal}" if getattr(controller, "fatal", None) else "queue drained")
+            f"stopped: {controller.fatal}" if controller.fatal else "queue drained")
         await controller.shutdown(reason)
         waiter.cancel()
         worker.cancel()
@@ -227,7 +231,7 @@ async def serve(controller: Any, data_dir: str | Path, *, until_empty: bool, ret
         with contextlib.suppress(FileNotFoundError):
             if (read_runner_info(data_dir) or {}).get("pid") == os.getpid():
                 info_path.unlink()
-    fatal = getattr(controller, "fatal", None)
+    fatal = controller.fatal
     if fatal:
         with contextlib.suppress(Exception):
             print(f"moe-tui run: stopped with an error: {fatal}", file=sys.stderr, flush=True)
@@ -240,7 +244,7 @@ async def serve(controller: Any, data_dir: str | Path, *, until_empty: bool, ret
 STOP_DEADLINE_S = 90.0
 
 
-def _stop_handler(loop: asyncio.AbstractEventLoop, request_stop: Callable[[str], None]) -> Callable:
+def _stop_handler(loop: asyncio.AbstractEventLoop, request_stop: Callable[[str], None]) -> Callable[[int, FrameType | None], None]:
     """A plain `signal.signal` handler (it runs between bytecodes even when a loop callback is
     busy, unlike `loop.add_signal_handler`): ask for a clean stop on the loop, and arm the watchdog."""
     import threading
@@ -254,7 +258,7 @@ def _stop_handler(loop: asyncio.AbstractEventLoop, request_stop: Callable[[str],
                   file=sys.stderr, flush=True)
         os._exit(1)
 
-    def handler(signum: int, _frame: Any) -> None:
+    def handler(signum: int, _frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
         if asked:
             with contextlib.suppress(Exception):

@@ -1,5 +1,5 @@
 """The controller's GPU telemetry: one sampler shared by the controller and the TUI, relayed as
-`GpuTelemetry` events with the GPU processes each server owns (a mixin of
+`GpuTelemetry` events with the GPU processes each server owns (`TelemetryRelay`, a part of
 `moe_tui.run.controller.Controller`).
 
 The sampler is NVML when a driver answers, else the simulated GPUs of the emulators this controller
@@ -10,63 +10,65 @@ decided by `moe_tui.telemetry.gpu_owners` (a server's leader, its descendants, o
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from moe_tui.events import Event, GpuTelemetry
+from moe_tui.events import GpuTelemetry
+from moe_tui.run.context import RunContext
+
+if TYPE_CHECKING:
+    from moe_tui.telemetry import TelemetrySnapshot, TelemetryThread
 
 
 class TelemetryRelay:
     """Start, relay and stop the controller's GPU sampler."""
 
-    # Set by Controller.__init__ / start().
-    servers: Any
-    _telemetry: Any
-    _telemetry_interval_s: float
-    _owns_telemetry: bool
-    _telemetry_was_available: bool | None
-    _last_telemetry: dict[str, Any] | None
-    _unsubs: list[Callable[[], None]]
+    def __init__(self, ctx: RunContext, sampler: TelemetryThread | Literal[False] | None,
+                 interval_s: float = 1.0) -> None:
+        self._ctx = ctx
+        # None: start our own at `start()`; False: none at all.
+        self._wanted: TelemetryThread | Literal[False] | None = sampler
+        self.sampler: TelemetryThread | None = None if sampler is False else sampler
+        self._interval_s = interval_s
+        self._owns = False
+        self._was_available: bool | None = None
+        self.last: dict[str, Any] | None = None  # the latest snapshot (a TUI attaching late draws it)
 
-    def _emit(self, event: Event) -> None:
-        raise NotImplementedError  # provided by Controller
-
-    def _notice(self, level: str, message: str) -> None:
-        raise NotImplementedError  # provided by Controller
-
-    def _start_telemetry(self) -> None:
-        if self._telemetry is False:
-            self._telemetry = None
-            return
-        if self._telemetry is None:
+    def start(self) -> Callable[[], None] | None:
+        """Start (or adopt) the sampler and relay it; the unsubscribe, or None without telemetry."""
+        if self._wanted is False:
+            self.sampler = None
+            return None
+        if self.sampler is None:
             try:
                 from moe_tui.telemetry import ControlRoomSampler, TelemetryThread, sim_sources
 
                 # NVML when a driver answers, else the simulated GPUs of the emulators we run.
-                sampler = ControlRoomSampler(lambda: sim_sources(self.servers.live()))
-                self._telemetry = TelemetryThread(sampler.sample, interval_s=self._telemetry_interval_s)
-                self._telemetry.start()
-                self._owns_telemetry = True
+                sampler = ControlRoomSampler(lambda: sim_sources(self._ctx.servers.live()))
+                self.sampler = TelemetryThread(sampler.sample, interval_s=self._interval_s)
+                self.sampler.start()
+                self._owns = True
             except Exception as exc:  # no telemetry is a flag on the run, never a stop
-                self._notice("warning", f"GPU telemetry unavailable: {exc}")
-                self._telemetry = None
-        if self._telemetry is not None:
-            self._unsubs.append(self._telemetry.subscribe(self._relay_telemetry))
+                self._ctx.notice("warning", f"GPU telemetry unavailable: {exc}")
+                self.sampler = None
+        if self.sampler is None:
+            return None
+        return self.sampler.subscribe(self._relay)
 
-    def _relay_telemetry(self, snapshot: Any) -> None:
+    def _relay(self, snapshot: TelemetrySnapshot) -> None:
         """The one GPU sampler feeds the TUI too: every snapshot while NVML answers, and the first
         one that says why it does not (no driver will not appear while we run)."""
-        self._last_telemetry = snapshot.to_dict()
-        if snapshot.available or self._telemetry_was_available is not False:
-            self._emit(GpuTelemetry(snapshot=self._last_telemetry, owners=self._gpu_owners(snapshot)))
-        self._telemetry_was_available = bool(snapshot.available)
+        self.last = snapshot.to_dict()
+        if snapshot.available or self._was_available is not False:
+            self._ctx.emit(GpuTelemetry(snapshot=self.last, owners=self._gpu_owners(snapshot)))
+        self._was_available = bool(snapshot.available)
 
-    def _gpu_owners(self, snapshot: Any) -> dict[str, str]:
+    def _gpu_owners(self, snapshot: TelemetrySnapshot) -> dict[str, str]:
         """pid -> profile for the snapshot's GPU processes that are a server's (leader or descendant,
         or carrying its marker): the dashboard's owner column, decided here once, not in the UI."""
         try:
             from moe_tui.telemetry import gpu_owners
 
-            live = self.servers.live()
+            live = self._ctx.servers.live()
             leaders = {s.name: s.pid for s in live if s.pid}
             markers = {s.name: s.server_id for s in live}
             pids = {p.pid for g in snapshot.gpus for p in (g.processes or ())}
@@ -75,6 +77,6 @@ class TelemetryRelay:
         except Exception:  # a process that vanished mid-read: no owners this second, never a stop
             return {}
 
-    def _stop_telemetry(self) -> None:
-        if self._owns_telemetry and self._telemetry is not None:
-            self._telemetry.stop()
+    def stop(self) -> None:
+        if self._owns and self.sampler is not None:
+            self.sampler.stop()

@@ -38,7 +38,7 @@ into EPIPE. The file is also what `moe-tui server logs` reads from another proce
 No Textual here: the TUI and the headless runner both subscribe with plain callbacks.
 """
 
-from moe_tui.servers.base import (  # noqa: F401
+from moe_tui.servers.base import (
     DEFAULT_GRACE_S,
     DEFAULT_RING_LINES,
     FAILED,
@@ -71,16 +71,16 @@ from moe_tui.servers.base import (  # noqa: F401
     no_gpu_view,
     nvml_gpu_view,
 )
-from moe_tui.servers.managed import (  # noqa: F401
+from moe_tui.servers.managed import (
     ManagedServer,
 )
-from moe_tui.servers.manager import (  # noqa: F401
+from moe_tui.servers.manager import (
     ServerManager,
     recorded_marker,
     recorded_server_alive,
     stop_recorded_server,
 )
-from moe_tui.servers.parsing import (  # noqa: F401
+from moe_tui.servers.parsing import (
     PromSample,
     ServerInfo,
     metric_value,
@@ -88,19 +88,19 @@ from moe_tui.servers.parsing import (  # noqa: F401
     parse_prometheus_text,
     parse_server_info,
 )
-from moe_tui.servers.preflight import (  # noqa: F401
+from moe_tui.servers.preflight import (
     check_gpus,
     check_port,
     port_holder,
     port_is_free,
     preflight,
 )
-from moe_tui.servers.registry import (  # noqa: F401
+from moe_tui.servers.registry import (
     install_exit_handlers,
     managed_servers,
     stop_all_managed,
 )
-from moe_tui.servers.teardown import (  # noqa: F401
+from moe_tui.servers.teardown import (
     StopReport,
     _alive,
     _split_returncode,
@@ -109,3 +109,16 @@ from moe_tui.servers.teardown import (  # noqa: F401
     signal_name,
     terminate_server,
 )
+
+__all__ = [
+    "DEFAULT_GRACE_S", "DEFAULT_RING_LINES", "FAILED", "KILL_CONFIRM_S", "LIVE_STATES", "LOG_TAIL_LINES",
+    "PHASE_AUTOTUNE", "PHASE_GRAPHS", "PHASE_LAUNCHING", "PHASE_LOADING", "PHASE_READY", "PHASE_WARMUP", "PHASES",
+    "READY", "SERVER_ID_ENV", "STARTING", "STATES", "STOPPED", "STOPPING", "EventCallback",
+    "ForeignGpuProcessError", "GpuConflictError", "GpuProbe", "GpuView", "PortInUseError", "ServerError",
+    "ServerFailed", "ServerInfoError", "ServerStartError", "no_gpu_view", "nvml_gpu_view", "ManagedServer",
+    "ServerManager", "recorded_marker", "recorded_server_alive", "stop_recorded_server", "PromSample",
+    "ServerInfo", "metric_value", "metrics_event", "parse_prometheus_text", "parse_server_info", "check_gpus",
+    "check_port", "port_holder", "port_is_free", "preflight", "install_exit_handlers", "managed_servers",
+    "stop_all_managed", "StopReport", "_alive", "_split_returncode", "has_marker", "processes_of", "signal_name",
+    "terminate_server"
+]

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from moe_tui import judgement
 from moe_tui.events import Event, ServerStateChanged
+
+if TYPE_CHECKING:
+    from moe_tui.telemetry.nvml import NvmlSampler
 
 # -- states and phases ---------------------------------------------------------------------------
 STOPPED, STARTING, READY, FAILED, STOPPING = "stopped", "starting", "ready", "failed", "stopping"
@@ -106,7 +109,7 @@ class GpuView:
 
 GpuProbe = Callable[[], "GpuView | None"]
 
-_NVML_SAMPLER: Any = None
+_NVML_SAMPLER: NvmlSampler | None = None
 
 
 def nvml_gpu_view() -> GpuView | None:

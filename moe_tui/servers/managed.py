@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moe_tui.events import Event, Notice, ServerLogLine, ServerMetrics, ServerStateChanged
 from moe_tui.profiles import ServerProfile, redact_argv, redact_env
@@ -44,6 +45,11 @@ from moe_tui.servers.registry import _REGISTRY, _REGISTRY_LOCK, managed_servers
 from moe_tui.servers.teardown import StopReport, _split_returncode, signal_name, terminate_server
 from moe_tui.servers.watch import ServerWatchMixin
 
+if TYPE_CHECKING:
+    import httpx
+
+    from moe_tui.store.db import Store
+
 
 # -- the managed server --------------------------------------------------------------------------
 class ManagedServer(ServerWatchMixin):
@@ -55,7 +61,7 @@ class ManagedServer(ServerWatchMixin):
         self,
         profile: ServerProfile,
         *,
-        store: Any = None,
+        store: Store | None = None,
         keep_running: bool = False,
         grace_s: float | None = None,
         ready_poll_s: float = 0.5,
@@ -111,13 +117,13 @@ class ManagedServer(ServerWatchMixin):
         self.last_metrics: ServerMetrics | None = None
         self.metrics_exposed: bool | None = None
         self.last_stop: StopReport | None = None
-        self._popen: subprocess.Popen | None = None
-        self._log_file: Any = None
-        self._log_reader: Any = None
+        self._popen: subprocess.Popen[bytes] | None = None
+        self._log_file: io.FileIO | None = None  # the server's stdout and stderr
+        self._log_reader: io.BufferedReader | None = None  # the same file, followed
         self._partial = ""
-        self._tasks: list[asyncio.Task] = []
-        self._client: Any = None
-        self._stop_task: asyncio.Task | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._client: httpx.AsyncClient | None = None
+        self._stop_task: asyncio.Task[StopReport] | None = None
         self._stopping = False
         self._ready_event: asyncio.Event | None = None
         self._done_event: asyncio.Event | None = None
@@ -223,15 +229,15 @@ class ManagedServer(ServerWatchMixin):
                 profile_name=self.profile.name, profile=self.profile.snapshot(), argv=redact_argv(argv),
                 env=recorded_env, log_path=str(self.log_path), pid=None, state=STARTING,
             )
-        self._log_file = open(self.log_path, "ab", buffering=0)
-        self._log_file.write(f"# moe-tui: {' '.join(redact_argv(argv))}\n".encode())
+        self._log_file = log_file = open(self.log_path, "ab", buffering=0)
+        log_file.write(f"# moe-tui: {' '.join(redact_argv(argv))}\n".encode())
         try:
             self._popen = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT,
+                argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                 env=env, start_new_session=True, close_fds=True,
             )
         except OSError as exc:
-            self._log_file.close()
+            log_file.close()
             reason = f"cannot launch {argv[0]}: {exc.strerror or exc}"
             self._record(state=FAILED, reason=reason, stopped_at=time.time())
             self.failure = self._set_state(FAILED, reason)
@@ -350,7 +356,7 @@ class ManagedServer(ServerWatchMixin):
 
         while self.state == STARTING:
             try:
-                resp = await self._client.get("/health_generate", timeout=max(self.ready_poll_s * 4, 5.0))
+                resp = await self._http.get("/health_generate", timeout=max(self.ready_poll_s * 4, 5.0))
                 if resp.status_code == 200:
                     await self._become_ready()
                     return

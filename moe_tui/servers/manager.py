@@ -7,13 +7,16 @@ import asyncio
 import contextlib
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moe_tui.events import Event
 from moe_tui.profiles import ServerProfile
 from moe_tui.servers.base import DEFAULT_GRACE_S, SERVER_ID_ENV, EventCallback, GpuProbe, ServerStartError, nvml_gpu_view
 from moe_tui.servers.managed import ManagedServer
 from moe_tui.servers.teardown import StopReport, has_marker, processes_of, terminate_server
+
+if TYPE_CHECKING:
+    from moe_tui.store.db import Store
 
 
 class ServerManager:
@@ -22,7 +25,7 @@ class ServerManager:
     `server_options` are passed to each ManagedServer (grace_s, health_interval_s, gpu_probe, ...).
     """
 
-    def __init__(self, store: Any = None, **server_options: Any):
+    def __init__(self, store: Store | None = None, **server_options: Any) -> None:
         self.store = store
         self.server_options = server_options
         self.servers: dict[str, ManagedServer] = {}

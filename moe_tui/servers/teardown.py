@@ -10,29 +10,32 @@ import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from moe_tui.judgement import server_family
 from moe_tui.servers.base import KILL_CONFIRM_S, SERVER_ID_ENV, GpuProbe
+
+if TYPE_CHECKING:
+    import psutil  # untyped (mypy sees Any): the name is for the reader
 
 # After the launcher's own shutdown: how long the rest of the group gets after its SIGTERM.
 GROUP_TERM_S = 5.0
 
 
 # -- the process table ---------------------------------------------------------------------------
-def _alive(proc: Any, popen: subprocess.Popen | None = None) -> bool:
+def _alive(proc: psutil.Process, popen: subprocess.Popen[bytes] | None = None) -> bool:
     """True while a process exists and is not a zombie (a zombie holds no memory or GPU)."""
     import psutil
 
     if popen is not None and proc.pid == popen.pid:
         return popen.poll() is None
     try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+        return bool(proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
 
 
-def processes_of(leader_pid: int | None, marker: str | None, *, leader_verified: bool = True) -> list[Any]:
+def processes_of(leader_pid: int | None, marker: str | None, *, leader_verified: bool = True) -> list[psutil.Process]:
     """Every live process that belongs to a server: its family by `judgement.server_family` (the
     leader, its descendants, and any process whose environment carries `MOE_TUI_SERVER_ID=marker`
     with its descendants: this is what finds reparented schedulers), plus members of the leader's
@@ -48,11 +51,11 @@ def processes_of(leader_pid: int | None, marker: str | None, *, leader_verified:
     parent_of = process_parents()
     marked = marked_pids([marker], parent_of.keys())[marker] if marker else set()
     family = server_family(leader_pid if leader_verified else None, parent_of, marked)
-    found: dict[int, Any] = {}
+    found: dict[int, psutil.Process] = {}
     for pid in family - {me}:
         with contextlib.suppress(psutil.Error):
             found[pid] = psutil.Process(pid)
-    group: dict[int, Any] = {}
+    group: dict[int, psutil.Process] = {}
     if leader_pid is not None:
         for pid in parent_of:
             if pid == me or pid in found:
@@ -72,7 +75,7 @@ def has_marker(pid: int, marker: str) -> bool:
     import psutil
 
     try:
-        return psutil.Process(pid).environ().get(SERVER_ID_ENV) == marker
+        return bool(psutil.Process(pid).environ().get(SERVER_ID_ENV) == marker)
     except (psutil.Error, OSError):
         return False
 
@@ -105,7 +108,7 @@ class StopReport:
         return "; ".join(parts)
 
 
-def _signal_all(group_id: int | None, procs: Sequence[Any], sig: int) -> None:
+def _signal_all(group_id: int | None, procs: Sequence[psutil.Process], sig: int) -> None:
     if group_id is not None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(group_id, sig)
@@ -114,7 +117,7 @@ def _signal_all(group_id: int | None, procs: Sequence[Any], sig: int) -> None:
             os.kill(proc.pid, sig)
 
 
-def _wait_gone(procs: Sequence[Any], popen: subprocess.Popen | None, timeout: float) -> list[Any]:
+def _wait_gone(procs: Sequence[psutil.Process], popen: subprocess.Popen[bytes] | None, timeout: float) -> list[psutil.Process]:
     deadline = time.monotonic() + timeout
     while True:
         alive = [p for p in procs if _alive(p, popen)]
@@ -128,7 +131,7 @@ def terminate_server(
     marker: str | None,
     *,
     grace_s: float,
-    popen: subprocess.Popen | None = None,
+    popen: subprocess.Popen[bytes] | None = None,
     gpus: Sequence[int] = (),
     gpu_probe: GpuProbe | None = None,
 ) -> StopReport:
@@ -144,7 +147,7 @@ def terminate_server(
             return popen.poll() is None
         return marker is not None and has_marker(leader_pid, marker)
 
-    def group_of(found: Sequence[Any]) -> int | None:
+    def group_of(found: Sequence[psutil.Process]) -> int | None:
         # killpg only while the group id provably is ours (see processes_of).
         if leader_pid is None:
             return None
@@ -197,8 +200,8 @@ def terminate_server(
     )
 
 
-def _term_in_order(leader_pid: int | None, group: int | None, procs: Sequence[Any],
-                   popen: subprocess.Popen | None, grace_s: float) -> list[Any]:
+def _term_in_order(leader_pid: int | None, group: int | None, procs: Sequence[psutil.Process],
+                   popen: subprocess.Popen[bytes] | None, grace_s: float) -> list[psutil.Process]:
     """SIGTERM the launcher alone first and give it `grace_s` for SGLang's own shutdown (it drains
     in-flight requests, then takes its schedulers down: tokenizer_manager.py); a group-wide SIGTERM
     would kill the schedulers, which have no handler of their own, before that clean path ran.

@@ -15,6 +15,9 @@ from moe_tui.events import ServerMetrics
 from moe_tui.servers.base import PHASE_READY, READY, STARTING, ServerInfoError
 from moe_tui.servers.parsing import metrics_event, parse_prometheus_text, parse_server_info
 
+if TYPE_CHECKING:
+    import httpx
+
 # -- the managed server --------------------------------------------------------------------------
 
 class ServerWatchMixin:
@@ -41,9 +44,9 @@ class ServerWatchMixin:
         health_failures: int
         health_paused: bool
         metrics_interval_s: float
-        _client: Any
+        _client: httpx.AsyncClient | None
         _ready_event: asyncio.Event | None
-        _tasks: list[asyncio.Task[Any]]
+        _tasks: list[asyncio.Task[None]]
 
         @property
         def name(self) -> str: ...
@@ -53,14 +56,20 @@ class ServerWatchMixin:
         def _record(self, **fields: Any) -> None: ...
         async def _fail(self, reason: str, *, exit_code: int | None = None, exit_signal: int | None = None) -> None: ...
 
-    async def _get_json(self, path: str) -> tuple[Any, str | None]:
-        """(parsed body or raw text, error text)."""
+    @property
+    def _http(self) -> httpx.AsyncClient:
+        """The server's HTTP client (`start()` opens it before any conversation here begins)."""
+        assert self._client is not None, "the server was not started"
+        return self._client
+
+    async def _get_json(self, path: str) -> tuple[str, str | None]:
+        """(the body's text, "" when nothing answered; the error text, None when none)."""
         import httpx
 
         try:
-            resp = await self._client.get(path, timeout=10.0)
+            resp = await self._http.get(path, timeout=10.0)
         except httpx.HTTPError as exc:
-            return None, f"GET {path} failed: {exc!r}"
+            return "", f"GET {path} failed: {exc!r}"
         if resp.status_code != 200:
             return resp.text, f"GET {path} answered HTTP {resp.status_code}"
         return resp.text, None
@@ -130,7 +139,7 @@ class ServerWatchMixin:
                 continue
             error = None
             try:
-                resp = await self._client.get("/health", timeout=self.health_timeout_s)
+                resp = await self._http.get("/health", timeout=self.health_timeout_s)
                 if resp.status_code != 200:
                     error = f"/health answered HTTP {resp.status_code}"
             except httpx.HTTPError as exc:
@@ -151,7 +160,7 @@ class ServerWatchMixin:
 
         while self.state == READY:
             try:
-                resp = await self._client.get("/metrics", timeout=max(self.metrics_interval_s * 2, 2.0))
+                resp = await self._http.get("/metrics", timeout=max(self.metrics_interval_s * 2, 2.0))
             except httpx.HTTPError:
                 resp = None
             if self.state != READY:

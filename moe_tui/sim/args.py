@@ -169,7 +169,8 @@ class SGLangArgumentParser(argparse.ArgumentParser):
     """argparse with SGLang's failure mode (usage + `error: ...`, exit 2), nothing more."""
 
 
-def _add(parser: argparse.ArgumentParser, specs: tuple[FlagSpec, ...]) -> None:
+def _add(parser: argparse._ActionsContainer, specs: tuple[FlagSpec, ...]) -> None:
+    # _ActionsContainer: argparse's common base of a parser and an argument group (no public name)
     for spec in specs:
         kwargs = dict(spec.kwargs)
         kwargs.setdefault("dest", spec.dest)

@@ -20,12 +20,14 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
+from types import FrameType
 
 PR_SET_NAME = 15
 PR_SET_PDEATHSIG = 1
 
 
-def _prctl(option, value):
+def _prctl(option: int, value: int | ctypes.c_char_p) -> None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(option, value, 0, 0, 0)
@@ -33,11 +35,11 @@ def _prctl(option, value):
         pass
 
 
-def _set_comm(title):
+def _set_comm(title: str) -> None:
     _prctl(PR_SET_NAME, ctypes.c_char_p(title.encode()[:15]))
 
 
-def _wait_for_eof():
+def _wait_for_eof() -> None:
     try:
         while os.read(0, 4096):
             pass
@@ -45,15 +47,15 @@ def _wait_for_eof():
         pass
 
 
-def _outside_sigterm(title):
-    def handler(signum, frame):
+def _outside_sigterm(title: str) -> Callable[[int, FrameType | None], None]:
+    def handler(signum: int, frame: FrameType | None) -> None:
         os.write(2, f"{title} (pid {os.getpid()}): SIGTERM from outside its launcher; a real scheduler "
                     "dies here before the launcher's clean shutdown (SIMULATED)\n".encode())
         os._exit(128 + signal.SIGTERM)
     return handler
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     role, parent_pid, orphan_s, title = argv[0], int(argv[1]), float(argv[2]), argv[3]
     if role == "foreign":
         if os.fork():

@@ -10,11 +10,13 @@ Streams are woken every `--stream-interval` tokens through per-request events.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import collections
 import os
 import random
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ from moe_tui.sim.args import DEFAULT_CHUNKED_PREFILL_SIZE, DEFAULT_CONTEXT_LENGT
 from moe_tui.sim.failure import child_failed
 from moe_tui.sim.gpus import GPU_PRESETS, SimGpuBoard
 from moe_tui.sim.memory import DEFAULT_MEM_FRACTION, GRAPH_GIB, WEIGHTS_GIB, MemoryBudget
-from moe_tui.sim.model import BatchScheduler, SeqState, load_backends, perf_for
+from moe_tui.sim.model import BatchScheduler, SeqState, StepPlan, load_backends, perf_for
 from moe_tui.sim.output import Metrics, TextBank, log
 from moe_tui.sim.prefix_cache import RadixCache
 from moe_tui.sim.procs import ChildProcs, log_prefix
@@ -52,6 +54,13 @@ class ReqState:
     first_token_time: float = 0.0
     finish_time: float = 0.0
     ordinal: int = 0  # 1-based count of generation requests (0 for health checks)
+
+
+def _req(seq: SeqState) -> ReqState:
+    """The engine's request state a scheduled sequence carries (set by `SimEngine.submit`)."""
+    st = seq.payload
+    assert isinstance(st, ReqState)
+    return st
 
 
 class BusyMeter:
@@ -87,7 +96,7 @@ def gpu_indices(tp_size: int) -> list[int]:
 class SimEngine:
     """Everything the emulated server is, except its HTTP routes."""
 
-    def __init__(self, args: Any, argv: list[str]) -> None:
+    def __init__(self, args: argparse.Namespace, argv: list[str]) -> None:
         self.args, self.argv = args, argv
         self.requested_backend = args.moe_runner_backend
         self.gpu = GPU_PRESETS[args.sim_gpu]
@@ -104,7 +113,7 @@ class SimEngine:
         # GLM-5 is a DSA model: SGLang picks the dsa attention backend when none is set
         # (srt/arg_groups/model_overrides/deepseek_v2.py).
         self.attention_backend = args.attention_backend or "dsa"
-        self.open_port: Any = None  # async () -> bool, set by the HTTP side (routes.SimServer)
+        self.open_port: Callable[[], Awaitable[bool]] | None = None  # set by the HTTP side (routes.SimServer)
         self.disable_shared_experts_fusion = (args.disable_shared_experts_fusion
                                               or self.resolved_backend in DISABLES_SHARED_EXPERTS_FUSION)
         self.tokenizer = Tokenizer.from_file(str(TOKENIZER_DIR / "tokenizer.json"))
@@ -135,7 +144,7 @@ class SimEngine:
         self.children = ChildProcs(args.tp_size, args.ep_size, orphan_seconds=args.sim_orphan_children)
         self.prefix = log_prefix(0, args.tp_size, args.ep_size)
         self.busy = BusyMeter()
-        self.time_scale = args.sim_time_scale
+        self.time_scale: float = args.sim_time_scale
         self.stream_interval = args.stream_interval
         self.buckets: list[dict[int, ReqState]] = [{} for _ in range(self.stream_interval)]
         self.completed_step = -1
@@ -152,8 +161,9 @@ class SimEngine:
         self._steps_since_log = 0
         self._prefill_window = [0, 0]  # cached, total prompt tokens since the last prefill log
         self._wake: asyncio.Event | None = None
-        self.fault_task: asyncio.Task | None = None
-        self.step_hooks: list[Any] = []  # hook(plan, wall seconds) after each step (the profiler)
+        self.fault_task: asyncio.Task[None] | None = None
+        # hook(plan, modelled seconds) after each step (the profiler, the expert-load recorder)
+        self.step_hooks: list[Callable[[StepPlan, float], None]] = []
 
     # -- resolution ------------------------------------------------------------------------
 
@@ -312,7 +322,7 @@ class SimEngine:
             for hook in self.step_hooks:
                 hook(plan, duration)
 
-    def _emit(self, plan: Any, wall: float) -> None:
+    def _emit(self, plan: StepPlan, wall: float) -> None:
         now = time.monotonic()
         k, interval, m = plan.index, self.stream_interval, self.metrics
         new_tokens = plan.decode_batch + len(plan.first_token)
@@ -325,7 +335,7 @@ class SimEngine:
             for st in self.buckets[k % interval].values():
                 st.event.set()
         for seq in plan.finished:
-            st = seq.payload  # type: ignore[assignment]
+            st = _req(seq)
             st.finished = True
             st.finish_time = now
             m.e2e.observe(now - st.started)
@@ -349,7 +359,7 @@ class SimEngine:
         running = self.sched.num_running
         return 1 if above is None or running <= above else -(-running // above)
 
-    def _first_tokens(self, plan: Any, now: float) -> None:
+    def _first_tokens(self, plan: StepPlan, now: float) -> None:
         m, k = self.metrics, plan.index
         cached = sum(s.cached_tokens for s in plan.first_token)
         total = sum(s.prompt_len for s in plan.first_token)
@@ -359,7 +369,7 @@ class SimEngine:
         self._prefill_window[0] += cached
         self._prefill_window[1] += total
         for seq in plan.first_token:
-            st: ReqState = seq.payload  # type: ignore[assignment]
+            st = _req(seq)
             st.first_token_time = now
             m.ttft.observe(now - st.started)
             if self.cache is not None and st.prompt_ids is not None:
@@ -369,7 +379,7 @@ class SimEngine:
                 self.buckets[(k - 1) % self.stream_interval][id(st)] = st
             st.event.set()
 
-    def _log_step(self, plan: Any, now: float) -> None:
+    def _log_step(self, plan: StepPlan, now: float) -> None:
         self._steps_since_log += 1
         if plan.prefill_tokens and now - self._last_prefill_log >= 1.0:
             self._last_prefill_log = now
@@ -425,7 +435,7 @@ class SimEngine:
             asyncio.get_running_loop().call_later(0.02, child_failed, self, error, True)
 
     def error_draw(self) -> bool:
-        rate = self.args.sim_error_rate
+        rate: float = self.args.sim_error_rate
         return rate > 0 and self.error_rng.random() < rate
 
     async def gpu_faults(self) -> None:

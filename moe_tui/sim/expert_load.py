@@ -24,9 +24,13 @@ import struct
 import time
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+
+if TYPE_CHECKING:
+    from moe_tui.sim.engine import SimEngine
+    from moe_tui.sim.model import StepPlan
 
 MODEL_DIR = Path(__file__).with_name("models")
 MAX_STEPS = 1000  # SGLang's --expert-distribution-recorder-buffer-size default: a circular buffer
@@ -44,7 +48,7 @@ def model_moe_shape(model_path: str) -> tuple[int, int, int]:
 
 
 class SimExpertRecorder:
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: SimEngine) -> None:
         self.e = engine
         self.mode = getattr(engine.args, "expert_distribution_recorder_mode", None)
         self.layers, self.experts, self.topk = model_moe_shape(engine.args.model_path)
@@ -59,7 +63,7 @@ class SimExpertRecorder:
         self.recording = False
         self.counts: list[list[list[int]]] = []
 
-    def on_step(self, plan: Any, _duration: float) -> None:
+    def on_step(self, plan: StepPlan, _duration: float) -> None:
         if not self.recording:
             return
         tokens = plan.decode_batch + plan.prefill_tokens
@@ -122,7 +126,7 @@ def _tuple(items: list[bytes]) -> bytes:
     return b"(" + b"".join(items) + b"t"
 
 
-def _value(v: Any) -> bytes:
+def _value(v: object) -> bytes:
     if v is None:
         return b"N"
     if isinstance(v, bool):
@@ -137,7 +141,8 @@ def _value(v: Any) -> bytes:
 def torch_save_int_tensor_dict(plain: dict[str, Any], tensor_key: str, shape: tuple[int, ...],
                                values: list[int]) -> bytes:
     """The bytes `torch.save({..plain, tensor_key: int32 tensor(shape)})` writes (zip format)."""
-    stride, acc = [], 1
+    stride: list[int] = []
+    acc = 1
     for dim in reversed(shape):
         stride.insert(0, acc)
         acc *= max(dim, 1)

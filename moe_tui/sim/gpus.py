@@ -159,14 +159,14 @@ class SimGpuBoard:
 
     def sample(self, now_wall: float, now_mono: float) -> list[dict[str, Any]]:
         """Every GPU as a `GpuSample` dict (what the control room's sampler reads)."""
-        out = []
+        out: list[dict[str, Any]] = []
         for gpu in self.gpus:
             base = {"index": gpu.index, "t": now_mono, "wall": now_wall}
             if gpu.index in self.lost:
                 out.append(base | {"name": self.preset.name, "lost": True, "processes": None})
                 continue
             used = self._mem_used(gpu)
-            procs = []
+            procs: list[dict[str, int | None]] = []
             if gpu.holder_pid is not None and used:
                 procs.append({"pid": gpu.holder_pid, "used_memory_bytes": used - CONTEXT_BYTES // 2,
                               "name": None})

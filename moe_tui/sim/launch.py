@@ -24,6 +24,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 # Fast startup phases for tests unless a caller overrides them.
 FAST_START = ["--sim-load-seconds", "0.2", "--sim-graph-seconds", "0.1",
@@ -107,7 +108,7 @@ def http_status(url: str, timeout: float = 2.0) -> int | None:
     """GET `url`; the status code, or None when nothing answers."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
-            return resp.status
+            return int(resp.status)  # urlopen is typed Any
     except urllib.error.HTTPError as exc:
         return exc.code
     except (urllib.error.URLError, OSError, TimeoutError):
@@ -238,10 +239,20 @@ class SimProcess:
         self.stop()
 
 
+class SimOptions(TypedDict, total=False):
+    """`SimProcess`'s keyword arguments, as `start_sim` passes them on."""
+
+    host: str
+    port: int | None
+    fast_start: bool
+    log_path: str | Path | None
+    env: dict[str, str] | None
+
+
 def start_sim(args: list[str] | None = None, *, ready: bool = True, timeout: float = 30.0,
-              **kwargs: object) -> SimProcess:
+              **kwargs: Unpack[SimOptions]) -> SimProcess:
     """Start an emulator (and by default wait until ready); stops it again if that fails."""
-    sim = SimProcess(args, **kwargs).start()  # type: ignore[arg-type]
+    sim = SimProcess(args, **kwargs).start()
     if ready:
         try:
             sim.wait_ready(timeout)

@@ -25,8 +25,11 @@ import json
 import random
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from urllib.parse import urlsplit
+
+from moe_tui.sim.model import mean_or_zero
 
 _TOKENS_KEY = b'"completion_tokens":'
 _EMPTY_TEXT = b'data: {"text":""'
@@ -65,7 +68,7 @@ class _Conn:
         if self.writer is not None:
             self.writer.close()
 
-    async def post_stream(self, path: str, body: bytes, on_event) -> int:
+    async def post_stream(self, path: str, body: bytes, on_event: Callable[[bytes], None]) -> int:
         """Send one request; call on_event(bytes) per SSE event; return the HTTP status."""
         if self.writer is None:
             await self.open()
@@ -208,13 +211,12 @@ async def run_load(url: str, concurrency: int, num_prompts: int, input_len: int,
     finally:
         for c in conns:
             c.close()
-    mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
     return LoadResult(
         concurrency=concurrency, num_prompts=num_prompts, completed=tally.done,
         failed=len(tally.errors), duration_s=duration, output_tokens=tally.tokens,
         chunks=tally.chunks, output_throughput=tally.tokens / duration,
-        chunk_rate=tally.chunks / duration, mean_ttft_ms=mean(tally.ttfts) * 1000,
-        mean_tpot_ms=mean(tally.tpots) * 1000, mean_e2e_ms=mean(tally.e2es) * 1000,
+        chunk_rate=tally.chunks / duration, mean_ttft_ms=mean_or_zero(tally.ttfts) * 1000,
+        mean_tpot_ms=mean_or_zero(tally.tpots) * 1000, mean_e2e_ms=mean_or_zero(tally.e2es) * 1000,
         errors=tally.errors[:5])
 
 

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from moe_tui.sim.engine import SimEngine
 
 
-def metrics_text(engine: Any) -> str:
+def metrics_text(engine: SimEngine) -> str:
     """Prometheus text exposition of the engine's gauges, counters and histograms."""
     name = engine.served_model_name.replace("\\", "\\\\").replace('"', '\\"')
     # Scheduler gauges and tokenizer-side metrics carry different labels (metrics_collector.py);

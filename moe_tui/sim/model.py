@@ -184,7 +184,7 @@ class BatchScheduler:
         budget = self.prefill_budget
         while self.prefilling and budget > 0:
             seq = self.prefilling[0]
-            take = min(budget, seq.prefill_left)
+            take = int(min(budget, seq.prefill_left))  # budget may be math.inf (no chunking)
             seq.prefill_left -= take
             budget -= take
             plan.prefill_tokens += take
@@ -235,6 +235,11 @@ class SteadyStatePrediction:
     mean_tpot_ms: float
     mean_ttft_ms: float
     mean_e2e_ms: float
+
+
+def mean_or_zero(xs: list[float]) -> float:
+    """The mean of `xs`, 0.0 for none."""
+    return (sum(xs) / len(xs)) if xs else 0.0
 
 
 def default_num_prompts(concurrency: int) -> int:
@@ -301,12 +306,11 @@ def predict_steady_state(
             if submitted + len(arrivals) < n:
                 arrivals.append(now)
     duration = now / time_scale
-    mean = lambda xs: (sum(xs) / len(xs)) if xs else 0.0  # noqa: E731
     return SteadyStatePrediction(
         backend=backend, concurrency=concurrency, num_prompts=n, input_len=input_len,
         output_len=output_len, duration_s=duration,
         output_throughput=(n * output_len / duration) if duration > 0 else 0.0,
-        mean_tpot_ms=mean(tpot) * 1000.0 / time_scale,
-        mean_ttft_ms=mean(ttft) * 1000.0 / time_scale,
-        mean_e2e_ms=mean(e2e) * 1000.0 / time_scale,
+        mean_tpot_ms=mean_or_zero(tpot) * 1000.0 / time_scale,
+        mean_ttft_ms=mean_or_zero(ttft) * 1000.0 / time_scale,
+        mean_e2e_ms=mean_or_zero(e2e) * 1000.0 / time_scale,
     )

@@ -17,15 +17,17 @@ is; every request without `return_logprob`, and streamed ones, pass through unto
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 
 TOKENIZER_FILE = Path(__file__).with_name("tokenizer") / "tokenizer.json"
 DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's sampling default
@@ -34,7 +36,7 @@ NEAR_TIE_SHARE = 0.1
 BACKEND_WOBBLE_NATS = 0.004
 
 
-def _unit(*parts: Any) -> float:
+def _unit(*parts: object) -> float:
     """A deterministic number in [0, 1) from the parts (stable across processes and starts)."""
     digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
@@ -132,14 +134,13 @@ def answer(model: GreedyModel, body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def greedy_outputs_middleware(args: Any, not_ready: Callable[[], str | None]) -> Any:
+def greedy_outputs_middleware(args: argparse.Namespace, not_ready: Callable[[], str | None]) -> Middleware:
     """aiohttp middleware answering `/generate` requests that ask for logprobs (not streamed)."""
-    backend = getattr(args, "sim_fallback_backend", None) or getattr(args, "moe_runner_backend", "auto")
+    backend: str = args.sim_fallback_backend or args.moe_runner_backend
     model_box: list[GreedyModel] = []
 
     @web.middleware
-    async def middleware(request: web.Request,
-                         handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path != "/generate" or request.method not in ("POST", "PUT"):
             return await handler(request)
         raw = await request.read()  # aiohttp caches the body for the handler
@@ -155,7 +156,8 @@ def greedy_outputs_middleware(args: Any, not_ready: Callable[[], str | None]) ->
         if reason:
             return _error(reason, 503)
         if not model_box:
-            model_box.append(GreedyModel(backend, getattr(args, "sim_fault_output_drift_after", None)))
+            drift_after: int | None = args.sim_fault_output_drift_after
+            model_box.append(GreedyModel(backend, drift_after))
         try:
             return web.json_response(answer(model_box[0], body))
         except ValueError as exc:

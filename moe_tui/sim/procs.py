@@ -22,6 +22,11 @@ import time
 from pathlib import Path
 
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
+# argv[0] is the title, not a path, so the interpreter cannot find the venv it belongs to and would
+# run the base install's site (every .pth there, some of which import packages: 25 ms of CPU a child,
+# 9 children a start). child.py needs only the standard library: no site (-S), no user site (-s);
+# not -E/-I, which would drop the PYTHONHOME that `child_env` sets.
+CHILD_FLAGS = ("-S", "-s")
 
 
 def log_prefix(tp_rank: int, tp_size: int, ep_size: int) -> str:
@@ -59,14 +64,14 @@ class ChildProcs:
     def __init__(self, tp_size: int, ep_size: int, *, orphan_seconds: float = 0.0) -> None:
         self.tp_size, self.ep_size = tp_size, ep_size
         self.orphan_seconds = orphan_seconds
-        self.schedulers: list[subprocess.Popen] = []
-        self.detokenizer: subprocess.Popen | None = None
+        self.schedulers: list[subprocess.Popen[bytes]] = []
+        self.detokenizer: subprocess.Popen[bytes] | None = None
         self.foreign_pid: int | None = None
         self._foreign_pipe: int | None = None
 
-    def _spawn(self, title: str, role: str) -> subprocess.Popen:
+    def _spawn(self, title: str, role: str) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            [title, str(CHILD_SCRIPT), role, str(os.getpid()), str(self.orphan_seconds), title],
+            [title, *CHILD_FLAGS, str(CHILD_SCRIPT), role, str(os.getpid()), str(self.orphan_seconds), title],
             executable=sys.executable, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=None, close_fds=True, env=child_env())  # stderr: the server's log
 
@@ -99,7 +104,7 @@ class ChildProcs:
         """A process outside this tree and outside moe-tui's marker, alive while we are."""
         env = {k: v for k, v in child_env().items() if k != "MOE_TUI_SERVER_ID"}
         read_end, write_end = os.pipe()
-        proc = subprocess.Popen(["foreign-burn", str(CHILD_SCRIPT), "foreign", str(os.getpid()), "0", "foreign-burn"],
+        proc = subprocess.Popen(["foreign-burn", *CHILD_FLAGS, str(CHILD_SCRIPT), "foreign", str(os.getpid()), "0", "foreign-burn"],
                                 executable=sys.executable, stdin=read_end, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, env=env, start_new_session=True)
         os.close(read_end)

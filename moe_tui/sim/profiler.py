@@ -25,14 +25,18 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from moe_tui.sim.gpus import GPU_NAME
-from moe_tui.sim.model import DEFAULT_ROW, load_backends
+from moe_tui.sim.model import DEFAULT_ROW, StepPlan, load_backends
 from moe_tui.sim.output import log
 from moe_tui.sim.traces import StepRecord, write_traces
+
+if TYPE_CHECKING:
+    from moe_tui.sim.engine import SimEngine
+    from moe_tui.sim.expert_load import SimExpertRecorder
 
 MAX_STEPS = 512
 PROFILE_FIELDS = {  # ProfileReqInput's fields and their JSON types
@@ -89,7 +93,7 @@ class _Profile:
 class SimProfiler:
     """Profiler state of one emulated server (every TP rank at once)."""
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: SimEngine) -> None:
         self.e = engine
         self.current: _Profile | None = None
         self.written: list[str] = []
@@ -124,7 +128,7 @@ class SimProfiler:
         return True, "Succeeded."
 
     # -- the engine's hook ----------------------------------------------------------------------
-    def on_step(self, plan: Any, duration_s: float) -> None:
+    def on_step(self, plan: StepPlan, duration_s: float) -> None:
         """After each engine step (with the wall seconds it was given)."""
         prof = self.current
         if prof is None:
@@ -191,7 +195,7 @@ class SimProfiler:
         return web.Response(text="Stop profiling. This will take some time.\n")
 
 
-def add_routes(app: web.Application, profiler: SimProfiler, expert: Any = None) -> None:
+def add_routes(app: web.Application, profiler: SimProfiler, expert: SimExpertRecorder | None = None) -> None:
     r = app.router
     r.add_route("*", "/start_profile", profiler.handle_start)
     r.add_route("*", "/stop_profile", profiler.handle_stop)

@@ -11,6 +11,7 @@ per second.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -18,6 +19,7 @@ import shlex
 import signal
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -37,18 +39,22 @@ class BadRequest(Exception):
     """A client error to answer with HTTP 400."""
 
 
+# (request, tokens so far, final?, text length sent) -> (the SSE bytes, the new text length sent)
+ChunkMaker = Callable[[ReqState, int, bool, int], Awaitable[tuple[bytes, int]]]
+
+
 class SimServer:
     """SGLang's HTTP API over one engine; `serve()` runs the process until a signal stops it."""
 
-    def __init__(self, args: Any, argv: list[str]) -> None:
+    def __init__(self, args: argparse.Namespace, argv: list[str]) -> None:
         self.e = SimEngine(args, argv)
         from moe_tui.sim.expert_load import SimExpertRecorder
         from moe_tui.sim.profiler import SimProfiler
 
         self.profiler, self.expert = SimProfiler(self.e), SimExpertRecorder(self.e)
         self.e.step_hooks += [self.profiler.on_step, self.expert.on_step]
-        self._stop: asyncio.Future | None = None
-        self._tasks: list[asyncio.Task] = []
+        self._stop: asyncio.Future[int] | None = None  # the process's exit status
+        self._tasks: list[asyncio.Task[None]] = []
 
     # -- HTTP helpers ----------------------------------------------------------------------
 
@@ -80,13 +86,13 @@ class SimServer:
             return "The server is shutting down."
         return None
 
-    def _prompt_ids_from_text(self, text: Any, where: str) -> list[int]:
+    def _prompt_ids_from_text(self, text: object, where: str) -> list[int]:
         if not isinstance(text, str):
             raise BadRequest(f"{where} must be a string (batched requests are not emulated)")
         return self.e.tokenizer.encode(text, add_special_tokens=False).ids
 
     @staticmethod
-    def _prompt_ids_from_ids(ids: Any, where: str) -> list[int]:
+    def _prompt_ids_from_ids(ids: object, where: str) -> list[int]:
         # type() is exact (rejects bool); min() after it keeps this cheap for long prompts.
         if (not isinstance(ids, list) or not all(type(i) is int for i in ids)
                 or (ids and min(ids) < 0)):
@@ -106,7 +112,7 @@ class SimServer:
                 f"the completion to fit within the limit.")
 
     @staticmethod
-    def _int_param(value: Any, name: str, default: int) -> int:
+    def _int_param(value: object, name: str, default: int) -> int:
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -114,7 +120,7 @@ class SimServer:
         return value
 
     @staticmethod
-    def _check_temperature(value: Any, name: str) -> None:
+    def _check_temperature(value: object, name: str) -> None:
         if value is None:
             return
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
@@ -122,7 +128,7 @@ class SimServer:
 
     # -- generation routes -----------------------------------------------------------------
 
-    def _parse_generate(self, body: dict[str, Any]) -> tuple[int, int, bool, str]:
+    def _parse_generate(self, body: dict[str, Any]) -> tuple[list[int], int, bool, str]:
         has_text = body.get("text") is not None
         has_ids = body.get("input_ids") is not None
         if has_text == has_ids:
@@ -194,7 +200,7 @@ class SimServer:
         return ("data: " + self._native_chunk(st, n, final) + "\n\n").encode(), 0
 
     async def _stream(self, request: web.Request, resp: web.StreamResponse, st: ReqState,
-                      make_chunk: Any, tail: bytes = b"") -> web.StreamResponse:
+                      make_chunk: ChunkMaker, tail: bytes = b"") -> web.StreamResponse:
         cut = self.e.args.sim_cut_stream_after_tokens
         hang = self.e.args.sim_hang_after_tokens
         sent = 0

@@ -6,13 +6,13 @@ The engine (continuous batching, prefix cache, variance, simulated GPUs, child p
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-from typing import Any
 
 from moe_tui.sim.routes import SimServer
 
 __all__ = ["SimServer", "run_server"]
 
 
-def run_server(args: Any, argv: list[str]) -> int:
+def run_server(args: argparse.Namespace, argv: list[str]) -> int:
     return asyncio.run(SimServer(args, argv).serve())

@@ -148,6 +148,7 @@ async def startup(engine: SimEngine) -> None:
     log(f"max_total_num_tokens={engine.kv_pool}, chunked_prefill_size="
         f"{engine.chunked_prefill}, max_prefill_tokens=16384, max_running_requests="
         f"{engine.max_running}, context_len={engine.context_length}", prefix)
+    assert engine.open_port is not None, "the HTTP side (routes.SimServer) sets open_port before startup"
     if not await engine.open_port():  # only now, as SGLang's uvicorn starts after the engine is up
         return
     log_raw(f"INFO:     Started server process [{os.getpid()}]")

@@ -44,7 +44,7 @@ COMMON_SPLIT = (  # (class, kernel name, share of the common part)
     ("quantization", "void cvt_fp16_to_fp4<__nv_bfloat16, false>", 0.06),
 )
 COMMON_IDLE = 0.08  # of the common part: launch overhead and host gaps between replays
-PREFILL_SPLIT = (
+PREFILL_SPLIT: tuple[tuple[str, str | None, float], ...] = (
     ("moe_gemm", None, 0.45),  # None: the backend's own GEMM names
     ("dense_gemm", "nvjet_sm120_tst_256x128_64x4_2x1_v_bz_TNT", 0.20),
     ("attention", "void flashinfer::BatchPrefillWithRaggedKVCacheKernel<128, bf16>", 0.25),
@@ -105,8 +105,8 @@ def step_kernels(rec: StepRecord, backend: str) -> list[tuple[str, str, float]]:
     out += [("moe_gemm", n, (moe * (1 - ROUTING_SHARE) + rec.slowdown_ms) / len(gemms) * factor) for n in gemms]
     prefill = rec.base_ms - rec.decode_ms
     if prefill > 0:
-        for cls, name, share in PREFILL_SPLIT:
-            names = gemms if name is None else (name,)
+        for cls, kernel, share in PREFILL_SPLIT:
+            names = gemms if kernel is None else (kernel,)
             out += [(cls, n, prefill * share / len(names) * factor) for n in names]
     return out
 

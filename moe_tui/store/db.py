@@ -293,7 +293,8 @@ class Store(StartAndGateRecords, RetentionRecords, SummaryRecords):
     def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
             try:
-                return self._conn.execute(sql, params).fetchall()
+                rows: list[sqlite3.Row] = self._conn.execute(sql, params).fetchall()  # row_factory is Row
+                return rows
             except sqlite3.Error as exc:
                 raise StoreError(f"read from store file {self.path} failed: {exc}") from None
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from moe_tui.store.schema import StoreAccess
+
 BACKUP_SUFFIX = ".backup"
 BACKUP_EVERY_S = 3600.0
 # quick_check lists at most this many problems (the first ones say enough).
@@ -111,7 +113,7 @@ def take_backup(conn: sqlite3.Connection, store_path: Path) -> Path:
     return target
 
 
-def backup_store(store: Any, *, if_older_than_s: float | None = None) -> Path | None:
+def backup_store(store: StoreAccess, *, if_older_than_s: float | None = None) -> Path | None:
     """A checked online backup of the open `Store` (rolling); with `if_older_than_s`, only when the
     last is older. Returns its path, or None when none was due. Raises StoreError."""
     from moe_tui.store.errors import StoreError

@@ -110,7 +110,8 @@ class CampaignPlan:
     @property
     def size(self) -> int:
         """How many items the plan makes (known before any is built)."""
-        return len(self.profiles) * (len(self.concurrencies) * self.repeats + self.control_plan()["extra_per_profile"])
+        extra: int = self.control_plan()["extra_per_profile"]
+        return len(self.profiles) * (len(self.concurrencies) * self.repeats + extra)
 
     def control_plan(self) -> dict[str, Any]:
         """The control concurrency, starts per side it needs, the extra items per profile, and why."""

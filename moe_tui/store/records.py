@@ -1,9 +1,10 @@
 """Store records beside the runs: server starts (one row per launched SGLang server) and correctness
 gate samples (issue 15, `moe_tui.gate.probe`), plus the JSON encoding every store column shares.
 
-`StartAndGateRecords` is a mixin of `moe_tui.store.db.Store`: it writes through the store's
-`transaction()` and reads through its `query()`, so locking, retries and read-only refusal stay in
-one place. Import `Store` from `moe_tui.store.db`, never this mixin alone.
+`StartAndGateRecords` is a mixin of `moe_tui.store.db.Store` (what it uses of it is declared by
+`moe_tui.store.schema.StoreAccess`): it writes through the store's `transaction()` and reads
+through its `query()`, so locking, retries and read-only refusal stay in one place. Import `Store`
+from `moe_tui.store.db`, never this mixin alone.
 """
 
 from __future__ import annotations
@@ -12,19 +13,15 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from moe_tui.store.schema import _Tx
+from moe_tui.store.schema import StoreAccess
 
 
-class StartAndGateRecords:
-    """Server-start and gate-sample reads and writes (mixed into Store)."""
-
-    if TYPE_CHECKING:  # provided by Store
-        def transaction(self) -> AbstractContextManager[_Tx]: ...
-        def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]: ...
+class StartAndGateRecords(StoreAccess):
+    """Server-start and gate-sample reads and writes (mixed into Store, which provides what
+    `StoreAccess` declares)."""
 
     # -- server starts --------------------------------------------------------------------------
     def record_server_start(

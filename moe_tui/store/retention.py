@@ -5,8 +5,9 @@ space back, and keeping per-request samples for the last N runs only (a setting 
 after each run it stores). Also the reads that must not grow with the store: marked diagnostic
 runs, the profiles with runs, and `generation` (what caches of store reads are keyed by).
 
-`RetentionRecords` is a mixin of `moe_tui.store.db.Store` (like `store_records`): writes go through the
-store's `transaction()`, reads through `query()`. The archive is JSON lines: a header line
+`RetentionRecords` is a mixin of `moe_tui.store.db.Store` (like `store.records`; what it uses of it
+is declared by `store.schema.StoreAccess`): writes go through the store's `transaction()`, reads
+through `query()`. The archive is JSON lines: a header line
 (`ARCHIVE_KIND`, the schema), then one line per run with every column, its requests, its GPU
 samples and the server start that measured it.
 """
@@ -14,15 +15,13 @@ samples and the server start that measured it.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
-from moe_tui.store.schema import SCHEMA_VERSION, _Tx
+from moe_tui.store.schema import SCHEMA_VERSION, StoreAccess, _Tx
 from moe_tui.store.summaries import fill_facts
 
 ARCHIVE_KIND = "moe-tui-archive"
@@ -63,17 +62,9 @@ _BYTES = ("COALESCE(r.stored_bytes, LENGTH(r.spec_json) + LENGTH(r.profile_json)
           f" + {_SAMPLE_BYTES})")
 
 
-class RetentionRecords:
-    """Usage, selection, archive, prune, vacuum and sample retention (mixed into Store)."""
-
-    if TYPE_CHECKING:  # provided by Store
-        path: Path
-        _lock: threading.RLock
-        _conn: Any
-        _commits: int
-
-        def transaction(self) -> AbstractContextManager[_Tx]: ...
-        def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]: ...
+class RetentionRecords(StoreAccess):
+    """Usage, selection, archive, prune, vacuum and sample retention (mixed into Store, which
+    provides what `StoreAccess` declares)."""
 
     # -- reads that must not grow with the store (the grid's, the caches') ----------------------
     def diagnostic_run_ids(self, profiles: Sequence[str] | None = None) -> list[int]:

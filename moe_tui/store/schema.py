@@ -1,12 +1,16 @@
-"""The store's schema (ordered migrations, one per `PRAGMA user_version` step) and `_Tx`, the
-connection as seen inside one of `moe_tui.store.db.Store`'s transactions."""
+"""The store's schema (ordered migrations, one per `PRAGMA user_version` step), `_Tx`, the
+connection as seen inside one of `moe_tui.store.db.Store`'s transactions, and `StoreAccess`, what
+the Store's record parts (`store.records`, `store.retention`) use of the Store."""
 
 from __future__ import annotations
 
 import re
 import sqlite3
+import threading
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, Protocol
 
 SCHEMA_VERSION = 8
 _ADD_COLUMN = re.compile(r"\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)", re.IGNORECASE)
@@ -293,6 +297,22 @@ class _Tx:
             return False
         table, column = found.groups()
         return any(row[1] == column for row in self._conn.execute(f"PRAGMA table_info({table})"))
+
+
+class StoreAccess(Protocol):
+    """What the Store's record mixins use of `moe_tui.store.db.Store`, declared once: they write
+    through its `transaction()` and read through its `query()`, so locking, retries and read-only
+    refusal stay in one place; retention also takes the lock and the connection for VACUUM (no
+    transaction may be open around it) and reads the commit count for `generation`."""
+
+    path: Path
+    _lock: threading.RLock
+    _conn: sqlite3.Connection
+    _commits: int
+
+    def transaction(self) -> AbstractContextManager[_Tx]: ...
+
+    def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]: ...
 
 
 def _split_sql(script: str) -> list[str]:

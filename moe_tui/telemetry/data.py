@@ -9,7 +9,7 @@ from typing import Any
 
 # A run whose SM clock under load fell this far below the GPU's max SM clock is flagged: the
 # threshold is judgement's (one home for run-trust rules), re-exported here for telemetry callers.
-from moe_tui.judgement import CLOCK_DROP_SUSPECT_PCT  # noqa: F401
+from moe_tui.judgement import CLOCK_DROP_SUSPECT_PCT as CLOCK_DROP_SUSPECT_PCT
 
 # --------------------------------------------------------------------------------------------
 # Clock event ("throttle") reasons

@@ -268,6 +268,7 @@ def _process_name(pid: int) -> str | None:
     import psutil
 
     try:
-        return psutil.Process(pid).name()
+        name: str = psutil.Process(pid).name()
+        return name
     except (psutil.Error, OSError):  # gone, another PID namespace, or not ours to read
         return None

@@ -56,7 +56,8 @@ def marker_of(pid: int) -> str | None:
     import psutil
 
     with contextlib.suppress(psutil.Error, OSError):
-        return psutil.Process(pid).environ().get(SERVER_ID_ENV)
+        marker: str | None = psutil.Process(pid).environ().get(SERVER_ID_ENV)
+        return marker
     return None
 
 

@@ -43,7 +43,7 @@ class SimSource:
     live: bool = False
 
 
-def sim_sources(servers: Iterable[Any]) -> list[SimSource]:
+def sim_sources(servers: Iterable[object]) -> list[SimSource]:
     """SimSources from objects that look like a dashboard `ServerRow` (engine, state, port, gpus)
     or a `ManagedServer` (profile.engine/host/port/gpus, state); non-simulated ones are skipped."""
     out = []
@@ -125,7 +125,7 @@ class ControlRoomSampler:
 
     may_appear = True
 
-    def __init__(self, sources: Callable[[], Iterable[SimSource]], *, nvml: Any = None,
+    def __init__(self, sources: Callable[[], Iterable[SimSource]], *, nvml: NvmlSampler | None = None,
                  simulated: SimulatedGpuSampler | None = None) -> None:
         self.nvml = nvml if nvml is not None else NvmlSampler()
         self.simulated = simulated if simulated is not None else SimulatedGpuSampler(sources)

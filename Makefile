@@ -25,7 +25,7 @@ sglang-client:
 envs:
 	$(MAKE) --no-print-directory -j2 $(STAMP) sglang-client
 
-# Layers that fail the build: style and bugs (ruff), types (mypy: strict on the core), and the
+# Layers that fail the build: style and bugs (ruff), types (mypy --strict, the whole package), and the
 # import contracts in pyproject.toml (import-linter), then SGLang's own parser over the profiles.
 # `make test` runs them first.
 lint: lint-code parser-check

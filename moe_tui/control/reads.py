@@ -47,7 +47,7 @@ class StoreReads:
         # only then (the same tuple while nothing was committed: one change often brings two reads,
         # and the screens skip a tuple they have already shown).
         generation = self.store.generation()
-        cached = getattr(self, "_queue_rows_cache", None)
+        cached: tuple[tuple[int, int], tuple[QueueRow, ...]] | None = getattr(self, "_queue_rows_cache", None)
         if cached is not None and cached[0] == generation:
             return cached[1]
         rows = tuple(

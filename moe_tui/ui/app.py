@@ -24,7 +24,7 @@ from textual.content import Content
 from textual.screen import ModalScreen, Screen
 from textual.worker import Worker, WorkerState
 
-from moe_tui.control import CampaignRequest, ControlClient, ControlSnapshot, LiveState
+from moe_tui.control import CampaignRequest, ControlClient, ControlSnapshot, LiveState, QueueRow
 from moe_tui.control.seen import SeenVerdicts
 from moe_tui.events import Notice, RunFinished
 from moe_tui.ui import render
@@ -57,7 +57,7 @@ SHORT_HEIGHT = 34
 SCREENS = Binding.Group("Dash/Queue/Compare", compact=True)
 
 
-class MoeTuiApp(App):
+class MoeTuiApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "moe-tui"
     COMMANDS = App.COMMANDS | {ControlRoomCommands}
@@ -141,7 +141,7 @@ class MoeTuiApp(App):
         styled_now(self, self.screen)
         self.preparer.prepare_modes([m for m in self.MODES if m != self.DEFAULT_MODE])
 
-    def _mode_screen(self, cls: Any) -> Callable[[], Screen]:
+    def _mode_screen(self, cls: Any) -> Callable[[], Screen[Any]]:
         return lambda: styled_now(self, cls())
 
     def on_resize(self, event: events.Resize) -> None:
@@ -192,7 +192,7 @@ class MoeTuiApp(App):
     def refresh_queue(self) -> None:
         self.call_core("read the queue", self.client.queue_rows, done=self._queue_loaded, group="queue-read")
 
-    def _queue_loaded(self, rows: tuple) -> None:
+    def _queue_loaded(self, rows: tuple[QueueRow, ...]) -> None:
         self.live.set_queue(tuple(rows))
         self.mark_dirty("queue")
 
@@ -236,7 +236,7 @@ class MoeTuiApp(App):
         if isinstance(self.screen, LiveScreen):
             self.screen.maybe_refresh_bindings()
 
-    def binding_state(self) -> tuple:
+    def binding_state(self) -> tuple[object, ...]:
         """What the App's check_action depends on (see LiveScreen.maybe_refresh_bindings)."""
         live = self.live
         return (live.paused, live.current_item is not None or live.bench.run is not None, self.current_mode)
@@ -250,7 +250,7 @@ class MoeTuiApp(App):
 
     # -- one place for blocking calls and their errors -----------------------------------------
     def call_core(self, what: str, fn: Callable[..., Any], *args: Any,
-                  done: Callable[[Any], object] | None = None, group: str = "core") -> Worker:
+                  done: Callable[[Any], object] | None = None, group: str = "core") -> Worker[Any]:
         worker = self.run_worker(lambda: fn(*args), name=what, group=group, thread=True,
                                  exit_on_error=False, exclusive=group != "core")
         if done is not None:
@@ -308,7 +308,7 @@ class MoeTuiApp(App):
 
         self.call_core(f"export {fmt}", self.client.export, baseline, candidate, fmt, done=written)
 
-    def push_spare(self, make: Callable[[], Screen], key: Any) -> None:
+    def push_spare(self, make: Callable[[], Screen[Any]], key: Any) -> None:
         """Open a dialog made anew each opening from the spare prepared off screen (ui.prepare);
         the next spare is prepared once this one is closed."""
         self.push_screen(self.preparer.spare(make, key), lambda _: self.preparer.prepare_spare(make, key))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from functools import partial
+from typing import Any
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.screen import Screen
@@ -45,7 +46,7 @@ def palette_verbs(app: Room) -> list[tuple[str, Callable[[], object], str]]:
     return verbs
 
 
-def screen_verbs(screen: Screen) -> list[tuple[str, Callable[[], object], str]]:
+def screen_verbs(screen: Screen[Any]) -> list[tuple[str, Callable[[], object], str]]:
     """Every key of `screen` that applies now, as "<screen>: <what it does>" (the App's own keys
     and the screens' switches are in `palette_verbs`). Each runs the very action its key runs."""
     name = type(screen).__name__.removesuffix("Screen").lower()

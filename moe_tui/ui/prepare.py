@@ -46,7 +46,7 @@ BAND_LINES = 8
 Steps = Iterator[None]
 
 
-def styled_now(app: App, screen: Screen) -> Screen:
+def styled_now(app: App[None], screen: Screen[Any]) -> Screen[Any]:
     """`screen` marked as styled from the App's current stylesheet (it is: widgets are styled as
     they mount), so a switch to it does not re-parse the sheet. A theme change still does: it bumps
     the App's count past this one."""
@@ -65,17 +65,17 @@ class KeepStyles:
     _styled_with: frozenset[str] | None = None
 
     def _on_screen_resume(self, event: events.ScreenResume) -> None:
-        classes = frozenset(cast(Screen, self).app.classes)
+        classes = frozenset(cast(Screen[Any], self).app.classes)
         if classes == self._styled_with:
             event.refresh_styles = False
         self._styled_with = classes
 
 
-def _ready(app: App, screen: Screen) -> bool:
+def _ready(app: App[None], screen: Screen[Any]) -> bool:
     return bool(app.is_running and not screen.is_current and screen.is_mounted and app.size)
 
 
-def render_off_screen(app: App, screen: Screen) -> Steps:
+def render_off_screen(app: App[None], screen: Screen[Any]) -> Steps:
     """Lay out `screen` while another is shown, then render its widgets' lines one widget a step
     (what Textual does on a switch, without the output); stops when the screen is shown."""
     if not _ready(app, screen):
@@ -93,7 +93,7 @@ def render_off_screen(app: App, screen: Screen) -> Steps:
             yield
 
 
-def mount_off_screen(app: App, mode: str) -> Steps:
+def mount_off_screen(app: App[None], mode: str) -> Steps:
     """Build `mode`'s screen (`App._init_mode`: what `switch_mode` runs for a new mode, minus
     making it current), wait for its widgets to mount, then render it off screen."""
     stack = app._screen_stacks.get(mode)
@@ -109,11 +109,11 @@ class Preparer:
     """Runs preparation jobs (generators of steps) in idle slices: each slice runs steps for at
     most SLICE_S, then yields the event loop for STEP_S."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App[None]) -> None:
         self.app = app
         self._jobs: deque[Steps] = deque()
         self._scheduled = False
-        self._spares: dict[Callable[[], Screen], tuple[Hashable, Screen]] = {}
+        self._spares: dict[Callable[[], Screen[Any]], tuple[Hashable, Screen[Any]]] = {}
 
     def add(self, job: Steps) -> None:
         self._jobs.append(job)
@@ -121,7 +121,7 @@ class Preparer:
             self._scheduled = True
             self.app.set_timer(STEP_S, self._slice)
 
-    def spare(self, make: Callable[[], Screen], key: Hashable) -> Screen:
+    def spare(self, make: Callable[[], Screen[Any]], key: Hashable) -> Screen[Any]:
         """A screen for `key` made by `make`: the spare built off screen if it was made for this
         key and is mounted, else a new one. The caller prepares the next spare once this one is
         closed (`prepare_spare`): mounting one is a stall of its own, never under a key."""
@@ -131,10 +131,10 @@ class Preparer:
             ready = None
         return ready[1] if ready is not None else styled_now(self.app, make())
 
-    def prepare_spare(self, make: Callable[[], Screen], key: Hashable) -> None:
+    def prepare_spare(self, make: Callable[[], Screen[Any]], key: Hashable) -> None:
         self.add(self._build_spare(make, key))
 
-    def _build_spare(self, make: Callable[[], Screen], key: Hashable) -> Steps:
+    def _build_spare(self, make: Callable[[], Screen[Any]], key: Hashable) -> Steps:
         app: Any = self.app
         old = self._spares.get(make)
         if old is not None:

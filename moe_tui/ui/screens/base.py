@@ -19,7 +19,7 @@ from textual.screen import Screen
 from moe_tui.ui.prepare import KeepStyles, render_off_screen
 
 
-class LiveScreen(KeepStyles, Screen):
+class LiveScreen(KeepStyles, Screen[Any]):
     _binding_sig: Any = object()
     # Topics this screen follows while another mode's screen is shown (then it renders itself off
     # screen when something changed); every other topic waits for on_screen_resume.

@@ -313,9 +313,9 @@ class CompareScreen(LiveScreen):
         width = max(12, (self.app.size.width - (24 if narrow else 60)) // 2)
         base, cand = (render.middle_truncate(n, width) for n in pair)
         tail = "" if narrow else " (delta = candidate vs baseline)"
-        grid.border_title = Text(f"baseline {base} → candidate {cand}{tail}")  # type: ignore[assignment]
+        grid.border_title = Text(f"baseline {base} → candidate {cand}{tail}")
 
-    def binding_state(self) -> tuple:
+    def binding_state(self) -> tuple[object, ...]:
         return (self._pair(),)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

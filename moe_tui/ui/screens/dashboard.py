@@ -106,7 +106,7 @@ class DashboardScreen(LiveScreen):
         if run_id is not None:
             self.control.open_run(run_id)
 
-    def binding_state(self) -> tuple:
+    def binding_state(self) -> tuple[object, ...]:
         live = self.control.live
         profile = self._profile()
         state = live.servers[profile].row.state if profile in live.servers else None

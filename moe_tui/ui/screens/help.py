@@ -3,6 +3,8 @@ for `[keys]` remapping."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -17,13 +19,13 @@ KEY_WIDTH = 7
 ACTION_WIDTH = 14
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(ModalScreen[Any]):
     BINDINGS = [
         Binding("escape,question_mark", "dismiss_help", "Close", id="help.close", key_display="esc",
                 tooltip="Close the key list"),
     ]
 
-    def __init__(self, under: Screen) -> None:
+    def __init__(self, under: Screen[Any]) -> None:
         super().__init__()
         self.under = under
 

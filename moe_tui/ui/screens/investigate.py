@@ -120,7 +120,7 @@ class InvestigateScreen(ModalScreen[None]):
         total.append("   space toggles · y queues · esc backs out", style="dim")
         self.query_one("#investigate-total", Static).update(total)
 
-    def on_selection_list_selection_highlighted(self, event: SelectionList.SelectionHighlighted) -> None:
+    def on_selection_list_selection_highlighted(self, event: SelectionList.SelectionHighlighted[str]) -> None:
         if self.plan is None:
             return
         kind = event.selection.value

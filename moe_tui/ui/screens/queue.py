@@ -12,7 +12,7 @@ from collections.abc import Hashable
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.widgets import Header
+from textual.widgets import DataTable, Header, Input
 
 from moe_tui.control import QueueRow
 from moe_tui.ui.room import Room, room
@@ -94,7 +94,7 @@ class QueueScreen(LiveScreen):
     def action_filter(self) -> None:
         self.query_one(FilterBar).open()
 
-    def on_input_changed(self, event) -> None:
+    def on_input_changed(self, event: Input.Changed) -> None:
         if isinstance(event.input, FilterBar):
             self.live_update({"filter"})
 
@@ -172,7 +172,7 @@ class QueueScreen(LiveScreen):
         self.app.push_screen(ConfirmScreen(f"Delete item {item.id} ({item.profile}, conc {item.concurrency})?",
                                            "Its recorded runs stay in the store.", confirm="Delete"), answer)
 
-    def on_data_table_row_selected(self, event) -> None:
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         # The focused table takes `enter` itself (its select binding); treat a selection the same.
         event.stop()
         if self.check_action("open_run", ()):

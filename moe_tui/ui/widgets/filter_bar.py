@@ -7,6 +7,8 @@ it. The screen owns the rows: it asks `matches(text)` and shows only those.
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Input
@@ -22,7 +24,7 @@ class FilterBar(Input):
     class Done(Message):
         """The user left the filter (Enter keeps it, Escape cleared it): focus the table again."""
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(placeholder="filter: type words (Enter keeps, Esc clears)", **kwargs)
 
     def open(self) -> None:

@@ -10,6 +10,7 @@ Static and repaints it in place, so a bindings change costs one line of text and
 from __future__ import annotations
 
 from itertools import groupby
+from typing import Any
 
 from rich.text import Text
 from textual.binding import Binding
@@ -30,7 +31,7 @@ class KeyBar(Static):
     }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__("", markup=False, **kwargs)
         self._pending = False
         self._key_style = "bold"
@@ -45,7 +46,7 @@ class KeyBar(Static):
     def on_unmount(self) -> None:
         self.screen.bindings_updated_signal.unsubscribe(self)
 
-    def _bindings_changed(self, screen) -> None:
+    def _bindings_changed(self, screen: object) -> None:
         # After the refresh: the signal can fire while the screen is still mounting its children
         # (whose check_action the active bindings consult); several changes coalesce into one paint.
         if self.is_attached and screen is self.screen and not self._pending:

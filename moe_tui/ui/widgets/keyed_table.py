@@ -27,7 +27,7 @@ from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 from moe_tui.ui.render import middle_truncate, plain
 
 
-class KeyedTable(DataTable):
+class KeyedTable(DataTable[Any]):
     BINDINGS = [  # k9s/lazygit users move with j/k as well as the arrows
         Binding("j", "cursor_down", "Down", show=False),
         Binding("k", "cursor_up", "Up", show=False),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Any
 
 from rich.text import Text
 from textual import events
@@ -56,7 +57,7 @@ def queue_cells(n: int, row: QueueRow, current: int | None) -> tuple[object, ...
 
 
 class QueueTable(KeyedTable):
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(COLUMNS, zebra_stripes=True, middle_cut={"profile"}, **kwargs)
         self._rows: Sequence[QueueRow] = ()
         self._current: int | None = None

@@ -200,3 +200,17 @@ def test_the_queue_view_is_read_again_only_after_a_change(store):
     queue.add_item(B, BenchmarkSpec.from_dict({"max_concurrency": 8}))
     second = reads.queue_rows()
     assert second is not first and [r.concurrency for r in second] == [4, 8]
+
+
+def test_an_import_finds_earlier_copies_by_hash_through_an_index(store):
+    (rid,) = store.import_runs([_stored(demo_runs()[0][0], provenance={"content_sha256": "abc", "source_file": "f"},
+                                        source="import")])
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)  # the statement as run, its values inlined
+    try:
+        assert store.imported_runs_by_hash(["abc", "zzz"]) == {"abc": rid}
+    finally:
+        store._conn.set_trace_callback(None)
+    (lookup,) = [s for s in statements if "content_sha256" in s]
+    plan = " ".join(r[3] for r in store.query("EXPLAIN QUERY PLAN " + lookup))
+    assert "USING INDEX runs_import_hash" in plan and "SCAN runs" not in plan

@@ -27,7 +27,7 @@ import hashlib
 import json
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -218,10 +218,10 @@ def runs_from_file(path: str, profile: str | None, assume: Mapping[str, Any] | N
     return out
 
 
-def existing_hashes(store: Store) -> dict[str, int]:
-    rows = store.query("SELECT id, json_extract(provenance_json, '$.content_sha256') AS h FROM runs "
-                       "WHERE source = 'import'")
-    return {r["h"]: r["id"] for r in rows if r["h"]}
+def existing_hashes(store: Store, runs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """content hash -> the stored import that has it, for these runs' hashes (labelled ones too)."""
+    return store.imported_runs_by_hash(h for r in runs for h in (r["provenance"]["content_sha256"],
+                                                                 r["provenance"]["content_sha256_labelled"]))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -241,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     try:
         with Store.open_default() as store:
-            seen = existing_hashes(store)
+            seen = existing_hashes(store, runs)
             new, skipped = [], []
             for r in runs:
                 h = r["provenance"]["content_sha256"]

@@ -130,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
     from moe_tui.store.queue import QueueError, QueueNotFound
 
     try:
-        with Store.open_default() as store:
+        # list only reads: a current store opens read-only (no integrity pass over the whole file)
+        with (Store.open_for_reading() if action == "list" else Store.open_default()) as store:
             if action == "add":
                 return _add(args, store)
             if action == "list":

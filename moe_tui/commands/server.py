@@ -240,7 +240,7 @@ def _status(args: argparse.Namespace) -> int:
     from moe_tui import servers
     from moe_tui.store.db import Store
 
-    with Store.open_default() as store:
+    with Store.open_for_reading() as store:
         rows = _latest_starts(store, args.all)
     out = []
     for row in rows:
@@ -283,7 +283,7 @@ def _logs(args: argparse.Namespace) -> int:
 
     from moe_tui.store.db import Store
 
-    with Store.open_default() as store:
+    with Store.open_for_reading() as store:
         rows = store.server_starts(profile_name=args.profile, limit=1)
     if not rows:
         _err(f"no recorded start of profile '{args.profile}'")

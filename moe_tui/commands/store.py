@@ -67,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     from moe_tui.commands.common import EXIT_NOT_FOUND, NotFound
 
     try:
-        with Store.open_default() as store:
+        opened = Store.open_for_reading if action == "usage" else Store.open_default  # usage only reads
+        with opened() as store:
             return int(ACTIONS[action](store, args))
     except NotFound as exc:
         print(f"moe-tui store {action}: {exc}", file=sys.stderr)

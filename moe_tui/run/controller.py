@@ -95,7 +95,7 @@ EventCallback = Callable[[Event], None]
 
 EXTERNAL_POLL_S = 1.0
 
-# Ops `call()` accepts: name -> (method name, is coroutine). Nothing else is reachable remotely.
+# Ops `call()` accepts: name -> the Controller method it runs. Nothing else is reachable remotely.
 OPS: dict[str, str] = {
     "snapshot": "snapshot", "pause": "pause", "resume": "resume",
     "skip_current": "skip_current", "cancel_current": "cancel_current",
@@ -122,6 +122,8 @@ def _profile_source(profiles: ProfileSet | Callable[[], ProfileSet] | str | Path
 
 
 class Controller:
+    """Works the run queue (the module docstring says how); owns its typed parts and their context."""
+
     def __init__(
         self,
         store: Store,

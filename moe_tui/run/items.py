@@ -81,7 +81,7 @@ class ItemRunner:
                 return
             if warmup_info.get("status") == "failed" and server.state != "ready":
                 ctx.finish_item(item, "failed", f"warmup pass failed, server {server.state}: "
-                                                   f"{warmup_info.get('error', '')}")
+                                                f"{warmup_info.get('error', '')}")
                 return
         from moe_tui.explain.store import explain_definition
 
@@ -161,11 +161,11 @@ class ItemRunner:
             skipped = ctx.queue.skip_profile(
                 profile.name, f"not attempted: {reason} (item #{item.id}); retry once the profile is fixed")
             ctx.notice("error", reason + (f"; skipped {len(skipped)} other item(s) of this profile"
-                                            if skipped else ""))
+                                          if skipped else ""))
             return None
         if server.backend_mismatch:
             ctx.notice("warning", f"'{profile.name}': profile asks {profile.moe_runner_backend}, server "
-                                    f"resolved {server.resolved_backend}; runs will be flagged backend_mismatch")
+                                  f"resolved {server.resolved_backend}; runs will be flagged backend_mismatch")
         return server
 
     def _server_facts(self, server: ManagedServer) -> dict[str, Any]:
@@ -321,7 +321,7 @@ class ItemRunner:
         # Run and item in one transaction; RunSpilled (the store cannot take it) ends the worker.
         if not ctx.recorder.store_run(record):
             ctx.notice("warning", f"item #{item.id}: run {run_id} stored, but the item was changed "
-                                    f"behind the runner's back and not marked {record.item_state}")
+                                  f"behind the runner's back and not marked {record.item_state}")
         ctx.count(record.item_state)
         ctx.work.current = None
         finished_event = RunFinished(

@@ -167,7 +167,7 @@ class Recovery:
         stale_runs = self._ctx.store.mark_running_runs("incomplete", "interrupted: the runner stopped during this run")
         if interrupted or stale_runs:
             self._ctx.notice("warning", f"recovered from an earlier stop: {len(interrupted)} item(s) interrupted, "
-                                    f"{stale_runs} partial run(s) kept as incomplete")
+                                         f"{stale_runs} partial run(s) kept as incomplete")
         # Servers recorded live that nobody here manages (a killed runner's, or started by hand
         # with `moe-tui server start`) are left alone until the queue needs the GPUs and ports:
         # `_ensure_server` stops them then. Say so now.
@@ -179,16 +179,16 @@ class Recovery:
                 strays.append(start)
             elif self._ctx.lock is not None:
                 self._ctx.store.update_server_start(start["id"], state="stopped", stopped_at=time.time(),
-                                               reason="found gone when a new runner started")
+                                                    reason="found gone when a new runner started")
         if strays:
             self._ctx.notice("warning", "server(s) running outside this controller: "
-                         + ", ".join(f"{s['profile_name']} (pid {s['pid']})" for s in strays)
-                         + "; they will be stopped when the queue needs the GPUs")
+                             + ", ".join(f"{s['profile_name']} (pid {s['pid']})" for s in strays)
+                             + "; they will be stopped when the queue needs the GPUs")
         if retry_interrupted:
             requeued = self._ctx.queue.retry_interrupted()
             if requeued:
                 self._ctx.notice("info", f"requeued {len(requeued)} interrupted item(s): "
-                                     + ", ".join(f"#{i}" for i in requeued))
+                                          + ", ".join(f"#{i}" for i in requeued))
         await self.backup_if_due()
 
     async def backup_if_due(self) -> None:
@@ -230,7 +230,7 @@ class Recovery:
             start_id = start["id"]
             if recorded_server_alive(start):
                 self._ctx.notice("warning", f"stopping server '{start['profile_name']}' (start #{start_id}, "
-                                        f"pid {start['pid']}): {why}")
+                                             f"pid {start['pid']}): {why}")
                 report = await asyncio.to_thread(stop_recorded_server, start)
                 reason = f"stopped by the controller ({why}); {report.describe()}"
             else:

@@ -75,6 +75,20 @@ class StartAndGateRecords(StoreAccess):
                           "ORDER BY id", states)
         return [int(r[0]) for r in rows]
 
+    # -- imports ----------------------------------------------------------------------------------
+    def imported_runs_by_hash(self, hashes: Iterable[str]) -> dict[str, int]:
+        """content hash -> id of the imported run that carries it, for `hashes` only (an indexed
+        lookup, `runs_import_hash`: an import does not read every imported run)."""
+        wanted = sorted(set(hashes))
+        found: dict[str, int] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            for row in self.query("SELECT json_extract(provenance_json, '$.content_sha256'), MAX(id) FROM runs"
+                                  " WHERE source = 'import' AND json_extract(provenance_json, '$.content_sha256')"
+                                  f" IN ({','.join('?' * len(chunk))}) GROUP BY 1", chunk):
+                found[row[0]] = int(row[1])
+        return found
+
     # -- correctness gate samples (issue 15; moe_tui/gate/probe.py) -------------------------------------
     def record_gate_samples(
         self, *, profile_name: str, prompt_set: str, samples: Sequence[Mapping[str, Any]],

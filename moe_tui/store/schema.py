@@ -71,7 +71,8 @@ _PROFILED_MIGRATION = """
 # provenance, telemetry or selfcheck empties the facts, which the store's write path fills in the same
 # transaction (and a reader computes where a foreign writer left them empty). `campaign_profiles`
 # names the profiles a campaign planned, so a grid finds its pair's campaigns through an index (it
-# searched every definition's text). A pruned run's queue item keeps its state with a note
+# searched every definition's text); `runs_import_hash` finds an imported record's earlier copy by
+# its content hash (an import read every imported run). A pruned run's queue item keeps its state with a note
 # ("run 12 pruned 2026-12-02") and no dangling run id: a done item is never re-run.
 _SUMMARY_COLUMNS = ("profile_name, fingerprint, status, diagnostic, server_start_id, created_at, started_at,"
                     " finished_at, error, spec_json, profile_json, summary_json, flags_json")
@@ -116,6 +117,8 @@ _SUMMARY_MIGRATION = f"""
         SELECT id, {_SUMMARY_COLUMNS}, NULL FROM runs;
     UPDATE queue_items SET run_id = NULL, error = ltrim(error || '; run ' || run_id || ' pruned', '; ')
         WHERE run_id IS NOT NULL AND run_id NOT IN (SELECT id FROM runs);
+    CREATE INDEX IF NOT EXISTS runs_import_hash ON runs(json_extract(provenance_json, '$.content_sha256'))
+        WHERE source = 'import';
     CREATE TABLE IF NOT EXISTS campaign_profiles (
         profile_name TEXT NOT NULL,
         campaign_id INTEGER NOT NULL,

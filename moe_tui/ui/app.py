@@ -31,6 +31,7 @@ from moe_tui.ui import render
 from moe_tui.ui.messages import CoreEventArrived
 from moe_tui.ui.palette import ControlRoomCommands
 from moe_tui.ui.prepare import Preparer, styled_now
+from moe_tui.ui.screens.add_campaign import AddCampaignScreen
 from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.screens.compare import CompareScreen
 from moe_tui.ui.screens.confirm import ConfirmScreen
@@ -164,6 +165,8 @@ class MoeTuiApp(App):
 
     def _loaded(self, snapshot: ControlSnapshot) -> None:
         self.live.load(snapshot)
+        # The add-campaign form lists the profiles: its spare is built once they are known.
+        self.preparer.prepare_spare(AddCampaignScreen, tuple(self.live.servers))
         for words in snapshot.notices:
             self.notify(words, severity="warning", markup=False)
         # "gpus" too: the controller relays an unavailable GPU snapshot once, at its start, often
@@ -304,6 +307,11 @@ class MoeTuiApp(App):
             self.notify(f"{fmt} written to {path}", title="Exported", timeout=12, markup=False)
 
         self.call_core(f"export {fmt}", self.client.export, baseline, candidate, fmt, done=written)
+
+    def push_spare(self, make: Callable[[], Screen], key: Any) -> None:
+        """Open a dialog made anew each opening from the spare prepared off screen (ui.prepare);
+        the next spare is prepared once this one is closed."""
+        self.push_screen(self.preparer.spare(make, key), lambda _: self.preparer.prepare_spare(make, key))
 
     def open_log(self, profile: str) -> None:
         self.push_screen(LogScreen(profile))

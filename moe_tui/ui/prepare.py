@@ -15,6 +15,11 @@ in between is served first):
 
 A screen whose content arrives while another screen is shown (the comparison grid is built in a
 worker) renders itself off screen again then (`LiveScreen.prerender_soon`).
+
+A dialog that is made anew for each opening (the add-campaign form) is kept as one spare: built,
+mounted and rendered off screen before it is asked for (`Preparer.spare`); the key takes it and the
+next spare is built in idle slices once the form is closed. A spare built for other input (`key`: the profiles the
+form lists) is dropped, never shown.
 Textual has no public API for either step: the private names used are listed here, in one place.
 """
 
@@ -22,9 +27,10 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from typing import Any, cast
 
+from textual import events
 from textual.app import App
 from textual.geometry import Region
 from textual.screen import Screen
@@ -46,6 +52,23 @@ def styled_now(app: App, screen: Screen) -> Screen:
     the App's count past this one."""
     screen._css_update_count = app._css_update_count
     return screen
+
+
+class KeepStyles:
+    """Mixed into a Screen: shown again, it keeps its styles unless the App's classes changed.
+
+    Textual restyles every widget of a screen each time it is shown, and a restyled DataTable or
+    Input drops every cached render (it re-renders every visible line: most of a switch's cost).
+    Nothing a style depends on changed while the screen was away unless the App's classes did
+    (-narrow/-short/-wide after a resize; a theme change re-parses the sheet anyway)."""
+
+    _styled_with: frozenset[str] | None = None
+
+    def _on_screen_resume(self, event: events.ScreenResume) -> None:
+        classes = frozenset(cast(Screen, self).app.classes)
+        if classes == self._styled_with:
+            event.refresh_styles = False
+        self._styled_with = classes
 
 
 def _ready(app: App, screen: Screen) -> bool:
@@ -90,12 +113,43 @@ class Preparer:
         self.app = app
         self._jobs: deque[Steps] = deque()
         self._scheduled = False
+        self._spares: dict[Callable[[], Screen], tuple[Hashable, Screen]] = {}
 
     def add(self, job: Steps) -> None:
         self._jobs.append(job)
         if not self._scheduled:
             self._scheduled = True
             self.app.set_timer(STEP_S, self._slice)
+
+    def spare(self, make: Callable[[], Screen], key: Hashable) -> Screen:
+        """A screen for `key` made by `make`: the spare built off screen if it was made for this
+        key and is mounted, else a new one. The caller prepares the next spare once this one is
+        closed (`prepare_spare`): mounting one is a stall of its own, never under a key."""
+        ready = self._spares.pop(make, None)
+        if ready is not None and (ready[0] != key or not ready[1].is_mounted):
+            ready[1].remove()  # made for other input, or still mounting: a fresh one is as fast
+            ready = None
+        return ready[1] if ready is not None else styled_now(self.app, make())
+
+    def prepare_spare(self, make: Callable[[], Screen], key: Hashable) -> None:
+        self.add(self._build_spare(make, key))
+
+    def _build_spare(self, make: Callable[[], Screen], key: Hashable) -> Steps:
+        app: Any = self.app
+        old = self._spares.get(make)
+        if old is not None:
+            if old[0] == key:
+                return  # one is ready (or being built) for this input
+            del self._spares[make]
+            old[1].remove()
+        screen = styled_now(app, make())
+        app._register(app, screen)  # what push_screen does for a new screen, minus showing it
+        self._spares[make] = (key, screen)
+        while app.is_running and not screen.is_mounted:
+            yield
+        if isinstance(screen, KeepStyles):  # styled as it mounted: its first showing keeps them
+            screen._styled_with = frozenset(app.classes)
+        yield from render_off_screen(app, screen)
 
     def prepare_modes(self, modes: Iterable[str]) -> None:
         for mode in modes:

@@ -17,6 +17,7 @@ from moe_tui.ui.screens.dashboard import DashboardScreen
 from moe_tui.ui.widgets.queue_table import WINDOW, QueueTable
 from tests.ui.fakes import FP_A
 from tests.ui.test_pilot import SIZE, emit, open_queue, settle
+from tests.ui.test_screens_built_once import prepared
 
 N = WINDOW * 5 + 7
 
@@ -145,7 +146,7 @@ async def test_a_queue_change_while_another_screen_is_shown_is_painted_off_scree
     app, adapter = make_app()
     adapter.queue = big_queue()
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, app)
+        await prepared(pilot, app)
         hidden = app._screen_stacks["queue"][0]
         table = hidden.query_one(QueueTable)
         assert table.row_count == WINDOW  # filled before the first visit

@@ -13,11 +13,13 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, SelectionList
 
 from moe_tui.control import CampaignRequest
 from moe_tui.control.launch import DEMO_CAMPAIGN
+from moe_tui.ui.prepare import KeepStyles
 from moe_tui.ui.room import Room, room
 from moe_tui.ui.widgets.check_list import CheckList
 
@@ -97,7 +99,7 @@ def parse_form(name: str, profiles: list[str], concurrencies: str, repeats: str,
                            repeats=reps, spec=spec, policy=policy, prompts_per_concurrency=ppc)
 
 
-class AddCampaignScreen(ModalScreen[CampaignRequest | None]):
+class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
     BINDINGS = [
         Binding("ctrl+s", "submit", "Add", id="campaign.submit", tooltip="Validate and add to the queue"),
         Binding("escape", "close", "Cancel", id="campaign.cancel", tooltip="Close without adding"),
@@ -146,6 +148,8 @@ class AddCampaignScreen(ModalScreen[CampaignRequest | None]):
         self.control.call_core("read ordering policies", self.control.client.policies, done=self._policies)
 
     def _policies(self, policies: dict[str, str]) -> None:
+        if not self.is_attached:
+            return  # closed (or a spare dropped) before the answer came
         select = self.query_one("#campaign-policy", Select)
         self._policy_text = dict(policies)
         select.set_options([(name, name) for name in policies])
@@ -168,6 +172,8 @@ class AddCampaignScreen(ModalScreen[CampaignRequest | None]):
     def _update_costs(self) -> None:
         try:
             request = self._request()
+        except NoMatches:
+            return  # the form is being closed (or a spare dropped): nothing to count for
         except FormError as exc:
             self.query_one("#campaign-costs", Label).update(Text(str(exc), style="yellow"))
             return
@@ -175,6 +181,8 @@ class AddCampaignScreen(ModalScreen[CampaignRequest | None]):
                                done=lambda costs: self._show_costs(request, costs), group="campaign-costs")
 
     def _show_costs(self, request: CampaignRequest, costs: dict[str, int]) -> None:
+        if not self.is_attached:
+            return  # closed (or a spare dropped) before the answer came
         n_items = len(request.profiles) * len(request.concurrencies) * request.repeats
         text = Text(f"{n_items} items. Server starts: ")
         for k, (policy, count) in enumerate(costs.items()):

@@ -14,13 +14,12 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from textual import events
 from textual.screen import Screen
 
-from moe_tui.ui.prepare import render_off_screen
+from moe_tui.ui.prepare import KeepStyles, render_off_screen
 
 
-class LiveScreen(Screen):
+class LiveScreen(KeepStyles, Screen):
     _binding_sig: Any = object()
     # Topics this screen follows while another mode's screen is shown (then it renders itself off
     # screen when something changed); every other topic waits for on_screen_resume.
@@ -38,18 +37,6 @@ class LiveScreen(Screen):
         if sig != self._binding_sig:
             self._binding_sig = sig
             self.refresh_bindings()
-
-    _styled_with: frozenset[str] | None = None
-
-    def _on_screen_resume(self, event: events.ScreenResume) -> None:
-        # Textual restyles every widget of a screen each time it is shown, and a restyled DataTable
-        # drops every cached render (it re-renders every visible cell: most of a switch's cost).
-        # Nothing a style depends on changed while the screen was away unless the App's classes
-        # did (-narrow/-short/-wide after a resize; a theme change re-parses the sheet anyway).
-        classes = frozenset(self.app.classes)
-        if classes == self._styled_with:
-            event.refresh_styles = False
-        self._styled_with = classes
 
     def prerender_soon(self) -> None:
         preparer = getattr(self.app, "preparer", None)

@@ -66,7 +66,7 @@ NAME_MAX = 64
 DESCRIPTION_MAX = 500
 
 
-def name_problem(name: Any, what: str = "name") -> str | None:
+def name_problem(name: object, what: str = "name") -> str | None:
     """Why `name` is not a usable profile/backend name, or None. The one rule for names from
     profiles and from imported records: 1-64 letters, digits, '-', '_' and '.', so a name can
     never carry markup, a newline, a Markdown heading or a table pipe into the TUI or an export."""
@@ -81,7 +81,7 @@ def name_problem(name: Any, what: str = "name") -> str | None:
     return None
 
 
-def check_name(name: Any, where: str, what: str = "name") -> str:
+def check_name(name: object, where: str, what: str = "name") -> str:
     """`name` if it passes `name_problem`, else ValueError naming `where`."""
     problem = name_problem(name, what)
     if problem:

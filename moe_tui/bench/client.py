@@ -60,7 +60,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import aiohttp
 import orjson
@@ -156,8 +156,18 @@ def open_session(connections: int, api_key: str | None = None) -> aiohttp.Client
     )
 
 
+class PreopenReport(TypedDict):
+    """What `open_connections` did (self-check fields of the run)."""
+
+    connections_preopen_target: int
+    connections_preopened: int | None  # new connections; None: the connector does not count
+    connections_preopen_s: float
+    connections_preopen_errors: int
+    connections_preopen_error: str  # the first message, or ""
+
+
 async def open_connections(session: aiohttp.ClientSession, base_url: str, count: int, *,
-                           timeout_s: float = PREOPEN_TIMEOUT_S) -> dict[str, Any]:
+                           timeout_s: float = PREOPEN_TIMEOUT_S) -> PreopenReport:
     """Fill the session's pool with `count` open keep-alive connections: `count` concurrent
     `GET /v1/models`. That endpoint is answered by SGLang's HTTP front alone (the model list),
     unlike /health or /health_generate, which push a generation through the scheduler.
@@ -166,8 +176,7 @@ async def open_connections(session: aiohttp.ClientSession, base_url: str, count:
     (idle ones already in the pool are reused first; together they make `count`). Any HTTP
     status counts: the connection is what is wanted. Failures are reported, never raised: the
     timed phase then opens what is missing itself, and `connections_opened_timed` says so.
-    Returns {connections_preopen_target, connections_preopened (new), connections_preopen_s,
-    connections_preopen_errors, connections_preopen_error (first message or "")}."""
+    Returns what it did (`PreopenReport`)."""
     before = connections_opened(session)
     url = f"{base_url}/v1/models"
     errors: list[str] = []

@@ -392,7 +392,7 @@ def parse_bench_serving_jsonl(path: str | os.PathLike[str]) -> list[dict[str, An
     return records
 
 
-def normalize_record(raw: Any, where: str = "record") -> dict[str, Any]:
+def normalize_record(raw: object, where: str = "record") -> dict[str, Any]:
     """A bench_serving result with every RESULT_FIELDS key (None if absent) and checked types."""
     if not isinstance(raw, dict):
         raise RecordError(f"{where}: expected a JSON object, got {type(raw).__name__}")

@@ -20,7 +20,12 @@ import argparse
 import json
 import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from moe_tui.bench.engine import BenchResult
+    from moe_tui.events import BenchProgress
+    from moe_tui.spec import BenchmarkSpec
 
 BACKENDS = {"sglang": "generate", "sglang-oai": "completions"}
 
@@ -71,7 +76,7 @@ _FLAG_TO_FIELD = {
 }
 
 
-def spec_from_args(args: argparse.Namespace) -> Any:
+def spec_from_args(args: argparse.Namespace) -> BenchmarkSpec:
     """The BenchmarkSpec the flags (and --spec-file) describe; SpecError on bad values."""
     from pathlib import Path
 
@@ -135,11 +140,11 @@ def run(args: argparse.Namespace) -> int:
     events = args.events == "jsonl"
     out = sys.stdout
 
-    def on_progress(event: Any) -> None:
+    def on_progress(event: BenchProgress) -> None:
         out.write(event.to_json() + "\n")
         out.flush()
 
-    async def main() -> Any:
+    async def main() -> BenchResult:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from moe_tui.compare.model import CompareSettings
 
 FORMATS = ("text", "json", "markdown", "csv")
 
@@ -39,7 +42,7 @@ def add_pair_arguments(p: argparse.ArgumentParser) -> None:
                         "and show no verdict and no delta")
 
 
-def settings_from_args(args: argparse.Namespace) -> Any:
+def settings_from_args(args: argparse.Namespace) -> CompareSettings:
     from moe_tui.compare import CompareSettings
 
     vary = frozenset(v.strip() for v in str(args.vary).split(",") if v.strip())

@@ -17,12 +17,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from moe_tui.commands.common import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE
 
 if TYPE_CHECKING:
     from moe_tui.compare.model import ComparisonGrid
+    from moe_tui.explain.store import CellExplanation
     from moe_tui.store.db import Store
 
 FORMATS = ("text", "md", "csv", "json")
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     return _show(args, view, grid.simulated)
 
 
-def _show(args: argparse.Namespace, view: Any, simulated: bool) -> int:
+def _show(args: argparse.Namespace, view: CellExplanation, simulated: bool) -> int:
     from moe_tui.explain.render import stacked_bars, text_lines, to_csv, to_json, to_markdown
 
     extras = list(view.extras) + (["SIMULATED: the emulator's kernel model, not a GPU"] if simulated else [])

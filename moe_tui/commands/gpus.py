@@ -9,7 +9,10 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from moe_tui.telemetry.data import TelemetrySnapshot
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
@@ -63,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
 
-def _fmt(value: Any, spec: str = "", suffix: str = "") -> str:
+def _fmt(value: object, spec: str = "", suffix: str = "") -> str:
     return "n/a" if value is None else f"{value:{spec}}{suffix}"
 
 
@@ -71,7 +74,7 @@ def _gib(value: int | None) -> str:
     return "n/a" if value is None else f"{value / 2**30:.1f}"
 
 
-def render_snapshot(snapshot: Any) -> str:
+def render_snapshot(snapshot: TelemetrySnapshot) -> str:
     """The human table for one `TelemetrySnapshot` (plain text, no colour)."""
     if not snapshot.available:
         return snapshot.reason or "GPU telemetry unavailable"

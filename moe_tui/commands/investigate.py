@@ -14,13 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from moe_tui.commands.common import EXIT_NOT_FOUND
 
 if TYPE_CHECKING:
     from moe_tui.investigate.model import InvestigationPlan
+    from moe_tui.investigate.report import InvestigationReport
     from moe_tui.store.db import Store
-
-from moe_tui.commands.common import EXIT_NOT_FOUND
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc), 1)
 
 
-def _print_reports(reports: list[Any], as_json: bool) -> None:
+def _print_reports(reports: list[InvestigationReport], as_json: bool) -> None:
     if as_json:
         print(json.dumps([{"name": r.name, "state": r.state, "before": r.before, "after": r.after,
                            "settled": r.settled, "flags": list(r.flags), "lines": list(r.lines)} for r in reports],
@@ -113,7 +114,7 @@ def _print_reports(reports: list[Any], as_json: bool) -> None:
         print(r.text() + ("\n  flags: " + ", ".join(r.flags) if r.flags else ""))
 
 
-def _print_plan(plan: Any, earlier: list[Any], as_json: bool, simulated: bool) -> None:
+def _print_plan(plan: InvestigationPlan, earlier: list[InvestigationReport], as_json: bool, simulated: bool) -> None:
     if as_json:
         print(json.dumps(plan.to_dict(), sort_keys=True, default=str))
         return
@@ -148,7 +149,7 @@ def _print_plan(plan: Any, earlier: list[Any], as_json: bool, simulated: bool) -
     print(f"\ntotal: {len(plan.items)} run(s), {plan.server_starts} server start(s), {total}")
 
 
-def _confirm(plan: Any) -> bool:
+def _confirm(plan: InvestigationPlan) -> bool:
     if not sys.stdin.isatty():
         print("not a terminal: pass --yes to queue it")
         return False

@@ -12,9 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from moe_tui.commands.common import EXIT_NOT_FOUND, add_profiles_dir
+
+if TYPE_CHECKING:
+    from moe_tui.roofline.decode import Roofline
+    from moe_tui.roofline.inputs import RooflineSetup
 
 
 def _concurrencies(text: str) -> list[int]:
@@ -83,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def render_text(name: str, setup: Any, rows: list[Any], input_len: int, output_len: int) -> str:
+def render_text(name: str, setup: RooflineSetup, rows: list[Roofline], input_len: int, output_len: int) -> str:
     shape = setup.shape
     weights = ", ".join(f"{g.replace('_', ' ')} {f}" for g, f in shape.precision.items())
     lines = [

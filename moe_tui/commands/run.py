@@ -21,9 +21,12 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from moe_tui.commands.common import add_profiles_dir, profiles_dir_for
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 PROGRESS_EVERY_S = 2.0
 
@@ -83,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
                        request_timeout=args.request_timeout, stall_timeout=args.stall_timeout)
 
 
-def _foreground(data_dir: Any, profiles_dir: Any, until_empty: bool, retry_interrupted: bool, *,
+def _foreground(data_dir: Path, profiles_dir: Path, until_empty: bool, retry_interrupted: bool, *,
                 request_timeout: float | None = None, stall_timeout: float | None = None) -> int:
     import asyncio
 
@@ -129,7 +132,7 @@ def _foreground(data_dir: Any, profiles_dir: Any, until_empty: bool, retry_inter
         store.close()
 
 
-def _detach(args: argparse.Namespace, data_dir: Any, profiles_dir: Any) -> int:
+def _detach(args: argparse.Namespace, data_dir: Path, profiles_dir: Path) -> int:
     from moe_tui import paths
     from moe_tui.run.client import spawn_detached
     from moe_tui.run.rendezvous import RunnerBusy, lock_holder_pid, runner_is_running
@@ -160,7 +163,7 @@ def _detach(args: argparse.Namespace, data_dir: Any, profiles_dir: Any) -> int:
     return 0
 
 
-def _status(data_dir: Any, as_json: bool = False) -> int:
+def _status(data_dir: Path, as_json: bool = False) -> int:
     from moe_tui.run.client import RunnerNotAnswering, RunnerOpError, call_runner_sync
     from moe_tui.run.rendezvous import RunnerUnavailable
 
@@ -216,7 +219,7 @@ STOP_WAIT_ENV = "MOE_TUI_STOP_WAIT_S"  # tests shorten the wait before SIGKILL
 STATUS_WAIT_S = 15.0
 
 
-def _stop(data_dir: Any, wait_s: float | None = None) -> int:
+def _stop(data_dir: Path, wait_s: float | None = None) -> int:
     """Stop the runner: the shutdown op; if it does not answer, SIGTERM; if it does not exit, SIGKILL
     and stop what it left. Always ends with a clear line, never a traceback."""
     import os
@@ -268,7 +271,7 @@ def _signal(pid: int, sig: int) -> None:
             pass
 
 
-def _wait_gone(data_dir: Any, wait_s: float) -> bool:
+def _wait_gone(data_dir: Path, wait_s: float) -> bool:
     from moe_tui.run.rendezvous import runner_is_running
 
     deadline = time.monotonic() + wait_s
@@ -282,8 +285,8 @@ def _wait_gone(data_dir: Any, wait_s: float) -> bool:
 class ProgressPrinter:
     """Turns controller events into the headless progress lines."""
 
-    def __init__(self, out: Any = None):
-        self.out: Any = out or sys.stdout
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out: TextIO | None = out or sys.stdout
         self._last_progress = 0.0
 
     def line(self, text: str) -> None:
@@ -298,7 +301,7 @@ class ProgressPrinter:
             # the store keeps the record.
             self.out = None
 
-    def __call__(self, event: Any) -> None:
+    def __call__(self, event: Any) -> None:  # Any: dispatched on the class name (isinstance would type it)
         kind = type(event).__name__
         if kind == "ServerStateChanged":
             extra = f" backend={event.resolved_backend}" if event.resolved_backend else ""

@@ -20,6 +20,8 @@ from moe_tui.commands.common import EXIT_NOT_FOUND, add_exit_codes, add_profiles
 from moe_tui.judgement import is_live
 
 if TYPE_CHECKING:
+    from moe_tui.events import Event
+    from moe_tui.profiles import ServerProfile
     from moe_tui.store.db import Store
 
 
@@ -79,7 +81,7 @@ def _err(message: str) -> None:
     print(f"moe-tui server: {message}", file=sys.stderr)
 
 
-def find_profile(name: str, directory: str | None) -> Any:
+def find_profile(name: str, directory: str | None) -> ServerProfile:
     """The named profile by the one lookup rule (`commands.common`): DIR as given, else the
     config's folder, ./server_profiles, then the bundled demo folder. Raises KeyError (not found,
     naming the folders looked in and a close name) or ProfileError (the profile has problems)."""
@@ -129,7 +131,7 @@ def _start(args: argparse.Namespace) -> int:
             return 2
         profile = dataclasses.replace(profile, startup_timeout_s=args.timeout)
 
-    def show(event: Any) -> None:  # log lines and reasons carry the server's text: no escape codes
+    def show(event: Event) -> None:  # log lines and reasons carry the server's text: no escape codes
         if isinstance(event, ServerLogLine):
             if not args.quiet:
                 print(terminal_text(f"  | {event.line}"), flush=True)

@@ -11,7 +11,10 @@ runner runs); `--in-process` hosts the controller inside the TUI (it stops when 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
@@ -51,7 +54,7 @@ def controller_options_from(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-def profiles_dir_from(args: argparse.Namespace) -> Any:
+def profiles_dir_from(args: argparse.Namespace) -> Path:
     """The one lookup rule (`commands.common`) without the bundled demo: `moe-tui` on real
     profiles never falls back to simulated ones (that is `moe-tui demo`, on a data home of its own)."""
     from moe_tui.commands.common import profiles_dir_for
@@ -64,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
                   controller_options=controller_options_from(args))
 
 
-def launch(profiles_dir: Any, *, attach: bool | None, demo: bool,
+def launch(profiles_dir: Path, *, attach: bool | None, demo: bool,
            controller_options: dict[str, Any] | None = None) -> int:
     from moe_tui.servers import install_exit_handlers
     from moe_tui.ui.launch import open_control_room

@@ -79,7 +79,7 @@ def _concurrencies(by_conc: Mapping[str, Mapping[int, list[Run]]], fingerprint: 
 
 
 def build_grid_from_runs(
-    baseline_runs: Iterable[Any], candidate_runs: Iterable[Any], *,
+    baseline_runs: Iterable[object], candidate_runs: Iterable[object], *,
     baseline_name: str = BASELINE, candidate_name: str = CANDIDATE, fingerprint: str | None = None,
     metrics: Sequence[MetricDef] = METRICS, settings: CompareSettings | None = None,
     plan: Mapping[tuple[str, str], PlanCount] | None = None,

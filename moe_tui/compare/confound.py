@@ -26,7 +26,7 @@ from moe_tui.profiles import _flag_map
 NOT_SET = "(not set)"
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
@@ -53,7 +53,7 @@ def profile_settings(snapshot: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def _flatten(prefix: str, value: Any, out: dict[str, str]) -> None:
+def _flatten(prefix: str, value: object, out: dict[str, str]) -> None:
     if isinstance(value, Mapping):
         for k, v in value.items():
             _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)

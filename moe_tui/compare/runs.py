@@ -91,13 +91,13 @@ def grid_facts(provenance: Mapping[str, Any], telemetry: Mapping[str, Any],
             "selfcheck": _kept(dict(selfcheck), _GRID_FACTS["selfcheck"])}
 
 
-def _get(obj: Any, name: str, default: Any = None) -> Any:
+def _get(obj: object, name: str, default: Any = None) -> Any:
     if isinstance(obj, Mapping):
         return obj.get(name, default)
     return getattr(obj, name, default)
 
 
-def normalise(run: Any, where: str) -> Run:
+def normalise(run: object, where: str) -> Run:
     """A RunRecord (or a mapping with the same names) as the grid's plain record."""
     if isinstance(run, Run):
         return run
@@ -119,11 +119,11 @@ def normalise(run: Any, where: str) -> Run:
     )
 
 
-def _time(value: Any) -> float | None:
+def _time(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _start_id(value: Any) -> int | None:
+def _start_id(value: object) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -153,7 +153,7 @@ def requested_fingerprint(run: Run) -> str:
 
 
 # -- flags ------------------------------------------------------------------------------------------
-def run_flags_in_words(run: Any) -> list[tuple[str, str]]:
+def run_flags_in_words(run: object) -> list[tuple[str, str]]:
     """(flag code, words) for every flag of one run, from its flags and stored telemetry/selfcheck/summary."""
     r = normalise(run, "run")
     found: dict[str, str] = {}
@@ -207,7 +207,7 @@ def _telemetry_flags(r: Run, found: dict[str, str]) -> None:
         found[J.FLAG_FOREIGN_GPU_PROCESS] = f"run {r.id}: foreign GPU process ({who}{more})"
 
 
-def run_suspect_flags(run: Any) -> list[tuple[str, str]]:
+def run_suspect_flags(run: object) -> list[tuple[str, str]]:
     """The flags among `run_flags_in_words` that make the run suspect (judgement.SUSPECT_FLAGS)."""
     return [(c, t) for c, t in run_flags_in_words(run) if c in J.SUSPECT_FLAGS]
 
@@ -316,7 +316,7 @@ def provenance_values(run: Run) -> dict[str, str]:
     return out
 
 
-def render_value(value: Any) -> str:
+def render_value(value: object) -> str:
     if isinstance(value, Mapping) and all(str(k).isdigit() for k in value):
         # {gpu index: name}: in index order, so "8 x NVIDIA RTX PRO 6000" when they agree.
         value = [value[k] for k in sorted(value, key=lambda k: int(k))]

@@ -136,7 +136,7 @@ def load_trace(path: str | Path, *, max_bytes: int = MAX_TRACE_BYTES) -> dict[st
     return data
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     f = float(value)

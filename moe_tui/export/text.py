@@ -27,19 +27,19 @@ _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _MD_SPECIAL = re.compile(r"([\\`\[\]|])")
 
 
-def plain_text(text: Any) -> str:
+def plain_text(text: object) -> str:
     """One line for a terminal: control characters (ANSI escapes, CR, newlines) become spaces."""
     return _CONTROL_CHARS.sub(" ", str(text))
 
 
-def md(text: Any) -> str:
+def md(text: object) -> str:
     """Untrusted text as inert Markdown: no table break, no heading, no code span, link or HTML."""
     s = html.escape(plain_text(text), quote=False)
     s = _MD_SPECIAL.sub(r"\\\1", s)
     return "\\" + s if s.lstrip().startswith(("#", ">")) else s
 
 
-def csv_text(text: Any) -> str:
+def csv_text(text: object) -> str:
     """A CSV text cell a spreadsheet will not run as a formula."""
     s = str(text)
     return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s
@@ -65,7 +65,7 @@ def _spec_fields(spec: dict[str, Any]) -> dict[str, Any]:
     return canon
 
 
-def _value(v: Any) -> str:
+def _value(v: object) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if v is None:

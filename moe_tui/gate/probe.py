@@ -54,7 +54,7 @@ def request_body(text: str, max_new_tokens: int) -> dict[str, Any]:
             "return_logprob": True, "logprob_start_len": -1, "top_logprobs_num": 0, "stream": False}
 
 
-def parse_answer(prompt_id: str, body: Any) -> GateSample:
+def parse_answer(prompt_id: str, body: object) -> GateSample:
     """A GateSample from one /generate answer; GateError naming the prompt when it is unusable."""
     if isinstance(body, list) and len(body) == 1:
         body = body[0]
@@ -71,7 +71,7 @@ def parse_answer(prompt_id: str, body: Any) -> GateSample:
         lp = pair[0]
         logprobs.append(float(lp) if isinstance(lp, (int, float)) and not isinstance(lp, bool) else None)
         ids.append(pair[1])
-    output_ids = body.get("output_ids")
+    output_ids = body.get("output_ids") if isinstance(body, dict) else None
     if isinstance(output_ids, list) and output_ids and output_ids != ids:
         raise GateError(f"gate prompt '{prompt_id}': output_ids and output_token_logprobs disagree")
     finish = meta.get("finish_reason") if isinstance(meta, dict) else None

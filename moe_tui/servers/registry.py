@@ -8,10 +8,14 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from moe_tui.servers.teardown import StopReport, signal_name
+
+# What signal.getsignal returns: a handler, SIG_DFL / SIG_IGN, or None (installed outside Python).
+PreviousHandler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 if TYPE_CHECKING:
     from moe_tui.servers.managed import ManagedServer
@@ -56,7 +60,7 @@ def install_exit_handlers(signals: Sequence[int] = (signal.SIGTERM, signal.SIGHU
     for sig in signals:
         previous = signal.getsignal(sig)
 
-        def handler(signum: int, frame: Any, previous: Any = previous) -> None:
+        def handler(signum: int, frame: FrameType | None, previous: PreviousHandler = previous) -> None:
             stop_all_managed(f"moe-tui got {signal_name(signum)}")
             if callable(previous):
                 previous(signum, frame)

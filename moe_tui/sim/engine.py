@@ -25,7 +25,7 @@ from tokenizers import Tokenizer
 
 from moe_tui.sim.args import DEFAULT_CHUNKED_PREFILL_SIZE, DEFAULT_CONTEXT_LENGTH, DEFAULT_MAX_RUNNING_REQUESTS
 from moe_tui.sim.failure import child_failed
-from moe_tui.sim.gpus import GPU_PRESETS, SimGpuBoard
+from moe_tui.sim.gpus import GPU_PRESETS, SimGpuBoard, SimGpuWire
 from moe_tui.sim.memory import DEFAULT_MEM_FRACTION, GRAPH_GIB, WEIGHTS_GIB, MemoryBudget
 from moe_tui.sim.model import BatchScheduler, SeqState, StepPlan, load_backends, perf_for
 from moe_tui.sim.output import Metrics, TextBank, log
@@ -405,7 +405,7 @@ class SimEngine:
     def token_usage(self) -> float:
         return min(1.0, self.used_tokens() / self.kv_pool)
 
-    def gpu_samples(self) -> list[dict[str, Any]]:
+    def gpu_samples(self) -> list[SimGpuWire]:
         """The simulated GPUs now (what /sim/gpus serves)."""
         mono = time.monotonic()
         self.board.update(mono, self.busy.share(mono), self.sched.num_running / self.max_running)

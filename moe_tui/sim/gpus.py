@@ -28,8 +28,39 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NotRequired, TypedDict
 
+
+class SimProcessWire(TypedDict):
+    """A compute process on a simulated GPU, as NVML's process list reads."""
+
+    pid: int
+    used_memory_bytes: int
+    name: str | None
+
+
+class SimGpuWire(TypedDict):
+    """One simulated GPU on the wire (`GET /sim/gpus`): `telemetry.GpuSample`'s fields plus `lost`;
+    a lost GPU carries only the first six (NVML_ERROR_GPU_IS_LOST on every other query)."""
+
+    index: int
+    t: float
+    wall: float
+    name: str
+    lost: bool
+    processes: list[SimProcessWire] | None
+    uuid: NotRequired[str]
+    util_gpu_pct: NotRequired[float]
+    util_mem_pct: NotRequired[float]
+    mem_used_bytes: NotRequired[int]
+    mem_total_bytes: NotRequired[int]
+    power_w: NotRequired[float]
+    power_limit_w: NotRequired[float]
+    temperature_c: NotRequired[int]
+    sm_clock_mhz: NotRequired[int]
+    sm_clock_max_mhz: NotRequired[int]
+    mem_clock_mhz: NotRequired[int]
+    clock_event_bits: NotRequired[int]
 
 @dataclass(frozen=True)
 class GpuPreset:
@@ -157,24 +188,24 @@ class SimGpuBoard:
         used = CONTEXT_BYTES + max(self.static_bytes, self.weights_bytes) + extra
         return used + (GRAPH_BYTES if self.mem_phase == "graphs" else 0)
 
-    def sample(self, now_wall: float, now_mono: float) -> list[dict[str, Any]]:
+    def sample(self, now_wall: float, now_mono: float) -> list[SimGpuWire]:
         """Every GPU as a `GpuSample` dict (what the control room's sampler reads)."""
-        out: list[dict[str, Any]] = []
+        out: list[SimGpuWire] = []
         for gpu in self.gpus:
-            base = {"index": gpu.index, "t": now_mono, "wall": now_wall}
             if gpu.index in self.lost:
-                out.append(base | {"name": self.preset.name, "lost": True, "processes": None})
+                out.append({"index": gpu.index, "t": now_mono, "wall": now_wall, "name": self.preset.name,
+                            "lost": True, "processes": None})
                 continue
             used = self._mem_used(gpu)
-            procs: list[dict[str, int | None]] = []
+            procs: list[SimProcessWire] = []
             if gpu.holder_pid is not None and used:
                 procs.append({"pid": gpu.holder_pid, "used_memory_bytes": used - CONTEXT_BYTES // 2,
                               "name": None})
             if self.foreign is not None and self.foreign[0] == gpu.index:
                 procs.append({"pid": self.foreign[1], "used_memory_bytes": FOREIGN_BYTES, "name": None})
                 used += FOREIGN_BYTES
-            out.append(base | {
-                "name": self.preset.name,
+            out.append({
+                "index": gpu.index, "t": now_mono, "wall": now_wall, "name": self.preset.name,
                 "uuid": f"GPU-5130{gpu.index:04d}-sim0-0000-0000-00000000000{gpu.index % 10}",
                 "util_gpu_pct": round(gpu.util, 1), "util_mem_pct": round(gpu.util * 0.6, 1),
                 "mem_used_bytes": used, "mem_total_bytes": self.preset.mem_total_bytes,
@@ -186,7 +217,7 @@ class SimGpuBoard:
         return out
 
 
-def idle_sample(index: int, now_wall: float, now_mono: float) -> dict[str, Any]:
+def idle_sample(index: int, now_wall: float, now_mono: float) -> SimGpuWire:
     """A simulated GPU no running emulator holds: idle, empty, cool (a `GpuSample` dict)."""
     return {"index": index, "t": now_mono, "wall": now_wall, "name": GPU_NAME,
             "uuid": f"GPU-5130{index:04d}-sim0-0000-0000-00000000000{index % 10}",

@@ -52,7 +52,7 @@ class ProfileRequestError(ValueError):
     """A /start_profile body SGLang's parser would refuse (HTTP 400)."""
 
 
-def parse_profile_request(body: Any) -> dict[str, Any]:
+def parse_profile_request(body: object) -> dict[str, Any]:
     if body is None:
         return {}
     if not isinstance(body, dict):

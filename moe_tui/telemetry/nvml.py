@@ -260,7 +260,7 @@ class NvmlSampler:
         return tuple(procs)
 
 
-def _num(value: Any) -> float | None:
+def _num(value: Any) -> float | None:  # what pynvml returns (untyped)
     return None if value is None else float(value)
 
 

@@ -24,6 +24,9 @@ def sim():
 
 @pytest.mark.integration
 def test_stream_generate_shapes(sim):
+    # The module's server is shared and tests run in duration order: another test's prompt may
+    # share this one's first tokens, so the cache is emptied first (cached_tokens is asserted 0).
+    assert httpx.post(sim.base_url + "/flush_cache", params={"timeout": "10"}, timeout=15).status_code == 200
     chunks = stream_generate(sim.base_url, {"text": "hello there general",
                                             "sampling_params": {"max_new_tokens": 5,
                                                                 "temperature": 0.0,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from moe_tui.provenance import RUN_FLAGS, build_provenance, run_flags
 from moe_tui.spec import BenchmarkSpec
 
@@ -37,6 +39,10 @@ def test_missing_telemetry_is_not_a_flag():
     assert run_flags(completed=1, expected=1, telemetry={"available": False, "gpus": {}, "overall": {}}) == []
 
 
+# host_facts asks `platform` for the processor, which runs `uname -p` the first time in a process:
+# a process start, so this test belongs to the integration tier (it passed in the unit tier only
+# when an earlier test on the same worker had made that call).
+@pytest.mark.integration
 def test_provenance_names_everything():
     spec = BenchmarkSpec(max_concurrency=10, num_prompts=50)
     profile = {"name": "cutedsl", "engine": "sglang", "moe_runner_backend": "flashinfer_cutedsl"}

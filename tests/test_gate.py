@@ -136,6 +136,8 @@ def test_campaign_gates_each_profile_before_its_first_timed_run(env):
     assert "correctness gate: output differs: prompt" in grid.stdout
     # One repeat per side: no verdict to withhold, the flag shows (beside any other flag a loaded
     # machine may add to the same runs, e.g. a server stall).
-    assert re.search(r"C: [^\n]*output_differs", grid.stdout), grid.stdout
+    # (The text is wrapped to the terminal's width: read it as one line.)
+    flat = " ".join(grid.stdout.split())
+    assert re.search(r"C: [^·]*output_differs", flat), grid.stdout
     assert "conc 1: baseline" in grid.stdout and "% of" in grid.stdout and "(memory-bound)" in grid.stdout
     assert " better " not in grid.stdout

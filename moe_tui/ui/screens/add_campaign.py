@@ -150,12 +150,15 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
     def _policies(self, policies: dict[str, str]) -> None:
         if not self.is_attached:
             return  # closed (or a spare dropped) before the answer came
-        select = self.query_one("#campaign-policy", Select)
         self._policy_text = dict(policies)
-        select.set_options([(name, name) for name in policies])
-        wanted = self.defaults.policy if self.defaults else next(iter(policies), None)
-        if wanted in policies:
-            select.value = wanted
+        try:
+            select = self.query_one("#campaign-policy", Select)
+            select.set_options([(name, name) for name in policies])
+            wanted = self.defaults.policy if self.defaults else next(iter(policies), None)
+            if wanted in policies:
+                select.value = wanted
+        except NoMatches:
+            return  # still attached but taken apart (the App closing, a spare dropped): nothing to fill
         self._update_costs()
 
     def _request(self) -> CampaignRequest:
@@ -190,7 +193,10 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
                 text.append(" · ")
             text.append(f"{policy} {count}", style="bold" if policy == request.policy else "dim")
         text.append(f"\n{request.policy}: {getattr(self, '_policy_text', {}).get(request.policy, '')}", style="dim")
-        self.query_one("#campaign-costs", Label).update(text)
+        try:
+            self.query_one("#campaign-costs", Label).update(text)
+        except NoMatches:
+            return  # taken apart while the count was on its way (the App closing, a spare dropped)
 
     def on_input_changed(self) -> None:
         if self._costs_timer is not None:

@@ -190,7 +190,6 @@ def campaign_args(request: Any) -> dict[str, Any]:
     return args
 
 
-
 def grid_extra_lines(grid: Any) -> list[str]:
     """The grid's extras (gate verdict, % of roofline) as the compact lines under the grid (issue 15)."""
     from moe_tui.grids.extras import extras_compact_lines

@@ -17,6 +17,7 @@ from moe_tui.store.queue import RunQueue
 from moe_tui.store.queue_plan import CampaignPlan
 from moe_tui.ui.screens.compare import CompareScreen, keep_direction
 from tests.ui.fakes import RecordingAdapter, demo_runs
+from tests.ui.waiting import workers_finished
 
 A, B = "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl"
 SIZE = (120, 40)
@@ -127,9 +128,9 @@ class Arriving(RecordingAdapter):
 
 
 async def _settle(pilot):
-    await pilot.app.workers.wait_for_complete()
+    await workers_finished(pilot.app)
     await pilot.pause(0.05)
-    await pilot.app.workers.wait_for_complete()
+    await workers_finished(pilot.app)
 
 
 async def test_data_arriving_never_flips_the_users_direction(make_app):

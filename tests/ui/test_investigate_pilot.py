@@ -15,6 +15,7 @@ from moe_tui.store.queue import RunQueue
 from moe_tui.ui.screens.compare import CompareScreen
 from moe_tui.ui.screens.investigate import InvestigateScreen
 from tests.ui.fakes import RecordingAdapter, demo_runs
+from tests.ui.waiting import workers_finished
 
 SIZE = (120, 40)
 A, B = "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl"
@@ -52,7 +53,7 @@ def store(tmp_path):
 
 async def settle(pilot, app) -> None:
     await pilot.pause()
-    await app.workers.wait_for_complete()
+    await workers_finished(app)
     await pilot.pause(0.15)
 
 

@@ -15,15 +15,16 @@ from moe_tui.ui.screens.queue import QueueScreen
 from moe_tui.ui.screens.run_detail import RunDetailScreen
 from moe_tui.ui.widgets.check_list import SELECTED, UNSELECTED, CheckList
 from moe_tui.ui.widgets.throughput_chart import SERIES_MARKERS
+from tests.ui.waiting import workers_finished
 
 SIZE = (120, 40)
 
 
 async def settle(pilot) -> None:
     await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
+    await workers_finished(pilot.app)
     await pilot.pause(0.1)
-    await pilot.app.workers.wait_for_complete()
+    await workers_finished(pilot.app)
 
 
 async def test_every_screen_starts_with_its_table_focused_and_j_k_move(make_app):

@@ -31,6 +31,7 @@ from moe_tui.ui.widgets.bench_panel import BenchPanel
 from moe_tui.ui.widgets.gpu_panel import GpuPanel
 from moe_tui.ui.widgets.server_panel import ServerPanel
 from tests.ui.fakes import FP_A, gpu_snapshot, no_driver_snapshot, telemetry_message
+from tests.ui.waiting import workers_finished
 
 SIZE = (120, 40)
 
@@ -38,7 +39,7 @@ SIZE = (120, 40)
 async def settle(pilot, app, seconds: float = 0.0) -> None:
     """Let workers finish and the coalesced repaint run."""
     await pilot.pause(seconds)
-    await app.workers.wait_for_complete()
+    await workers_finished(app)
     await pilot.pause(0.15)
 
 

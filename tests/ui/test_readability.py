@@ -17,6 +17,7 @@ from moe_tui.ui.widgets.gpu_panel import PROCS_WIDTH, GpuPanel
 from moe_tui.ui.widgets.queue_summary import QueueSummary
 from moe_tui.ui.widgets.server_panel import ServerPanel
 from tests.ui.fakes import RecordingAdapter, gpu_snapshot, no_driver_snapshot, telemetry_message
+from tests.ui.waiting import workers_finished
 
 GLM_A = "glm5-nvfp4-flashinfer-cutlass"
 GLM_B = "glm5-nvfp4-flashinfer-cutedsl"
@@ -39,7 +40,7 @@ class LongNamesAdapter(RecordingAdapter):
 
 
 async def settle(pilot, app) -> None:
-    await app.workers.wait_for_complete()
+    await workers_finished(app)
     await pilot.pause(0.2)
 
 

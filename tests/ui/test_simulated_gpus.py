@@ -22,6 +22,7 @@ from moe_tui.telemetry import ControlRoomSampler, GpuSample, TelemetrySnapshot, 
 from moe_tui.ui.widgets.gpu_panel import GpuPanel
 from tests.ui.fakes import T0, RecordingAdapter, telemetry_message
 from tests.ui.test_snapshots import build_app, feed
+from tests.ui.waiting import workers_finished
 
 FAULTS = ["--tp-size", "8", "--ep-size", "8", "--sim-time-scale", "20", "--sim-gpu-power-limit-w", "250",
           "--sim-gpu-foreign-process", "3", "--sim-gpu-lost", "5"]
@@ -72,7 +73,7 @@ async def _check_dashboard(make_app, sim) -> None:
     app, _ = make_app(adapter=adapter)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(0.2)
-        await app.workers.wait_for_complete()
+        await workers_finished(app)
         # What the controller sends with each snapshot: the owners by judgement's one rule (the
         # emulator's schedulers are its parent's children), decided while the tree is alive.
         pids = {p.pid for g in snapshot.gpus for p in (g.processes or ())}

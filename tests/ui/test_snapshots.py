@@ -9,6 +9,7 @@ import pytest
 from moe_tui.events import BenchProgress, ControllerStatus, RunStarted, ServerLogLine, ServerMetrics
 from moe_tui.ui.app import MoeTuiApp
 from tests.ui.fakes import FP_A, T0, RecordingAdapter, gpu_snapshot
+from tests.ui.waiting import workers_finished
 
 SIZE = (120, 40)
 
@@ -20,7 +21,7 @@ def build_app() -> MoeTuiApp:
 async def feed(pilot) -> None:
     """Three minutes of GPU history, a live run at concurrency 10 and some server log lines."""
     app = pilot.app
-    await app.workers.wait_for_complete()
+    await workers_finished(app)
     await pilot.pause()
     for k in range(180):
         app.live.add_telemetry(gpu_snapshot(t=T0 - 180 + k, util=40.0 + (k * 7) % 50))
@@ -40,9 +41,9 @@ async def feed(pilot) -> None:
 
 
 async def settle(pilot) -> None:
-    await pilot.app.workers.wait_for_complete()
+    await workers_finished(pilot.app)
     await pilot.pause(0.3)
-    await pilot.app.workers.wait_for_complete()
+    await workers_finished(pilot.app)
     await pilot.pause(0.2)
 
 

@@ -12,6 +12,7 @@ from moe_tui.compare import build_grid_from_runs
 from moe_tui.control.seen import SeenVerdicts
 from moe_tui.ui.screens.compare import CompareScreen
 from tests.ui.fakes import RecordingAdapter, demo_runs
+from tests.ui.waiting import workers_finished
 
 A, B = "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl"
 SIZE = (120, 40)
@@ -74,9 +75,9 @@ class Changing(RecordingAdapter):
 
 
 async def _settle(pilot):
-    await pilot.app.workers.wait_for_complete()
+    await workers_finished(pilot.app)
     await pilot.pause(0.05)
-    await pilot.app.workers.wait_for_complete()
+    await workers_finished(pilot.app)
     await pilot.pause(0.05)
 
 

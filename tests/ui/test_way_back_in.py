@@ -11,6 +11,7 @@ from moe_tui.store.db import Store
 from moe_tui.store.queue import RunQueue
 from moe_tui.ui.screens.quit import QuitScreen
 from tests.ui.fakes import RecordingAdapter
+from tests.ui.waiting import workers_finished
 
 SIZE = (120, 40)
 
@@ -35,7 +36,7 @@ class Attached(RecordingAdapter):
 async def test_header_shows_the_data_dir_and_quit_prints_the_command(make_app, tmp_path):
     app, adapter = make_app(adapter=Attached(tmp_path / "data"))
     async with app.run_test(size=SIZE) as pilot:
-        await app.workers.wait_for_complete()
+        await workers_finished(app)
         await pilot.pause()
         assert str(tmp_path / "data") in app.sub_title
         await pilot.press("q")

@@ -1,0 +1,28 @@
+"""Waiting for the App's background work in pilot tests.
+
+Textual's ``WorkerManager.wait_for_complete`` raises ``WorkerCancelled`` when any worker it waits
+on was cancelled; an exclusive group (the add form's server-start count) cancels its older worker
+whenever a newer one starts, which is the App working as meant, so a settle must not fail on it.
+"""
+
+from __future__ import annotations
+
+from textual.app import App
+from textual.worker import WorkerCancelled, WorkerFailed, WorkerState
+
+_UNFINISHED = (WorkerState.PENDING, WorkerState.RUNNING)
+
+
+async def workers_finished(app: App[object]) -> None:
+    """Wait until no worker of ``app`` is pending or running, including workers that finished
+    workers started (a done callback may start another); a cancelled one counts as finished, a
+    failed one is left to the App's own error handling (it notifies)."""
+    while True:
+        unfinished = [w for w in app.workers if w.state in _UNFINISHED]
+        if not unfinished:
+            return
+        for worker in unfinished:
+            try:
+                await worker.wait()
+            except (WorkerCancelled, WorkerFailed):
+                pass

@@ -7,6 +7,7 @@ checked field by field; a bad value gets an error toast naming the field and not
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from rich.text import Text
@@ -148,8 +149,7 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
         self.control.call_core("read ordering policies", self.control.client.policies, done=self._policies)
 
     def _policies(self, policies: dict[str, str]) -> None:
-        if not self.is_attached:
-            return  # closed (or a spare dropped) before the answer came
+        # An answer for a form closed before it came never gets here (the App drops it).
         self._policy_text = dict(policies)
         try:
             select = self.query_one("#campaign-policy", Select)
@@ -181,11 +181,9 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
             self.query_one("#campaign-costs", Label).update(Text(str(exc), style="yellow"))
             return
         self.control.call_core("count server starts", self.control.client.restart_counts, request,
-                               done=lambda costs: self._show_costs(request, costs), group="campaign-costs")
+                               done=functools.partial(self._show_costs, request), group="campaign-costs")
 
     def _show_costs(self, request: CampaignRequest, costs: dict[str, int]) -> None:
-        if not self.is_attached:
-            return  # closed (or a spare dropped) before the answer came
         n_items = len(request.profiles) * len(request.concurrencies) * request.repeats
         text = Text(f"{n_items} items. Server starts: ")
         for k, (policy, count) in enumerate(costs.items()):

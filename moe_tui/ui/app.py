@@ -35,7 +35,7 @@ from moe_tui.events import Notice, RunFinished
 from moe_tui.ui import render
 from moe_tui.ui.messages import CoreEventArrived
 from moe_tui.ui.palette import ControlRoomCommands
-from moe_tui.ui.prepare import Preparer, styled_now
+from moe_tui.ui.prepare import Preparer, freeze_heap, styled_now, thaw_heap
 from moe_tui.ui.screens.add_campaign import AddCampaignScreen
 from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.screens.cell_runs import CellRunsScreen
@@ -155,10 +155,13 @@ class MoeTuiApp(App[None]):
         # refresh, which found it not mounted yet): coming back to it needs no re-parse either.
         styled_now(self, self.screen)
         self.preparer.prepare_modes([m for m in self.MODES if m != self.DEFAULT_MODE])
-        # The pushed screens that are kept: built off screen too (help filled for the dashboard).
-        self._kept("help", HelpScreen).show_for(self.screen)
+        # The pushed screens that are kept: built off screen too (help filled for the screen shown,
+        # unless a key already switched to one still mounting: its keys are not known yet).
+        if self.screen.is_mounted:
+            self._kept("help", HelpScreen).show_for(self.screen)
         for name, cls in (("help", HelpScreen), ("log", LogScreen), ("cell-runs", CellRunsScreen)):
             self.preparer.keep(name, cls)
+        self.preparer.add(freeze_heap())  # all built: what lives now lives as long as the App
 
     def _kept(self, name: str, cls: type[KeptScreen]) -> KeptScreen:
         return cast(KeptScreen, self.preparer.kept(name, cls))
@@ -178,6 +181,7 @@ class MoeTuiApp(App[None]):
         return self.has_class("-narrow")
 
     def on_unmount(self) -> None:
+        thaw_heap()
         if self._unsubscribe is not None:
             self._unsubscribe()
 

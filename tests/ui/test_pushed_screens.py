@@ -11,13 +11,13 @@ import threading
 from textual.screen import Screen
 from textual.widgets import DataTable, Label, RichLog
 
-from moe_tui.events import ServerLogLine
+from moe_tui.events import RunStarted, ServerLogLine
 from moe_tui.ui.screens.cell_runs import CellRunsScreen
 from moe_tui.ui.screens.help import HelpScreen
 from moe_tui.ui.screens.log_viewer import LogScreen
 from moe_tui.ui.widgets.compare_grid import CompareGrid
 from moe_tui.ui.widgets.server_panel import ServerPanel
-from tests.ui.fakes import RecordingAdapter
+from tests.ui.fakes import FP_A, RecordingAdapter
 from tests.ui.test_pilot import SIZE, emit, settle, table_text
 from tests.ui.test_screens_built_once import prepared
 
@@ -42,9 +42,25 @@ async def test_help_is_one_screen_showing_the_keys_of_the_screen_it_was_opened_f
         text = table_text(kept.query_one(DataTable))
         assert "server.start" in text and "queue.add" not in text
         assert "Dashboard" in str(kept.query_one("#help-title", Label).render())
+        assert "Open the detail of the current or last run (not now)" in text
         await pilot.press("escape")
         await settle(pilot, app)
         assert app.screen is dashboard and app.focused is focused
+
+        # Opened again after the state changed (a run started): the same keys, updated in place.
+        table, cleared = kept.query_one(DataTable), []
+        real_clear = table.clear
+        table.clear = lambda *a, **k: (cleared.append(1), real_clear(*a, **k))[1]  # type: ignore[method-assign]
+        await emit(pilot, app, RunStarted(run_id=7, queue_item_id=3, profile=CUTLASS, fingerprint=FP_A,
+                                          spec_summary="conc=10"))
+        await pilot.press("question_mark")
+        await settle(pilot, app)
+        assert app.screen is kept
+        text = table_text(kept.query_one(DataTable))
+        assert "Open the detail of the current or last run  run.open" in text and "last run (not now)" not in text
+        assert cleared == []  # not refilled
+        await pilot.press("escape")
+        await settle(pilot, app)
 
         await pilot.press("2")
         await settle(pilot, app)

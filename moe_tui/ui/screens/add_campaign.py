@@ -20,7 +20,7 @@ from textual.widgets import Button, Input, Label, Select, SelectionList
 
 from moe_tui.control import CampaignRequest
 from moe_tui.control.launch import DEMO_CAMPAIGN
-from moe_tui.ui.prepare import KeepStyles
+from moe_tui.ui.prepare import KeepStyles, prerender_soon
 from moe_tui.ui.room import Room, room
 from moe_tui.ui.widgets.check_list import CheckList
 
@@ -195,6 +195,7 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
             self.query_one("#campaign-costs", Label).update(text)
         except NoMatches:
             return  # taken apart while the count was on its way (the App closing, a spare dropped)
+        prerender_soon(self)  # a spare answered before its key: laid out again off screen
 
     def on_input_changed(self) -> None:
         if self._costs_timer is not None:

@@ -71,7 +71,10 @@ class LogScreen(LiveScreen):
         self.query_one("#log-search", Input).display = False
         self.query_one(RichLog).focus()
         if profile == self.profile:
-            return  # on_screen_resume appends what is new
+            # The lines that came while it was closed, appended before it is shown: the layout
+            # their writes ask for is then part of the showing's one repaint, not a second one.
+            self.live_update({"logs"})
+            return
         self.profile, self.term, self.follow = profile, "", True
         self._lines, self._seen = [], self._total()
         view = self.query_one(RichLog)

@@ -47,6 +47,9 @@ SLICE_S = 0.008
 # ... and the next one starts this much later.
 STEP_S = 0.02
 
+# Off-screen layouts of one screen in one preparation (a layout asked for during one asks for another).
+LAYOUT_PASSES = 2
+
 # Lines of one widget rendered in one step (a table's first render is about 1 ms a line).
 BAND_LINES = 8
 
@@ -100,23 +103,28 @@ def _ready(app: App[None], screen: Screen[Any]) -> bool:
 
 def render_off_screen(app: App[None], screen: Screen[Any]) -> Steps:
     """Lay out `screen` while another is shown, then render its widgets' lines one widget a step
-    (what Textual does on a switch, without the output); stops when the screen is shown."""
-    if not _ready(app, screen):
-        return
-    screen._refresh_layout(app.size)
-    # Laid out now: a layout asked for before this one is done (a request made after sets it again),
-    # so showing the screen is one repaint, not a second layout first.
-    screen._layout_required = False
-    yield
-    for widget, (region, clip) in list(screen._compositor.visible_widgets.items()):
-        x, y, width, height = region.intersection(clip)  # the crop the compositor asks for
-        for band in range(0, height, BAND_LINES):  # a tall table is rendered a band of lines a step
-            if not _ready(app, screen):
-                return
-            if widget.is_mounted:
-                widget.render_lines(Region(x - region.x, y - region.y + band, width,
-                                           min(BAND_LINES, height - band)))
-            yield
+    (what Textual does on a switch, without the output); stops when the screen is shown. Done
+    again (up to LAYOUT_PASSES times) when a layout was asked for meanwhile: a table just filled
+    measures its rows when idle, after the first pass, and asks for one."""
+    for _ in range(LAYOUT_PASSES):
+        if not _ready(app, screen):
+            return
+        screen._refresh_layout(app.size)
+        # Laid out now: a layout asked for before this one is done (a request made after sets it
+        # again), so showing the screen is one repaint, not a second layout first.
+        screen._layout_required = False
+        yield
+        for widget, (region, clip) in list(screen._compositor.visible_widgets.items()):
+            x, y, width, height = region.intersection(clip)  # the crop the compositor asks for
+            for band in range(0, height, BAND_LINES):  # a tall table is rendered a band of lines a step
+                if not _ready(app, screen):
+                    return
+                if widget.is_mounted:
+                    widget.render_lines(Region(x - region.x, y - region.y + band, width,
+                                               min(BAND_LINES, height - band)))
+                yield
+        if not screen._layout_required:
+            return
 
 
 def prerender_soon(screen: Screen[Any]) -> None:

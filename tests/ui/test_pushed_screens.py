@@ -254,3 +254,14 @@ async def test_an_answer_for_a_closed_screen_changes_nothing(make_app):
         app.call_core("read", lambda: "now", done=shown.answered)
         await settle(pilot, app)
         assert shown.answers == ["now"]
+
+
+async def test_the_heap_is_frozen_once_everything_is_built_and_thawed_when_the_app_closes(make_app):
+    import gc
+
+    app, _ = make_app()
+    assert gc.get_freeze_count() == 0
+    async with app.run_test(size=SIZE) as pilot:
+        await prepared(pilot, app)
+        assert gc.get_freeze_count() > 0  # the App's objects are out of the collector's walks
+    assert gc.get_freeze_count() == 0  # and back in them once it closed (nothing outlives it)

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +25,7 @@ from textual.content import Content
 from textual.screen import ModalScreen, Screen
 from textual.worker import Worker, WorkerState
 
-from moe_tui.control import CampaignRequest, ControlClient, ControlSnapshot, LiveState, QueueRow
+from moe_tui.control import CampaignRequest, ControlClient, ControlSnapshot, LiveState, QueueWindow
 from moe_tui.control.seen import SeenVerdicts
 from moe_tui.events import Notice, RunFinished
 from moe_tui.ui import render
@@ -180,7 +181,7 @@ class MoeTuiApp(App[None]):
     def on_core_event_arrived(self, message: CoreEventArrived) -> None:
         event = message.event
         topic = self.live.apply(event)
-        if topic == "queue":
+        if topic == "queue" or (topic == "status" and self.live.queue_stale()):
             self.refresh_queue()
         elif topic == "notice" and isinstance(event, Notice):
             severity = {"error": "error", "warning": "warning"}.get(event.level, "information")
@@ -190,10 +191,12 @@ class MoeTuiApp(App[None]):
         self.mark_dirty(topic)
 
     def refresh_queue(self) -> None:
-        self.call_core("read the queue", self.client.queue_rows, done=self._queue_loaded, group="queue-read")
+        # One page, the one the Queue screen shows (`LiveState.queue_view`); the newest read wins.
+        self.call_core("read the queue", functools.partial(self.client.queue_window, **self.live.queue_request()),
+                       done=self._queue_loaded, group="queue-read")
 
-    def _queue_loaded(self, rows: tuple[QueueRow, ...]) -> None:
-        self.live.set_queue(tuple(rows))
+    def _queue_loaded(self, window: QueueWindow) -> None:
+        self.live.set_queue(window)
         self.mark_dirty("queue")
 
     # -- attributes down -----------------------------------------------------------------------
@@ -363,7 +366,8 @@ class MoeTuiApp(App[None]):
             return
         # Attached to a runner, quitting always asks: the runner (and its queue) lives on unless
         # told to stop, and leaving it is the point of running one.
-        pending = sum(1 for row in self.live.queue if row.state in ("pending", "running"))
+        counts = self.live.queue_counts()
+        pending = counts.get("pending", 0) + counts.get("running", 0)
 
         def answer(choice: str | None) -> None:
             if choice in ("stop", "leave"):

@@ -38,7 +38,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# MOE_TUI_BENCH_TREE: measure another checkout's code with this bench (benches/scale_tui_vs.py).
+sys.path.insert(0, os.environ.get("MOE_TUI_BENCH_TREE") or str(ROOT))
 
 from benches.scale_store import PAIR  # noqa: E402
 
@@ -161,10 +162,13 @@ async def _tui(store_path: Path, idle_s: float) -> dict[str, float]:
         def snapshot(self):  # type: ignore[override]
             from dataclasses import replace
 
-            return replace(RecordingAdapter.snapshot(self), queue=self.queue_window(), current_item=None)
+            # (the queue's first page; a tree from before issue 26's pages carried every item)
+            first = self.queue_window() if hasattr(self, "queue_window") else self.queue_rows()
+            return replace(RecordingAdapter.snapshot(self), queue=first, current_item=None)
 
     gaps: list[float] = []
     marks: dict[str, float] = {}
+    longest = _time_loop_callbacks()
 
     beating = asyncio.Event()  # the heartbeat costs ~3% of a slow core itself: paused while CPU is measured
     beating.set()
@@ -184,16 +188,18 @@ async def _tui(store_path: Path, idle_s: float) -> dict[str, float]:
     beat = asyncio.create_task(heartbeat())
     async with app.run_test(size=(160, 50)) as pilot:
         t0 = time.monotonic()
-        while not (app.live.queue.total and app.preparer.done) and time.monotonic() - t0 < 120:
+        while not (_queue_size(app) and app.preparer.done) and time.monotonic() - t0 < 120:
             await pilot.pause(0.01)
         marks["prepared_s"] = time.monotonic() - t0
         await pilot.pause(0.3)
         marks["start_stall_ms"] = max(gaps) * 1000
+        marks["start_slice_cpu_ms"] = longest.take()
         gaps.clear()  # (the first-visit figures below once included the start's stalls)
         marks["queue_key_ms"] = await _key_to_screen(
             app, "2", lambda: isinstance(app.screen, QueueScreen) and app.screen.query_one("#queue-table").row_count)
         await pilot.pause(1.0)
         marks["queue_visit_stall_ms"] = max(gaps) * 1000
+        marks["queue_visit_slice_cpu_ms"] = longest.take()
         gaps.clear()
 
         async def idle(seconds: float) -> None:
@@ -213,16 +219,51 @@ async def _tui(store_path: Path, idle_s: float) -> dict[str, float]:
         beating.set()  # then the stalls, with the heartbeat, over a shorter idle spell
         await idle(min(idle_s, 4.0))
         marks["queue_idle_stall_ms"] = max(gaps) * 1000
+        longest.take()
         gaps.clear()
         marks["grid_key_ms"] = await _key_to_screen(
             app, "3", lambda: isinstance(app.screen, CompareScreen) and getattr(app.screen, "grid", None) is not None)
         await pilot.pause(0.5)
         marks["grid_visit_stall_ms"] = max(gaps) * 1000
+        marks["grid_visit_slice_cpu_ms"] = longest.take()
     beat.cancel()
     marks["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    marks["queue_rows"] = float(app.live.queue.total)
+    marks["queue_rows"] = float(_queue_size(app))
     store.close()
     return marks
+
+
+def _queue_size(app) -> int:
+    queue = app.live.queue
+    return queue.total if hasattr(queue, "total") else len(queue)
+
+
+class _Longest:
+    """The longest CPU time (this thread's) one event-loop callback took since the last `take`: a
+    stall the program made, apart from the time a loaded box did not run it at all (which the
+    heartbeat's wall-clock gaps include)."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+
+    def take(self) -> float:
+        longest, self.longest = self.longest, 0.0
+        return longest * 1000
+
+
+def _time_loop_callbacks() -> _Longest:
+    from asyncio import events
+
+    longest = _Longest()
+    run = events.Handle._run
+
+    def timed(handle: events.Handle) -> None:
+        cpu = time.thread_time()
+        run(handle)
+        longest.longest = max(longest.longest, time.thread_time() - cpu)
+
+    events.Handle._run = timed  # type: ignore[method-assign]
+    return longest
 
 
 async def _key_to_screen(app, key: str, shown) -> float:
@@ -241,10 +282,12 @@ async def _key_to_screen(app, key: str, shown) -> float:
     return (time.monotonic() - t) * 1000
 
 
-def tui_figures(store_path: Path, idle_s: float) -> dict[str, float]:
+def tui_figures(store_path: Path, idle_s: float, tree: Path | None = None) -> dict[str, float]:
+    env = dict(os.environ, MOE_TUI_HOME=tempfile.mkdtemp(prefix="moe-tui-scale-tui-"))
+    if tree is not None:  # another checkout's code, measured by this bench
+        env["MOE_TUI_BENCH_TREE"] = str(tree)
     out = subprocess.run([sys.executable, __file__, "--tui", str(store_path), "--idle-s", str(idle_s)],
-                         capture_output=True, text=True, timeout=1800,
-                         env=dict(os.environ, MOE_TUI_HOME=tempfile.mkdtemp(prefix="moe-tui-scale-tui-")))
+                         capture_output=True, text=True, timeout=1800, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"TUI measurement failed: {out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -309,6 +352,10 @@ def _tui_lines(rows: list[dict], lines: list[str], line) -> list[str]:
     line("TUI: event-loop stall, idle on Queue (max)", lambda r: f"{r['tui']['queue_idle_stall_ms']:.0f} ms", "< 50 ms")
     line("TUI: event-loop stall, first visit to the grid (max)", lambda r: f"{r['tui']['grid_visit_stall_ms']:.0f} ms",
          "< 50 ms")
+    for key, what in (("start_slice_cpu_ms", "start incl. building the screens"),
+                      ("queue_visit_slice_cpu_ms", "first visit to Queue"), ("grid_visit_slice_cpu_ms", "first visit to the grid")):
+        line(f"TUI: longest event-loop callback, CPU, {what}",
+             lambda r, key=key: f"{r['tui'][key]:.0f} ms" if key in r["tui"] else "-", "")
     line("TUI: key `2` (Queue) to screen", lambda r: f"{r['tui']['queue_key_ms']:.0f} ms", "< 100 ms")
     line("TUI: idle CPU on the Queue screen", lambda r: f"{r['tui']['queue_idle_cpu_pct']:.1f}% "
          f"({r['tui']['queue_rows']:,.0f} items)", "< 2% at 10k items")

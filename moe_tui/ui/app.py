@@ -31,7 +31,7 @@ from moe_tui.events import Notice, RunFinished
 from moe_tui.ui import render
 from moe_tui.ui.messages import CoreEventArrived
 from moe_tui.ui.palette import ControlRoomCommands
-from moe_tui.ui.prepare import Preparer, styled_now
+from moe_tui.ui.prepare import Preparer, freeze_built, styled_now, thaw
 from moe_tui.ui.screens.add_campaign import AddCampaignScreen
 from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.screens.compare import CompareScreen
@@ -125,6 +125,7 @@ class MoeTuiApp(App[None]):
 
     # -- lifecycle -----------------------------------------------------------------------------
     def on_mount(self) -> None:
+        freeze_built()  # what was imported and built before the first paint (again once every screen is built)
         if self._keymap:
             self.set_keymap(self._keymap)
         self._unsubscribe = self.client.subscribe(self._post_core_event)
@@ -157,6 +158,7 @@ class MoeTuiApp(App[None]):
         return self.has_class("-narrow")
 
     def on_unmount(self) -> None:
+        thaw()
         if self._unsubscribe is not None:
             self._unsubscribe()
 

@@ -52,6 +52,8 @@ def test_a_page_is_a_slice_of_the_queue_in_its_order_with_every_states_count(sto
     # Past the end: the last full page, not an empty one; a limit of 0 is refused.
     last = queue_page.read_page(store, offset=10_000, limit=5)
     assert _ids(last) == order[-5:] and last.offset == len(order) - 5
+    near_end = queue_page.read_page(store, offset=len(order) - 7, limit=5)  # read from the end, in queue order
+    assert _ids(near_end) == order[-7:-2] and near_end.offset == len(order) - 7
     with pytest.raises(ValueError, match="limit must be at least 1"):
         queue_page.read_page(store, limit=0)
 

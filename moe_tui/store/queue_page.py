@@ -2,8 +2,9 @@
 items a filter keeps, and `limit` items from an offset in the queue's order (position, id).
 
 A queue of months holds 100,000 items; a screen shows forty. Reading one page walks the
-`queue_items_position` index to its offset and reads only the page's rows, so a view's read costs
-the same at 1,000 and at 100,000 items (the counts walk the `queue_items_state` index).
+`queue_items_position` index to its offset (from the nearer end) and reads only the page's rows;
+the counts walk the `queue_items_state` index. At 100,000 items a page costs a few ms of CPU
+against 0.8 s for every item; the `/` filter is a scan of every item (0.4 s at 100,000).
 
 The filter is the Queue screen's `/`: every word must appear, case-insensitively (ASCII letters, as
 SQLite's LIKE folds them), in the item's text "ID PROFILE conc N STATE CAMPAIGN NOTE FINGERPRINT".
@@ -79,19 +80,24 @@ def read_page(store: Store, *, offset: int = 0, limit: int = 100, words: Sequenc
         raise ValueError(f"queue page: limit must be at least 1, got {limit}")
     conditions, params = _filter(words)
     where = _where(conditions)
-    total = int(store.query(f"SELECT COUNT(*) {_FROM}{where}" if where else "SELECT COUNT(*) FROM queue_items",
-                            params)[0][0])
+    every = counts(store)
+    total = int(store.query(f"SELECT COUNT(*) {_FROM}{where}", params)[0][0]) if where else sum(every.values())
     offset = max(0, int(offset))
     if around is not None:
         at = index_of(store, around, words)
         if at is not None and not offset <= at < offset + limit:
             offset = at - limit // 2
     offset = max(0, min(offset, total - limit))
-    rows = store.query(f"SELECT {_COLUMNS} {_FROM}{where} {ORDER} LIMIT ? OFFSET ?", [*params, int(limit), offset])
+    from_end = total - offset - limit
+    if 0 <= from_end < offset:  # nearer the end: walk the index from there (End at 100,000 items)
+        rows = store.query(f"SELECT {_COLUMNS} {_FROM}{where} ORDER BY q.position DESC, q.id DESC LIMIT ? OFFSET ?",
+                           [*params, int(limit), from_end])[::-1]
+    else:
+        rows = store.query(f"SELECT {_COLUMNS} {_FROM}{where} {ORDER} LIMIT ? OFFSET ?", [*params, int(limit), offset])
     now = None
     if current is not None:
         now = next((r for r in rows if r["id"] == current), None)
         if now is None:
             found = store.query(f"SELECT {_COLUMNS} {_FROM} WHERE q.id = ?", [int(current)])
             now = found[0] if found else None
-    return QueuePage(offset=offset, total=total, rows=rows, counts=counts(store), current=now)
+    return QueuePage(offset=offset, total=total, rows=rows, counts=every, current=now)

@@ -79,10 +79,11 @@ def main() -> int:
     parser.add_argument("--idle-s", type=float, default=10.0)
     parser.add_argument("--dir", default="/tmp/moe-tui-scale")
     parser.add_argument("--base-name", default="", help="what to call it (default: its git HEAD)")
+    parser.add_argument("--this-name", default="", help="what to call this checkout (default: its git HEAD)")
     parser.add_argument("--out-stem", required=True)
     args = parser.parse_args()
     base, here = Path(args.base).resolve(), ROOT
-    names = (args.base_name or f"base {_git_head(base)}", f"this {_git_head(here)}")
+    names = (args.base_name or f"base {_git_head(base)}", args.this_name or f"this {_git_head(here)}")
     sizes = []
     for n in (int(x) for x in args.sizes.split(",")):
         home, info = build_store(n, Path(args.dir))

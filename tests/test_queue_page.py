@@ -118,3 +118,20 @@ def test_the_clients_window_is_read_again_only_after_a_change_and_agrees_with_th
     queue.cancel(first.rows[0].id)
     second = reads.queue_window(offset=7, limit=10, words=("beta",), current=3)
     assert second is not first and second.rows[0].state == "cancelled" and second.counts["cancelled"] == 1
+
+
+def test_live_state_asks_for_the_page_shown_and_knows_when_the_running_item_is_new():
+    from moe_tui.control.live import LiveState
+    from moe_tui.events import ControllerStatus
+
+    live = LiveState()
+    live.queue_view.offset, live.queue_view.words, live.queue_view.around = 200, ("alpha",), 7
+    live.current_item = 3
+    assert live.queue_request() == {"offset": 200, "limit": 100, "words": ("alpha",), "around": 7, "current": 3}
+    assert not live.queue_stale()
+    live.apply(ControllerStatus(activity="benchmarking", detail="", queue_item_id=3))
+    assert not live.queue_stale()  # the same item: nothing to read
+    live.apply(ControllerStatus(activity="benchmarking", detail="", queue_item_id=4))
+    assert live.queue_stale()  # its row is not in the last read
+    live.queue_request()
+    assert not live.queue_stale()

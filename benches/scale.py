@@ -308,9 +308,18 @@ def build_store(n: int, base: Path) -> tuple[Path, dict]:
                              capture_output=True, text=True, check=True)
         info = json.loads(out.stdout)
         (home / "build.json").write_text(json.dumps(info))
-    from moe_tui.store.db import Store
+    import sqlite3
 
-    Store(path).close()  # a store kept from an older build is upgraded once (the figures open it read-only)
+    from moe_tui.store.db import Store
+    from moe_tui.store.schema import SCHEMA_VERSION
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    finally:
+        conn.close()
+    if version < SCHEMA_VERSION:  # a store kept from an older build is upgraded once (the figures open
+        Store(path).close()  # it read-only); not otherwise: a writable open quick-checks 6 GB first
     return home, json.loads((home / "build.json").read_text())
 
 

@@ -38,7 +38,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# MOE_TUI_BENCH_TREE: measure another checkout's code with this bench (benches/scale_tui_vs.py).
+sys.path.insert(0, os.environ.get("MOE_TUI_BENCH_TREE") or str(ROOT))
 
 from benches.scale_store import PAIR  # noqa: E402
 
@@ -101,10 +102,11 @@ def _core(store_path: Path, repeats: int) -> dict[str, float]:
                 times.append((time.process_time() - t) * 1000)
         return statistics.median(times)
 
-    def queue_view(store: Store) -> None:
+    def queue_view(store: Store) -> None:  # what the Queue screen reads: its first page, then the last
         reads = StoreReads()
         reads.store = store
-        reads.queue_rows()
+        first = reads.queue_window()
+        reads.queue_window(offset=first.total)
 
     return {"grid_cpu_ms": cpu_ms(lambda s: grids.build_grid(s, *PAIR)),
             "grid_cached_ms": _cached_ms(store_path, repeats),
@@ -160,10 +162,13 @@ async def _tui(store_path: Path, idle_s: float) -> dict[str, float]:
         def snapshot(self):  # type: ignore[override]
             from dataclasses import replace
 
-            return replace(RecordingAdapter.snapshot(self), queue=self.queue_rows(), current_item=None)
+            # (the queue's first page; a tree from before issue 26's pages carried every item)
+            first = self.queue_window() if hasattr(self, "queue_window") else self.queue_rows()
+            return replace(RecordingAdapter.snapshot(self), queue=first, current_item=None)
 
     gaps: list[float] = []
     marks: dict[str, float] = {}
+    longest = _time_loop_callbacks()
 
     beating = asyncio.Event()  # the heartbeat costs ~3% of a slow core itself: paused while CPU is measured
     beating.set()
@@ -183,16 +188,18 @@ async def _tui(store_path: Path, idle_s: float) -> dict[str, float]:
     beat = asyncio.create_task(heartbeat())
     async with app.run_test(size=(160, 50)) as pilot:
         t0 = time.monotonic()
-        while not (app.live.queue and app.preparer.done) and time.monotonic() - t0 < 120:
+        while not (_queue_size(app) and app.preparer.done) and time.monotonic() - t0 < 120:
             await pilot.pause(0.01)
         marks["prepared_s"] = time.monotonic() - t0
         await pilot.pause(0.3)
         marks["start_stall_ms"] = max(gaps) * 1000
+        marks["start_slice_cpu_ms"] = longest.take()
         gaps.clear()  # (the first-visit figures below once included the start's stalls)
         marks["queue_key_ms"] = await _key_to_screen(
             app, "2", lambda: isinstance(app.screen, QueueScreen) and app.screen.query_one("#queue-table").row_count)
         await pilot.pause(1.0)
         marks["queue_visit_stall_ms"] = max(gaps) * 1000
+        marks["queue_visit_slice_cpu_ms"] = longest.take()
         gaps.clear()
 
         async def idle(seconds: float) -> None:
@@ -212,16 +219,51 @@ async def _tui(store_path: Path, idle_s: float) -> dict[str, float]:
         beating.set()  # then the stalls, with the heartbeat, over a shorter idle spell
         await idle(min(idle_s, 4.0))
         marks["queue_idle_stall_ms"] = max(gaps) * 1000
+        longest.take()
         gaps.clear()
         marks["grid_key_ms"] = await _key_to_screen(
             app, "3", lambda: isinstance(app.screen, CompareScreen) and getattr(app.screen, "grid", None) is not None)
         await pilot.pause(0.5)
         marks["grid_visit_stall_ms"] = max(gaps) * 1000
+        marks["grid_visit_slice_cpu_ms"] = longest.take()
     beat.cancel()
     marks["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    marks["queue_rows"] = float(len(app.live.queue))
+    marks["queue_rows"] = float(_queue_size(app))
     store.close()
     return marks
+
+
+def _queue_size(app) -> int:
+    queue = app.live.queue
+    return queue.total if hasattr(queue, "total") else len(queue)
+
+
+class _Longest:
+    """The longest CPU time (this thread's) one event-loop callback took since the last `take`: a
+    stall the program made, apart from the time a loaded box did not run it at all (which the
+    heartbeat's wall-clock gaps include)."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+
+    def take(self) -> float:
+        longest, self.longest = self.longest, 0.0
+        return longest * 1000
+
+
+def _time_loop_callbacks() -> _Longest:
+    from asyncio import events
+
+    longest = _Longest()
+    run = events.Handle._run
+
+    def timed(handle: events.Handle) -> None:
+        cpu = time.thread_time()
+        run(handle)
+        longest.longest = max(longest.longest, time.thread_time() - cpu)
+
+    events.Handle._run = timed  # type: ignore[method-assign]
+    return longest
 
 
 async def _key_to_screen(app, key: str, shown) -> float:
@@ -240,10 +282,12 @@ async def _key_to_screen(app, key: str, shown) -> float:
     return (time.monotonic() - t) * 1000
 
 
-def tui_figures(store_path: Path, idle_s: float) -> dict[str, float]:
+def tui_figures(store_path: Path, idle_s: float, tree: Path | None = None) -> dict[str, float]:
+    env = dict(os.environ, MOE_TUI_HOME=tempfile.mkdtemp(prefix="moe-tui-scale-tui-"))
+    if tree is not None:  # another checkout's code, measured by this bench
+        env["MOE_TUI_BENCH_TREE"] = str(tree)
     out = subprocess.run([sys.executable, __file__, "--tui", str(store_path), "--idle-s", str(idle_s)],
-                         capture_output=True, text=True, timeout=1800,
-                         env=dict(os.environ, MOE_TUI_HOME=tempfile.mkdtemp(prefix="moe-tui-scale-tui-")))
+                         capture_output=True, text=True, timeout=1800, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"TUI measurement failed: {out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -264,9 +308,18 @@ def build_store(n: int, base: Path) -> tuple[Path, dict]:
                              capture_output=True, text=True, check=True)
         info = json.loads(out.stdout)
         (home / "build.json").write_text(json.dumps(info))
-    from moe_tui.store.db import Store
+    import sqlite3
 
-    Store(path).close()  # a store kept from an older build is upgraded once (the figures open it read-only)
+    from moe_tui.store.db import Store
+    from moe_tui.store.schema import SCHEMA_VERSION
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    finally:
+        conn.close()
+    if version < SCHEMA_VERSION:  # a store kept from an older build is upgraded once (the figures open
+        Store(path).close()  # it read-only); not otherwise: a writable open quick-checks 6 GB first
     return home, json.loads((home / "build.json").read_text())
 
 
@@ -285,7 +338,7 @@ def table(rows: list[dict], tui: bool = True, tui_only: bool = False) -> list[st
          lambda r: f"{r['core']['grid_cpu_ms'] / ref['core']['grid_cpu_ms']:.2f}x", "< 1.5x at 100k")
     line("the same grid again, no store change (cache)", lambda r: f"{r['core']['grid_cached_ms']:.2f} ms", "")
     line("investigations of the pair, CPU", lambda r: f"{r['core']['investigations_cpu_ms']:.1f} ms", "")
-    line("Queue view read (every item), CPU", lambda r: f"{r['core']['queue_view_cpu_ms']:.0f} ms", "")
+    line("Queue view read (first and last page of 100 items), CPU", lambda r: f"{r['core']['queue_view_cpu_ms']:.0f} ms", "")
     line("load average (1 min) before / after", lambda r: "{:.1f} / {:.1f}".format(*r["load"]), "")
     line("store file", lambda r: f"{r['store_mb']:,.0f} MB" + (" (cloned)" if r.get("cloned") else ""), "")
     line("`moe-tui compare A B --format json`", lambda r: f"{r['cli']['compare']['s']:.2f} s, "
@@ -308,6 +361,10 @@ def _tui_lines(rows: list[dict], lines: list[str], line) -> list[str]:
     line("TUI: event-loop stall, idle on Queue (max)", lambda r: f"{r['tui']['queue_idle_stall_ms']:.0f} ms", "< 50 ms")
     line("TUI: event-loop stall, first visit to the grid (max)", lambda r: f"{r['tui']['grid_visit_stall_ms']:.0f} ms",
          "< 50 ms")
+    for key, what in (("start_slice_cpu_ms", "start incl. building the screens"),
+                      ("queue_visit_slice_cpu_ms", "first visit to Queue"), ("grid_visit_slice_cpu_ms", "first visit to the grid")):
+        line(f"TUI: longest event-loop callback, CPU, {what}",
+             lambda r, key=key: f"{r['tui'][key]:.0f} ms" if key in r["tui"] else "-", "")
     line("TUI: key `2` (Queue) to screen", lambda r: f"{r['tui']['queue_key_ms']:.0f} ms", "< 100 ms")
     line("TUI: idle CPU on the Queue screen", lambda r: f"{r['tui']['queue_idle_cpu_pct']:.1f}% "
          f"({r['tui']['queue_rows']:,.0f} items)", "< 2% at 10k items")

@@ -2,7 +2,7 @@
 
 What lives here:
 - `api`: `ControlClient` (the ABC every client implements) and its frozen view rows
-  (`ServerRow`, `QueueRow`, `ControlSnapshot`, `CampaignRequest`, `RunView`);
+  (`ServerRow`, `QueueRow`, `QueueWindow`, `ControlSnapshot`, `CampaignRequest`, `RunView`);
 - `clients`: `InProcessClient` (a controller on its own loop thread) and `AttachedClient` (a
   detached runner over its Unix socket);
 - `reads`: what both read straight from the store (through `store`/`queue` read functions);
@@ -23,6 +23,7 @@ from moe_tui.control.api import (
     ControlClient,
     ControlSnapshot,
     QueueRow,
+    QueueWindow,
     RunView,
     ServerRow,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "GpuSample",
     "LiveState",
     "QueueRow",
+    "QueueWindow",
     "RunView",
     "ServerLive",
     "ServerRow",

@@ -16,7 +16,8 @@ the control package and nothing else. No Textual here. Implementations: `clients
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+import collections
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,13 +67,56 @@ class QueueRow:
     def short_fingerprint(self) -> str:
         return self.fingerprint[:12]
 
+    @property
+    def text(self) -> str:
+        """What the Queue screen's `/` filter matches (`store.queue_page` builds the same in SQL)."""
+        return f"{self.id} {self.profile} conc {self.concurrency} {self.state} {self.campaign} {self.error} {self.fingerprint}"
+
+
+QUEUE_PAGE = 100  # items a view reads at once (a tall terminal shows about 60)
+
+
+@dataclass(frozen=True)
+class QueueWindow:
+    """One page of the queue, as the Queue screen shows it: `rows` start at `offset` among the
+    `total` items the filter `words` keeps; `counts` are every item's states; `current` is the
+    row of the item the controller runs, wherever it is."""
+
+    offset: int = 0
+    total: int = 0
+    rows: tuple[QueueRow, ...] = ()
+    counts: dict[str, int] = field(default_factory=dict)
+    current: QueueRow | None = None
+    words: tuple[str, ...] = ()
+
+    def row(self, item_id: int | None) -> QueueRow | None:
+        if self.current is not None and self.current.id == item_id:
+            return self.current
+        return next((r for r in self.rows if r.id == item_id), None)
+
+    @classmethod
+    def of(cls, rows: Sequence[QueueRow], *, offset: int = 0, limit: int = QUEUE_PAGE, words: Sequence[str] = (),
+           around: int | None = None, current: int | None = None) -> QueueWindow:
+        """The page `store.queue_page.read_page` answers, cut from rows in memory (fakes, tests)."""
+        lowered = [w.lower() for w in words if w]
+        kept = [r for r in rows if all(w in r.text.lower() for w in lowered)] if lowered else list(rows)
+        offset = max(0, offset)
+        at = next((n for n, r in enumerate(kept) if r.id == around), None) if around is not None else None
+        if at is not None and not offset <= at < offset + limit:
+            offset = at - limit // 2
+        offset = max(0, min(offset, len(kept) - limit))
+        counts = dict(collections.Counter(r.state for r in rows))
+        return cls(offset=offset, total=len(kept), rows=tuple(kept[offset:offset + limit]), counts=counts,
+                   current=next((r for r in rows if r.id == current), None) if current is not None else None,
+                   words=tuple(words))
+
 
 @dataclass(frozen=True)
 class ControlSnapshot:
     """Everything the UI needs to paint itself before the first event arrives."""
 
     servers: tuple[ServerRow, ...] = ()
-    queue: tuple[QueueRow, ...] = ()
+    queue: QueueWindow = field(default_factory=QueueWindow)  # the queue's first page
     activity: str = "idle"
     detail: str = ""
     paused: bool = False
@@ -138,7 +182,16 @@ class ControlClient(abc.ABC):
     def snapshot(self) -> ControlSnapshot: ...
 
     @abc.abstractmethod
-    def queue_rows(self) -> tuple[QueueRow, ...]: ...
+    def queue_rows(self) -> tuple[QueueRow, ...]:
+        """Every item in queue order (a full read: commands and tests, not screens)."""
+
+    def queue_window(self, offset: int = 0, limit: int = QUEUE_PAGE, words: Sequence[str] = (),
+                     around: int | None = None, current: int | None = None) -> QueueWindow:
+        """One page of the queue (`QueueWindow`): `limit` items from `offset` among those holding
+        every filter word; centred on item `around` if it is kept but outside that page; with the
+        row of item `current`. Store-backed clients read only that page."""
+        return QueueWindow.of(self.queue_rows(), offset=offset, limit=limit, words=words, around=around,
+                              current=current)
 
     @abc.abstractmethod
     def profile_names(self) -> list[str]: ...

@@ -45,7 +45,7 @@ def _snapshot(reads: StoreReads, snap: dict[str, Any]) -> ControlSnapshot:
     return ControlSnapshot(
         servers=servers,
         logs={k: v for k, v in logs.items() if v},
-        queue=reads.queue_rows(),
+        queue=reads.queue_window(current=current.get("id")),
         activity=snap.get("activity") or "idle",
         detail=snap.get("detail") or "",
         paused=bool(queue.get("paused")),

@@ -13,8 +13,9 @@ import collections
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
-from moe_tui.control.api import ControlSnapshot, QueueRow, ServerRow
+from moe_tui.control.api import QUEUE_PAGE, ControlSnapshot, QueueRow, QueueWindow, ServerRow
 from moe_tui.events import (
     BenchProgress,
     ControllerStatus,
@@ -56,6 +57,16 @@ class ServerLive:
 
 
 @dataclass
+class QueueView:
+    """Which page of the queue the Queue screen shows: where its window starts, its filter words
+    and its highlighted item (kept in the page when the queue changes under it)."""
+
+    offset: int = 0
+    words: tuple[str, ...] = ()
+    around: int | None = None
+
+
+@dataclass
 class BenchLive:
     run: RunStarted | None = None
     progress: BenchProgress | None = None  # the current run's (timed phase and its own warmup requests)
@@ -70,10 +81,9 @@ class LiveState:
     def __init__(self) -> None:
         self.servers: dict[str, ServerLive] = {}
         self.bench = BenchLive()
-        self.queue: tuple[QueueRow, ...] = ()
-        self._indexed: tuple[QueueRow, ...] | None = None  # the queue the two below were built from
-        self._by_id: dict[int, QueueRow] = {}
-        self._counts: dict[str, int] = {}
+        self.queue = QueueWindow()  # one page of the queue (never every item: a queue of months is 100,000)
+        self.queue_view = QueueView()
+        self._asked_current: int | None = None  # the current item the latest queue read was asked about
         self.activity = "idle"
         self.detail = ""
         self.paused = False
@@ -97,6 +107,7 @@ class LiveState:
             if not server.log:  # events may already have streamed newer lines in; keep those
                 server.add_log(lines)
         self.queue = snapshot.queue
+        self._asked_current = snapshot.current_item
         self.activity = snapshot.activity
         self.detail = snapshot.detail
         self.paused = snapshot.paused
@@ -104,8 +115,19 @@ class LiveState:
         if snapshot.telemetry is not None and self.telemetry is None:  # events may have brought a newer one
             self.add_telemetry(TelemetrySnapshot.from_dict(snapshot.telemetry))
 
-    def set_queue(self, rows: tuple[QueueRow, ...]) -> None:
-        self.queue = rows
+    def set_queue(self, window: QueueWindow) -> None:
+        self.queue = window
+
+    def queue_request(self) -> dict[str, Any]:
+        """The `ControlClient.queue_window` arguments for the page the Queue screen shows now."""
+        self._asked_current = self.current_item
+        view = self.queue_view
+        return {"offset": view.offset, "limit": QUEUE_PAGE, "words": view.words, "around": view.around,
+                "current": self.current_item}
+
+    def queue_stale(self) -> bool:
+        """The controller moved on to an item the latest queue read was not asked about."""
+        return self.current_item != self._asked_current
 
     def add_telemetry(self, snapshot: TelemetrySnapshot) -> None:
         self.telemetry = snapshot
@@ -201,20 +223,11 @@ class LiveState:
             return None
         return max(0.0, (now if now is not None else time.time()) - live.row.ready_since)
 
-    def _queue_index(self) -> tuple[dict[int, QueueRow], dict[str, int]]:
-        # Counts and rows by id, once per queue read (not per status or progress tick: a queue of
-        # months has tens of thousands of rows).
-        if self._indexed is not self.queue:
-            self._indexed = self.queue
-            self._by_id = {r.id: r for r in self.queue}
-            self._counts = dict(collections.Counter(r.state for r in self.queue))
-        return self._by_id, self._counts
-
     def queue_counts(self) -> dict[str, int]:
-        return dict(self._queue_index()[1])
+        return dict(self.queue.counts)
 
     def queue_row(self, item_id: int | None) -> QueueRow | None:
-        return None if item_id is None else self._queue_index()[0].get(item_id)
+        return None if item_id is None else self.queue.row(item_id)
 
     def current_row(self) -> QueueRow | None:
         return self.queue_row(self.current_item)

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from moe_tui import compare, paths
-from moe_tui.control.api import QueueRow, RunView, ServerRow
+from moe_tui.control.api import QUEUE_PAGE, QueueRow, QueueWindow, RunView, ServerRow
 from moe_tui.export import formats as export
 from moe_tui.grids import pair as grids
 from moe_tui.judgement import is_simulated
 from moe_tui.profiles import ServerProfile
+from moe_tui.store import queue_page
 from moe_tui.store.db import Store
 from moe_tui.store.queue import ORDER_POLICIES, RunQueue
 
@@ -50,15 +51,26 @@ class StoreReads:
         cached: tuple[tuple[int, int], tuple[QueueRow, ...]] | None = getattr(self, "_queue_rows_cache", None)
         if cached is not None and cached[0] == generation:
             return cached[1]
-        rows = tuple(
-            QueueRow(id=i["id"], position=i["position"], profile=i["profile_name"],
-                     concurrency=int(i["concurrency"] or 0), repeat_index=i["repeat_index"],
-                     fingerprint=i["fingerprint"], state=i["state"], attempts=i["attempts"], run_id=i["run_id"],
-                     error=i["error"], campaign=i["campaign"] or "")
-            for i in self._queue().light_items()
-        )
+        rows = tuple(_queue_row(i) for i in self._queue().light_items())
         self._queue_rows_cache = (generation, rows)
         return rows
+
+    def queue_window(self, offset: int = 0, limit: int = QUEUE_PAGE, words: Sequence[str] = (),
+                     around: int | None = None, current: int | None = None) -> QueueWindow:
+        # One page read from the store (`store.queue_page`): the same cost at 100 items as at
+        # 100,000. The same window object while nothing was committed and the same page is asked
+        # for (a status tick re-reads nothing; the screens skip a window they already show).
+        key = (self.store.generation(), offset, limit, tuple(words), around, current)
+        cached: tuple[Any, QueueWindow] | None = getattr(self, "_queue_window_cache", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        page = queue_page.read_page(self.store, offset=offset, limit=limit, words=words, around=around,
+                                    current=current)
+        window = QueueWindow(offset=page.offset, total=page.total, rows=tuple(_queue_row(r) for r in page.rows),
+                             counts=dict(page.counts), words=tuple(words),
+                             current=_queue_row(page.current) if page.current is not None else None)
+        self._queue_window_cache = (key, window)
+        return window
 
     def profile_names(self) -> list[str]:
         return [p.name for p in self.profiles]
@@ -175,6 +187,14 @@ class StoreReads:
                 ready_since=ready_since,
             ))
         return tuple(rows)
+
+
+def _queue_row(i: Any) -> QueueRow:
+    """A queue item read by column name (`RunQueue.light_items`, `store.queue_page`) as a view row."""
+    return QueueRow(id=i["id"], position=i["position"], profile=i["profile_name"],
+                    concurrency=int(i["concurrency"] or 0), repeat_index=i["repeat_index"],
+                    fingerprint=i["fingerprint"], state=i["state"], attempts=i["attempts"], run_id=i["run_id"],
+                    error=i["error"], campaign=i["campaign"] or "")
 
 
 def campaign_args(request: Any) -> dict[str, Any]:

@@ -29,13 +29,13 @@ from textual.screen import ModalScreen, Screen
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
-from moe_tui.control import CampaignRequest, ControlClient, ControlSnapshot, LiveState, QueueRow
+from moe_tui.control import CampaignRequest, ControlClient, ControlSnapshot, LiveState, QueueWindow
 from moe_tui.control.seen import SeenVerdicts
 from moe_tui.events import Notice, RunFinished
 from moe_tui.ui import render
 from moe_tui.ui.messages import CoreEventArrived
 from moe_tui.ui.palette import ControlRoomCommands
-from moe_tui.ui.prepare import Preparer, freeze_heap, styled_now, thaw_heap
+from moe_tui.ui.prepare import Preparer, freeze_built, styled_now, thaw
 from moe_tui.ui.screens.add_campaign import AddCampaignScreen
 from moe_tui.ui.screens.base import LiveScreen
 from moe_tui.ui.screens.cell_runs import CellRunsScreen
@@ -139,6 +139,7 @@ class MoeTuiApp(App[None]):
 
     # -- lifecycle -----------------------------------------------------------------------------
     def on_mount(self) -> None:
+        freeze_built()  # what was imported and built before the first paint (again once every screen is built)
         if self._keymap:
             self.set_keymap(self._keymap)
         self._unsubscribe = self.client.subscribe(self._post_core_event)
@@ -161,7 +162,6 @@ class MoeTuiApp(App[None]):
             self._kept("help", HelpScreen).show_for(self.screen)
         for name, cls in (("help", HelpScreen), ("log", LogScreen), ("cell-runs", CellRunsScreen)):
             self.preparer.keep(name, cls)
-        self.preparer.add(freeze_heap())  # all built: what lives now lives as long as the App
 
     def _kept(self, name: str, cls: type[KeptScreen]) -> KeptScreen:
         return cast(KeptScreen, self.preparer.kept(name, cls))
@@ -181,7 +181,7 @@ class MoeTuiApp(App[None]):
         return self.has_class("-narrow")
 
     def on_unmount(self) -> None:
-        thaw_heap()
+        thaw()
         if self._unsubscribe is not None:
             self._unsubscribe()
 
@@ -206,7 +206,7 @@ class MoeTuiApp(App[None]):
     def on_core_event_arrived(self, message: CoreEventArrived) -> None:
         event = message.event
         topic = self.live.apply(event)
-        if topic == "queue":
+        if topic == "queue" or (topic == "status" and self.live.queue_stale()):
             self.refresh_queue()
         elif topic == "notice" and isinstance(event, Notice):
             severity = {"error": "error", "warning": "warning"}.get(event.level, "information")
@@ -216,10 +216,12 @@ class MoeTuiApp(App[None]):
         self.mark_dirty(topic)
 
     def refresh_queue(self) -> None:
-        self.call_core("read the queue", self.client.queue_rows, done=self._queue_loaded, group="queue-read")
+        # One page, the one the Queue screen shows (`LiveState.queue_view`); the newest read wins.
+        self.call_core("read the queue", functools.partial(self.client.queue_window, **self.live.queue_request()),
+                       done=self._queue_loaded, group="queue-read")
 
-    def _queue_loaded(self, rows: tuple[QueueRow, ...]) -> None:
-        self.live.set_queue(tuple(rows))
+    def _queue_loaded(self, window: QueueWindow) -> None:
+        self.live.set_queue(window)
         self.mark_dirty("queue")
 
     # -- attributes down -----------------------------------------------------------------------
@@ -401,7 +403,8 @@ class MoeTuiApp(App[None]):
             return
         # Attached to a runner, quitting always asks: the runner (and its queue) lives on unless
         # told to stop, and leaving it is the point of running one.
-        pending = sum(1 for row in self.live.queue if row.state in ("pending", "running"))
+        counts = self.live.queue_counts()
+        pending = counts.get("pending", 0) + counts.get("running", 0)
 
         def answer(choice: str | None) -> None:
             if choice in ("stop", "leave"):

@@ -56,6 +56,20 @@ BAND_LINES = 8
 Steps = Iterator[None]
 
 
+def freeze_built() -> None:
+    """Move every object alive now out of the cyclic collector's reach (`gc.freeze`): the modules,
+    the App and the screens built so far live as long as the App. A full collection walked them
+    all: a 50-130 ms stall on a 2-core box, at start or under the first key after it (issue 26).
+    The cost: cyclic garbage among them (a spare dropped later) is not collected until `thaw`."""
+    gc.freeze()
+
+
+def thaw() -> None:
+    """Give what `freeze_built` froze back to the collector (the App is going: in a process that
+    runs many Apps, the tests, their garbage must not outlive them)."""
+    gc.unfreeze()
+
+
 def styled_now(app: App[None], screen: Screen[Any]) -> Screen[Any]:
     """`screen` marked as styled from the App's current stylesheet (it is: widgets are styled as
     they mount), so a switch to it does not re-parse the sheet. A theme change still does: it bumps
@@ -79,22 +93,6 @@ class KeepStyles:
         if classes == self._styled_with:
             event.refresh_styles = False
         self._styled_with = classes
-
-
-def freeze_heap() -> Steps:
-    """Collect once, then move every object alive (the App, its screens, their caches: some
-    130,000 objects) out of the cyclic collector's sight (`gc.freeze`). A full collection walks
-    them all (50-80 ms on a 2-core box, several times a minute, at any moment: under a key or a
-    repaint); frozen, the collector walks only what was made since. Objects still die by reference
-    count as before; only garbage cycles among the frozen ones would outlive the App. The App
-    unfreezes when it closes (`thaw_heap`)."""
-    gc.collect()
-    gc.freeze()
-    yield
-
-
-def thaw_heap() -> None:
-    gc.unfreeze()
 
 
 def _ready(app: App[None], screen: Screen[Any]) -> bool:
@@ -242,3 +240,5 @@ class Preparer:
         if self._jobs and app.is_running:
             self._scheduled = True
             app.set_timer(STEP_S, self._slice)
+        elif not self._jobs:
+            freeze_built()

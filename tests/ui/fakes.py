@@ -126,7 +126,7 @@ class RecordingAdapter(ControlClient):
             cb(event)
 
     def snapshot(self) -> ControlSnapshot:
-        return ControlSnapshot(servers=self.servers, queue=self.queue, activity="benchmarking",
+        return ControlSnapshot(servers=self.servers, queue=self.queue_window(current=3), activity="benchmarking",
                                detail="sim-flashinfer-cutlass conc 10", paused=False, current_item=3)
 
     def queue_rows(self):

@@ -49,7 +49,7 @@ async def test_a_long_queue_is_shown_as_a_window_the_cursor_walks_through(make_a
         await pilot.press("ctrl+end")
         await settle(pilot, app)
         assert _key(table) == str(N)
-        assert f"rows {N - WINDOW + 1:,}-{N:,} of {N:,}" in str(table.border_subtitle)
+        assert str(table.border_subtitle).endswith(f"-{N:,} of {N:,}")  # the rows on screen, the last among them
         await pilot.press("ctrl+home", "up")  # nothing above the first item
         await settle(pilot, app)
         assert _key(table) == "1"
@@ -113,7 +113,7 @@ async def test_the_mouse_wheel_moves_the_window_past_its_last_and_first_rows(mak
         assert first == WINDOW // 2 + 1 and last == first + WINDOW - 1 and table.row_count == WINDOW
         # The items on screen stayed on screen: the view is no longer at the window's bottom.
         assert table.scroll_y < table.max_scroll_y
-        assert f"rows {first:,}-{last:,} of {N:,}" in str(table.border_subtitle)
+        assert str(table.border_subtitle).startswith(f"rows {first + int(table.scroll_y):,}-")
         for _ in range(3 * WINDOW):  # and back up, past the window's first row
             _wheel(table, down=False)
             await pilot.pause()

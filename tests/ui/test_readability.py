@@ -34,7 +34,7 @@ class LongNamesAdapter(RecordingAdapter):
         self.queue = tuple(replace(r, profile=GLM_A if "cutlass" in r.profile else GLM_B) for r in self.queue)
 
     def snapshot(self) -> ControlSnapshot:
-        return ControlSnapshot(servers=self.servers, queue=self.queue, activity="idle",
+        return ControlSnapshot(servers=self.servers, queue=self.queue_window(), activity="idle",
                                detail="waiting for queue items", paused=False, current_item=None,
                                telemetry=no_driver_snapshot().to_dict())
 

@@ -24,12 +24,6 @@ from moe_tui.ui.widgets.key_bar import KeyBar
 from moe_tui.ui.widgets.queue_summary import QueueSummary
 from moe_tui.ui.widgets.queue_table import QueueTable
 
-
-def queue_row_text(row: QueueRow) -> str:
-    """What `/` matches an item against."""
-    return f"{row.id} {row.profile} conc {row.concurrency} {row.state} {row.campaign} {row.error} {row.fingerprint}"
-
-
 RETRYABLE = {"failed", "interrupted", "skipped", "cancelled"}
 MOVE = Binding.Group("Move", compact=True)
 
@@ -82,25 +76,37 @@ class QueueScreen(LiveScreen):
     def live_update(self, topics: set[str]) -> None:
         if topics & {"layout", "queue"}:
             self.query_one(QueueTable).set_narrow(self.app.has_class("-narrow"))
-        if topics & {"queue", "status", "bench", "filter"}:
+        if topics & {"queue", "status", "bench"}:
             live = self.control.live
-            bar = self.query_one(FilterBar)
-            rows = [r for r in live.queue if bar.matches(queue_row_text(r))] if bar.active else live.queue
-            changed = self.query_one(QueueTable).show(rows, live.current_item)
+            table = self.query_one(QueueTable)
+            changed = table.show(live.queue, live.current_item)
+            live.queue_view.offset = table.window_start  # the store may have moved the page (the queue shrank)
             changed = self.query_one(QueueSummary).show(live) or changed
             if changed and not self.is_current:
                 self.prerender_soon()
+
+    def _want(self, offset: int | None = None) -> None:
+        """Ask for the page at `offset` (None: the page shown now) with the filter and highlighted item."""
+        view = self.control.live.queue_view
+        if offset is not None:
+            view.offset, view.around = offset, None  # the cursor walks to a position, not an item
+        view.words = tuple(self.query_one(FilterBar).value.lower().split())
+        self.control.refresh_queue()
+
+    def on_queue_table_window_wanted(self, message: QueueTable.WindowWanted) -> None:
+        message.stop()
+        self._want(message.offset)
 
     def action_filter(self) -> None:
         self.query_one(FilterBar).open()
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if isinstance(event.input, FilterBar):
-            self.live_update({"filter"})
+            self._want()
 
     def on_filter_bar_done(self) -> None:
         self.query_one(QueueTable).focus()
-        self.live_update({"filter"})
+        self._want()
 
     def _item(self) -> QueueRow | None:
         # The key bar asks check_action while the screen is still composing or already going away:
@@ -111,7 +117,7 @@ class QueueScreen(LiveScreen):
             else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "add_campaign":
+        if action in ("add_campaign", "filter"):  # no item needed (a filter that matched nothing is changed by `/`)
             return True
         item = self._item()
         if item is None:
@@ -131,6 +137,8 @@ class QueueScreen(LiveScreen):
         return (item.id, item.state, item.run_id) if item else None
 
     def on_data_table_row_highlighted(self) -> None:
+        # The next read of the queue keeps this item in the page (an item deleted above it moves it up).
+        self.control.live.queue_view.around = self._table.highlighted_item if self._table is not None else None
         self.maybe_refresh_bindings()
 
     def action_add_campaign(self) -> None:

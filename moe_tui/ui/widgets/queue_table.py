@@ -1,23 +1,27 @@
-"""QueueTable: the run queue as a keyed table (row key = item id), updated in place.
+"""QueueTable: one window of the run queue as a keyed table (row key = item id), updated in place.
 
-A queue of months holds tens of thousands of items; the table holds a window of `WINDOW` of them
-(far more than a terminal shows) and moves the window when the cursor walks past its edge (arrows,
-page keys, home/end) or the mouse wheel scrolls past it, so a queue event or a cursor step costs the same at 100 items as at 100,000.
-The subtitle says which rows are shown. A status or progress tick that changes neither the rows nor
-the current item touches nothing.
+A queue of months holds 100,000 items; the table holds one page of `WINDOW` of them (far more than
+a terminal shows), read from the store by the control client (`ControlClient.queue_window`), never
+the whole queue. When the cursor walks past the window's edge (arrows, j/k, page keys, home/end)
+or the mouse wheel scrolls past it, the table asks its screen for the page there
+(`WindowWanted`) and puts the cursor on the item it walked to once that page has arrived, so a
+queue event or a cursor step costs the same at 100 items as at 100,000. The subtitle says which
+items are on screen ("rows 1-38 of 10,035"). A status or progress tick that changes neither the
+page nor the current item touches nothing.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
 from textual import events
+from textual.binding import Binding
 from textual.coordinate import Coordinate
+from textual.message import Message
 
-from moe_tui.control import QueueRow
+from moe_tui.control import QueueRow, QueueWindow
+from moe_tui.control.api import QUEUE_PAGE
 from moe_tui.ui import render
 from moe_tui.ui.widgets.keyed_table import KeyedTable
 from moe_tui.ui.widgets.repaint import titles
@@ -34,7 +38,7 @@ COLUMNS = (
     ("run", "Run", 5),
     ("note", "Note", None),
 )
-WINDOW = 100  # rows in the table at once (a tall terminal shows about 60)
+WINDOW = QUEUE_PAGE  # rows in the table at once (a tall terminal shows about 60)
 
 # 80 columns: what an item is and how it went; the item id, spec, tries and run show at 120.
 NARROW_COLUMNS = {"n": 3, "profile": 22, "conc": 4, "rep": 3, "state": 11, "note": 19}  # 74 with cell padding
@@ -57,79 +61,105 @@ def queue_cells(n: int, row: QueueRow, current: int | None) -> tuple[object, ...
 
 
 class QueueTable(KeyedTable):
+    BINDINGS = [  # the whole queue's first and last item (less users' g/G as well as Home/End)
+        Binding("home,g", "scroll_top", "First", show=False),
+        Binding("end,G", "scroll_bottom", "Last", show=False),
+    ]
+
+    class WindowWanted(Message):
+        """The page of the queue starting at `offset` is wanted (the cursor or the wheel left the window)."""
+
+        def __init__(self, offset: int) -> None:
+            super().__init__()
+            self.offset = offset
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(COLUMNS, zebra_stripes=True, middle_cut={"profile"}, **kwargs)
-        self._rows: Sequence[QueueRow] = ()
+        self._window = QueueWindow()
         self._current: int | None = None
-        self._start = 0
+        self._target: int | None = None  # where the cursor goes once the page holding it arrives
+        self._keep_view: tuple[int, float] | None = None  # (window start, scroll) before a wheel shift
 
     def set_narrow(self, narrow: bool) -> None:
         self.show_columns(NARROW_COLUMNS if narrow else None)
 
-    def show(self, rows: Sequence[QueueRow], current: int | None) -> bool:
-        """Show `rows` (the window around the highlighted item); False when nothing changed."""
-        if rows is self._rows and current == self._current:
-            return False  # a status or progress tick: nothing here changed
-        self._rows, self._current = rows, current
-        at = self._position(self.highlighted_item)
-        if at is not None and not self._start <= at < self._start + WINDOW:
-            self._start = at - WINDOW // 2  # the highlighted item stays in the window
-        self._sync_window()
+    @property
+    def window_start(self) -> int:
+        """Where the window starts in the (filtered) queue."""
+        return self._window.offset
+
+    @property
+    def total(self) -> int:
+        return self._window.total
+
+    def show(self, window: QueueWindow, current: int | None) -> bool:
+        """Show this page of the queue; False when nothing changed (a status or progress tick)."""
+        if window is self._window and current == self._current:
+            return False
+        before = self._window.offset
+        self._window, self._current = window, current
+        self.sync({str(r.id): queue_cells(n, r, current)
+                   for n, r in enumerate(window.rows, start=window.offset + 1)})
+        target, self._target = self._target, None
+        keep, self._keep_view = self._keep_view, None
+        if target is not None:
+            self._go(target)
+        elif keep is not None and keep[0] == before:  # the wheel moved the window: the items on screen stay
+            self.scroll_to(y=max(0, keep[1] - (window.offset - before)), animate=False, immediate=True)
+        self._say_where()
         return True
 
-    def _position(self, item_id: int | None) -> int | None:
-        """Where the item is in the whole queue: looked for in (and around) the window first, the
-        whole queue only when it moved far (a queue event must not cost a pass over every row)."""
-        if item_id is None:
-            return None
-        near = range(max(0, self._start - WINDOW), min(len(self._rows), self._start + 2 * WINDOW))
-        for i in itertools.chain(near, range(len(self._rows))):
-            if self._rows[i].id == item_id:
-                return i
-        return None
+    def _say_where(self) -> None:
+        total = self._window.total
+        first = self._window.offset + min(int(self.scroll_y), max(0, self.row_count - 1)) + 1
+        last = min(self._window.offset + self.row_count, first + max(1, self.scrollable_content_region.height - 1) - 1)
+        matching = " matching the filter" if self._window.words else ""
+        if not total:
+            subtitle = "nothing matches the filter" if matching else ""
+        elif matching or first > 1 or last < total:
+            subtitle = f"rows {first:,}-{last:,} of {total:,}{matching}"
+        else:
+            subtitle = ""  # the whole queue is on screen
+        titles(self, subtitle=subtitle)
 
-    def _sync_window(self) -> None:
-        total = len(self._rows)
-        self._start = max(0, min(self._start, total - WINDOW))
-        end = min(total, self._start + WINDOW)
-        self.sync({str(r.id): queue_cells(n, r, self._current)
-                   for n, r in enumerate(self._rows[self._start:end], start=self._start + 1)})
-        titles(self, subtitle=f"rows {self._start + 1:,}-{end:,} of {total:,} (arrows past the edge for more)"
-               if total > WINDOW else "")
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        self._say_where()
+
+    def on_resize(self) -> None:
+        self._say_where()
 
     def _go(self, position: int) -> None:
-        """Put the cursor on the item at `position` in the whole queue, moving the window there."""
-        if not self._rows:
+        """Put the cursor on the item at `position` in the (filtered) queue: at once when it is in
+        the window, else once the page around it has arrived."""
+        total = self._window.total
+        if not total:
             return
-        position = max(0, min(position, len(self._rows) - 1))
-        if not self._start <= position < self._start + WINDOW:
-            self._start = position - WINDOW // 2
-            self._sync_window()
-        row = position - self._start
+        position = max(0, min(position, total - 1))
+        row = position - self._window.offset
         if 0 <= row < self.row_count:
             self.cursor_coordinate = Coordinate(row, self.cursor_coordinate.column)
+            return
+        self._target = position
+        self.post_message(self.WindowWanted(max(0, min(position - WINDOW // 2, total - WINDOW))))
 
     def _past_edge(self, step: int) -> bool:
-        """A cursor step of `step` rows that leaves the window while the queue goes on that way:
-        the window moves (and the cursor with it). False: an ordinary step inside the table."""
-        if 0 <= self.cursor_row + step < self.row_count:
+        """A cursor step of `step` rows that leaves the window (or follows one still on its way):
+        the cursor goes to that item in the whole queue. False: an ordinary step inside the table."""
+        if self._target is None and 0 <= self.cursor_row + step < self.row_count:
             return False
-        more = self._start + self.row_count < len(self._rows) if step > 0 else self._start > 0
-        if more:
-            self._go(self._start + self.cursor_row + step)
-        return more
+        here = self._target if self._target is not None else self._window.offset + self.cursor_row
+        self._go(here + step)
+        return True
 
     def _shift_window(self, delta: int) -> bool:
         """Move the window by `delta` items, keeping the items on screen where they are (the view
-        scrolls back by what the window moved on). False at either end of the queue."""
-        start = max(0, min(self._start + delta, len(self._rows) - WINDOW))
-        moved = start - self._start
-        if not moved:
+        scrolls back by what the window moved on, once it arrived). False at either end of the queue."""
+        start = max(0, min(self._window.offset + delta, self._window.total - WINDOW))
+        if start == self._window.offset:
             return False
-        keep_y = self.scroll_y
-        self._start = start
-        self._sync_window()
-        self.scroll_to(y=max(0, keep_y - moved), animate=False, immediate=True)
+        self._keep_view = (self._window.offset, self.scroll_y)
+        self.post_message(self.WindowWanted(start))
         return True
 
     def _on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
@@ -164,7 +194,7 @@ class QueueTable(KeyedTable):
             super().action_page_up()
 
     def action_scroll_bottom(self) -> None:
-        self._go(len(self._rows) - 1)
+        self._go(self._window.total - 1)
 
     def action_scroll_top(self) -> None:
         self._go(0)

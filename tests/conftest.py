@@ -60,6 +60,10 @@ class ProcessOutsideIntegrationTier(RuntimeError):
 
 
 def pytest_configure(config):
+    # A test that fails and then passes on its rerun keeps its first failure's traceback in the
+    # summary (pytest-rerunfailures' --rerun-show-tracebacks): a flake leaves its cause in CI's output.
+    if config.pluginmanager.hasplugin("rerunfailures"):
+        config.option.rerun_show_tracebacks = True
     config.addinivalue_line(
         "markers", "integration: starts real processes (emulator, runner, CLI, tmux); not in `make check`")
     config.addinivalue_line("markers", "ui: in-process Textual pilot or snapshot test (set for tests/ui by conftest)")

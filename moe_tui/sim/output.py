@@ -14,6 +14,7 @@ import random
 import sys
 import time
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from tokenizers import Tokenizer
 
@@ -48,21 +49,22 @@ class TextBank:
     SIZE = 1 << 17
 
     def __init__(self, tokenizer: Tokenizer, seed: int = 0) -> None:
+        # Built at every emulator start (~130k tokens): each word is escaped once, not once per
+        # occurrence, and the offsets are running sums; the seeded draws are the same as ever.
         vocab = tokenizer.get_vocab()
         specials = {"<unk>", "<s>", "</s>", "<pad>"}
         words = sorted((i, w) for w, i in vocab.items() if w not in specials)
-        rng = random.Random(seed)
-        self.ids = [words[rng.randrange(len(words))][0] for _ in range(self.SIZE)]
-        by_id = dict(words)
-        text_parts = [json.dumps(" " + by_id[i])[1:-1] for i in self.ids]
-        id_parts = [f"{i}," for i in self.ids]
+        word_ids = [i for i, _ in words]
+        draw, n = random.Random(seed).randrange, len(word_ids)
+        self.ids = [word_ids[draw(n)] for _ in range(self.SIZE)]
+        escaped = {i: json.dumps(" " + w)[1:-1] for i, w in words}
+        as_csv = {i: f"{i}," for i in word_ids}
+        text_parts = [escaped[i] for i in self.ids]
+        id_parts = [as_csv[i] for i in self.ids]
         self.text = "".join(text_parts)
         self.id_csv = "".join(id_parts)
-        self.text_pos = [0]
-        self.id_pos = [0]
-        for t, d in zip(text_parts, id_parts):
-            self.text_pos.append(self.text_pos[-1] + len(t))
-            self.id_pos.append(self.id_pos[-1] + len(d))
+        self.text_pos = list(accumulate(map(len, text_parts), initial=0))
+        self.id_pos = list(accumulate(map(len, id_parts), initial=0))
 
     def _slices(self, offset: int, count: int, data: str, pos: list[int]) -> str:
         parts = []

@@ -20,6 +20,7 @@ from moe_tui.compare.grid import (
     run_tests,
     side_stats,
 )
+from moe_tui.compare.memo import build_scope
 from moe_tui.compare.model import (
     BASELINE,
     CANDIDATE,
@@ -88,7 +89,16 @@ def build_grid_from_runs(
 
     `fingerprint` (6+ leading characters) limits the grid to the concurrencies where either side
     has a run of it. `plan`: (profile name, requested spec fingerprint) -> PlanCount from the queue.
+    What is derived from a run's dicts is derived once per build (`compare.memo`).
     """
+    with build_scope():
+        return _build(baseline_runs, candidate_runs, baseline_name, candidate_name, fingerprint, metrics,
+                      settings, plan)
+
+
+def _build(baseline_runs: Iterable[object], candidate_runs: Iterable[object], baseline_name: str,
+           candidate_name: str, fingerprint: str | None, metrics: Sequence[MetricDef],
+           settings: CompareSettings | None, plan: Mapping[tuple[str, str], PlanCount] | None) -> ComparisonGrid:
     settings = settings or CompareSettings()
     if fingerprint is not None and len(fingerprint) < 6:
         raise CompareError(f"--fingerprint {fingerprint!r}: give at least 6 characters of the fingerprint")

@@ -15,10 +15,12 @@ never confound. Host, clocks and the like are listed beside the control check (`
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from moe_tui import judgement as J
+from moe_tui.compare.memo import derived
 from moe_tui.compare.model import Confounder
 from moe_tui.compare.runs import NOT_RECORDED, Run, dig, provenance_values
 from moe_tui.profiles import _flag_map
@@ -27,6 +29,11 @@ NOT_SET = "(not set)"
 
 
 def _text(value: object) -> str:
+    kind = type(value)
+    if kind is str:
+        return str(value)
+    if kind is int or (kind is float and math.isfinite(float(value))):  # type: ignore[arg-type]
+        return repr(value)  # what json.dumps writes for a plain int or finite float, without its cost per value
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
@@ -37,7 +44,11 @@ def _text(value: object) -> str:
 
 
 def profile_settings(snapshot: Mapping[str, Any]) -> dict[str, str]:
-    """A profile snapshot as flat launch settings (identity keys dropped)."""
+    """A profile snapshot as flat launch settings (identity keys dropped); once per build and snapshot."""
+    return derived("profile_settings", (snapshot,), lambda: _profile_settings(snapshot))
+
+
+def _profile_settings(snapshot: Mapping[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in snapshot.items():
         if key in J.PROFILE_IDENTITY_KEYS:
@@ -67,9 +78,33 @@ def server_args(run: Run) -> dict[str, str] | None:
     info = dig(prov, ("server", "resolved_args")) or prov.get("server_info")
     if not isinstance(info, Mapping) or not info:
         return None
+    return derived("server_args", (info,), lambda: _settings_of(info))
+
+
+def _settings_of(info: Mapping[str, Any]) -> dict[str, str]:
     flat: dict[str, str] = {}
     _flatten("", info, flat)
-    return {k: v for k, v in flat.items() if J.server_arg_kind(k) == J.SETTING and k != "simulated"}
+    return {k: v for k, v in flat.items() if _is_setting(k)}
+
+
+_SETTING_KEYS: dict[str, bool] = {}  # flat key -> counts as a setting (a few hundred SGLang arg names)
+
+
+def _is_setting(key: str) -> bool:
+    setting = _SETTING_KEYS.get(key)
+    if setting is None:
+        if len(_SETTING_KEYS) > 8192:  # keys of imported records are untrusted: never an unbounded table
+            _SETTING_KEYS.clear()
+        setting = _SETTING_KEYS[key] = J.server_arg_kind(key) == J.SETTING and key != "simulated"
+    return setting
+
+
+def _distinct(side: Sequence[Mapping[str, str]]) -> list[Mapping[str, str]]:
+    """One of each distinct flat dict (runs of one start share their args): the sets below are alike."""
+    seen: dict[tuple[tuple[str, str], ...], Mapping[str, str]] = {}
+    for d in side:
+        seen.setdefault(tuple(d.items()), d)
+    return list(seen.values())
 
 
 def _compare(source: str, side_a: Sequence[Mapping[str, str]], side_b: Sequence[Mapping[str, str]],
@@ -77,6 +112,7 @@ def _compare(source: str, side_a: Sequence[Mapping[str, str]], side_b: Sequence[
     """Keys whose values differ between the sides, or within a side; `missing` for an absent key."""
     if not side_a or not side_b:
         return []
+    side_a, side_b = _distinct(side_a), _distinct(side_b)
     keys = sorted({k for d in (*side_a, *side_b) for k in d})
     out = []
     for key in keys:

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from moe_tui import judgement as J
+from moe_tui.compare.memo import derived
 from moe_tui.compare.runs import PROVENANCE_FIELDS, Run, dig
 
 # Keys of an imported `server_info` that name the start: the process id, and a start time if any.
@@ -96,6 +97,11 @@ def percentile_problem(metric: str, runs: Sequence[Run], name: str) -> str | Non
 
 
 def same_backend(a: Sequence[Run], b: Sequence[Run], vary: frozenset[str]) -> str | None:
+    """Words when both sides' servers report one MoE backend (once per build and cell: every metric asks)."""
+    return derived("same_backend", (a, b, vary), lambda: _same_backend(a, b, vary))
+
+
+def _same_backend(a: Sequence[Run], b: Sequence[Run], vary: frozenset[str]) -> str | None:
     """Words when the compared setting is the MoE backend and both sides' servers report the same one."""
     if "moe_runner_backend" not in vary:
         return None

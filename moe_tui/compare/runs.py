@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from moe_tui import judgement as J
+from moe_tui.compare.memo import derived
 from moe_tui.compare.model import CompareError
 from moe_tui.profiles import ProfileError, SettingDiff, profile_diff, profile_from_dict
 from moe_tui.spec import BenchmarkSpec, FieldDiff, SpecError
@@ -109,14 +110,20 @@ def normalise(run: object, where: str) -> Run:
     when = _get(run, "finished_at") or _get(run, "created_at") or 0.0
     return Run(
         id=int(rid), profile_name=str(_get(run, "profile_name") or ""),
-        status=str(_get(run, "status", "complete")), fingerprint=fp, spec=dict(spec),
-        summary=dict(_get(run, "summary") or {}), flags=tuple(_get(run, "flags") or ()),
-        profile=dict(_get(run, "profile") or {}), provenance=dict(_get(run, "provenance") or {}),
-        telemetry=dict(_get(run, "telemetry") or {}), selfcheck=dict(_get(run, "selfcheck") or {}),
+        status=str(_get(run, "status", "complete")), fingerprint=fp, spec=_plain(spec),
+        summary=_plain(_get(run, "summary")), flags=tuple(_get(run, "flags") or ()),
+        profile=_plain(_get(run, "profile")), provenance=_plain(_get(run, "provenance")),
+        telemetry=_plain(_get(run, "telemetry")), selfcheck=_plain(_get(run, "selfcheck")),
         error=str(_get(run, "error") or ""), order=(float(when), int(rid)),
         server_start_id=_start_id(_get(run, "server_start_id")),
         measured_at=_time(_get(run, "finished_at")) if _get(run, "started_at") else None,
     )
+
+
+def _plain(value: Any) -> dict[str, Any]:
+    """The run's decoded dict itself, not a copy (a Run is read, never written): runs that share one
+    decoded object (`store.summaries`) share what is derived from it (`compare.memo`)."""
+    return value if type(value) is dict else dict(value or {})
 
 
 def _time(value: object) -> float | None:
@@ -288,6 +295,11 @@ def dig(data: Any, path: tuple[str, ...]) -> Any:
 
 
 def provenance_values(run: Run) -> dict[str, str]:
+    """What the run says about how it was measured, flat and in words (once per build and run: `compare.memo`)."""
+    return derived("provenance_values", (run.provenance, run.telemetry, run.profile), lambda: _provenance_values(run))
+
+
+def _provenance_values(run: Run) -> dict[str, str]:
     out: dict[str, str] = {}
     prov = run.provenance
     for key, paths in PROVENANCE_FIELDS:

@@ -119,7 +119,10 @@ class SummaryRecords:
             for r in self.query(f"SELECT id, provenance_json, telemetry_json, selfcheck_json FROM runs WHERE id IN ({marks})",
                                 missing):
                 computed[int(r[0])] = facts_of(r[1], r[2], r[3])
-        shared: dict[str, Any] = {}  # repeats of one spec share their spec and profile JSON
+        # Runs share their spec and profile JSON, and often their grid facts (one server start, one GPU
+        # state): each distinct text is decoded once, and what a grid derives from it is derived once
+        # (`compare.memo`). The decoded dicts are shared between runs: read them, never mutate them.
+        shared: dict[str, Any] = {}
         return [_summary(r, shared, computed) for r in rows]
 
 
@@ -131,7 +134,7 @@ def _shared(text: str, shared: dict[str, Any]) -> Any:
 
 def _summary(row: sqlite3.Row, shared: dict[str, Any], computed: Mapping[int, dict[str, Any]]) -> RunSummary:
     rid = int(row["run_id"])
-    facts = computed.get(rid) or _loads(row["facts_json"], {})
+    facts = computed.get(rid) or (_shared(row["facts_json"], shared) if row["facts_json"] else {})
     return RunSummary(
         id=rid, profile_name=row["profile_name"], fingerprint=row["fingerprint"], status=row["status"],
         diagnostic=row["diagnostic"], server_start_id=row["server_start_id"], created_at=row["created_at"],

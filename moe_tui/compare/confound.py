@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from moe_tui import judgement as J
-from moe_tui.compare.memo import derived
+from moe_tui.compare.memo import derived, derived_by_value
 from moe_tui.compare.model import Confounder
 from moe_tui.compare.runs import NOT_RECORDED, Run, dig, provenance_values
 from moe_tui.profiles import _flag_map
@@ -65,7 +65,7 @@ def _profile_settings(snapshot: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _flatten(prefix: str, value: object, out: dict[str, str]) -> None:
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):  # the cheap test first: decoded JSON is dicts
         for k, v in value.items():
             _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
     else:
@@ -78,7 +78,17 @@ def server_args(run: Run) -> dict[str, str] | None:
     info = dig(prov, ("server", "resolved_args")) or prov.get("server_info")
     if not isinstance(info, Mapping) or not info:
         return None
-    return derived("server_args", (info,), lambda: _settings_of(info))
+    return derived("server_args", (info,), lambda: _same_settings(info))
+
+
+def _same_settings(info: Mapping[str, Any]) -> dict[str, str]:
+    """Runs of one server start repeat its args in objects of their own: flattened once per distinct
+    content (the canonical JSON text, one C call), or on their own when they are not plain JSON."""
+    try:
+        text = json.dumps(info, sort_keys=True, allow_nan=True)
+    except (TypeError, ValueError):
+        return _settings_of(info)
+    return derived_by_value("server_args", text, lambda: _settings_of(info))
 
 
 def _settings_of(info: Mapping[str, Any]) -> dict[str, str]:

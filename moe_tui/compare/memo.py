@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -49,4 +49,19 @@ def derived(kind: str, sources: tuple[object, ...], compute: Callable[[], T]) ->
         return value
     value = compute()
     entries[key] = (sources, value)
+    return value
+
+
+def derived_by_value(kind: str, key: Hashable, compute: Callable[[], T]) -> T:
+    """`compute()`, once per build for the same `kind` and an equal `key` (a canonical text of the
+    sources, for values that runs repeat without sharing one object: each start's server args)."""
+    entries = _scope.get()
+    if entries is None:
+        return compute()
+    full = ("=", kind, key)
+    if full in entries:
+        value: T = entries[full][1]
+        return value
+    value = compute()
+    entries[full] = ((), value)
     return value

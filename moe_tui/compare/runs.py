@@ -288,7 +288,7 @@ NOT_RECORDED = "(not recorded)"
 
 def dig(data: Any, path: tuple[str, ...]) -> Any:
     for key in path:
-        if not isinstance(data, Mapping):
+        if type(data) is not dict and not isinstance(data, Mapping):  # the cheap test first: decoded JSON is dicts
             return None
         data = data.get(key)
     return data

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -48,6 +47,7 @@ from moe_tui.compare.runs import (
     normalise,
     side_provenance,
     snapshot_diff,
+    snapshot_text,
 )
 from moe_tui.profiles import SettingDiff
 
@@ -195,8 +195,7 @@ def _profiles(names: tuple[str, str], used: Mapping[str, list[Run]], runs: Mappi
         pool = used[side] or runs[side]
         latest = max(pool, key=lambda r: r.order) if pool else None
         snaps[side] = dict(latest.profile) if latest is not None else {}
-        distinct = {json.dumps({k: v for k, v in r.profile.items() if k != "source"}, sort_keys=True)
-                    for r in used[side] if r.profile}
+        distinct = {snapshot_text(r.profile) for r in used[side] if r.profile}
         if len(distinct) > 1:
             warnings.append(f"{name}: the averaged runs were made with {len(distinct)} different profile snapshots "
                             "(the profile was edited between runs)")

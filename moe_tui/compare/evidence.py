@@ -66,7 +66,12 @@ def tokens_per_request(run: Run) -> float | None:
 
 
 def output_tokens_problem(a: Sequence[Run], b: Sequence[Run], names: tuple[str, str]) -> str | None:
-    """Words when the sides' output tokens per request differ beyond the tolerance (every run counts)."""
+    """Words when the sides' output tokens per request differ beyond the tolerance (every run counts);
+    once per build and cell (every metric asks)."""
+    return derived("output_tokens", (a, b, names), lambda: _output_tokens_problem(a, b, names))
+
+
+def _output_tokens_problem(a: Sequence[Run], b: Sequence[Run], names: tuple[str, str]) -> str | None:
     ta = [t for t in (tokens_per_request(r) for r in a) if t is not None]
     tb = [t for t in (tokens_per_request(r) for r in b) if t is not None]
     if not ta or not tb:

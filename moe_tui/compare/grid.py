@@ -31,6 +31,7 @@ from moe_tui.compare.evidence import (
     start_key,
     start_means,
 )
+from moe_tui.compare.memo import derived
 from moe_tui.compare.model import (
     BASELINE,
     CANDIDATE,
@@ -223,6 +224,11 @@ def _flag_reasons(sides: Iterable[Side], settings: CompareSettings) -> list[str]
 
 
 def _pending(name: str, sr: SideRuns, plan: Mapping[tuple[str, str], PlanCount]) -> PlanCount:
+    """The plan's counts for a side's runs (once per build and cell side: every metric asks)."""
+    return derived("pending", (name, sr, plan), lambda: _pending_of(name, sr, plan))
+
+
+def _pending_of(name: str, sr: SideRuns, plan: Mapping[tuple[str, str], PlanCount]) -> PlanCount:
     keys = {(r.profile_name or name, requested_fingerprint(r)) for r in sr.all}
     counts = [plan[k] for k in keys if k in plan]
     return PlanCount(sum(c.planned for c in counts), sum(c.pending for c in counts), sum(c.cut for c in counts))

@@ -6,14 +6,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from moe_tui import judgement as J
 from moe_tui.compare.model import SidePoint
-from moe_tui.compare.runs import Run, run_flags_in_words, unknown_spec_fields
+from moe_tui.compare.runs import Run, run_flags_in_words, snapshot_text, unknown_spec_fields
 
 
 @dataclass(frozen=True)
@@ -82,8 +81,7 @@ def side_point(side: str, conc: int, runs: Sequence[Run], fp: str | None, other_
     averaged = [r for r in complete if include_flagged or r.id not in flagged_ids]
     averaged_ids = {r.id for r in averaged}
     excluded = [r for r in chosen if r.id not in averaged_ids]
-    profiles = {json.dumps({k: v for k, v in r.profile.items() if k != "source"}, sort_keys=True)
-                for r in complete if r.profile}
+    profiles = {snapshot_text(r.profile) for r in complete if r.profile}
     if len(profiles) > 1:
         words.setdefault(J.FLAG_PROFILE_CHANGED, []).append(
             f"the {len(complete)} runs used {len(profiles)} different profile snapshots")

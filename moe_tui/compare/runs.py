@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,32 +92,34 @@ def grid_facts(provenance: Mapping[str, Any], telemetry: Mapping[str, Any],
             "selfcheck": _kept(dict(selfcheck), _GRID_FACTS["selfcheck"])}
 
 
-def _get(obj: object, name: str, default: Any = None) -> Any:
-    if isinstance(obj, Mapping):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
-
 def normalise(run: object, where: str) -> Run:
     """A RunRecord (or a mapping with the same names) as the grid's plain record."""
     if isinstance(run, Run):
         return run
-    rid = _get(run, "id")
-    fp = _get(run, "fingerprint")
-    spec = _get(run, "spec")
+    get = _fields(run)
+    rid = get("id")
+    fp = get("fingerprint")
+    spec = get("spec")
     if rid is None or not isinstance(fp, str) or not fp or not isinstance(spec, Mapping):
         raise CompareError(f"{where}: a run needs an id, a fingerprint and a spec dict, got {run!r:.200}")
-    when = _get(run, "finished_at") or _get(run, "created_at") or 0.0
+    when = get("finished_at") or get("created_at") or 0.0
     return Run(
-        id=int(rid), profile_name=str(_get(run, "profile_name") or ""),
-        status=str(_get(run, "status", "complete")), fingerprint=fp, spec=_plain(spec),
-        summary=_plain(_get(run, "summary")), flags=tuple(_get(run, "flags") or ()),
-        profile=_plain(_get(run, "profile")), provenance=_plain(_get(run, "provenance")),
-        telemetry=_plain(_get(run, "telemetry")), selfcheck=_plain(_get(run, "selfcheck")),
-        error=str(_get(run, "error") or ""), order=(float(when), int(rid)),
-        server_start_id=_start_id(_get(run, "server_start_id")),
-        measured_at=_time(_get(run, "finished_at")) if _get(run, "started_at") else None,
+        id=int(rid), profile_name=str(get("profile_name") or ""),
+        status=str(get("status", "complete")), fingerprint=fp, spec=_plain(spec),
+        summary=_plain(get("summary")), flags=tuple(get("flags") or ()),
+        profile=_plain(get("profile")), provenance=_plain(get("provenance")),
+        telemetry=_plain(get("telemetry")), selfcheck=_plain(get("selfcheck")),
+        error=str(get("error") or ""), order=(float(when), int(rid)),
+        server_start_id=_start_id(get("server_start_id")),
+        measured_at=_time(get("finished_at")) if get("started_at") else None,
     )
+
+
+def _fields(run: object) -> Callable[..., Any]:
+    """How to read a run's fields: a mapping's `get`, else its attributes (asked once a run, not per field)."""
+    if isinstance(run, Mapping):
+        return run.get
+    return lambda name, default=None: getattr(run, name, default)
 
 
 def _plain(value: Any) -> dict[str, Any]:
@@ -150,6 +152,13 @@ def unknown_spec_fields(run: Run) -> tuple[str, ...]:
     if LEGACY_ASSUMED_FLAG in {J.normalise_flag(f) for f in run.flags} and isinstance(prov.get("assumed_fields"), list):
         return tuple(sorted(str(u) for u in prov["assumed_fields"]))
     return ()
+
+
+def snapshot_text(profile: Mapping[str, Any]) -> str:
+    """A profile snapshot as canonical text, its source file left out (to tell snapshots apart); once
+    per build and snapshot object (`compare.memo`: the runs of a profile share one decoded snapshot)."""
+    return derived("snapshot_text", (profile,), lambda: json.dumps(
+        {k: v for k, v in profile.items() if k != "source"}, sort_keys=True))
 
 
 def requested_fingerprint(run: Run) -> str:

@@ -31,3 +31,17 @@ def test_running_servers_use_the_judgement_live_states():
     live.load(ControlSnapshot(servers=demo_servers()))
     live.apply(ServerStateChanged(profile="sim-flashinfer-cutedsl", state="stopping"))
     assert sorted(live.running_servers()) == ["sim-flashinfer-cutedsl", "sim-flashinfer-cutlass"]
+
+
+def test_log_total_keeps_counting_once_the_ring_is_full():
+    from moe_tui.control.live import LOG_RING
+    from moe_tui.events import ServerLogLine
+
+    live = LiveState()
+    live.load(ControlSnapshot(servers=demo_servers(), logs={"sim-flashinfer-cutlass": ("a", "b")}))
+    for i in range(LOG_RING + 3):
+        live.apply(ServerLogLine(profile="sim-flashinfer-cutlass", line=f"line {i}"))
+    server = live.servers["sim-flashinfer-cutlass"]
+    assert len(server.log) == LOG_RING  # the ring stopped growing ...
+    assert server.log_total == 2 + LOG_RING + 3  # ... the count did not
+    assert server.log[-1] == f"line {LOG_RING + 2}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -46,6 +47,13 @@ class ServerLive:
     token_usage: float | None = None
     reason: str = ""
     log: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=LOG_RING))
+    # Lines ever added to `log`: the ring's length stops growing once full, this count does not
+    # (a viewer appends the lines past the count it last showed).
+    log_total: int = 0
+
+    def add_log(self, lines: Sequence[str]) -> None:
+        self.log.extend(lines)
+        self.log_total += len(lines)
 
 
 @dataclass
@@ -95,9 +103,9 @@ class LiveState:
             else:
                 live.row = row
         for profile, lines in snapshot.logs.items():
-            log = self._server(profile).log
-            if not log:  # events may already have streamed newer lines in; keep those
-                log.extend(lines)
+            server = self._server(profile)
+            if not server.log:  # events may already have streamed newer lines in; keep those
+                server.add_log(lines)
         self.queue = snapshot.queue
         self._asked_current = snapshot.current_item
         self.activity = snapshot.activity
@@ -155,10 +163,10 @@ class LiveState:
                 live.running_requests = live.queued_requests = live.token_usage = None
             for line in event.log_tail:
                 if not live.log or live.log[-1] != line:
-                    live.log.append(line)
+                    live.add_log((line,))
             return "servers"
         if isinstance(event, ServerLogLine):
-            self._server(event.profile).log.append(event.line)
+            self._server(event.profile).add_log((event.line,))
             return "logs"
         if isinstance(event, ServerMetrics):
             live = self._server(event.profile)

@@ -6,7 +6,10 @@
   which topics changed, at most every `FLUSH_INTERVAL_S`.
 - Every client call runs in a thread worker (`call_core`); results come back through a callback
   on the App's thread and every failure becomes one error toast naming the action (one place:
-  `on_worker_state_changed`).
+  `on_worker_state_changed`). An answer whose callback belongs to a screen or widget no longer
+  attached (closed before the answer came) is dropped there too: late answers change nothing.
+- The screens a key pushes are built once (`ui.prepare`): help, a server's log and a grid cell's
+  runs are kept and updated in place each opening; the add-campaign form opens from a spare.
 - Keys: each Binding has an id and a tooltip; `[keys]` in the config file remaps them by id.
 """
 
@@ -16,13 +19,14 @@ import functools
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from textual import events
 from textual.app import App
 from textual.binding import Binding
 from textual.content import Content
 from textual.screen import ModalScreen, Screen
+from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
 from moe_tui.control import CampaignRequest, ControlClient, ControlSnapshot, LiveState, QueueWindow
@@ -34,6 +38,7 @@ from moe_tui.ui.palette import ControlRoomCommands
 from moe_tui.ui.prepare import Preparer, freeze_built, styled_now, thaw
 from moe_tui.ui.screens.add_campaign import AddCampaignScreen
 from moe_tui.ui.screens.base import LiveScreen
+from moe_tui.ui.screens.cell_runs import CellRunsScreen
 from moe_tui.ui.screens.compare import CompareScreen
 from moe_tui.ui.screens.confirm import ConfirmScreen
 from moe_tui.ui.screens.dashboard import DashboardScreen
@@ -56,6 +61,15 @@ NARROW_WIDTH = 118
 SHORT_HEIGHT = 34
 
 SCREENS = Binding.Group("Dash/Queue/Compare", compact=True)
+
+KeptScreen = TypeVar("KeptScreen", bound=Screen[Any])
+
+
+def _owner(done: Callable[[Any], object]) -> object:
+    """The object a done callback belongs to: a bound method's (or a partial of one's) self."""
+    if isinstance(done, functools.partial):
+        done = done.func
+    return getattr(done, "__self__", None)
 
 
 class MoeTuiApp(App[None]):
@@ -142,6 +156,15 @@ class MoeTuiApp(App[None]):
         # refresh, which found it not mounted yet): coming back to it needs no re-parse either.
         styled_now(self, self.screen)
         self.preparer.prepare_modes([m for m in self.MODES if m != self.DEFAULT_MODE])
+        # The pushed screens that are kept: built off screen too (help filled for the screen shown,
+        # unless a key already switched to one still mounting: its keys are not known yet).
+        if self.screen.is_mounted:
+            self._kept("help", HelpScreen).show_for(self.screen)
+        for name, cls in (("help", HelpScreen), ("log", LogScreen), ("cell-runs", CellRunsScreen)):
+            self.preparer.keep(name, cls)
+
+    def _kept(self, name: str, cls: type[KeptScreen]) -> KeptScreen:
+        return cast(KeptScreen, self.preparer.kept(name, cls))
 
     def _mode_screen(self, cls: Any) -> Callable[[], Screen[Any]]:
         return lambda: styled_now(self, cls())
@@ -266,6 +289,9 @@ class MoeTuiApp(App[None]):
         worker = event.worker
         if event.state == WorkerState.SUCCESS:
             done = self._on_done.pop(worker, None)
+            owner = _owner(done) if done is not None else None
+            if isinstance(owner, Widget) and not owner.is_attached:
+                return  # its screen was closed (or a spare dropped) before the answer came
             if done is not None:
                 done(worker.result)
         elif event.state == WorkerState.ERROR:
@@ -319,7 +345,14 @@ class MoeTuiApp(App[None]):
         self.push_screen(self.preparer.spare(make, key), lambda _: self.preparer.prepare_spare(make, key))
 
     def open_log(self, profile: str) -> None:
-        self.push_screen(LogScreen(profile))
+        screen = self._kept("log", LogScreen)
+        screen.open(profile)
+        self.push_screen(screen)
+
+    def open_cell_runs(self, grid: Any, cell: Any) -> None:
+        screen = self._kept("cell-runs", CellRunsScreen)
+        screen.show(grid, cell)
+        self.push_screen(screen)
 
     def open_run(self, run_id: int) -> None:
         self.push_screen(RunDetailScreen(run_id))
@@ -359,7 +392,9 @@ class MoeTuiApp(App[None]):
         if isinstance(self.screen, HelpScreen):
             self.pop_screen()
             return
-        self.push_screen(HelpScreen(self.screen))
+        screen = self._kept("help", HelpScreen)
+        screen.show_for(self.screen)
+        self.push_screen(screen)
 
     async def action_quit(self) -> None:
         running = self.live.running_servers()

@@ -199,3 +199,19 @@ async def test_a_store_change_repaints_one_row_and_a_status_event_marks_the_curr
         assert f"now: #{target} alpha" in plain(app.screen.query_one(QueueSummary))
         await emit(pilot, app, ControllerStatus(activity="benchmarking", detail="2 of 9", queue_item_id=target))
         assert len(client.pages) == reads + 1  # a tick naming the same item reads nothing
+
+
+async def test_typing_a_filter_reads_the_store_once_typing_pauses(make_app, client):
+    from moe_tui.ui.widgets.filter_bar import FilterBar
+
+    app, _ = make_app(adapter=client)
+    async with app.run_test(size=SIZE) as pilot:
+        table = await open_queue(pilot, app)
+        await pilot.press("slash")
+        bar = app.screen.query_one(FilterBar)
+        reads = len(client.pages)
+        for typed in ("b", "be", "bet", "beta"):  # four keys in a burst: one page read, with the last words
+            bar.value = typed
+        await settle(pilot, app, 0.5)
+        assert len(client.pages) == reads + 1
+        assert [int(k) for k in table.row_keys_in_order] == [client.run_queue.items()[-1].id]

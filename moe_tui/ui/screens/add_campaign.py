@@ -7,6 +7,7 @@ checked field by field; a bad value gets an error toast naming the field and not
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from rich.text import Text
@@ -19,7 +20,7 @@ from textual.widgets import Button, Input, Label, Select, SelectionList
 
 from moe_tui.control import CampaignRequest
 from moe_tui.control.launch import DEMO_CAMPAIGN
-from moe_tui.ui.prepare import KeepStyles
+from moe_tui.ui.prepare import KeepStyles, prerender_soon
 from moe_tui.ui.room import Room, room
 from moe_tui.ui.widgets.check_list import CheckList
 
@@ -148,8 +149,7 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
         self.control.call_core("read ordering policies", self.control.client.policies, done=self._policies)
 
     def _policies(self, policies: dict[str, str]) -> None:
-        if not self.is_attached:
-            return  # closed (or a spare dropped) before the answer came
+        # An answer for a form closed before it came never gets here (the App drops it).
         self._policy_text = dict(policies)
         try:
             select = self.query_one("#campaign-policy", Select)
@@ -181,11 +181,9 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
             self.query_one("#campaign-costs", Label).update(Text(str(exc), style="yellow"))
             return
         self.control.call_core("count server starts", self.control.client.restart_counts, request,
-                               done=lambda costs: self._show_costs(request, costs), group="campaign-costs")
+                               done=functools.partial(self._show_costs, request), group="campaign-costs")
 
     def _show_costs(self, request: CampaignRequest, costs: dict[str, int]) -> None:
-        if not self.is_attached:
-            return  # closed (or a spare dropped) before the answer came
         n_items = len(request.profiles) * len(request.concurrencies) * request.repeats
         text = Text(f"{n_items} items. Server starts: ")
         for k, (policy, count) in enumerate(costs.items()):
@@ -197,6 +195,7 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
             self.query_one("#campaign-costs", Label).update(text)
         except NoMatches:
             return  # taken apart while the count was on its way (the App closing, a spare dropped)
+        prerender_soon(self)  # a spare answered before its key: laid out again off screen
 
     def on_input_changed(self) -> None:
         if self._costs_timer is not None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from textual.screen import Screen
 
-from moe_tui.ui.prepare import KeepStyles, render_off_screen
+from moe_tui.ui.prepare import KeepStyles, prerender_soon
 
 
 class LiveScreen(KeepStyles, Screen[Any]):
@@ -39,6 +39,4 @@ class LiveScreen(KeepStyles, Screen[Any]):
             self.refresh_bindings()
 
     def prerender_soon(self) -> None:
-        preparer = getattr(self.app, "preparer", None)
-        if preparer is not None and not self.is_current:
-            preparer.add(render_off_screen(self.app, self))
+        prerender_soon(self)

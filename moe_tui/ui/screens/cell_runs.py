@@ -3,6 +3,9 @@
 Each run says whether its number is in the cell's mean ("averaged"), carries a suspect flag, or
 was left out (incomplete, failed, or flagged); enter opens the run's detail. Run ids come from the
 core's grid (`SidePoint`); the UI decides nothing about them.
+
+One CellRunsScreen is kept (ui.prepare): each opening gives it the grid and cell (`show`), and its
+table is synced in place by run id (the cursor back on the first run when the cell changed).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label
 
+from moe_tui.ui.prepare import KeepStyles
 from moe_tui.ui.room import room
 from moe_tui.ui.widgets.keyed_table import KeyedTable
 
@@ -39,29 +43,48 @@ def run_rows(grid: Any, cell: Any) -> dict[str, tuple[object, ...]]:
     return rows
 
 
-class CellRunsScreen(ModalScreen[None]):
+class CellRunsScreen(KeepStyles, ModalScreen[None]):
     BINDINGS = [
         Binding("escape", "close", "Close", id="runs.close", tooltip="Back to the grid"),
         Binding("o", "open", "Open", id="runs.open", tooltip="Open the highlighted run's detail"),
     ]
 
-    def __init__(self, grid: Any, cell: Any) -> None:
+    def __init__(self, grid: Any = None, cell: Any = None) -> None:
         super().__init__()
         self.grid, self.cell = grid, cell
+        self._shown_cell: Any = None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="runs-dialog", classes="dialog"):
-            yield Label(Text(f"Runs of conc {self.cell.concurrency} {self.cell.label}: "
-                             f"{self.grid.baseline_name} vs {self.grid.candidate_name}"), classes="dialog-title")
+            yield Label("", id="runs-title", classes="dialog-title")
             yield KeyedTable(COLUMNS, id="runs-table", middle_cut={"profile"})
-            yield Label("enter opens a run · esc back", classes="dialog-detail")
+            yield Label("", id="runs-detail", classes="dialog-detail")
+
+    def show(self, grid: Any, cell: Any) -> None:
+        """List the runs of `cell` of `grid` (this opening's)."""
+        self.grid, self.cell = grid, cell
+        if self.is_mounted:
+            self._fill()
 
     def on_mount(self) -> None:
+        self._fill()
+
+    def _fill(self) -> None:
+        if self.grid is None or self.cell is None:
+            return
+        grid, cell = self.grid, self.cell
+        self.query_one("#runs-title", Label).update(Text(
+            f"Runs of conc {cell.concurrency} {cell.label}: {grid.baseline_name} vs {grid.candidate_name}"))
         table = self.query_one(KeyedTable)
-        rows = run_rows(self.grid, self.cell)
+        rows = run_rows(grid, cell)
         table.sync(rows)
-        if not rows:
-            self.query_one(".dialog-detail", Label).update("no run at this concurrency on either side")
+        where = (grid.baseline_name, grid.candidate_name, cell.concurrency, cell.label)
+        if where != self._shown_cell:
+            self._shown_cell = where
+            if rows:
+                table.move_cursor(row=0, animate=False)
+        self.query_one("#runs-detail", Label).update(
+            "enter opens a run · esc back" if rows else "no run at this concurrency on either side")
         table.focus()
 
     def on_data_table_row_selected(self, event: Any) -> None:

@@ -284,13 +284,11 @@ class CompareScreen(LiveScreen):
         self.action_open_cell()
 
     def action_open_cell(self) -> None:
-        from moe_tui.ui.screens.cell_runs import CellRunsScreen
-
         cell = self.query_one(CompareGrid).highlighted_cell
         if cell is None or self.grid is None:
             self.notify("runs: highlight a cell of the grid first", severity="warning")
             return
-        self.app.push_screen(CellRunsScreen(self.grid, cell))
+        self.control.open_cell_runs(self.grid, cell)
 
     def on_select_changed(self, event: Select.Changed) -> None:
         self.reload()

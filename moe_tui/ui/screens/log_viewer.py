@@ -3,9 +3,16 @@
 The first page comes from the adapter (the log file or ring), then new lines arrive as
 `ServerLogLine` events through the App's live state. Follow mode (f) keeps the view pinned to the
 end; with it off the view stays where you scrolled while lines keep arriving.
+
+One LogScreen is kept (ui.prepare) and given a profile each opening (`open`): for the profile it
+showed last, only the lines that arrived while it was closed are appended (`ServerLive.log_total`
+counts them); for another profile it is cleared and refilled, and a page answered for a profile
+it no longer shows is dropped.
 """
 
 from __future__ import annotations
+
+import functools
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -28,13 +35,13 @@ class LogScreen(LiveScreen):
         Binding("escape", "close", "Back", id="log.close", tooltip="Back to the previous screen"),
     ]
 
-    def __init__(self, profile: str) -> None:
+    def __init__(self, profile: str = "") -> None:
         super().__init__()
         self.profile = profile
         self.follow = True
         self.term = ""
         self._lines: list[str] = []
-        self._seen = 0  # how many lines of the live ring were already shown
+        self._seen = 0  # the profile's `log_total` when its lines were last taken in
 
     @property
     def control(self) -> Room:
@@ -52,16 +59,51 @@ class LogScreen(LiveScreen):
         self.query_one("#log-search", Input).display = False
         self.query_one(RichLog).focus()
         self._status()
-        self.control.call_core(f"read the log of {self.profile}", self.control.client.log_lines, self.profile,
-                               done=self._initial)
+        if self.profile:
+            self._read()
 
-    def _initial(self, lines: list[str]) -> None:
+    def open(self, profile: str) -> None:
+        """Show `profile`'s log: the same profile as last time keeps its lines (the new ones are
+        appended when shown), another one starts from its own page."""
+        if not self.is_mounted:
+            self.profile = profile
+            return  # on_mount reads the first page
+        self.query_one("#log-search", Input).display = False
+        self.query_one(RichLog).focus()
+        if profile == self.profile:
+            # The lines that came while it was closed, appended before it is shown: the layout
+            # their writes ask for is then part of the showing's one repaint, not a second one.
+            self.live_update({"logs"})
+            return
+        self.profile, self.term, self.follow = profile, "", True
+        self._lines, self._seen = [], self._total()
+        view = self.query_one(RichLog)
+        view.clear()
+        view.auto_scroll = True
+        self._status()
+        self._read()
+
+    def _read(self) -> None:
+        profile = self.profile
+        self.control.call_core(f"read the log of {profile}", self.control.client.log_lines, profile,
+                               done=functools.partial(self._initial, profile))
+
+    def _total(self) -> int:
+        live = self.control.live.servers.get(self.profile)
+        return live.log_total if live else 0
+
+    def _initial(self, profile: str, lines: list[str]) -> None:
+        if profile != self.profile:
+            return  # the page of a log this screen no longer shows (it was opened for another since)
         self._lines = list(lines)[-MAX_LINES:]
         live = self.control.live.servers.get(self.profile)
-        self._seen = len(live.log) if live else 0
+        self._seen = live.log_total if live else 0
         if not self._lines and live:
             self._lines = list(live.log)
         self._render_all()
+
+    def on_screen_resume(self) -> None:
+        self.live_update({"logs"})  # lines that arrived while it was closed
 
     def live_update(self, topics: set[str]) -> None:
         if not topics & {"logs", "servers"}:
@@ -69,12 +111,13 @@ class LogScreen(LiveScreen):
         live = self.control.live.servers.get(self.profile)
         if live is None:
             return
-        ring = list(live.log)
-        # The ring is bounded: when it wrapped, everything in it is new to us only past _seen.
-        new = ring[self._seen:] if self._seen <= len(ring) else ring
-        self._seen = len(ring)
-        if not new:
+        # The ring is bounded: past its length, the lines in between are gone from it (the page
+        # read at opening had them; a reader that fell this far behind shows the ring's lines).
+        count = live.log_total - self._seen
+        self._seen = live.log_total
+        if count <= 0:
             return
+        new = list(live.log)[-count:]
         self._lines.extend(new)
         del self._lines[:-MAX_LINES]
         view = self.query_one(RichLog)

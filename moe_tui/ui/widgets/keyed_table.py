@@ -81,11 +81,15 @@ class KeyedTable(DataTable[Any]):
 
     def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
                      cursor: bool = False, hover: bool = False) -> Any:
-        if row_index < 0 or column_index < 0:  # the header and row labels: DataTable's own caching
+        if column_index < 0:  # row labels: DataTable's own caching
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        row_key = self._row_locations.get_key(row_index)
-        column_key = self._column_locations.get_key(column_index)
-        version = self._versions.get((getattr(row_key, "value", None), getattr(column_key, "value", None)))
+        if row_index < 0:  # the header: its look is its label's (a repaint of the rows keeps it)
+            label = self.ordered_columns[column_index].label
+            version: Any = ("header", label.plain, tuple(label.spans), str(label.style))
+        else:
+            row_key = self._row_locations.get_key(row_index)
+            column_key = self._column_locations.get_key(column_index)
+            version = self._versions.get((getattr(row_key, "value", None), getattr(column_key, "value", None)))
         key: Any = ("keyed", row_index, column_index, version, base_style, width, cursor, hover, self.show_cursor,
                     self.cursor_type, self._show_hover_cursor, self._pseudo_class_state)
         cache: Any = self._cell_render_cache
@@ -179,6 +183,8 @@ class KeyedTable(DataTable[Any]):
             self._order = wanted
             if keep is not None and keep in rows:
                 try:
-                    self.move_cursor(row=self.get_row_index(keep), animate=False)
+                    index = self.get_row_index(keep)
                 except RowDoesNotExist:
-                    pass
+                    index = self.cursor_row
+                if index != self.cursor_row:  # moving it to where it is still scrolls and repaints
+                    self.move_cursor(row=index, animate=False)

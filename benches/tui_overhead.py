@@ -21,6 +21,7 @@ App; the figures are medians over trials (CPU) and percentiles over all presses 
 (keys), because a shared, noisy machine moves single figures by more than the goals' margins.
 Goals (issues 14, 23): < 2 % idle, < 6 % live, < 100 ms p99 key-to-screen including first visits.
 Writes benches/results/tui_overhead-<date>.json and .md (`--out-stem` names them otherwise).
+Two checkouts side by side (interleaved single-trial runs): benches/tui_overhead_ab.py.
 
     .venv/bin/python benches/tui_overhead.py [--seconds 10] [--trials 3]
 """

@@ -31,7 +31,7 @@ from moe_tui.ui.widgets.bench_panel import BenchPanel
 from moe_tui.ui.widgets.gpu_panel import GpuPanel
 from moe_tui.ui.widgets.server_panel import ServerPanel
 from tests.ui.fakes import FP_A, gpu_snapshot, no_driver_snapshot, telemetry_message
-from tests.ui.waiting import workers_finished
+from tests.ui.waiting import live_flushed, workers_finished
 
 SIZE = (120, 40)
 
@@ -40,7 +40,8 @@ async def settle(pilot, app, seconds: float = 0.0) -> None:
     """Let workers finish and the coalesced repaint run."""
     await pilot.pause(seconds)
     await workers_finished(app)
-    await pilot.pause(0.15)
+    await live_flushed(app)
+    await pilot.pause(0.05)  # the flush's own refreshes reach the screen
 
 
 def plain(widget: Static) -> str:

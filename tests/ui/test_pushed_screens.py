@@ -265,3 +265,27 @@ async def test_the_heap_is_frozen_once_everything_is_built_and_thawed_when_the_a
         await prepared(pilot, app)
         assert gc.get_freeze_count() > 0  # the App's objects are out of the collector's walks
     assert gc.get_freeze_count() == 0  # and back in them once it closed (nothing outlives it)
+
+
+async def test_the_kept_help_fits_the_terminal_it_is_opened_in_after_a_resize(make_app):
+    from moe_tui.ui.screens.help import ACTION_WIDTH, HELP_CHROME, KEY_WIDTH
+
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await prepared(pilot, app)
+        await pilot.press("question_mark")
+        await settle(pilot, app)
+        kept = app.screen
+        wide = [c.width for c in kept.query_one(DataTable).ordered_columns]
+        await pilot.press("escape")
+        await settle(pilot, app)
+        await pilot.resize_terminal(80, 24)
+        await settle(pilot, app)
+        await pilot.press("question_mark")
+        await settle(pilot, app)
+        assert app.screen is kept
+        narrow = [c.width for c in kept.query_one(DataTable).ordered_columns]
+        assert narrow != wide and narrow[2] == 80 - HELP_CHROME - KEY_WIDTH - ACTION_WIDTH
+        dialog = kept.query_one("#help-dialog")
+        assert dialog.region.right <= 80 and dialog.region.width > 0
+        assert "server.start" in table_text(kept.query_one(DataTable))

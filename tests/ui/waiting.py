@@ -7,10 +7,13 @@ whenever a newer one starts, which is the App working as meant, so a settle must
 
 from __future__ import annotations
 
+import asyncio
+
 from textual.app import App
 from textual.worker import WorkerCancelled, WorkerFailed, WorkerState
 
 _UNFINISHED = (WorkerState.PENDING, WorkerState.RUNNING)
+_POLL_S = 0.02
 
 
 async def workers_finished(app: App[object]) -> None:
@@ -26,3 +29,11 @@ async def workers_finished(app: App[object]) -> None:
                 await worker.wait()
             except (WorkerCancelled, WorkerFailed):
                 pass
+
+
+async def live_flushed(app: App[object]) -> None:
+    """Wait until the App has painted every live topic marked so far: the coalesced repaint runs
+    at most every FLUSH_INTERVAL_S, so a fixed pause after an event races it on a loaded box;
+    this waits on the App's own state instead (its pending flush and its dirty topics)."""
+    while getattr(app, "_flush_pending", False) or getattr(app, "_dirty", None):
+        await asyncio.sleep(_POLL_S)

@@ -68,7 +68,8 @@ class DashboardScreen(LiveScreen):
 
     # -- actions -------------------------------------------------------------------------------
     def _profile(self) -> str | None:
-        return self.query_one(ServerPanel).highlighted_profile
+        panels = self.query(ServerPanel)  # none while composing or at exit (check_action asks then)
+        return panels.first().highlighted_profile if panels else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         live = self.control.live

@@ -76,7 +76,10 @@ class ServerPanel(Vertical):
 
     @property
     def highlighted_profile(self) -> str | None:
-        return self.query_one(KeyedTable).highlighted_key
+        # None while the table is not mounted (being composed, or taken apart at exit): the
+        # footer asks check_action, which asks this, at either moment.
+        tables = self.query(KeyedTable)
+        return tables.first().highlighted_key if tables else None
 
     def show(self, live: LiveState, now: float | None = None) -> None:
         now = time.time() if now is None else now

@@ -181,7 +181,10 @@ class SimProcess:
             code = self.returncode()
             if code is not None:
                 raise SimStartError(f"emulator exited with {code} before ready:\n{self.log_tail()}")
-            if http_status(self.base_url + "/health_generate", timeout=2.0) == 200:
+            # The probe generates a token: under a slow model (--sim-time-scale below 1) that takes
+            # seconds, so it may wait out the time left (the server itself gives up after 20 s).
+            probe_s = min(max(2.0, deadline - time.monotonic()), 25.0)
+            if http_status(self.base_url + "/health_generate", timeout=probe_s) == 200:
                 return
             time.sleep(0.05)
         raise SimStartError(f"emulator not ready after {timeout:.0f} s:\n{self.log_tail()}")

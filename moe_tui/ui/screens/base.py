@@ -40,3 +40,11 @@ class LiveScreen(KeepStyles, Screen[Any]):
 
     def prerender_soon(self) -> None:
         prerender_soon(self)
+
+
+def composed(screen: Screen[Any]) -> bool:
+    """Whether the screen's composed widgets can be filled. A screen built off screen (a mode, a
+    kept or spare screen) can receive Mount after the App began to close (Textual's shutdown sets
+    the App not running first), with some of its children never mounted: its on_mount then has
+    nothing to fill and must not query for it."""
+    return bool(screen.app.is_running and screen.children)

@@ -21,6 +21,7 @@ from textual.widgets import Label
 
 from moe_tui.ui.prepare import KeepStyles
 from moe_tui.ui.room import room
+from moe_tui.ui.screens.base import composed
 from moe_tui.ui.widgets.keyed_table import KeyedTable
 
 COLUMNS = (("side", "Side", 10), ("profile", "Profile", 30), ("run", "Run", 7), ("use", "In the cell", None))
@@ -67,6 +68,8 @@ class CellRunsScreen(KeepStyles, ModalScreen[None]):
             self._fill()
 
     def on_mount(self) -> None:
+        if not composed(self):
+            return  # the App closed while this screen was built off screen
         self._fill()
 
     def _fill(self) -> None:

@@ -19,7 +19,7 @@ from textual.widgets import Header, Select, Static
 from moe_tui import judgement as J
 from moe_tui.ui import render
 from moe_tui.ui.room import Room, room
-from moe_tui.ui.screens.base import LiveScreen
+from moe_tui.ui.screens.base import LiveScreen, composed
 from moe_tui.ui.widgets.compare_grid import CI_LABEL, CompareGrid, cell_detail, cell_text
 from moe_tui.ui.widgets.filter_bar import FilterBar
 from moe_tui.ui.widgets.key_bar import KeyBar
@@ -137,6 +137,8 @@ class CompareScreen(LiveScreen):
         yield KeyBar()
 
     def on_mount(self) -> None:
+        if not composed(self):
+            return  # the App closed while this screen was built off screen
         self.query_one(CompareGrid).border_title = "Baseline vs candidate"
         self.query_one(CompareGrid).set_narrow(self.app.has_class("-narrow"))
         self.load_choices()

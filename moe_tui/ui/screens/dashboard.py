@@ -9,7 +9,7 @@ from textual.widgets import Header
 
 from moe_tui.judgement import can_start, can_stop
 from moe_tui.ui.room import Room, room
-from moe_tui.ui.screens.base import LiveScreen
+from moe_tui.ui.screens.base import LiveScreen, composed
 from moe_tui.ui.widgets.bench_panel import BenchPanel
 from moe_tui.ui.widgets.gpu_panel import GpuPanel
 from moe_tui.ui.widgets.key_bar import KeyBar
@@ -46,6 +46,8 @@ class DashboardScreen(LiveScreen):
         yield KeyBar()
 
     def on_mount(self) -> None:
+        if not composed(self):
+            return  # the App closed while this screen was built off screen
         self.live_update({"layout", "servers", "logs", "bench", "queue", "status", "gpus"})
 
     def on_screen_resume(self) -> None:

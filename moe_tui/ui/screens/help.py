@@ -19,6 +19,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Label
 
 from moe_tui.ui.prepare import KeepStyles
+from moe_tui.ui.screens.base import composed
 
 HELP_MAX_WIDTH = 110  # the dialog's max-width (app.tcss #help-dialog)
 # The dialog's border and padding, the table's cell padding (1 a side, 3 columns) and its scrollbar.
@@ -88,6 +89,8 @@ class HelpScreen(KeepStyles, ModalScreen[Any]):
             self._fill()
 
     def on_mount(self) -> None:
+        if not composed(self):
+            return  # the App closed while this screen was built off screen
         self._fill()
 
     def _width(self) -> int:

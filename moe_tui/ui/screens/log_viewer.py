@@ -21,7 +21,7 @@ from textual.containers import Horizontal
 from textual.widgets import Header, Input, RichLog, Static
 
 from moe_tui.ui.room import Room, room
-from moe_tui.ui.screens.base import LiveScreen
+from moe_tui.ui.screens.base import LiveScreen, composed
 from moe_tui.ui.widgets.key_bar import KeyBar
 
 MAX_LINES = 5000
@@ -56,6 +56,8 @@ class LogScreen(LiveScreen):
         yield KeyBar()
 
     def on_mount(self) -> None:
+        if not composed(self):
+            return  # the App closed while this screen was built off screen
         self.query_one("#log-search", Input).display = False
         self.query_one(RichLog).focus()
         self._status()

@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Header, Input
 from moe_tui.control import QueueRow
 from moe_tui.ui.room import Room, room
 from moe_tui.ui.screens.add_campaign import AddCampaignScreen
-from moe_tui.ui.screens.base import LiveScreen
+from moe_tui.ui.screens.base import LiveScreen, composed
 from moe_tui.ui.screens.confirm import ConfirmScreen
 from moe_tui.ui.widgets.filter_bar import FilterBar
 from moe_tui.ui.widgets.key_bar import KeyBar
@@ -68,6 +68,8 @@ class QueueScreen(LiveScreen):
         yield KeyBar()
 
     def on_mount(self) -> None:
+        if not composed(self):
+            return  # the App closed while this screen was built off screen
         self.query_one(QueueTable).border_title = "Run queue"
         self.live_update({"queue"})
         self.control.refresh_queue()

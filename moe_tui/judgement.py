@@ -114,6 +114,20 @@ def _dig(obj: Any, *path: str) -> Any:
     return obj
 
 
+def sim_time_scale(profile: Mapping[str, Any]) -> float:
+    """How many times faster than real time a profile's server runs its clock: the emulator's
+    `[sim] time_scale` (a profile as stored, or ServerProfile.to_dict()); 1 for a real server and for
+    a value that is not a positive finite number (the emulator refuses those at launch)."""
+    if profile.get("engine") != SIM_ENGINE:
+        return 1.0
+    value = (profile.get("sim") or {}).get("time_scale", 1.0)
+    try:
+        scale = float(value)
+    except (TypeError, ValueError):
+        return 1.0
+    return scale if 0 < scale < float("inf") else 1.0
+
+
 def is_simulated(*, profile: Mapping[str, Any] | None = None, provenance: Mapping[str, Any] | None = None,
                  flags: Iterable[str] = (), server_info: Mapping[str, Any] | None = None) -> bool:
     """True when a number came from the emulator: its profile's engine is "sim", its server said

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from moe_tui.judgement import sim_time_scale
 from moe_tui.redaction import REDACTED as REDACTED  # re-exported: callers import them from here
 from moe_tui.redaction import SECRET_MARKERS as SECRET_MARKERS
 from moe_tui.redaction import is_secret_name as is_secret_name
@@ -123,6 +124,11 @@ class ServerProfile:
     roofline: Mapping[str, Any] = field(default_factory=dict)  # roofline inputs; not a launch setting
     source: str = ""  # file it was loaded from; not a launch setting
     api_key: str = ""  # optional: the server answers only requests bearing it (SGLang --api-key)
+
+    @property
+    def time_scale(self) -> float:
+        """The server's clock speed-up over real time (`sim_time_scale`): 1 unless an emulator."""
+        return sim_time_scale({"engine": self.engine, "sim": self.sim})
 
     # -- argv / environment ------------------------------------------------------------------
     def argv(self, python: str | None = None) -> list[str]:

@@ -86,11 +86,22 @@ def test_bad_stall_timeout_is_refused(sim, value):
     assert f"--stall-timeout must be > 0 seconds, got {float(value)}" in proc.stderr
 
 
-def test_subprocess_api_passes_both_request_limits_to_the_child(sim):
+@pytest.mark.parametrize("value", ["-0.5", "61", "nan"])
+def test_bad_warmup_pause_is_refused(sim, value):
+    proc = _bench("--base-url", sim.base_url, "--warmup-pause", value)
+    assert proc.returncode == 2
+    assert f"--warmup-pause must be 0 to 60 seconds, got {float(value)}" in proc.stderr
+
+
+def test_subprocess_api_passes_both_request_limits_and_the_pause_to_the_child(sim):
     spec = BenchmarkSpec(input_len=16, output_len=4, num_prompts=2, max_concurrency=2)
-    result = asyncio.run(run_benchmark_subprocess(spec, sim.base_url, request_timeout=45.0, stall_timeout=7.5))
+    result = asyncio.run(run_benchmark_subprocess(spec, sim.base_url, request_timeout=45.0, stall_timeout=7.5,
+                                                  warmup_pause=0.02))
     assert result.status == "complete", result.error
     assert result.selfcheck["request_timeout_s"] == 45.0 and result.selfcheck["stall_timeout_s"] == 7.5
+    assert result.selfcheck["warmup_pause_s"] == 0.02
+    default = asyncio.run(run_benchmark_subprocess(spec, sim.base_url))
+    assert default.selfcheck["warmup_pause_s"] == 1.0  # bench_serving's pause
 
 
 def test_subprocess_api_streams_progress_and_returns_the_result(sim):

@@ -45,6 +45,7 @@ def test_small_campaign_runs_headless_to_the_end(env):
     runs = {r[0]: r for r in env.query(
         "SELECT id, status, queue_item_id, fingerprint, profile_name, provenance_json, flags_json FROM runs")}
     assert len(runs) == 8
+    selfchecks = dict(env.query("SELECT id, selfcheck_json FROM runs"))
     for item_id, _state, run_id, fingerprint, profile, _, spec_json in items:
         run = runs[run_id]
         assert run[1] == "complete" and run[2] == item_id
@@ -60,6 +61,8 @@ def test_small_campaign_runs_headless_to_the_end(env):
         assert prov["warmup_pass"]["fingerprint"] != run[3]  # other prompts than the timed run
         assert prov["host"]["python_version"] and prov["client"]["name"] == "moe-tui"
         assert prov["started_at"] < prov["finished_at"]
+        # bench_serving's 1 s pause after the flush, in the emulator's time (50x faster: 20 ms).
+        assert json.loads(selfchecks[run_id])["warmup_pause_s"] == 1.0 / 50
         flags = json.loads(run[6])
         # client_bound may appear on a loaded CI box; nothing else may.
         assert "simulated" in flags and set(flags) <= {"simulated", "client_bound"}, flags

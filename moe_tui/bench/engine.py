@@ -3,7 +3,7 @@
 Phases, as sglang.bench_serving 0.5.23 runs them:
 1. warmup: `warmup_requests` copies of request 0 with at most 32 output tokens, under the same
    concurrency cap; excluded from results. If every warmup request fails the run is "failed".
-2. optional `POST /flush_cache?timeout=60`, then a 1 s pause (bench_serving sleeps 1 s too).
+2. optional `POST /flush_cache?timeout=60`, then a 1 s pause (bench_serving's; `warmup_pause_s`).
    Then the connection pool is opened to min(concurrency, prompts) connections
    (`client.open_connections`: concurrent GET /v1/models), so the timed phase measures the
    server and not TCP setup; not part of the spec (it changes no server work), recorded in the
@@ -293,8 +293,8 @@ class _Run:
         except HTTP_ERRORS as exc:
             self._fail("connect", f"server unreachable at {self.base_url}: {type(exc).__name__}: {exc}")
             return None
-        self.result.selfcheck.update(vocab_size=vocab_size, vocab_source=vocab_source,
-                                     request_timeout_s=self.limits.timeout, stall_timeout_s=self.limits.stall)
+        self.result.selfcheck.update(vocab_size=vocab_size, vocab_source=vocab_source, request_timeout_s=self.limits.timeout,
+                                     stall_timeout_s=self.limits.stall, warmup_pause_s=self.limits.warmup_pause_s)
         return workload
 
     async def resolve_model(self) -> None:

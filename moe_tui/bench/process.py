@@ -36,7 +36,8 @@ STDERR_TAIL_LINES = 30
 
 def bench_argv(spec_file: str, base_url: str, *, python: str | None = None, run_id: int | None = None,
                request_timeout: float | None = None, stall_timeout: float | None = None,
-               vocab_size: int | None = None, tokenizer: str | None = None) -> list[str]:
+               vocab_size: int | None = None, tokenizer: str | None = None,
+               warmup_pause: float | None = None) -> list[str]:
     argv = [python or sys.executable, "-m", "moe_tui", "bench", "--events", "jsonl",
             "--spec-file", spec_file, "--base-url", base_url]
     if run_id is not None:
@@ -49,6 +50,8 @@ def bench_argv(spec_file: str, base_url: str, *, python: str | None = None, run_
         argv += ["--vocab-size", str(vocab_size)]
     if tokenizer is not None:
         argv += ["--tokenizer", str(tokenizer)]
+    if warmup_pause is not None:
+        argv += ["--warmup-pause", repr(float(warmup_pause))]
     return argv
 
 
@@ -78,6 +81,7 @@ async def run_benchmark_subprocess(
     stall_timeout: float | None = None,
     vocab_size: int | None = None,
     tokenizer: str | None = None,
+    warmup_pause: float | None = None,
     python: str | None = None,
     env: dict[str, str] | None = None,
     stop: asyncio.Event | None = None,
@@ -86,7 +90,7 @@ async def run_benchmark_subprocess(
     (sync or async callable taking a BenchProgress). Returns the child's BenchResult, or a
     "failed" BenchResult naming the exit code and stderr tail if the child produced none.
     `request_timeout` / `stall_timeout` (seconds, None: the client's defaults) are the child's
-    `--request-timeout` / `--stall-timeout`.
+    `--request-timeout` / `--stall-timeout`; `warmup_pause` (seconds, None: 1 s) its `--warmup-pause`.
     The spec runs as `native_spec(spec)` (client version filled in): store the run under that
     fingerprint. Raises SpecError (before starting anything) for a spec of another client."""
     spec = native_spec(spec)
@@ -95,7 +99,7 @@ async def run_benchmark_subprocess(
         spec_file.write_text(spec.to_json())
         argv = bench_argv(str(spec_file), base_url, python=python, run_id=run_id,
                           request_timeout=request_timeout, stall_timeout=stall_timeout, vocab_size=vocab_size,
-                          tokenizer=tokenizer)
+                          tokenizer=tokenizer, warmup_pause=warmup_pause)
         child_env = dict(os.environ if env is None else env)
         child_env["PYTHONUNBUFFERED"] = "1"
         proc = await asyncio.create_subprocess_exec(

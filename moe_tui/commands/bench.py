@@ -57,6 +57,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
                    help="seconds a response may stay silent (no bytes) before the request fails as "
                         "'timeout' (default 120: a real server may pause that long for JIT compilation "
                         "or a long prefill queue)")
+    p.add_argument("--warmup-pause", type=float, default=None, metavar="SECONDS",
+                   help="pause after the warmup and cache flush, before the timed phase (default 1.0, "
+                        "as bench_serving; the runner gives an emulator 1/time_scale)")
     p.add_argument("--tokenizer", default=None,
                    help="tokenizer dir or tokenizer.json giving the vocabulary size "
                         "(default: the server's /model_info tokenizer_path)")
@@ -133,6 +136,9 @@ def run(args: argparse.Namespace) -> int:
         if value is not None and not (value > 0 and math.isfinite(value)):
             print(f"moe-tui bench: {flag} must be > 0 seconds, got {value}", file=sys.stderr)
             return 2
+    if args.warmup_pause is not None and not (0 <= args.warmup_pause <= 60):
+        print(f"moe-tui bench: --warmup-pause must be 0 to 60 seconds, got {args.warmup_pause}", file=sys.stderr)
+        return 2
 
     from moe_tui.bench.engine import run_benchmark
     from moe_tui.bench.report import jsonl_line, summary_block
@@ -152,7 +158,8 @@ def run(args: argparse.Namespace) -> int:
         return await run_benchmark(
             spec, args.base_url, on_progress=on_progress if events else None,
             request_timeout=args.request_timeout, stall_timeout=args.stall_timeout, vocab_size=args.vocab_size, tokenizer=args.tokenizer,
-            run_id=args.run_id, stop=stop)
+            run_id=args.run_id, stop=stop,
+            **({} if args.warmup_pause is None else {"warmup_pause_s": args.warmup_pause}))
 
     if not events:
         print(f"moe-tui bench: {spec.describe()} (spec {spec.short_fingerprint}) -> {args.base_url}",

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from moe_tui.judgement import is_simulated
+from moe_tui.judgement import is_simulated, sim_time_scale
 from moe_tui.roofline.decode import KV_BYTES, Roofline, decode_roofline
 from moe_tui.roofline.gpu_specs import GpuSpec, GpuSpecError, find_gpu, with_overrides
 from moe_tui.roofline.model_shape import ModelConfigError, ModelShape, model_shape
@@ -142,17 +142,6 @@ def gpu_for(profile: Mapping[str, Any], nvml_names: Sequence[str] = (), gpu: str
     return spec, int(count), source
 
 
-def _sim_time_scale(profile: Mapping[str, Any]) -> float:
-    if profile.get("engine") != "sim":
-        return 1.0
-    value = (profile.get("sim") or {}).get("time_scale", 1.0)
-    try:
-        scale = float(value)
-    except (TypeError, ValueError):
-        return 1.0
-    return scale if scale > 0 else 1.0
-
-
 def _server_default_kv(spec: GpuSpec, config_path: Path) -> str:
     """What SGLang 0.5.23 resolves `--kv-cache-dtype auto` to before a run recorded it: a DSA model
     (GLM-5, DeepSeek V3.2: `index_topk` in its config) gets fp8_e4m3 from SM100 on (FP4 tensor cores
@@ -173,7 +162,7 @@ def roofline_setup(profile: Mapping[str, Any], *, context: int, nvml_names: Sequ
     """The roofline inputs of one profile (a `ServerProfile.snapshot()` or a run's stored one)."""
     shape, path = load_shape(profile)
     spec, count, source = gpu_for(profile, nvml_names, gpu, gpu_count)
-    scale = _sim_time_scale(profile)
+    scale = sim_time_scale(profile)
     if scale != 1.0:  # the emulator runs its modelled box this many times faster: so does the ceiling
         spec = replace(spec, hbm_gbps=spec.hbm_gbps * scale, bf16_tflops=spec.bf16_tflops * scale,
                        fp8_tflops=spec.fp8_tflops * scale,

@@ -199,6 +199,12 @@ class ItemRunner:
             kwargs["request_timeout"] = self.request_timeout_s
         if self.stall_timeout_s is not None:
             kwargs["stall_timeout"] = self.stall_timeout_s
+        if spec.client == "moe-tui" and server.profile.time_scale != 1.0:
+            # bench_serving's 1 s pause after the flush, in the server's time: an emulator whose clock
+            # runs k times faster gets 1/k s (its runs are as long as k times longer ones of a real server).
+            from moe_tui.bench.engine import WARMUP_PAUSE_S
+
+            kwargs["warmup_pause"] = WARMUP_PAUSE_S / server.profile.time_scale
         task = asyncio.create_task(self._bench(spec, server.base_url, **kwargs))
         stop_wait = asyncio.create_task(stop.wait())
         try:
@@ -394,7 +400,8 @@ async def bench_serving_bench(spec: BenchmarkSpec, base_url: str, *,
 
 async def default_bench(spec: BenchmarkSpec, base_url: str, *, on_progress: Callable[[BenchProgress], None],
                         stop: asyncio.Event, run_id: int | None, tokenizer: str | None = None,
-                        request_timeout: float | None = None, stall_timeout: float | None = None) -> BenchResult:
+                        request_timeout: float | None = None, stall_timeout: float | None = None,
+                        warmup_pause: float | None = None) -> BenchResult:
     """The benchmark, out of process (`moe_tui.bench.process.run_benchmark_subprocess`): a busy
     or crashing client cannot stall the controller or the TUI, and its CPU is its own.
     sglang.bench_serving takes neither timeout (it has no such options): they apply to moe-tui's
@@ -411,4 +418,4 @@ async def default_bench(spec: BenchmarkSpec, base_url: str, *, on_progress: Call
 
     return await run_benchmark_subprocess(spec, base_url, on_progress=on_progress, stop=stop, run_id=run_id,
                                           request_timeout=request_timeout, stall_timeout=stall_timeout,
-                                          env=child_env)
+                                          warmup_pause=warmup_pause, env=child_env)

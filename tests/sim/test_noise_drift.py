@@ -42,13 +42,15 @@ def interleaved_request_seconds(base_urls: list[str], n: int, tokens: int = 40) 
 
 
 def test_noise_spreads_request_times_around_the_model():
-    # Requests of 10 tokens at 10x (~100 ms) and 80% per-step noise: ~25% spread per request, far
-    # beyond a loaded machine's late wake-ups (~5% of a request beside two tests and 8 busy loops on
-    # 2 cores, whatever the time scale: the emulator re-bases when it falls behind). Both servers run
-    # at once and take turns, so that load falls on both alike.
-    slower = ["--moe-runner-backend", "flashinfer_cutlass", "--sim-time-scale", "10", "--sim-exact"]
+    # Requests of 4 tokens in real time (1x: ~0.5 s, five steps of ~97 ms) and 80% per-step noise:
+    # ~50% spread per request (IQR over the median), while a loaded machine's late wake-ups add a
+    # few ms a step: a few % (beside 8 busy loops on 2 cores: quiet side 2-5%, noisy side 54%). At
+    # 10x and 10 tokens (~10 ms steps) the same lateness made the quiet side as spread as the
+    # noisy one under `make test -n 6` (IQR 23 ms on ~100 ms requests). Both servers run at once and
+    # take turns, so that load falls on both alike.
+    slower = ["--moe-runner-backend", "flashinfer_cutlass", "--sim-time-scale", "1", "--sim-exact"]
     with sim_server(slower) as quiet, sim_server(slower + ["--sim-noise-pct", "80", "--sim-seed", "7"]) as noisy:
-        calm, shaken = interleaved_request_seconds([quiet.base_url, noisy.base_url], 16, tokens=10)
+        calm, shaken = interleaved_request_seconds([quiet.base_url, noisy.base_url], 16, tokens=4)
     # Noise far above the quiet spread, while the middle stays near the model (noise is centred on
     # it; the 0.2 floor on a step's factor lifts it by ~7% at 80%). Spread as the interquartile
     # range and centre as the median: a busy machine's odd stalled request (+35% seen) moves

@@ -1,6 +1,9 @@
 """Agreement: moe-tui's client and sglang.bench_serving (unmodified, 0.5.23) measure the same run alike.
 
-One spec per API (/generate and /v1/completions), one emulator (seeded, no noise), both clients in turn; output throughput, mean TTFT, mean
+One spec per API (/generate and /v1/completions), twin emulators (same seed, no noise), both clients at
+once, one on each (`both_clients`): whatever load the machine is under falls on both alike, where
+in turn a busy box's changing load had moved one run's TPOT 1.4-2.9% from the other's beside a
+second `make test`. Output throughput, mean TTFT, mean
 TPOT and mean ITL must agree within 2 % and completed counts (and the drawn prompt lengths) must be
 equal. The emulator runs tests/agreement_backends.toml 10x slowed (3 s prefill, flat 600 ms decode steps) at
 concurrency 1, because:
@@ -49,6 +52,27 @@ SLOWER = 0.1
 METRICS = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms")
 
 
+def both_clients(spec: BenchmarkSpec, sim_args: list[str], sglang_client, out: Path,
+                 timeout: float = 60) -> tuple:
+    """moe-tui's client and bench_serving on the same spec at the same time, each on its own
+    emulator started with `sim_args` (seeded: the twins serve alike): (our result, theirs)."""
+    with start_sim(sim_args, timeout=timeout) as ours_sim, start_sim(sim_args, timeout=timeout) as their_sim:
+        argv = sglang_client.argv_prefix + bench_serving_args(
+            spec.replace(client="sglang.bench_serving"), base_url=their_sim.base_url, output_file=out,
+            output_details=True)
+        proc = subprocess.Popen(argv, env=client_env(client=sglang_client), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        try:
+            ours = asyncio.run(run_benchmark_subprocess(spec, ours_sim.base_url))
+            stdout, _ = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == 0, stdout[-6000:]
+    return ours, parse_bench_serving_jsonl(out)[-1]
+
+
 @pytest.mark.slow
 @pytest.mark.sglang_client
 @pytest.mark.parametrize("api", ["generate", "completions"])
@@ -56,17 +80,9 @@ def test_native_client_agrees_with_bench_serving(sglang_client, tmp_path, api):
     spec = BenchmarkSpec(api=api, input_len=64, output_len=8, range_ratio=0.5, num_prompts=3, max_concurrency=1,
                          seed=42, warmup_requests=1, flush_cache=True)
     # readiness (/health_generate) itself waits on a 3 s modelled prefill: time for it on a busy box
-    with start_sim(["--sim-backends-file", str(BACKENDS_FILE), "--sim-seed", "1", "--sim-time-scale", str(SLOWER)],
-                   timeout=120) as sim:
-        ours = asyncio.run(run_benchmark_subprocess(spec, sim.base_url))
-        out = tmp_path / "bench_serving.jsonl"
-        argv = sglang_client.argv_prefix + bench_serving_args(
-            spec.replace(client="sglang.bench_serving"), base_url=sim.base_url, output_file=out,
-            output_details=True)
-        proc = subprocess.run(argv, env=client_env(client=sglang_client), capture_output=True, text=True,
-                              timeout=300)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    theirs = parse_bench_serving_jsonl(out)[-1]
+    ours, theirs = both_clients(spec, ["--sim-backends-file", str(BACKENDS_FILE), "--sim-seed", "1",
+                                       "--sim-time-scale", str(SLOWER)], sglang_client,
+                                tmp_path / "bench_serving.jsonl", timeout=120)
 
     assert ours.status == "complete", ours.error
     assert ours.summary["completed"] == theirs["completed"] == spec.num_prompts
@@ -100,17 +116,8 @@ def test_token_counts_agree_under_chunk_merging(sglang_client, tmp_path, api):
     # the arrival phase against the step grid differ.
     flat = tmp_path / "flat.toml"
     flat.write_text(f'[backends.default]\nprefill_ms_per_token = 0.0\npoints = [[1, {STEP_MS}], [1024, {STEP_MS}]]\n')
-    with start_sim(["--sim-backends-file", str(flat), "--sim-seed", "1", "--sim-exact",
-                    "--sim-merge-chunks-above", "2"]) as sim:
-        ours = asyncio.run(run_benchmark_subprocess(spec, sim.base_url))
-        out = tmp_path / "bench_serving.jsonl"
-        argv = sglang_client.argv_prefix + bench_serving_args(
-            spec.replace(client="sglang.bench_serving"), base_url=sim.base_url, output_file=out,
-            output_details=True)
-        proc = subprocess.run(argv, env=client_env(client=sglang_client), capture_output=True, text=True,
-                              timeout=300)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    theirs = parse_bench_serving_jsonl(out)[-1]
+    ours, theirs = both_clients(spec, ["--sim-backends-file", str(flat), "--sim-seed", "1", "--sim-exact",
+                                       "--sim-merge-chunks-above", "2"], sglang_client, tmp_path / "bench_serving.jsonl")
     assert ours.status == "complete", ours.error
     assert ours.summary["total_output_tokens"] == theirs["total_output_tokens"] == PROMPTS * OUT
     # the emulator did merge: fewer chunks than tokens reached our client

@@ -76,7 +76,11 @@ def test_poisson_arrivals_follow_the_requested_rate():
     span = sends[-1] - sends[0]
     assert 0.3 < span < 1.5
     assert result.selfcheck["achieved_rate"] == pytest.approx(29 / span, rel=0.05)
-    assert result.selfcheck["dispatch_lag_p99_ms"] < 50
+    # Arrivals are released at absolute times: a dispatch is late by what the event loop itself was
+    # late (a busy box's wake-ups, seen by the lag probe), never by the sum of earlier gaps' lateness
+    # as chained sleeps would be (29 gaps: 29 late wake-ups added up).
+    check = result.selfcheck
+    assert check["dispatch_lag_p99_ms"] < 50 + check["loop_lag_max_ms"], check
 
 
 @pytest.mark.integration

@@ -29,7 +29,7 @@ extra_args = ["--expert-distribution-recorder-mode", "stat"]
 SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR = "{dumps}"
 
 [sim]
-time_scale = 50
+time_scale = 25
 load_seconds = 0.1
 graph_seconds = 0.05
 warmup_seconds = 0.05

@@ -127,6 +127,7 @@ class SimProcess:
         self.log_path = Path(log_path) if log_path else None
         self.env = env
         self.lines: list[str] = []
+        self.line_times: list[float] = []  # time.monotonic() each line reached this reader
         self.proc: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
         self._lines_cv = threading.Condition()
@@ -157,6 +158,7 @@ class SimProcess:
                 line = raw.decode("utf-8", "replace").rstrip("\n")
                 with self._lines_cv:
                     self.lines.append(line)
+                    self.line_times.append(time.monotonic())
                     self._lines_cv.notify_all()
                 if sink:
                     sink.write(line + "\n")
@@ -206,8 +208,14 @@ class SimProcess:
                 self._lines_cv.wait(min(left, 0.2))
 
     def wait_exit(self, timeout: float = 10.0) -> int:
+        """The exit code, once the process has exited and its last log lines are read (the reader
+        reaches the pipe's end: on a busy machine it can trail the exit)."""
         assert self.proc is not None
-        return self.proc.wait(timeout)
+        deadline = time.monotonic() + timeout
+        code = self.proc.wait(timeout)
+        if self._reader is not None:
+            self._reader.join(max(0.0, deadline - time.monotonic()) + 5.0)
+        return code
 
     def stop(self, grace: float = 3.0) -> int | None:
         """SIGTERM the process group, then SIGKILL it after `grace` seconds."""

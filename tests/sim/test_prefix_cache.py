@@ -44,9 +44,10 @@ def test_reset_empties_and_capacity_evicts_least_recently_used():
 # Long prompts, short outputs: prefill is most of each request, so skipping it shows.
 SPEC = BenchmarkSpec(api="generate", input_len=3000, output_len=4, range_ratio=1.0, num_prompts=12,
                      max_concurrency=2, warmup_requests=0, seed=5)
-# 4x: a prompt's modelled prefill (~180 ms) lasts ~45 ms real, well above a loaded machine's late
-# wake-ups, which at 20x (9 ms) could blur warm against cold.
-ARGS = ["--sim-time-scale", "4", "--enable-metrics", "--sim-exact", "--chunked-prefill-size", "4096"]
+# Real time (1x): a prompt's modelled prefill (~180 ms) lasts 180 ms, far above a loaded machine's
+# late wake-ups, which at 20x (9 ms) could blur warm against cold, and at 4x (45 ms) still did beside
+# a second `make test` (warm TTFT 67 ms against cold 101 ms).
+ARGS = ["--sim-time-scale", "1", "--enable-metrics", "--sim-exact", "--chunked-prefill-size", "4096"]
 
 
 def _cached_total(base_url: str) -> float:

@@ -23,15 +23,14 @@ def gpus(base_url: str) -> list[dict]:
     return httpx.get(base_url + "/sim/gpus", timeout=10).json()["gpus"]
 
 
-def load(base_url: str, seconds: float, concurrency: int = 64) -> float:
-    """Closed-loop load for `seconds`; returns completed tokens per second."""
-    stop = time.monotonic() + seconds
+def load(base_url: str, stop: threading.Event, concurrency: int = 64) -> float:
+    """Closed-loop load until `stop` is set; returns completed tokens per second."""
     done = [0]
     payload = {"input_ids": list(range(1, 65)), "sampling_params": {"max_new_tokens": 16, "ignore_eos": True}}
 
     def worker() -> None:
         with httpx.Client(timeout=30) as client:
-            while time.monotonic() < stop:
+            while not stop.is_set():
                 client.post(base_url + "/generate", json=payload).raise_for_status()
                 done[0] += 16
 
@@ -44,14 +43,30 @@ def load(base_url: str, seconds: float, concurrency: int = 64) -> float:
     return done[0] / (time.monotonic() - start)
 
 
-def sample_under_load(base_url: str, seconds: float = 2.5) -> tuple[list[dict], float]:
-    seen: list[dict] = []
-    runner = threading.Thread(target=lambda: seen.append(load(base_url, seconds)))
-    runner.start()
-    time.sleep(seconds * 0.7)
-    snapshot = gpus(base_url)
-    runner.join()
-    return snapshot, seen[0]
+class Loaded:
+    """Load on `base_url` from entering until every sample is taken: the load ends on an event,
+    never on a fixed clock (on a busy box the samples can take seconds, and a load that ended
+    first left the sample idle)."""
+
+    def __init__(self, base_url: str, concurrency: int = 64):
+        self.stop = threading.Event()
+        self.rate: list[float] = []
+        self.runner = threading.Thread(target=lambda: self.rate.append(load(base_url, self.stop, concurrency)))
+
+    def __enter__(self) -> Loaded:
+        self.runner.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.runner.join()
+
+
+def sample_under_load(base_url: str, warm_s: float = 1.75) -> tuple[list[dict], float]:
+    with Loaded(base_url) as loaded:
+        time.sleep(warm_s)
+        snapshot = gpus(base_url)
+    return snapshot, loaded.rate[0]
 
 
 def test_idle_gpus_hold_weights_and_kv_and_say_idle():
@@ -80,14 +95,12 @@ def engine_steps_per_second(base_url: str) -> tuple[list[dict], float]:
         state = httpx.get(base_url + "/server_info", timeout=10).json()["internal_states"][0]
         return state["sim_engine_steps"], time.monotonic()
 
-    runner = threading.Thread(target=load, args=(base_url, 3.0, 16))
-    runner.start()
-    time.sleep(1.0)
-    s0, t0 = steps()
-    time.sleep(1.2)
-    s1, t1 = steps()
-    snapshot = gpus(base_url)
-    runner.join()
+    with Loaded(base_url, 16):
+        time.sleep(1.0)
+        s0, t0 = steps()
+        time.sleep(1.2)
+        s1, t1 = steps()
+        snapshot = gpus(base_url)
     return snapshot, (s1 - s0) / (t1 - t0)
 
 

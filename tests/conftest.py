@@ -137,13 +137,14 @@ def _tier(item_or_report) -> str:
 def pytest_collection_modifyitems(session, config, items):
     known = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
     for item in items:
-        # An integration test races real processes on a shared 2-core box: one failure is run once
-        # more (pytest-rerunfailures) and shown as R with its first failure in the summary, a flake to
-        # fix rather than a pass to trust; failing twice fails the run.
-        if _tier(item) == "integration" and item.get_closest_marker("flaky") is None:
-            item.add_marker(pytest.mark.flaky(reruns=1))
         if item.nodeid.startswith("tests/ui/") and _tier(item) != "integration":
             item.add_marker(pytest.mark.ui)
+        # An integration test races real processes, and a UI pilot the App's own timers, on a shared
+        # 2-core box: one failure is run once more (pytest-rerunfailures) and shown as R with its
+        # first failure in the summary, a flake to fix rather than a pass to trust; failing twice
+        # fails the run. Unit tests (pure code) get no second try.
+        if _tier(item) in ("integration", "ui") and item.get_closest_marker("flaky") is None:
+            item.add_marker(pytest.mark.flaky(reruns=1))
         info = getattr(item, "_fixtureinfo", None)
         defs = info.name2fixturedefs.values() if info is not None else ()
         if any(d[-1].scope == "module" for d in defs if d):

@@ -74,6 +74,7 @@ def summary_block(spec: BenchmarkSpec, result: BenchResult) -> str:
     lag = check.get("loop_lag_p99_ms")
     cpu = check.get("client_cpu_fraction")
     lines.append(_row("Client loop lag p99 (ms):", lag, ".2f"))
+    lines.append(_row("  of it the client's own (ms):", check.get("loop_own_lag_p99_ms"), ".2f"))
     lines.append(_row("Client CPU (% of one core):", None if cpu is None else cpu * 100, ".1f"))
     if check.get("client_bound"):
         lines.append(_row("CLIENT-BOUND:", "; ".join(check.get("client_bound_reasons", []))))

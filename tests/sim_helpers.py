@@ -8,13 +8,17 @@ The heavy lifting lives in `moe_tui.sim.launch` (process) and `moe_tui.sim.loadg
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import threading
+import time
 from collections.abc import Iterator
 
 import httpx
 
 from moe_tui.sim.launch import SimProcess, SimStartError, free_port, http_status, start_sim
+from moe_tui.sim.loadgen import run_load
 
 __all__ = ["SimProcess", "SimStartError", "free_port", "http_status", "sim_server",
            "stream_generate", "sse_events"]
@@ -50,3 +54,33 @@ def stream_generate(base_url: str, payload: dict, timeout: float = 30.0) -> list
                     body = event[len("data: "):]
                     out.append(body if body == "[DONE]" else json.loads(body))
     return out
+
+
+class Loaded:
+    """Closed-loop load on `base_url` from entering until leaving (`with Loaded(url) as load:`), in
+    waves of 4 requests a connection from the emulator's own asyncio client: the load ends on an
+    event, never on a fixed clock (on a busy box a sample can take seconds, and a load that ended
+    first left it idle), and one thread keeps the engine busy where 64 client threads, starved by a
+    busy box, left it idle part of each second. `rate`: completed tokens per second, once left."""
+
+    def __init__(self, base_url: str, concurrency: int = 64, input_len: int = 64, output_len: int = 16):
+        self.stop = threading.Event()
+        self.rate: float | None = None
+        self._args = (base_url, concurrency, 4 * concurrency, input_len, output_len)
+        self._runner = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        tokens, start = 0, time.monotonic()
+        while not self.stop.is_set():
+            result = asyncio.run(run_load(*self._args))
+            assert result.failed == 0, result.errors
+            tokens += result.output_tokens
+        self.rate = tokens / (time.monotonic() - start)
+
+    def __enter__(self) -> Loaded:
+        self._runner.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self._runner.join()

@@ -4,7 +4,6 @@ clock, slower steps), a foreign process appearing on a GPU, a GPU lost."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import httpx
@@ -13,6 +12,7 @@ import pytest
 
 from moe_tui.sim.gpus import BIT_GPU_IDLE, BIT_SW_POWER_CAP, MEM_TOTAL_BYTES, SM_CLOCK_MAX_MHZ
 from moe_tui.sim.launch import start_sim
+from tests.sim_helpers import Loaded
 
 pytestmark = pytest.mark.integration  # starts real processes
 
@@ -23,50 +23,12 @@ def gpus(base_url: str) -> list[dict]:
     return httpx.get(base_url + "/sim/gpus", timeout=10).json()["gpus"]
 
 
-def load(base_url: str, stop: threading.Event, concurrency: int = 64) -> float:
-    """Closed-loop load until `stop` is set; returns completed tokens per second."""
-    done = [0]
-    payload = {"input_ids": list(range(1, 65)), "sampling_params": {"max_new_tokens": 16, "ignore_eos": True}}
-
-    def worker() -> None:
-        with httpx.Client(timeout=30) as client:
-            while not stop.is_set():
-                client.post(base_url + "/generate", json=payload).raise_for_status()
-                done[0] += 16
-
-    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-    start = time.monotonic()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return done[0] / (time.monotonic() - start)
-
-
-class Loaded:
-    """Load on `base_url` from entering until every sample is taken: the load ends on an event,
-    never on a fixed clock (on a busy box the samples can take seconds, and a load that ended
-    first left the sample idle)."""
-
-    def __init__(self, base_url: str, concurrency: int = 64):
-        self.stop = threading.Event()
-        self.rate: list[float] = []
-        self.runner = threading.Thread(target=lambda: self.rate.append(load(base_url, self.stop, concurrency)))
-
-    def __enter__(self) -> Loaded:
-        self.runner.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.runner.join()
-
-
 def sample_under_load(base_url: str, warm_s: float = 1.75) -> tuple[list[dict], float]:
     with Loaded(base_url) as loaded:
         time.sleep(warm_s)
         snapshot = gpus(base_url)
-    return snapshot, loaded.rate[0]
+    assert loaded.rate is not None
+    return snapshot, loaded.rate
 
 
 def test_idle_gpus_hold_weights_and_kv_and_say_idle():
@@ -95,7 +57,7 @@ def engine_steps_per_second(base_url: str) -> tuple[list[dict], float]:
         state = httpx.get(base_url + "/server_info", timeout=10).json()["internal_states"][0]
         return state["sim_engine_steps"], time.monotonic()
 
-    with Loaded(base_url, 16):
+    with Loaded(base_url, 16, output_len=16):
         time.sleep(1.0)
         s0, t0 = steps()
         time.sleep(1.2)

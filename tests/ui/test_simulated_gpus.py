@@ -9,7 +9,6 @@ own GPU model (`moe_tui.sim.gpus`, fixed seed and fixed load: the SVG only chang
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
 
 import httpx
@@ -20,28 +19,13 @@ from moe_tui.sim.gpus import SimGpuBoard
 from moe_tui.sim.launch import start_sim
 from moe_tui.telemetry import ControlRoomSampler, GpuSample, TelemetrySnapshot, gpu_owners, sim_sources
 from moe_tui.ui.widgets.gpu_panel import GpuPanel
+from tests.sim_helpers import Loaded
 from tests.ui.fakes import T0, RecordingAdapter, telemetry_message
 from tests.ui.test_snapshots import build_app, feed
 from tests.ui.waiting import workers_finished
 
 FAULTS = ["--tp-size", "8", "--ep-size", "8", "--sim-time-scale", "20", "--sim-gpu-power-limit-w", "250",
           "--sim-gpu-foreign-process", "3", "--sim-gpu-lost", "5"]
-
-
-def _load(base_url: str, seconds: float) -> None:
-    stop = time.monotonic() + seconds
-    payload = {"input_ids": list(range(1, 33)), "sampling_params": {"max_new_tokens": 32, "ignore_eos": True}}
-
-    def worker() -> None:
-        with httpx.Client(timeout=30) as client:
-            while time.monotonic() < stop:
-                client.post(base_url + "/generate", json=payload)
-
-    threads = [threading.Thread(target=worker) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
 
 
 def _sample_faulty_emulator(sim, adapter: RecordingAdapter) -> TelemetrySnapshot:
@@ -52,12 +36,9 @@ def _sample_faulty_emulator(sim, adapter: RecordingAdapter) -> TelemetrySnapshot
     while httpx.get(sim.base_url + "/server_info").json()["sim"]["foreign_gpu_pid"] is None:
         assert time.monotonic() < deadline, "the foreign process never appeared"
         time.sleep(0.1)
-    loader = threading.Thread(target=_load, args=(sim.base_url, 2.5))
-    loader.start()
-    time.sleep(1.8)
-    snapshot = ControlRoomSampler(lambda: sim_sources(rows)).sample()
-    loader.join()
-    return snapshot
+    with Loaded(sim.base_url, 8, input_len=32, output_len=32):
+        time.sleep(1.8)
+        return ControlRoomSampler(lambda: sim_sources(rows)).sample()
 
 
 @pytest.mark.integration

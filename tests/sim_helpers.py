@@ -66,15 +66,20 @@ class Loaded:
     def __init__(self, base_url: str, concurrency: int = 64, input_len: int = 64, output_len: int = 16):
         self.stop = threading.Event()
         self.rate: float | None = None
+        self.error: BaseException | None = None  # raised on leaving: a load that broke is no load
         self._args = (base_url, concurrency, 4 * concurrency, input_len, output_len)
         self._runner = threading.Thread(target=self._run)
 
     def _run(self) -> None:
         tokens, start = 0, time.monotonic()
-        while not self.stop.is_set():
-            result = asyncio.run(run_load(*self._args))
-            assert result.failed == 0, result.errors
-            tokens += result.output_tokens
+        try:
+            while not self.stop.is_set():
+                result = asyncio.run(run_load(*self._args))
+                assert result.failed == 0, result.errors
+                tokens += result.output_tokens
+        except BaseException as exc:  # the test's thread raises it on leaving
+            self.error = exc
+            return
         self.rate = tokens / (time.monotonic() - start)
 
     def __enter__(self) -> Loaded:
@@ -84,3 +89,5 @@ class Loaded:
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
         self._runner.join()
+        if self.error is not None and exc[0] is None:
+            raise AssertionError(f"the load on the emulator failed: {self.error!r}") from self.error

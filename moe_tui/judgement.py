@@ -238,11 +238,16 @@ MIN_CLEAN_RUNS = 2
 # bars: agreement is claimed at 5% (TOST, a 90% interval inside the margin); a difference at 1%
 # (a 99% interval excluding zero and a point estimate beyond the margin), because "differs" withdraws
 # every verdict of the grid and an honest environment must trip it at most 1 time in 100.
-CONTROL_MARGIN_PCT = 3.0
+# The control no longer gates the grid from beside it: every cell is judged against the control measured
+# on its own server starts (compare.grid), so an environment shift of any size cancels there. The
+# equivalence check that remains is reported beside the grid, its margin below the minimum effect.
+CONTROL_MARGIN_PCT = 1.5
 CONTROL_MIN_RUNS = 3
 CONTROL_AGREE_CONFIDENCE = 0.90
 CONTROL_DIFFER_CONFIDENCE = 0.99
-CONTROL_CONCURRENCIES = (2, 1)
+# Always 2, never "the lowest of the sweep": in the seed the backends truly differed by 2.8% at 1.
+CONTROL_CONCURRENCY = 2
+CONTROL_CONCURRENCIES = (CONTROL_CONCURRENCY,)
 # Output tokens per request may differ between the sides by at most this (relative) before the cell
 # says "output differs": a backend that stops early does less work, not the same work faster.
 OUTPUT_TOKENS_TOLERANCE_PCT = 1.0
@@ -317,8 +322,11 @@ DERIVED_SERVER_ARGS: Mapping[str, tuple[str, ...]] = {
 }
 # Environment provenance that confounds (another stack or other GPUs) vs. what is only listed beside
 # the control check (a different host or clocks seen say "look", not "another measurement").
-ENVIRONMENT_CONFOUNDERS: tuple[str, ...] = ("sglang_version", "gpu_names", "driver_version")
-ENVIRONMENT_LISTED: tuple[str, ...] = ("hostname", "sm_clock_max_seen_mhz", "sm_clock_min_mhz", "cuda_version",
+# Different machines confound too: a slowdown of one box under load looks exactly like a backend's effect
+# there, and no control at low load can see it. Both sides may share several hosts (a balanced set).
+ENVIRONMENT_CONFOUNDERS: tuple[str, ...] = ("sglang_version", "gpu_names", "driver_version", "hostname")
+ENVIRONMENT_BALANCED_OK: frozenset[str] = frozenset({"hostname"})
+ENVIRONMENT_LISTED: tuple[str, ...] = ("sm_clock_max_seen_mhz", "sm_clock_min_mhz", "cuda_version",
                                        "platform", "python_version")
 
 

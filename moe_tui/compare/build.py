@@ -118,12 +118,26 @@ def _build(baseline_runs: Iterable[object], candidate_runs: Iterable[object], ba
     drafts = _drafts(concurrencies, metrics, points, side_runs, names, settings, plan or {})
     control = control_check(points, {k: sr.averaged for k, sr in side_runs.items()}, settings.control_margin_pct,
                             environment_beside(side_runs))
-    families = run_tests(drafts, settings)
+    ctl_runs, ctl_why = _control_runs(points, side_runs)
+    families = run_tests(drafts, settings, ctl_runs, ctl_why)
     for d in drafts:
         gate(d, control, settings)
     cells = tuple(finish(d, settings) for d in drafts)
     return _assemble(names, metrics, concurrencies, cells, points, side_runs, runs, control, warnings,
                      settings, families)
+
+
+def _control_runs(points: Mapping[tuple[str, int], SidePoint], side_runs: Mapping[tuple[str, int], SideRuns]
+                  ) -> tuple[tuple[Sequence[Run], Sequence[Run]] | None, str]:
+    """Each side's clean runs at the control concurrency (both of one spec), or None and why not."""
+    conc = J.CONTROL_CONCURRENCY
+    pa, pb = points.get((BASELINE, conc)), points.get((CANDIDATE, conc))
+    if pa is None or pb is None or pa.fingerprint is None or pb.fingerprint is None:
+        return None, (f"control absent: concurrency {conc} was not measured by both sides (add it to both "
+                      "sweeps: every verdict is judged against it on the same server starts)")
+    if pa.fingerprint != pb.fingerprint:
+        return None, f"control unusable: the two sides ran different specs at concurrency {conc}"
+    return (side_runs[(BASELINE, conc)].averaged, side_runs[(CANDIDATE, conc)].averaged), ""
 
 
 def _drafts(concurrencies: Sequence[int], metrics: Sequence[MetricDef], points: Mapping[tuple[str, int], SidePoint],

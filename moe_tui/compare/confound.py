@@ -148,8 +148,10 @@ def confounders(runs_a: Sequence[Run], runs_b: Sequence[Run], vary: Iterable[str
     for key in J.ENVIRONMENT_CONFOUNDERS:
         va = sorted({e[key] for e in env_a if key in e})
         vb = sorted({e[key] for e in env_b if key in e})
-        if va and vb and (va != vb or len(va) > 1 or len(vb) > 1) and not J.varied(key, vary):
-            found.append(Confounder(key, " | ".join(va), " | ".join(vb), "environment"))
+        mixed = (len(va) > 1 or len(vb) > 1) and key not in J.ENVIRONMENT_BALANCED_OK
+        if va and vb and (va != vb or mixed) and not J.varied(key, vary):
+            found.append(Confounder("different machines (hostname)" if key == "hostname" else key,
+                                    " | ".join(va), " | ".join(vb), "environment"))
     return tuple(found)
 
 

@@ -50,12 +50,18 @@ def start_key(run: Run) -> tuple[Any, ...] | None:
 
 def start_means(runs: Sequence[Run], metric: str) -> list[float]:
     """Per start (first-seen order): the mean of its runs' finite values of `metric`."""
+    return list(start_mean_map(runs, metric).values())
+
+
+def start_mean_map(runs: Sequence[Run], metric: str) -> dict[Any, float]:
+    """start key -> the mean of that start's runs' finite values of `metric` (first-seen order). Runs
+    whose start is unknown (an import without one) are left out: they pair with nothing."""
     groups: dict[Any, list[float]] = {}
     for r in runs:
         v = r.summary.get(metric)
         if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
             groups.setdefault(start_key(r), []).append(float(v))
-    return [sum(v) / len(v) for v in groups.values()]
+    return {k: sum(v) / len(v) for k, v in groups.items()}
 
 
 def tokens_per_request(run: Run) -> float | None:

@@ -29,6 +29,7 @@ from moe_tui.compare.evidence import (
     percentile_problem,
     same_backend,
     start_key,
+    start_mean_map,
     start_means,
 )
 from moe_tui.compare.memo import derived
@@ -47,15 +48,16 @@ from moe_tui.compare.model import (
 )
 from moe_tui.compare.points import SideRuns
 from moe_tui.compare.runs import format_number, format_pct, requested_fingerprint, signed, spec_field_diffs
+from moe_tui.compare.runs import Run
 from moe_tui.compare.stats import (
     ModeratedTest,
     Prior,
-    fit_priors,
+    fit_side_priors,
     holm,
     log_samples,
-    moderated_test,
-    own_variance,
     repeats_to_settle,
+    side_variance,
+    welch_moderated,
 )
 
 TESTED = (J.BETTER, J.WORSE, J.WITHIN_NOISE)
@@ -88,6 +90,8 @@ class Draft:
     starts: tuple[list[float], list[float]] = ([], [])  # per-start means, the test's samples
     confidence: float | None = None  # of the family-corrected interval
     uncontrolled: str = ""
+    did: ModeratedTest | None = None  # against the control on the same server starts
+    did_pairs: tuple[int, int] = (0, 0)  # server starts per side that measured the cell and the control
 
 
 def stats_text(values: Sequence[float], mean: float | None, std: float | None) -> str:
@@ -239,82 +243,159 @@ def _samples(d: Draft) -> LogSamples | None:
     return None if la is None or lb is None else (la, lb)
 
 
-def run_tests(drafts: Sequence[Draft], settings: CompareSettings) -> list[FamilySummary]:
-    """Moderate every testable cell's variance (per metric, trend in concurrency), test, Holm-adjust within
-    the primary and the secondary family, and decide on the family-corrected interval."""
-    by_metric: dict[str, list[tuple[Draft, LogSamples]]] = {}
+def _did_samples(d: Draft, control: tuple[Sequence[Run], Sequence[Run]]) -> tuple[LogSamples | None, tuple[int, int]]:
+    """The cell's within-start contrast against the control on each side: log(cell / control) per server
+    start that measured both (same metric), so whatever that start's environment did to both cancels."""
+    assert d.runs is not None
+    out = []
+    for cell_runs, ctl_runs in zip((d.runs[0].averaged, d.runs[1].averaged), control):
+        cell, ctl = start_mean_map(cell_runs, d.metric.key), start_mean_map(ctl_runs, d.metric.key)
+        out.append([math.log(v) - math.log(ctl[k]) for k, v in cell.items()
+                    if k is not None and k in ctl and v > 0 and ctl[k] > 0])
+    pairs = (len(out[0]), len(out[1]))
+    if min(pairs) < 2:
+        return None, pairs
+    import numpy as np
+
+    return (np.asarray(out[0], dtype=float), np.asarray(out[1], dtype=float)), pairs
+
+
+def _moderate(members: Sequence[tuple[Draft, LogSamples]]) -> list[ModeratedTest | None]:
+    """Welch tests with each side's variance moderated toward a prior fitted over the metric's side-cells
+    (trend in log concurrency, the side as a covariate)."""
+    cells: list[tuple[float, int, float, float]] = []
+    where: list[tuple[int, int]] = []
+    for i, (d, samples) in enumerate(members):
+        for side, values in enumerate(samples):
+            s2, df = side_variance(values)
+            if s2 > 0 and df > 0:
+                cells.append((math.log2(d.conc), side, s2, df))
+                where.append((i, side))
+    priors = dict(zip(where, fit_side_priors(cells)))
+    none = Prior(0.0, 0.0)
+    return [welch_moderated(la, lb, priors.get((i, 0), none), priors.get((i, 1), none))
+            for i, (_, (la, lb)) in enumerate(members)]
+
+
+def run_tests(drafts: Sequence[Draft], settings: CompareSettings,
+              control: tuple[Sequence[Run], Sequence[Run]] | None = None, control_why: str = "") -> list[FamilySummary]:
+    """Test every testable cell twice, raw (the sides' per-start means) and against the control measured on
+    the same server starts (difference in differences), each with per-side moderated variances; Holm-adjust
+    within the primary and the secondary family on the larger of the two p-values (an intersection-union
+    test: a verdict needs both), and decide on the family-corrected intervals."""
+    raw: dict[str, list[tuple[Draft, LogSamples]]] = {}
+    did: dict[str, list[tuple[Draft, LogSamples]]] = {}
     for d in drafts:
         samples = _samples(d) if d.verdict is None else None
         if d.verdict is None and samples is None:
             _set(d, J.NOISE_UNKNOWN, "a value that is not positive: no relative noise to judge from")
         elif samples is not None:
-            by_metric.setdefault(d.metric.key, []).append((d, samples))
-    for members in by_metric.values():
-        own = [(math.log2(d.conc), *_own(s)) for d, s in members]
-        usable = [i for i, (_, s2, df) in enumerate(own) if s2 > 0 and df > 0]
-        priors = dict(zip(usable, fit_priors([own[i] for i in usable])))
-        for i, (d, (la, lb)) in enumerate(members):
-            d.test = moderated_test(la, lb, priors.get(i, Prior(0.0, 0.0)))
-            if d.test is None:
+            raw.setdefault(d.metric.key, []).append((d, samples))
+            if control is not None and d.conc != J.CONTROL_CONCURRENCY:
+                pair, d.did_pairs = _did_samples(d, control)
+                if pair is not None:
+                    did.setdefault(d.metric.key, []).append((d, pair))
+    for members in raw.values():
+        for (d, _), test in zip(members, _moderate(members)):
+            d.test = test
+            if test is None:
                 _set(d, J.NOISE_UNKNOWN, "no spread to judge from")
+    for members in did.values():
+        for (d, _), test in zip(members, _moderate(members)):
+            d.did = test
     families = []
     for name, primary in (("primary", True), ("secondary", False)):
         tested = [d for d in drafts if d.verdict is None and d.metric.primary == primary and d.test is not None]
-        for d, p in zip(tested, holm([d.test.p_value for d in tested if d.test is not None])):
+        for d, p in zip(tested, holm([_iut_p(d) for d in tested])):
             d.p_adjusted = p
-            _decide(d, len(tested), name, settings)
+            _decide(d, len(tested), name, settings, control_why)
         metrics = tuple(dict.fromkeys(d.metric.key for d in drafts if d.metric.primary == primary))
         families.append(FamilySummary(name, metrics, len(tested), settings.alpha, len(tested) * settings.alpha,
                                       settings.alpha if tested else 0.0))
     return families
 
 
-def _own(samples: LogSamples) -> tuple[float, float]:
-    return own_variance(*samples)
+def _iut_p(d: Draft) -> float:
+    assert d.test is not None
+    return max(d.test.p_value, d.did.p_value) if d.did is not None else d.test.p_value
 
 
-def _decide(d: Draft, family_size: int, family: str, settings: CompareSettings) -> None:
+def _call(t: ModeratedTest, confidence: float, min_effect: float) -> int:
+    """+1 / -1 when the interval lies wholly beyond +/- the minimum effect (up / down), else 0."""
+    lo, hi = t.interval_pct(confidence)
+    return 1 if lo > min_effect else (-1 if hi < -min_effect else 0)
+
+
+def _decide(d: Draft, family_size: int, family: str, settings: CompareSettings, control_why: str) -> None:
     """Better/worse when the Bonferroni interval (level 1 - alpha/m, m = the family's tested cells) lies
-    wholly beyond the minimum effect; that interval is the one shown with the cell."""
+    wholly beyond the minimum effect, both raw and relative to the control on the same starts; the raw
+    interval is the one shown (it is what the means on screen say), the control-relative one beside it."""
     t = d.test
     assert t is not None and d.p_adjusted is not None
-    d.confidence = 1.0 - settings.alpha / family_size
-    lo, hi = t.interval_pct(d.confidence)
-    where = (f"{d.confidence:.2%} interval [{format_pct(lo)}, {format_pct(hi)}] (family-corrected over "
+    d.confidence = conf = 1.0 - settings.alpha / family_size
+    lo, hi = t.interval_pct(conf)
+    where = (f"{conf:.2%} interval [{format_pct(lo)}, {format_pct(hi)}] (family-corrected over "
              f"{family_size} {family} cell(s); Holm p {d.p_adjusted:.3g}; {t.own_df:g} own + {t.prior_df:.1f} "
              "borrowed df)")
     m = settings.min_effect_pct
-    if lo > m or hi < -m:
-        up = t.delta_log > 0
-        _set(d, J.BETTER if up == d.metric.higher_is_better else J.WORSE, where)
-    elif d.p_adjusted < settings.alpha:
-        _set(d, J.WITHIN_NOISE, f"{where}; significant, but the interval reaches inside the {m:g}% minimum effect")
+    raw = _call(t, conf, m)
+    verdict = (J.BETTER if (raw > 0) == d.metric.higher_is_better else J.WORSE) if raw else J.WITHIN_NOISE
+    if d.conc == J.CONTROL_CONCURRENCY:
+        _set(d, verdict, where if raw else _noise_words(where, d.p_adjusted, settings))
+        if raw:
+            d.uncontrolled = (f"this is the control concurrency ({J.CONTROL_CONCURRENCY}): a difference here is "
+                              "the environment or the backend at low load, which no comparison can tell apart")
+        return
+    if d.did is None:
+        _set(d, verdict, where if raw else _noise_words(where, d.p_adjusted, settings))
+        na, nb = d.did_pairs
+        d.uncontrolled = control_why or (
+            f"no control on the same server starts: {na} vs {nb} of this cell's server starts also measured "
+            f"concurrency {J.CONTROL_CONCURRENCY} (a side needs 2)")
+        return
+    dlo, dhi = d.did.interval_pct(conf)
+    rel = _call(d.did, conf, m)
+    rel_where = (f"against the control (concurrency {J.CONTROL_CONCURRENCY}) on the same {d.did_pairs[0]} vs "
+                 f"{d.did_pairs[1]} server starts: {format_pct(d.did.delta_pct)} [{format_pct(dlo)}, "
+                 f"{format_pct(dhi)}]")
+    if raw and rel == raw:
+        _set(d, verdict, where, f"{rel_where}: agrees")
+    elif raw:
+        _set(d, verdict, where, rel_where)
+        d.uncontrolled = (f"the control moved with it ({rel_where}): an environment that differs and a backend "
+                          "that differs cannot be told apart here")
+    elif rel:
+        _set(d, J.WITHIN_NOISE, _noise_words(where, d.p_adjusted, settings),
+             f"{rel_where}: clear of the minimum effect only relative to the control; the backends may differ "
+             f"at concurrency {J.CONTROL_CONCURRENCY} itself, so no verdict")
     else:
-        _set(d, J.WITHIN_NOISE, f"{where}; not under alpha {settings.alpha:g}")
+        _set(d, J.WITHIN_NOISE, _noise_words(where, d.p_adjusted, settings), rel_where)
+
+
+def _noise_words(where: str, p_adjusted: float, settings: CompareSettings) -> str:
+    m = settings.min_effect_pct
+    if p_adjusted < settings.alpha:
+        return f"{where}; significant, but the interval reaches inside the {m:g}% minimum effect"
+    return f"{where}; not under alpha {settings.alpha:g}"
 
 
 def gate(d: Draft, control: ControlCheck, settings: CompareSettings) -> None:
-    """A tested cell stands only when the control agrees (and the sides overlap in time, or the control
-    agrees on overlapping runs); otherwise it is uncontrolled, shown only when the user accepts that."""
+    """A tested cell stands only when the control on its own server starts backs it (`_decide` says why not
+    in `uncontrolled`) and the sides overlap in time; otherwise it is uncontrolled, shown only when the user
+    accepts that. The grid-level control check (`control`) is reported beside, never a blanket pass."""
     if d.verdict not in TESTED:
         return
-    why = ""
-    if control.state != J.CONTROL_AGREES:
-        why = {J.CONTROL_ABSENT: "control absent (no concurrency 2 or 1 on both sides)",
-               J.CONTROL_INCONCLUSIVE: "control inconclusive",
-               J.CONTROL_DIFFERS: "control differs (environment)"}[control.state]
-    else:
-        apart = overlap_problem(d.runs[0].averaged, d.runs[1].averaged) if d.runs else None
-        if apart and not control.overlapping:
-            why = apart + "; the control's runs do not overlap either"
+    why = d.uncontrolled
+    if not why and d.runs:
+        why = overlap_problem(d.runs[0].averaged, d.runs[1].averaged) or ""
     if not why:
         return
     d.uncontrolled = why
     if settings.accept_uncontrolled:
         d.reasons.insert(0, f"uncontrolled ({why}): shown because uncontrolled verdicts are accepted")
         return
-    d.reasons.insert(0, f"{J.VERDICT_WORDS[d.verdict]} withheld: {why}; a verdict needs the control to agree "
-                        "(--accept-uncontrolled shows it, labelled)")
+    d.reasons.insert(0, f"{J.VERDICT_WORDS[d.verdict]} withheld: {why}; a verdict needs the control on the same "
+                        "server starts to back it (--accept-uncontrolled shows it, labelled)")
     d.verdict = J.UNCONTROLLED
 
 
@@ -354,7 +435,10 @@ def finish(d: Draft, settings: CompareSettings) -> GridCell:
             f"refused: {detail}" if d.verdict == J.REFUSED else words),
         flags_text=flags_text(d.pa.flags, d.pb.flags), n_starts_baseline=len(d.starts[0]),
         n_starts_candidate=len(d.starts[1]), ci_confidence=d.confidence if ci_text else None,
-        uncontrolled=d.uncontrolled if d.verdict in TESTED else "",
+        uncontrolled=d.uncontrolled if d.verdict in TESTED or d.verdict == J.UNCONTROLLED else "",
+        control_relative_pct=d.did.delta_pct if d.did is not None and d.confidence else None,
+        control_relative_ci_pct=d.did.interval_pct(d.confidence) if d.did is not None and d.confidence else None,
+        control_starts=d.did_pairs,
     )
 
 

@@ -179,7 +179,12 @@ class GridCell:
     n_starts_baseline: int = 0  # server starts behind each side's mean: the samples of the test
     n_starts_candidate: int = 0
     ci_confidence: float | None = None  # the interval's level after the family correction (Bonferroni)
-    uncontrolled: str = ""  # why the control did not back this verdict, when shown anyway; "" otherwise
+    uncontrolled: str = ""  # why the control did not back this verdict (shown anyway, or withheld); "" otherwise
+    # The cell against the control measured on the same server starts (difference in differences: the
+    # log ratio of cell to control, candidate minus baseline), at the cell's family-corrected level.
+    control_relative_pct: float | None = None
+    control_relative_ci_pct: tuple[float, float] | None = None
+    control_starts: tuple[int, int] = (0, 0)  # server starts per side that measured both
 
     @property
     def flagged(self) -> bool:
@@ -310,7 +315,11 @@ class ComparisonGrid:
                           "starts_baseline": c.n_starts_baseline, "starts_candidate": c.n_starts_candidate,
                           "baseline_mean": c.baseline.mean, "candidate_mean": c.candidate.mean,
                           "delta_pct": c.delta_pct, "ci_pct": ci, "ci_confidence": c.ci_confidence,
-                          "uncontrolled": c.uncontrolled or None, "reasons": list(c.reasons)})
+                          "uncontrolled": c.uncontrolled or None,
+                          "control_relative_pct": c.control_relative_pct,
+                          "control_relative_ci_pct": (list(c.control_relative_ci_pct)
+                                                      if c.control_relative_ci_pct else None),
+                          "control_starts": list(c.control_starts), "reasons": list(c.reasons)})
         return {"control": {"state": ctl.state, "concurrency": ctl.concurrency, "delta_pct": ctl.delta_pct,
                             "ci_pct": ([ctl.ci_low_pct, ctl.ci_high_pct] if ctl.ci_low_pct is not None else None),
                             "margin_pct": ctl.margin_pct, "n_baseline": ctl.n_baseline,

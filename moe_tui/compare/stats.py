@@ -293,3 +293,71 @@ def moderated_test(a: np.ndarray, b: np.ndarray, prior: Prior) -> ModeratedTest 
     se = math.sqrt(post * (1.0 / a.size + 1.0 / b.size))
     delta = float(b.mean() - a.mean())
     return ModeratedTest(delta, se, df, t_sf2(delta / se, df), d, prior.df)
+
+
+# -- per-side moderated variances (Welch with empirical-Bayes priors) ---------------------------------
+def fit_side_priors(cells: Sequence[tuple[float, int, float, float]]) -> list[Prior]:
+    """Per side-cell (x = log2 concurrency, side 0/1, s2 = the side's own variance, d = its df): its prior.
+
+    `fit_priors` with the side as a second covariate when both sides are present in at least two cells
+    each: a side that is noisier everywhere (another machine, fewer and louder starts) keeps its level
+    instead of being shrunk toward the quieter side's, which a pooled variance would do (5 v 2 starts at
+    5% vs 1% noise: anti-conservative)."""
+    from scipy.special import digamma, polygamma
+
+    k = len(cells)
+    if k < 2:
+        return [Prior(0.0, 0.0)] * k
+    x = np.array([c[0] for c in cells], dtype=float)
+    side = np.array([c[1] for c in cells], dtype=float)
+    d = np.array([c[3] for c in cells], dtype=float)
+    e = np.log([c[2] for c in cells]) - digamma(d / 2.0) + np.log(d / 2.0)
+    trig = polygamma(1, d / 2.0)
+    cols = [np.ones(k)]
+    if len(set(x.tolist())) >= 3 and k >= 4:
+        cols.append(x)
+    if min(int((side == 0).sum()), int((side == 1).sum())) >= 2 and k >= len(cols) + 2:
+        cols.append(side)
+    design = np.column_stack(cols)
+    beta, *_ = np.linalg.lstsq(design, e, rcond=None)
+    fitted = design @ beta
+    resid_df = k - design.shape[1]
+    evar = float(((e - fitted) ** 2).sum() / resid_df) - float(trig.mean()) if resid_df > 0 else 0.0
+    spread = max(evar, 0.0)
+    leverage = np.einsum("ij,jk,ik->i", design, np.linalg.pinv(design.T @ design), design)
+    out = []
+    for i in range(k):
+        var_log = spread + float(leverage[i]) * (float(trig.mean()) + spread)
+        df0 = 2.0 * trigamma_inverse(var_log) if var_log > 0 else 0.0
+        s2 = float(math.exp(fitted[i] + digamma(df0 / 2.0) - math.log(df0 / 2.0))) if df0 > 0 else 0.0
+        out.append(Prior(s2, df0))
+    return out
+
+
+def side_variance(values: np.ndarray) -> tuple[float, float]:
+    """A side's own sample variance and its df (n - 1); (0, 0) with fewer than two values."""
+    if values.size < 2:
+        return 0.0, 0.0
+    return float(values.var(ddof=1)), float(values.size - 1)
+
+
+def welch_moderated(a: np.ndarray, b: np.ndarray, prior_a: Prior, prior_b: Prior) -> ModeratedTest | None:
+    """Candidate minus baseline with each side's own variance moderated by its prior, Welch-Satterthwaite df.
+
+    Unequal start counts and unequal noise keep their own weight (no pooling of the two sides); None when
+    a side has fewer than two samples or the moderated spread is zero (noise unknown, never none)."""
+    if a.size < 2 or b.size < 2:
+        return None
+    parts = []
+    for values, prior in ((a, prior_a), (b, prior_b)):
+        s2, d = side_variance(values)
+        post = (prior.df * prior.s2 + d * s2) / (prior.df + d)
+        parts.append((post / values.size, prior.df + d, d, prior.df))
+    se2 = parts[0][0] + parts[1][0]
+    if se2 <= 0:
+        return None
+    denom = sum(v * v / df for v, df, _, _ in parts if v > 0)
+    df = se2 * se2 / denom
+    delta = float(b.mean() - a.mean())
+    se = math.sqrt(se2)
+    return ModeratedTest(delta, se, df, t_sf2(delta / se, df), parts[0][2] + parts[1][2], parts[0][3] + parts[1][3])

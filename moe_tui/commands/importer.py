@@ -52,6 +52,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     p.add_argument("--assume", metavar="FIELD=VALUE[,...]", default="",
                    help="confirm spec fields a bench_serving record does not carry: "
                         + ", ".join(BENCH_SERVING_DEFAULTS))
+    p.add_argument("--server-start", metavar="NAME", default=None,
+                   help="the server start every record of this file was measured on (one file per start; "
+                        "a record's own \"server_start\" field wins): starts, not runs, are the unit of "
+                        "evidence, and SGLang's /server_info carries no pid to tell them apart")
+    p.add_argument("--server-info", metavar="FILE", default=None,
+                   help="that start's GET /server_info saved as JSON (launch settings and the resolved MoE "
+                        "backend), for records that carry none (SGLang's bench_serving writes none)")
     p.set_defaults(run=run)
     return p
 
@@ -161,12 +168,18 @@ def _summary(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def run_from_record(record: Mapping[str, Any], where: str, lineno: int, path: str, profile: str | None,
-                    assume: Mapping[str, Any]) -> dict[str, Any]:
-    """One `Store.import_runs` argument set."""
+                    assume: Mapping[str, Any], start: str | None = None,
+                    start_info: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One `Store.import_runs` argument set. `start`/`start_info`: the file's server start and its saved
+    /server_info (`--server-start`, `--server-info`); a record's own fields win."""
     from moe_tui.bench.sglang_adapter import CLIENT_NAME
 
     raw_info = record.get("server_info")
-    server_info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
+    server_info: dict[str, Any] = raw_info if isinstance(raw_info, dict) and raw_info else dict(start_info or {})
+    own_start = record.get("server_start")
+    start = own_start if isinstance(own_start, str) and own_start else start
+    if start is not None and (problem := name_problem(start, "server start name")):
+        raise ImportFileError(f"{where}: {problem}")
     flags = {J.normalise_flag(f) for f in (record.get("flags") or []) if isinstance(f, str)}
     if isinstance(record.get("spec"), dict):
         spec, unknown = _own_spec(record, where), list[str]()
@@ -189,6 +202,7 @@ def run_from_record(record: Mapping[str, Any], where: str, lineno: int, path: st
         "server": {"sglang_version": server_info.get("version"), "resolved_args": server_info,
                    "resolved_backend": server_info.get("moe_runner_backend")},
         "output_tokens_check": problem or "ok",
+        **({"server_start": start} if start else {}),
     }
     name = profile or server_info.get("moe_runner_backend") or "imported"
     problem_with_name = name_problem(str(name), "profile/backend name")  # untrusted text: the profile-name rule
@@ -199,7 +213,26 @@ def run_from_record(record: Mapping[str, Any], where: str, lineno: int, path: st
                 source="import", status=status, selfcheck=record.get("selfcheck") or {})
 
 
-def runs_from_file(path: str, profile: str | None, assume: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+def server_info_file(path: str) -> dict[str, Any]:
+    """A saved GET /server_info (a JSON object); ImportFileError naming the file otherwise."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read(16 * 1024 * 1024 + 1)
+    except OSError as exc:
+        raise ImportFileError(f"--server-info {path}: {exc.strerror or exc}") from None
+    if len(text) > 16 * 1024 * 1024:
+        raise ImportFileError(f"--server-info {path}: larger than 16 MiB; not a /server_info answer")
+    try:
+        info = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ImportFileError(f"--server-info {path}: not JSON ({str(exc)[:80]})") from None
+    if not isinstance(info, dict) or not info:
+        raise ImportFileError(f"--server-info {path}: expected the JSON object GET /server_info answers")
+    return info
+
+
+def runs_from_file(path: str, profile: str | None, assume: Mapping[str, Any] | None = None,
+                   start: str | None = None, info_path: str | None = None) -> list[dict[str, Any]]:
     """`Store.import_runs` argument sets for every record; raises ImportFileError naming file:line."""
     from moe_tui.bench.sglang_adapter import BenchServingError, parse_bench_serving_jsonl
 
@@ -211,9 +244,10 @@ def runs_from_file(path: str, profile: str | None, assume: Mapping[str, Any] | N
         linenos = [i for i, line in enumerate(f, start=1) if line.strip()]
     if not records:
         raise ImportFileError(f"{path}: no benchmark records in the file")
+    info = server_info_file(info_path) if info_path else None
     out = []
     for record, lineno in zip(records, linenos):
-        out.append(run_from_record(record, f"{path}:{lineno}", lineno, path, profile, assume or {}))
+        out.append(run_from_record(record, f"{path}:{lineno}", lineno, path, profile, assume or {}, start, info))
         json.dumps(out[-1]["provenance"], default=str)  # fail here, not in the transaction
     return out
 
@@ -235,7 +269,8 @@ def run(args: argparse.Namespace) -> int:
     if _is_archive(args.file):
         return _restore(args.file)
     try:
-        runs = runs_from_file(args.file, args.profile, parse_assume(args.assume))
+        runs = runs_from_file(args.file, args.profile, parse_assume(args.assume), args.server_start,
+                              args.server_info)
     except (ImportFileError, OSError) as exc:
         print(f"moe-tui import: {exc}; nothing imported", file=sys.stderr)
         return 1

@@ -39,9 +39,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     add.add_argument("--profiles", required=True, help="comma-separated profile names")
     add.add_argument("--concurrency", required=True, help="comma-separated max concurrencies, e.g. 1,2,10,64")
     add.add_argument("--repeats", type=int, default=1, help="runs of each (profile, concurrency) (default 1)")
-    add.add_argument("--order", default="interleaved", choices=("grouped", "interleaved", "alternating"),
-                     help="interleaved (default): A,B sweeps alternate across repeats, so drift and "
-                          "warm-up fall on both sides alike; grouped: one server start per profile; "
+    add.add_argument("--order", default="abba", choices=("abba", "interleaved", "grouped", "alternating"),
+                     help="abba (default): A,B,B,A sweeps, each its own server start, counterbalanced "
+                          "so drift and a disturbance in step with the sweeps fall on both sides alike; "
+                          "interleaved: A,B,A,B sweeps; grouped: one server start per profile; "
                           "alternating: A,B item by item")
     add_profiles_dir(add)
     add.add_argument("--name", default=None, help="campaign name (default: built from the arguments)")

@@ -11,10 +11,11 @@ Modules:
 - `confound`: every difference besides the varied fields (profile, server args, environment);
 - `evidence`: per-run checks: server start identity, output tokens, percentile requests, same
   backend, overlap in time;
-- `stats`: moderated (empirical-Bayes) variances over start means, Holm, Welch (reference), repeats
+- `stats`: moderated (empirical-Bayes) per-side variances over start means, Welch, Holm, repeats
   to settle;
-- `control`: the equivalence test at concurrency 2 (else 1), with its own noise, that gates verdicts;
-- `grid`: per-cell states and the family tests; `build`: the entry points.
+- `control`: the equivalence check at concurrency 2, reported beside the grid;
+- `verdict`: each cell tested raw and against the control on its own server starts, families, decisions;
+- `grid`: per-cell states, the gate, the frozen cells; `build`: the entry points.
 The core never imports Textual and reads nothing: `moe_tui.grids.pair.build_grid` reads the store and calls it.
 """
 

@@ -16,7 +16,6 @@ from moe_tui.compare.grid import (
     gate,
     method_lines,
     pre_state,
-    run_tests,
     side_stats,
 )
 from moe_tui.compare.memo import build_scope
@@ -49,6 +48,7 @@ from moe_tui.compare.runs import (
     snapshot_diff,
     snapshot_text,
 )
+from moe_tui.compare.verdict import run_tests
 from moe_tui.profiles import SettingDiff
 
 

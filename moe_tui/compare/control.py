@@ -1,8 +1,9 @@
-"""The control check: at a low concurrency (2, else 1) the MoE backend should barely matter, so the
-two columns should measure the same there. It is an equivalence test, not a difference test, and it
-gates every verdict of the grid: better/worse stand only when it says "agrees".
+"""The control check beside the grid: at concurrency 2 the MoE backend should barely matter, so the
+two columns should measure the same there. It is an equivalence test, reported beside the grid; it no
+longer gates verdicts from beside them: each cell is judged against the control measured on its own
+server starts (`compare.verdict`), where an environment shift cancels instead of hiding under a margin.
 
-- absent: neither concurrency 2 nor 1 was measured by both sides;
+- absent: concurrency 2 was not measured by both sides;
 - inconclusive: fewer than `judgement.CONTROL_MIN_RUNS` server starts on a side, different specs, or
   an interval too wide to tell (more starts only narrow it, so they never make the check weaker);
 - agrees: the 90% interval of the relative difference lies inside +/- the margin (TOST at 5%);
@@ -69,11 +70,12 @@ def control_check(points: Mapping[tuple[str, int], SidePoint], runs: Mapping[tup
             return result(J.CONTROL_DIFFERS, conc,
                           f"ENVIRONMENT DIFFERS: control check {what}; beyond the margin and the 99% interval "
                           "excludes 0. At this concurrency the MoE backend should barely matter: check clocks, "
-                          "server args, the benchmark client and the machine; no verdict stands meanwhile.",
+                          "server args, the benchmark client and the machine; verdicts stand only where the "
+                          "control on their own server starts backs them.",
                           na, nb, pct, lo, hi, overlapping)
         return result(J.CONTROL_INCONCLUSIVE, conc,
                       f"control check inconclusive: {what}; the interval is neither inside the margin nor clear "
                       "of zero beyond it (more server starts narrow it)", na, nb, pct, lo, hi, overlapping)
     return result(J.CONTROL_ABSENT, None,
-                  "control check absent: neither concurrency 2 nor 1 was measured by both sides; add "
-                  "concurrency 2 to both sweeps to check the environments agree")
+                  "control check absent: concurrency 2 was not measured by both sides; add it to both "
+                  "sweeps: every verdict is judged against it on the same server starts")

@@ -3,8 +3,9 @@ requests a percentile rests on, which backend the servers reported, and when the
 
 - `start_key`: the server start a run came from. A start, not a run, is the unit of evidence (runs
   on one start share its speed offset). moe-tui's own runs carry the store's start id; an import
-  gets one from its `server_info` (pid, with a start time where the record holds one); an import
-  with neither is `None` (the cell says unverified); a run of our own from before starts were
+  gets one from `moe-tui import --server-start NAME` (or the record's own `server_start`), else from its
+  `server_info` (pid, with a start time where the record holds one); an import with neither is `None`
+  (the cell says unverified); a run of our own from before starts were
   recorded counts as its own start (the old, per-run model).
 - `start_means`: a side's values averaged within each start, in start order: the samples.
 - `output_tokens_problem`: output tokens per request differ between the sides beyond 1%.
@@ -38,6 +39,9 @@ def start_key(run: Run) -> tuple[Any, ...] | None:
     if run.server_start_id is not None:  # the store's own record of the start (not the provenance copy)
         return ("start", run.server_start_id)
     if is_import(run):
+        named = run.provenance.get("server_start")  # `moe-tui import --server-start NAME`
+        if isinstance(named, str) and named:
+            return ("import-start", named)
         info = run.provenance.get("server_info")
         info = info if isinstance(info, Mapping) else {}
         pid = next((info[k] for k in PID_KEYS if info.get(k) not in (None, "")), None)
@@ -127,17 +131,44 @@ def _same_backend(a: Sequence[Run], b: Sequence[Run], vary: frozenset[str]) -> s
 _BACKEND_PATHS = dict(PROVENANCE_FIELDS)["resolved_backend"]
 
 
+def import_gaps(run: Run, vary: frozenset[str]) -> list[str]:
+    """What an imported record does not show that a verdict rests on: the resolved MoE backend (when it is
+    the compared setting) and any launch setting beyond the start's identity. Missing evidence is never
+    agreement: such a run's cells say unverified. Runs moe-tui measured itself: []."""
+    if not is_import(run):
+        return []
+    gaps = []
+    if "moe_runner_backend" in vary and resolved_backend(run) is None:
+        gaps.append("the MoE backend the server resolved")
+    info = run.provenance.get("server_info")
+    identity = set(PID_KEYS) | set(START_TIME_KEYS) | {"version", "status"}
+    if not run.profile and not (isinstance(info, Mapping) and set(info) - identity):
+        gaps.append("the launch settings (no /server_info beyond the start's identity, no profile)")
+    return gaps
+
+
+def output_length_unknown(runs: Sequence[Run]) -> list[int]:
+    """Ids of runs that do not say how many tokens they generated (no total_output_tokens/completed): an
+    early stop cannot be ruled out, so their throughput is not evidence of speed."""
+    return [r.id for r in runs if tokens_per_request(r) is None]
+
+
+def resolved_backend(run: Run) -> str | None:
+    return _resolved_backend(run)
+
+
 def _resolved_backend(run: Run) -> str | None:
     value = next((v for v in (dig(run.provenance, p) for p in _BACKEND_PATHS) if v), None)
     return str(value) if value else None
 
 
 def overlap_problem(a: Sequence[Run], b: Sequence[Run]) -> str | None:
-    """Words when one side's runs all precede the other's (drift and the setting cannot be told apart).
-    Runs whose measurement time is unknown (imports without times) cannot be judged: None."""
+    """Words when one side's timed runs all precede the other's (drift and the setting cannot be told
+    apart). Runs whose measurement time is unknown are left out of the judgement, never a reason to skip
+    it (`time_unknown` says so); a side with no timed run cannot be judged: None."""
     ta = [r.measured_at for r in a if r.measured_at is not None]
     tb = [r.measured_at for r in b if r.measured_at is not None]
-    if len(ta) < 2 or len(tb) < 2 or len(ta) < len(a) or len(tb) < len(b):
+    if not ta or not tb or len(ta) + len(tb) < 3:
         return None
     if max(ta) < min(tb) or max(tb) < min(ta):
         first, later = ("baseline", "candidate") if max(ta) < min(tb) else ("candidate", "baseline")
@@ -147,6 +178,21 @@ def overlap_problem(a: Sequence[Run], b: Sequence[Run]) -> str | None:
                 f"{_stamp(min(tb) if first == 'baseline' else min(ta))}, {_span(gap)} apart); drift and the "
                 "compared setting cannot be told apart (interleave the profiles)")
     return None
+
+
+def time_unknown(a: Sequence[Run], b: Sequence[Run], names: tuple[str, str]) -> str | None:
+    """Words when some runs carry no measurement time (imports without times): said, not skipped."""
+    parts = []
+    for runs, name in ((a, names[0]), (b, names[1])):
+        untimed = [r.id for r in runs if r.measured_at is None]
+        if untimed:
+            parts.append(f"{name} {len(untimed)} of {len(runs)}")
+    if not parts:
+        return None
+    none_timed = all(r.measured_at is None for r in (*a, *b))
+    return (f"time unknown: run(s) without a measurement time ({'; '.join(parts)}); "
+            + ("none has a time, so drift between the sides cannot be checked" if none_timed
+               else "the sides' order in time is judged on the timed runs only"))
 
 
 def _stamp(t: float) -> str:

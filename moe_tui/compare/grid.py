@@ -1,4 +1,4 @@
-"""Building the grid: points, confounders, evidence checks, per-cell states, moderated tests, families.
+"""Building the grid: points, confounders, evidence checks, per-cell states, the gate, the frozen cells.
 
 Each cell ends in exactly one `judgement.VERDICTS` state, decided in this order (the first that
 applies wins; README "How a verdict is decided" says it in words):
@@ -8,9 +8,10 @@ unreliable (flagged runs; a percentile from too few requests) -> output_differs 
 request beyond 1%) -> interim (the queue still holds planned repeats) -> cut_short (the latest plan
 was cancelled, skipped or cleared before it was done) -> noise_unknown (fewer than 2 server starts or
 zero spread on a side) -> tested: better/worse when the family-corrected interval lies beyond the
-minimum effect, within_noise otherwise -> uncontrolled (a tested cell whose control did not say
-"agrees", or whose sides do not overlap in time, unless the control agrees on overlapping runs):
-no verdict and no delta unless the user accepts uncontrolled verdicts, and then labelled so.
+minimum effect both raw and against the control measured on the same server starts (`verdict`),
+within_noise otherwise -> uncontrolled (a tested cell the control on its own starts does not back, or
+whose sides do not overlap in time): no verdict and no delta unless the user accepts uncontrolled
+verdicts, and then labelled so.
 """
 
 from __future__ import annotations
@@ -23,14 +24,16 @@ from typing import TYPE_CHECKING
 from moe_tui import judgement as J
 from moe_tui.compare.confound import confounders, environment_listed
 from moe_tui.compare.evidence import (
+    import_gaps,
     is_import,
+    output_length_unknown,
     output_tokens_problem,
     overlap_problem,
     percentile_problem,
     same_backend,
     start_key,
-    start_mean_map,
     start_means,
+    time_unknown,
 )
 from moe_tui.compare.memo import derived
 from moe_tui.compare.model import (
@@ -48,16 +51,9 @@ from moe_tui.compare.model import (
 )
 from moe_tui.compare.points import SideRuns
 from moe_tui.compare.runs import format_number, format_pct, requested_fingerprint, signed, spec_field_diffs
-from moe_tui.compare.runs import Run
 from moe_tui.compare.stats import (
     ModeratedTest,
-    Prior,
-    fit_side_priors,
-    holm,
-    log_samples,
     repeats_to_settle,
-    side_variance,
-    welch_moderated,
 )
 
 TESTED = (J.BETTER, J.WORSE, J.WITHIN_NOISE)
@@ -153,7 +149,7 @@ def pre_state(d: Draft, names: tuple[str, str], runs: tuple[SideRuns, SideRuns],
     if conf:
         d.confounders = conf
         return _set(d, J.CONFOUNDED, *(f"{c.describe()} ({c.source.replace('_', ' ')})" for c in conf))
-    if _unverified(d, sides):
+    if _unverified(d, sides, settings.vary):
         return None
     reasons = _flag_reasons(sides, settings)
     reasons += [w for n, _, _, sr, _ in sides if (w := percentile_problem(d.metric.key, sr.averaged, n))]
@@ -179,7 +175,7 @@ def pre_state(d: Draft, names: tuple[str, str], runs: tuple[SideRuns, SideRuns],
     return None
 
 
-def _unverified(d: Draft, sides: Iterable[Side]) -> bool:
+def _unverified(d: Draft, sides: Iterable[Side], vary: frozenset[str]) -> bool:
     reasons = [f"{n}: the imported record did not carry {', '.join(p.unknown_fields)}; confirm them with "
                "`moe-tui import --assume FIELD=VALUE,...`" for n, p, *_ in sides if p.unknown_fields]
     for name, _p, _s, sr, _ in sides:
@@ -187,7 +183,18 @@ def _unverified(d: Draft, sides: Iterable[Side]) -> bool:
         if nameless:
             reasons.append(f"{name}: imported run(s) {', '.join(map(str, nameless[:5]))} carry no server start "
                            "identity (server_info has no pid): runs on one start cannot be told from runs on "
-                           "many, so the sample size is unknown")
+                           "many, so the sample size is unknown; name it with `moe-tui import --server-start "
+                           "NAME` (one file per start)")
+        gaps: dict[str, list[int]] = {}
+        for r in sr.averaged:
+            for gap in import_gaps(r, vary):
+                gaps.setdefault(gap, []).append(r.id)
+        reasons += [f"{name}: imported run(s) {', '.join(map(str, ids[:5]))} do not record {gap}: unverified, "
+                    "never taken as the same (`moe-tui import --server-info FILE` with that start's saved "
+                    "GET /server_info)" for gap, ids in gaps.items()]
+        if d.metric.key == "output_throughput" and (unknown := output_length_unknown(sr.averaged)):
+            reasons.append(f"{name}: output length unknown for run(s) {', '.join(map(str, unknown[:5]))} (no "
+                           "total_output_tokens): an early stop cannot be ruled out, so no throughput verdict")
     if reasons:
         _set(d, J.UNVERIFIED, *reasons)
     return bool(reasons)
@@ -238,153 +245,14 @@ def _pending_of(name: str, sr: SideRuns, plan: Mapping[tuple[str, str], PlanCoun
     return PlanCount(sum(c.planned for c in counts), sum(c.pending for c in counts), sum(c.cut for c in counts))
 
 
-def _samples(d: Draft) -> LogSamples | None:
-    la, lb = log_samples(d.starts[0]), log_samples(d.starts[1])
-    return None if la is None or lb is None else (la, lb)
-
-
-def _did_samples(d: Draft, control: tuple[Sequence[Run], Sequence[Run]]) -> tuple[LogSamples | None, tuple[int, int]]:
-    """The cell's within-start contrast against the control on each side: log(cell / control) per server
-    start that measured both (same metric), so whatever that start's environment did to both cancels."""
-    assert d.runs is not None
-    out = []
-    for cell_runs, ctl_runs in zip((d.runs[0].averaged, d.runs[1].averaged), control):
-        cell, ctl = start_mean_map(cell_runs, d.metric.key), start_mean_map(ctl_runs, d.metric.key)
-        out.append([math.log(v) - math.log(ctl[k]) for k, v in cell.items()
-                    if k is not None and k in ctl and v > 0 and ctl[k] > 0])
-    pairs = (len(out[0]), len(out[1]))
-    if min(pairs) < 2:
-        return None, pairs
-    import numpy as np
-
-    return (np.asarray(out[0], dtype=float), np.asarray(out[1], dtype=float)), pairs
-
-
-def _moderate(members: Sequence[tuple[Draft, LogSamples]]) -> list[ModeratedTest | None]:
-    """Welch tests with each side's variance moderated toward a prior fitted over the metric's side-cells
-    (trend in log concurrency, the side as a covariate)."""
-    cells: list[tuple[float, int, float, float]] = []
-    where: list[tuple[int, int]] = []
-    for i, (d, samples) in enumerate(members):
-        for side, values in enumerate(samples):
-            s2, df = side_variance(values)
-            if s2 > 0 and df > 0:
-                cells.append((math.log2(d.conc), side, s2, df))
-                where.append((i, side))
-    priors = dict(zip(where, fit_side_priors(cells)))
-    none = Prior(0.0, 0.0)
-    return [welch_moderated(la, lb, priors.get((i, 0), none), priors.get((i, 1), none))
-            for i, (_, (la, lb)) in enumerate(members)]
-
-
-def run_tests(drafts: Sequence[Draft], settings: CompareSettings,
-              control: tuple[Sequence[Run], Sequence[Run]] | None = None, control_why: str = "") -> list[FamilySummary]:
-    """Test every testable cell twice, raw (the sides' per-start means) and against the control measured on
-    the same server starts (difference in differences), each with per-side moderated variances; Holm-adjust
-    within the primary and the secondary family on the larger of the two p-values (an intersection-union
-    test: a verdict needs both), and decide on the family-corrected intervals."""
-    raw: dict[str, list[tuple[Draft, LogSamples]]] = {}
-    did: dict[str, list[tuple[Draft, LogSamples]]] = {}
-    for d in drafts:
-        samples = _samples(d) if d.verdict is None else None
-        if d.verdict is None and samples is None:
-            _set(d, J.NOISE_UNKNOWN, "a value that is not positive: no relative noise to judge from")
-        elif samples is not None:
-            raw.setdefault(d.metric.key, []).append((d, samples))
-            if control is not None and d.conc != J.CONTROL_CONCURRENCY:
-                pair, d.did_pairs = _did_samples(d, control)
-                if pair is not None:
-                    did.setdefault(d.metric.key, []).append((d, pair))
-    for members in raw.values():
-        for (d, _), test in zip(members, _moderate(members)):
-            d.test = test
-            if test is None:
-                _set(d, J.NOISE_UNKNOWN, "no spread to judge from")
-    for members in did.values():
-        for (d, _), test in zip(members, _moderate(members)):
-            d.did = test
-    families = []
-    for name, primary in (("primary", True), ("secondary", False)):
-        tested = [d for d in drafts if d.verdict is None and d.metric.primary == primary and d.test is not None]
-        for d, p in zip(tested, holm([_iut_p(d) for d in tested])):
-            d.p_adjusted = p
-            _decide(d, len(tested), name, settings, control_why)
-        metrics = tuple(dict.fromkeys(d.metric.key for d in drafts if d.metric.primary == primary))
-        families.append(FamilySummary(name, metrics, len(tested), settings.alpha, len(tested) * settings.alpha,
-                                      settings.alpha if tested else 0.0))
-    return families
-
-
-def _iut_p(d: Draft) -> float:
-    assert d.test is not None
-    return max(d.test.p_value, d.did.p_value) if d.did is not None else d.test.p_value
-
-
-def _call(t: ModeratedTest, confidence: float, min_effect: float) -> int:
-    """+1 / -1 when the interval lies wholly beyond +/- the minimum effect (up / down), else 0."""
-    lo, hi = t.interval_pct(confidence)
-    return 1 if lo > min_effect else (-1 if hi < -min_effect else 0)
-
-
-def _decide(d: Draft, family_size: int, family: str, settings: CompareSettings, control_why: str) -> None:
-    """Better/worse when the Bonferroni interval (level 1 - alpha/m, m = the family's tested cells) lies
-    wholly beyond the minimum effect, both raw and relative to the control on the same starts; the raw
-    interval is the one shown (it is what the means on screen say), the control-relative one beside it."""
-    t = d.test
-    assert t is not None and d.p_adjusted is not None
-    d.confidence = conf = 1.0 - settings.alpha / family_size
-    lo, hi = t.interval_pct(conf)
-    where = (f"{conf:.2%} interval [{format_pct(lo)}, {format_pct(hi)}] (family-corrected over "
-             f"{family_size} {family} cell(s); Holm p {d.p_adjusted:.3g}; {t.own_df:g} own + {t.prior_df:.1f} "
-             "borrowed df)")
-    m = settings.min_effect_pct
-    raw = _call(t, conf, m)
-    verdict = (J.BETTER if (raw > 0) == d.metric.higher_is_better else J.WORSE) if raw else J.WITHIN_NOISE
-    if d.conc == J.CONTROL_CONCURRENCY:
-        _set(d, verdict, where if raw else _noise_words(where, d.p_adjusted, settings))
-        if raw:
-            d.uncontrolled = (f"this is the control concurrency ({J.CONTROL_CONCURRENCY}): a difference here is "
-                              "the environment or the backend at low load, which no comparison can tell apart")
-        return
-    if d.did is None:
-        _set(d, verdict, where if raw else _noise_words(where, d.p_adjusted, settings))
-        na, nb = d.did_pairs
-        d.uncontrolled = control_why or (
-            f"no control on the same server starts: {na} vs {nb} of this cell's server starts also measured "
-            f"concurrency {J.CONTROL_CONCURRENCY} (a side needs 2)")
-        return
-    dlo, dhi = d.did.interval_pct(conf)
-    rel = _call(d.did, conf, m)
-    rel_where = (f"against the control (concurrency {J.CONTROL_CONCURRENCY}) on the same {d.did_pairs[0]} vs "
-                 f"{d.did_pairs[1]} server starts: {format_pct(d.did.delta_pct)} [{format_pct(dlo)}, "
-                 f"{format_pct(dhi)}]")
-    if raw and rel == raw:
-        _set(d, verdict, where, f"{rel_where}: agrees")
-    elif raw:
-        _set(d, verdict, where, rel_where)
-        d.uncontrolled = (f"the control moved with it ({rel_where}): an environment that differs and a backend "
-                          "that differs cannot be told apart here")
-    elif rel:
-        _set(d, J.WITHIN_NOISE, _noise_words(where, d.p_adjusted, settings),
-             f"{rel_where}: clear of the minimum effect only relative to the control; the backends may differ "
-             f"at concurrency {J.CONTROL_CONCURRENCY} itself, so no verdict")
-    else:
-        _set(d, J.WITHIN_NOISE, _noise_words(where, d.p_adjusted, settings), rel_where)
-
-
-def _noise_words(where: str, p_adjusted: float, settings: CompareSettings) -> str:
-    m = settings.min_effect_pct
-    if p_adjusted < settings.alpha:
-        return f"{where}; significant, but the interval reaches inside the {m:g}% minimum effect"
-    return f"{where}; not under alpha {settings.alpha:g}"
-
-
 def gate(d: Draft, control: ControlCheck, settings: CompareSettings) -> None:
     """A tested cell stands only when the control on its own server starts backs it (`_decide` says why not
     in `uncontrolled`) and the sides overlap in time; otherwise it is uncontrolled, shown only when the user
     accepts that. The grid-level control check (`control`) is reported beside, never a blanket pass."""
     if d.verdict not in TESTED:
         return
+    if d.runs and (unknown := time_unknown(d.runs[0].averaged, d.runs[1].averaged, ("baseline", "candidate"))):
+        d.reasons.append(unknown)
     why = d.uncontrolled
     if not why and d.runs:
         why = overlap_problem(d.runs[0].averaged, d.runs[1].averaged) or ""
@@ -472,13 +340,18 @@ def method_lines(settings: CompareSettings, families: Sequence[FamilySummary]) -
         "Unit of evidence: a server start. Runs are averaged within their start; the starts are the samples "
         "(log scale, so effects are ratios); a side needs 2 starts. An import names its start by server_info's "
         "pid (and start time); none -> unverified.",
-        "Noise: each cell's own variance (the two sides pooled), moderated empirical-Bayes style (limma, Smyth "
-        "2004) toward a prior fitted per metric with a trend in log concurrency; the prior's weight is what the "
-        "cells' scatter around the trend and the trend's own uncertainty allow. Assumes log values are "
-        "roughly normal within a cell and the two sides of a cell are equally noisy.",
-        f"Better/worse needs the family-corrected interval (Bonferroni: level 1 - {settings.alpha:g}/m over the "
-        f"family's m tested cells) wholly beyond ±{settings.min_effect_pct:g}% of the baseline; that interval is "
-        "the one shown. Holm-adjusted p-values are reported beside it.",
+        "Noise: each side's own variance over its server starts, moderated empirical-Bayes style (limma, Smyth "
+        "2004) toward a prior fitted per metric over the grid's side-cells (a trend in log concurrency, the side "
+        "as a covariate); Welch-Satterthwaite degrees of freedom, so unequal start counts or unequal noise keep "
+        "their own weight. Assumes log values are roughly normal within a side and cell.",
+        f"Control inside the comparison: every cell is tested twice, raw and against concurrency "
+        f"{J.CONTROL_CONCURRENCY} measured on the same server starts (log(cell / control) per start, candidate "
+        "minus baseline: an environment shift of any size cancels); a verdict needs both to clear the bar in one "
+        "direction (intersection-union: its error rate is at most the better-protected test's).",
+        f"Better/worse needs the family-corrected intervals (Bonferroni: level 1 - {settings.alpha:g}/m over the "
+        f"family's m tested cells) wholly beyond ±{settings.min_effect_pct:g}% of the baseline, raw and against the "
+        "control; the raw interval is the one shown (the control-relative one beside it). Holm-adjusted p-values "
+        "(of the larger of the two) are reported beside it.",
         "Primary family: output throughput across concurrencies; secondary family: every other metric's "
         "cells together (each family's chance of any false verdict is at most alpha).",
         f"A/A grid of this size: {tested} tested cell(s) would show {tested * settings.alpha:.2f} false verdicts on "
@@ -490,11 +363,11 @@ def method_lines(settings: CompareSettings, families: Sequence[FamilySummary]) -
         + f"; a cell needs {J.MIN_CLEAN_RUNS} clean runs a side. P99 needs "
         f"{J.PERCENTILE_MIN_REQUESTS['p99']} requests a run; output tokens per request may differ by "
         f"{J.OUTPUT_TOKENS_TOLERANCE_PCT:g}% at most.",
-        f"Control: equivalence at concurrency 2 (else 1) within ±{settings.control_margin_pct:g}%, judged with its own "
-        f"noise over server starts (at least {J.CONTROL_MIN_RUNS} a side); agrees when the 90% interval is inside, "
-        "differs when beyond it with the 99% interval excluding 0. Every verdict needs it to agree; otherwise "
-        "the cell is uncontrolled" + (" (shown now, labelled, as accepted)." if settings.accept_uncontrolled
-                                      else " (no verdict, no delta)."),
+        f"Control check beside the grid: equivalence of the raw throughput at concurrency {J.CONTROL_CONCURRENCY} "
+        f"within ±{settings.control_margin_pct:g}% (below the minimum effect), reported, never a blanket pass. A cell "
+        "whose starts did not also measure the control, or where raw and control-relative disagree, is "
+        "uncontrolled" + (" (shown now, labelled, as accepted)." if settings.accept_uncontrolled
+                          else " (no verdict, no delta)."),
         "Fixed horizon: no verdict (and no delta) while the queue holds planned repeats; a plan cancelled, "
         "skipped or cleared leaves its cells cut short until re-planned. Sides whose runs do not overlap in time "
         "are uncontrolled unless the control agrees on overlapping runs.",

@@ -39,7 +39,7 @@ DEMO_CAMPAIGN = CampaignRequest(
     concurrencies=(1, 2, 10, 64),
     repeats=2,
     spec={"input_len": 128, "output_len": 32, "num_prompts": 16, "range_ratio": 1.0, "seed": 42},
-    policy="interleaved",
+    policy="abba",
     prompts_per_concurrency=2,
 )
 # Where the TUI's own settings (key remaps) live; the UI asks here rather than importing paths.

@@ -22,9 +22,13 @@ from moe_tui.store import queue_page
 from moe_tui.store.db import Store
 from moe_tui.store.queue import ORDER_POLICIES, RunQueue
 
-# The default first (the campaign form preselects it): interleaving is what keeps repeats independent.
+# The default first (the campaign form preselects it): counterbalanced interleaving keeps repeats
+# independent and no periodic disturbance in step with one side.
 POLICY_TEXT = {
-    "interleaved": "A sweep, B sweep, A sweep... (drift falls on both; the default)",
+    "abba": "A, B, B, A sweeps, each its own server start (drift and periodic disturbances fall on both; "
+            "the default)",
+    "interleaved": "A sweep, B sweep, A sweep... (drift falls on both; a disturbance in step with A-then-B "
+                   "does not)",
     "grouped": "each profile's items together (fewest server starts)",
     "alternating": "A, B, A, B item by item (most drift-proof, most starts)",
 }
@@ -76,7 +80,7 @@ class StoreReads:
         return [p.name for p in self.profiles]
 
     def policies(self) -> dict[str, str]:
-        return {p: POLICY_TEXT.get(p, p) for p in sorted(ORDER_POLICIES, key=lambda p: p != "interleaved")}
+        return {p: POLICY_TEXT.get(p, p) for p in sorted(ORDER_POLICIES, key=lambda p: p != "abba")}
 
     def compared_profiles(self) -> list[str]:
         with_runs = set(self.store.profile_names_with_runs())

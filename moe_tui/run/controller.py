@@ -40,7 +40,7 @@ The facade (what the TUI calls in-process, or as `op` names through `RunnerClien
     pause() / resume()                        persisted queue flag; takes effect between items
     skip_current() / cancel_current()         abort the running benchmark; item skipped/cancelled
     await start_server(name) / stop_server(name) / stop_servers()
-    add_campaign(profiles, concurrencies, repeats=1, spec={}, policy="interleaved",
+    add_campaign(profiles, concurrencies, repeats=1, spec={}, policy="abba",
                  prompts_per_concurrency=None, warmup_pass=True, name=None) -> dict
     plan_campaign(same args) -> dict          items and server-start cost of every policy, no change
     queue_items(states=None) -> list[dict]
@@ -410,14 +410,14 @@ class Controller:
 
     # -- queue (`run.ops.QueueOps`) -----------------------------------------------------------
     def plan_campaign(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
-                      spec: dict[str, Any] | None = None, policy: str = "interleaved",
+                      spec: dict[str, Any] | None = None, policy: str = "abba",
                       prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
                       control: bool = True) -> dict[str, Any]:
         return self._ops.plan_campaign(profiles, concurrencies, repeats, spec, policy, prompts_per_concurrency,
                                        warmup_pass, control)
 
     def add_campaign(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
-                     spec: dict[str, Any] | None = None, policy: str = "interleaved",
+                     spec: dict[str, Any] | None = None, policy: str = "abba",
                      prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
                      name: str | None = None, control: bool = True) -> dict[str, Any]:
         return self._ops.add_campaign(profiles, concurrencies, repeats, spec, policy, prompts_per_concurrency,

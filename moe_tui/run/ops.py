@@ -35,7 +35,7 @@ class QueueOps:
         return str(self._ctx.profiles_dir.resolve()) if self._ctx.profiles_dir else None
 
     def _plan(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
-              spec: dict[str, Any] | None = None, policy: str = "interleaved",
+              spec: dict[str, Any] | None = None, policy: str = "abba",
               prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
               control: bool = True) -> CampaignPlan:
         from moe_tui.grids.pair import control_noise_pct  # the control's starts sized from the noise measured so far
@@ -60,7 +60,7 @@ class QueueOps:
                 raise ControllerError(exc.args[0]) from None
 
     def plan_campaign(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
-                      spec: dict[str, Any] | None = None, policy: str = "interleaved",
+                      spec: dict[str, Any] | None = None, policy: str = "abba",
                       prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
                       control: bool = True) -> dict[str, Any]:
         profiles = list(profiles)
@@ -78,7 +78,7 @@ class QueueOps:
         }
 
     def add_campaign(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
-                     spec: dict[str, Any] | None = None, policy: str = "interleaved",
+                     spec: dict[str, Any] | None = None, policy: str = "abba",
                      prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
                      name: str | None = None, control: bool = True) -> dict[str, Any]:
         profiles = list(profiles)

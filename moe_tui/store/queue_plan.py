@@ -6,22 +6,25 @@ spec; each concurrency sets `spec.max_concurrency`, and `num_prompts` may scale 
 the campaign's definition so a result can always be traced to how it was asked for.
 
 Ordering policies (`ORDER_POLICIES`), for a campaign of profiles P, concurrencies C, repeats R:
+  abba         for r: for p (reversed on odd r): for c
+                                     A-sweep, B-sweep, B-sweep, A-sweep, ...: each sweep its own server
+                                     start (P x R); counterbalanced, so neither linear drift nor a
+                                     disturbance that alternates with the sweeps can fall on one side
+                                     (the default)
   grouped      for p: for r: for c   each profile's items together: one server start per profile
   interleaved  for r: for p: for c   A-sweep, B-sweep, A-sweep, ...: drift and warm-up effects fall
-                                     on both profiles alike, at P x R server starts
+                                     on both profiles alike, at P x R server starts; a disturbance
+                                     in step with the fixed A-then-B order falls on one side
   alternating  for r: for c: for p   A,B,A,B item by item: the strongest drift cancelling, at one
                                      server start per item
 `server_starts()` counts what a sequence costs; `CampaignPlan.start_costs()` shows every policy's
 cost before the user picks.
 
-The control concurrency (`judgement.CONTROL_CONCURRENCIES`, 2) is part of every comparison campaign a
-user queues (two or more profiles; `moe-tui queue add --no-control` leaves it out): it is where the environments are checked, and every
-verdict needs that check to agree. Its runs are cheap, and it needs more server starts than the other
-cells (an equivalence test must fit its interval inside the margin): `control_starts_needed()` is the
-number of starts per side at which "agrees" is reached with `CONTROL_PLAN_POWER` when the environments
-truly agree, at the start-to-start noise measured so far (else `CONTROL_PLAN_NOISE_PCT`); the repeats
-already give one start each, and the rest are extra control-only items, alternating profiles (each a
-server start). `CampaignPlan.control_plan()` says how many and why.
+The control concurrency (`judgement.CONTROL_CONCURRENCY`, 2, never "the lowest of the sweep") is part
+of every sweep of a comparison campaign a user queues (two or more profiles; `moe-tui queue add
+--no-control` leaves it out): each cell is judged against it measured on the same server start, so an
+environment shift cancels there. Its runs are cheap, and no control-only starts are needed (every start
+carries its own). `CampaignPlan.control_plan()` says so.
 
 `warmup_spec()` is the warm-up pass that precedes a timed item. Pure code over BenchmarkSpec: the
 persistent queue (`moe_tui.store.queue.RunQueue`) stores what a plan makes.
@@ -36,7 +39,8 @@ from typing import Any
 from moe_tui import judgement as J
 from moe_tui.spec import BenchmarkSpec, SpecError, check_feasible
 
-ORDER_POLICIES = ("grouped", "interleaved", "alternating")
+ORDER_POLICIES = ("abba", "interleaved", "grouped", "alternating")
+DEFAULT_POLICY = "abba"
 
 # Warmup pass size: enough requests to fill the concurrency once, and at least a few.
 WARMUP_MIN_PROMPTS = 8
@@ -70,7 +74,7 @@ class CampaignPlan:
     concurrencies: tuple[int, ...]
     repeats: int = 1
     base_spec: BenchmarkSpec = field(default_factory=BenchmarkSpec)
-    policy: str = "interleaved"  # repeats of A and B alternate, so drift falls on both sides alike
+    policy: str = DEFAULT_POLICY  # A B B A: counterbalanced, drift and periodic disturbances fall on both sides
     prompts_per_concurrency: int | None = None
     warmup_pass: bool = True
     profiles_dir: str | None = None  # where the runner finds these profiles (recorded, not compared)
@@ -82,8 +86,8 @@ class CampaignPlan:
     def __post_init__(self) -> None:
         object.__setattr__(self, "profiles", tuple(self.profiles))
         concs = tuple(int(c) for c in self.concurrencies)
-        if self.control and len(self.profiles) >= 2 and not set(concs) & set(J.CONTROL_CONCURRENCIES):
-            concs = (J.CONTROL_CONCURRENCIES[0], *concs)
+        if self.control and len(self.profiles) >= 2 and J.CONTROL_CONCURRENCY not in concs:
+            concs = (J.CONTROL_CONCURRENCY, *concs)
         object.__setattr__(self, "concurrencies", concs)
         if not self.profiles:
             raise QueueError("campaign: at least one profile is needed")
@@ -114,20 +118,15 @@ class CampaignPlan:
         return len(self.profiles) * (len(self.concurrencies) * self.repeats + extra)
 
     def control_plan(self) -> dict[str, Any]:
-        """The control concurrency, starts per side it needs, the extra items per profile, and why."""
-        conc = next((c for c in J.CONTROL_CONCURRENCIES if c in self.concurrencies), None)
+        """The control concurrency, starts per side that carry it, the extra items per profile (none), and why."""
+        conc = J.CONTROL_CONCURRENCY if J.CONTROL_CONCURRENCY in self.concurrencies else None
         if not self.control or len(self.profiles) < 2 or conc is None:
             return {"concurrency": conc, "starts_per_side": self.repeats, "extra_per_profile": 0,
                     "why": "no control planned (a single profile, or control=False)"}
-        noise = self.control_noise_pct if self.control_noise_pct else J.CONTROL_PLAN_NOISE_PCT
-        need = control_starts_needed(noise, J.CONTROL_MARGIN_PCT)
-        extra = max(0, need - self.repeats)
-        source = "measured so far" if self.control_noise_pct else "assumed: the emulator's measured start noise"
-        return {"concurrency": conc, "starts_per_side": max(need, self.repeats), "extra_per_profile": extra,
-                "why": (f"the control (concurrency {conc}) must show the environments agree within "
-                        f"±{J.CONTROL_MARGIN_PCT:g}%; at {noise:g}% start-to-start noise ({source}) that takes "
-                        f"{need} server starts a side for a {J.CONTROL_PLAN_POWER:.0%} chance; the {self.repeats} "
-                        f"repeat(s) give {self.repeats}, so {extra} extra control-only start(s) per profile")}
+        return {"concurrency": conc, "starts_per_side": self.repeats, "extra_per_profile": 0,
+                "why": (f"concurrency {conc} runs in every sweep: each cell is judged against it on the same "
+                        f"server start, so an environment shift cancels; {self.repeats} start(s) a side carry it, "
+                        "no control-only starts")}
 
     def num_prompts_for(self, concurrency: int) -> int:
         """The campaign's prompt-count rule: the base count, or ppc x concurrency if that is more."""
@@ -145,21 +144,19 @@ class CampaignPlan:
     def items(self, policy: str | None = None) -> list[PlannedItem]:
         policy = policy or self.policy
         specs = {c: self.spec_for(c) for c in self.concurrencies}
-        order = order_keys(self.profiles, self.concurrencies, self.repeats, policy)
-        items = [PlannedItem(p, specs[c], r, self.warmup_pass) for p, c, r in order]
-        ctl = self.control_plan()
-        for r in range(ctl["extra_per_profile"]):  # alternating profiles: each item its own server start
-            items += [PlannedItem(p, specs[ctl["concurrency"]], self.repeats + r, self.warmup_pass, fresh_start=True)
-                      for p in self.profiles]
+        items = []
+        last: tuple[str, int] | None = None
+        for p, c, r in order_keys(self.profiles, self.concurrencies, self.repeats, policy):
+            # ABBA puts one profile's two sweeps side by side: each sweep is still its own server start.
+            fresh = policy == "abba" and last is not None and last != (p, r) and last[0] == p
+            items.append(PlannedItem(p, specs[c], r, self.warmup_pass, fresh_start=fresh))
+            last = (p, r)
         return items
 
     def start_costs(self, running: str | None = None) -> dict[str, int]:
         """Server starts each policy needs for this campaign (given the server already up)."""
-        return {
-            policy: server_starts([p for p, _, _ in order_keys(self.profiles, self.concurrencies,
-                                                                self.repeats, policy)], running)
-            for policy in ORDER_POLICIES
-        }
+        return {policy: server_starts([(p, r) if policy == "abba" else p for p, _, r in order_keys(
+            self.profiles, self.concurrencies, self.repeats, policy)], running) for policy in ORDER_POLICIES}
 
     def definition(self) -> dict[str, Any]:
         """What is stored with the campaign: enough to rebuild every item and to explain it."""
@@ -210,6 +207,9 @@ def order_keys(profiles: Sequence[str], concurrencies: Sequence[int], repeats: i
         return [(p, c, r) for p in profiles for r in range(repeats) for c in concurrencies]
     if policy == "interleaved":
         return [(p, c, r) for r in range(repeats) for p in profiles for c in concurrencies]
+    if policy == "abba":
+        return [(p, c, r) for r in range(repeats) for p in (profiles if r % 2 == 0 else profiles[::-1])
+                for c in concurrencies]
     if policy == "alternating":
         return [(p, c, r) for r in range(repeats) for c in concurrencies for p in profiles]
     raise QueueError(f"order policy must be one of {', '.join(ORDER_POLICIES)}, got {policy!r}")
@@ -229,14 +229,17 @@ def control_starts_needed(noise_pct: float, margin_pct: float, power: float = J.
     return max_starts
 
 
-def server_starts(profile_sequence: Iterable[str], running: str | None = None) -> int:
-    """How many server starts running items in this order costs (a start whenever the profile
-    changes; none for the first item if `running` is already its server)."""
-    starts, current = 0, running
-    for profile in profile_sequence:
-        if profile != current:
+def server_starts(profile_sequence: Iterable[Any], running: str | None = None) -> int:
+    """How many server starts running items in this order costs (a start whenever the profile changes,
+    or the (profile, repeat) key for a policy that restarts between sweeps; none for the first item if
+    `running` is already its server)."""
+    starts: int = 0
+    current: Any = running
+    for key in profile_sequence:
+        same = key == current or (isinstance(key, tuple) and key[0] == current and starts == 0)
+        if not same:
             starts += 1
-            current = profile
+        current = key
     return starts
 
 

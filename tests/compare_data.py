@@ -62,7 +62,7 @@ def make_run(run_id: int, profile_name: str, *, concurrency: int, summary: Mappi
              status: str = "complete", flags: tuple[str, ...] = (), spec_changes: Mapping[str, Any] | None = None,
              profile: Mapping[str, Any] | None = None, prov: Mapping[str, Any] | None = None,
              telemetry: Mapping[str, Any] | None = None, selfcheck: Mapping[str, Any] | None = None,
-             when: float | None = None, error: str = "") -> RunRecord:
+             when: float | None = None, error: str = "", start: int | None = None) -> RunRecord:
     spec = BenchmarkSpec(max_concurrency=concurrency, num_prompts=max(10, concurrency * 4)).replace(**(spec_changes or {}))
     t = float(run_id) if when is None else when
     return RunRecord(
@@ -70,7 +70,7 @@ def make_run(run_id: int, profile_name: str, *, concurrency: int, summary: Mappi
         spec=spec.canonical_dict(), fingerprint=spec.fingerprint, client=spec.client,
         profile=dict(profile or {}), provenance=dict(prov or {}), summary=dict(summary or {}),
         flags=list(flags), telemetry=dict(telemetry or {}), selfcheck=dict(selfcheck or {}),
-        queue_item_id=None, server_start_id=None, source="test", error=error,
+        queue_item_id=None, server_start_id=start, source="test", error=error,
     )
 
 
@@ -93,11 +93,13 @@ def golden_runs() -> tuple[list[RunRecord], list[RunRecord]]:
     b: list[RunRecord] = []
 
     def add(side: list[RunRecord], name: str, snap: dict, pv: dict, conc: int, values: list[float], **kw: Any) -> None:
-        # Interleaved in time, as a campaign runs them: the k-th baseline run, then the k-th candidate run.
+        # Interleaved in time, as a campaign runs them: the k-th baseline run, then the k-th candidate run;
+        # the k-th run of every concurrency on a side shares that side's k-th server start (one sweep a start,
+        # concurrency 2 inside), so each cell is judged against the control on its own starts.
         for k, v in enumerate(values):
             when = 1000.0 * conc + 2 * k + (side is b)
             side.append(make_run(next(rid), name, concurrency=conc, summary=summary(v, scale=10.36 / v * conc),
-                                 profile=snap, prov=pv, when=when, **kw))
+                                 profile=snap, prov=pv, when=when, start=100 * (side is b) + k + 1, **kw))
 
     add(a, "glm5-cutlass", base_snap, bp, 1, [10.36])
     add(b, "glm5-cutedsl", cand_snap, cp, 1, [10.07])

@@ -133,7 +133,7 @@ _BACKEND_PATHS = dict(PROVENANCE_FIELDS)["resolved_backend"]
 
 def import_gaps(run: Run, vary: frozenset[str]) -> list[str]:
     """What an imported record does not show that a verdict rests on: the resolved MoE backend (when it is
-    the compared setting) and any launch setting beyond the start's identity. Missing evidence is never
+    the compared setting) and any launch setting beyond the start's identity and the compared setting. Missing evidence is never
     agreement: such a run's cells say unverified. Runs moe-tui measured itself: []."""
     if not is_import(run):
         return []
@@ -142,15 +142,17 @@ def import_gaps(run: Run, vary: frozenset[str]) -> list[str]:
         gaps.append("the MoE backend the server resolved")
     info = run.provenance.get("server_info")
     identity = set(PID_KEYS) | set(START_TIME_KEYS) | {"version", "status"}
-    if not run.profile and not (isinstance(info, Mapping) and set(info) - identity):
+    settings = {k for k in info if k not in identity and not J.varied(k, vary)} if isinstance(info, Mapping) else set()
+    if not run.profile and not settings:
         gaps.append("the launch settings (no /server_info beyond the start's identity, no profile)")
     return gaps
 
 
 def output_length_unknown(runs: Sequence[Run]) -> list[int]:
-    """Ids of runs that do not say how many tokens they generated (no total_output_tokens/completed): an
-    early stop cannot be ruled out, so their throughput is not evidence of speed."""
-    return [r.id for r in runs if tokens_per_request(r) is None]
+    """Ids of imported runs that do not say how many tokens they generated (no total_output_tokens or
+    completed): an early stop cannot be ruled out, so their throughput is not evidence of speed. moe-tui's
+    own runs always record both (its client counts them)."""
+    return [r.id for r in runs if is_import(r) and tokens_per_request(r) is None]
 
 
 def resolved_backend(run: Run) -> str | None:

@@ -31,11 +31,13 @@ def _runs() -> tuple[list, list]:
                                        (10, [38.46, 38.90, 38.12], [64.29, 64.64, 63.90])):
         for k, v in enumerate(base_vals):
             a.append(make_run(next(rid), "glm5-cutlass", concurrency=conc, summary=summary(v), profile=BASE,
-                              prov=provenance(engine="sim", resolved_backend="flashinfer_cutlass"),
+                              prov={**provenance(engine="sim", resolved_backend="flashinfer_cutlass"),
+                                    "server_start": f"a{k}"},  # one sweep a start, concurrency 2 inside
                               when=100.0 * conc + 2 * k))
         for k, v in enumerate(cand_vals):
             b.append(make_run(next(rid), "glm5-cutedsl", concurrency=conc, summary=summary(v), profile=CAND,
-                              prov=provenance(engine="sim", resolved_backend="flashinfer_cutedsl"),
+                              prov={**provenance(engine="sim", resolved_backend="flashinfer_cutedsl"),
+                                    "server_start": f"b{k}"},
                               when=100.0 * conc + 2 * k + 1))
     return a, b
 

@@ -3,6 +3,8 @@ proposes for a cell, their reasons, items and costs (`moe_tui.investigate.model`
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 
 import pytest
@@ -62,13 +64,14 @@ def test_noise_unknown_cell_gets_pilot_repeats_interleaved():
     plan = plan_investigation(g, 10)
     rep = plan.proposals[0]
     assert rep.kind == "repeats"
-    assert [(i.side, i.repeat_index) for i in rep.items] == [
-        ("baseline", 1), ("candidate", 1), ("baseline", 2), ("candidate", 2)]
+    # A, B, B, A: each start fresh, measuring the control (concurrency 2) and then the cell on it
+    assert [(i.side, i.concurrency, i.repeat_index, i.fresh_start) for i in rep.items] == [
+        ("baseline", 2, 1, True), ("baseline", 10, 1, False), ("candidate", 2, 1, True), ("candidate", 10, 1, False),
+        ("candidate", 2, 2, True), ("candidate", 10, 2, False), ("baseline", 2, 2, True), ("baseline", 10, 2, False)]
     assert "noise unknown" in rep.reason and "3 a side" in rep.reason
-    assert all(i.spec == spec(10) for i in rep.items)  # the cell's own spec: results land in the cell
-    assert rep.server_starts == 4  # A,B,A,B: a start per item
-    # 4 starts (60+90+60+90 s) + 4 runs of 30 s + 4 warmup passes of 7.5 s = 450 s
-    assert rep.minutes == pytest.approx(7.5)
+    assert all(i.spec == spec(10) for i in rep.items if i.concurrency == 10)  # results land in the cell
+    assert rep.server_starts == 4  # a start per pair
+    assert rep.minutes is not None and rep.minutes > 7.5  # the control runs cost beside the cell's
 
 
 def test_repeats_sized_from_the_cells_own_spread_with_holm_level():
@@ -79,7 +82,8 @@ def test_repeats_sized_from_the_cells_own_spread_with_holm_level():
     rep = next(p for p in plan.proposals if p.kind == "repeats")
     n, ok = repeats_per_side(2.0, 2.0, 4.0, min_effect_pct=2.0, alpha=0.05 / 5)
     assert ok and n > 3
-    assert len(rep.items) == 2 * (n - 3)
+    assert len([i for i in rep.items if i.concurrency == 64]) == 2 * (n - 3)
+    assert len([i for i in rep.items if i.concurrency == 2]) == 2 * (n - 3)  # the control on every new start
     assert f"needs {n} runs a side" in rep.reason and "0.05/5" in rep.reason
 
 
@@ -88,31 +92,28 @@ def test_a_cell_that_cannot_settle_within_the_cap_says_so():
     plan = plan_investigation(g, 64, cap=6)
     rep = plan.proposals[0]
     assert "not expected to settle within the cap of 6" in rep.reason
-    assert len(rep.items) == 2 * 3  # up to the cap, not beyond
+    assert len([i for i in rep.items if i.concurrency == 64]) == 2 * 3  # up to the cap, not beyond
     assert "not settled" in rep.expect
 
 
-def test_sweep_without_concurrency_2_gets_a_control_proposal():
-    plan = plan_investigation(seed_grid(), 10)
+def test_a_cell_whose_starts_lack_the_control_gets_paired_starts():
+    # Enough repeats already (no repeats proposal), but none of the cell's starts measured concurrency 2.
+    g = grid([cell(10, 38.46, 64.29, n=6, cv=0.5)], control=judgement.CONTROL_AGREES, control_c=2)
+    plan = plan_investigation(g, 10)
+    assert "repeats" not in kinds(plan)
     control = next(p for p in plan.proposals if p.kind == "control")
-    assert {i.concurrency for i in control.items} == {2}
-    # Sized as a campaign plan sizes the control (judged with its own noise over server starts): at the
-    # emulator's 1.5% start-to-start noise, the starts a side for a 95% chance to agree within +/-3%.
-    from moe_tui.judgement import CONTROL_MARGIN_PCT, CONTROL_PLAN_NOISE_PCT
-    from moe_tui.store.queue_plan import control_starts_needed
-
-    need = control_starts_needed(CONTROL_PLAN_NOISE_PCT, CONTROL_MARGIN_PCT)
-    assert sum(1 for i in control.items if i.side == "baseline") == need == 8
-    assert "each its own server start" in control.reason
-    assert control.items[0].spec["num_prompts"] == 10  # max(10, 4 x 2): the sweep's rule
-    assert "max(10, 4 x concurrency)" in control.reason
+    # 2 fresh starts a side, each measuring concurrency 2 and then the cell: never control-only starts
+    assert [(i.concurrency, i.fresh_start) for i in control.items if i.side == "baseline"] == [
+        (2, True), (10, False), (2, True), (10, False)]
+    assert "on its own starts" in control.reason and "0 vs 0" in control.reason
 
 
-def test_agreeing_control_is_not_proposed():
-    g = seed_grid(control=judgement.CONTROL_AGREES, control_c=1)
+def test_a_cell_judged_against_the_control_on_its_starts_gets_no_control_proposal():
+    g = grid([dataclasses.replace(cell(10, 38.46, 64.29, n=6, cv=0.5), control_starts=(6, 6))],
+             control=judgement.CONTROL_AGREES, control_c=2)
     plan = plan_investigation(g, 10)
     assert "control" not in kinds(plan)
-    assert any("control" in n and "agrees" in n for n in plan.notes)
+    assert any(n.startswith("control: 6 vs 6") for n in plan.notes)
 
 
 def test_seed_sign_change_between_64_and_256_is_bisected():

@@ -50,8 +50,10 @@ def test_op_queues_one_campaign_with_roles_and_options(controller):
     result = asyncio.run(controller.call("add_investigation", plan=wire))
     items = RunQueue(controller.store).items(campaign_id=result["campaign_id"])
     assert [i.id for i in items] == result["item_ids"] and len(items) == len(plan.items)
-    cold = [i for i in items if i.fresh_start]
-    assert cold and all(not i.warmup and i.profile_name == "sim-b" for i in cold)
+    cold = [i for i in items if i.fresh_start and not i.warmup]
+    assert cold and all(i.profile_name == "sim-b" for i in cold)
+    # every fresh start with a warmup pass measures the control first (concurrency 2), then the cell
+    assert all(i.spec.max_concurrency == 2 for i in items if i.fresh_start and i.warmup)
     cell_fp = evidence("sim-a", "sim-b").cells[0].fingerprint
     assert all(i.fingerprint == cell_fp for i in items if i.spec.max_concurrency == 64)
 

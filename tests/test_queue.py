@@ -67,7 +67,11 @@ def test_alternating_switches_every_item():
 
 def test_server_start_costs_per_policy():
     plan = _plan()  # 2 profiles x 4 concurrencies x 3 repeats = 24 items
-    assert plan.start_costs() == {"grouped": 2, "interleaved": 6, "alternating": 24}
+    assert plan.start_costs() == {"abba": 6, "grouped": 2, "interleaved": 6, "alternating": 24}
+    # ABBA: each sweep its own start even where one profile's two sweeps meet (B B): marked fresh.
+    abba = plan.items("abba")
+    assert [i.profile_name for i in abba[::4]] == ["A", "B", "B", "A", "A", "B"]
+    assert [i.fresh_start for i in abba[::4]] == [False, False, True, False, True, False]
     # A server of the first profile already up saves one start.
     assert plan.start_costs(running="A")["grouped"] == 1
     assert server_starts(["A", "A", "B", "A"]) == 3
@@ -278,7 +282,8 @@ def test_queue_cli_add_list_edit(tmp_path, monkeypatch, capsys):
     assert cli.main(["queue", "add", "--profiles", f"{a},{b}", "--concurrency", "1,64", "--repeats", "2",
                      "--order", "interleaved", "--dry-run", *common]) == 0
     out = capsys.readouterr().out
-    assert "grouped 2, interleaved 4 (chosen), alternating 8" in out and "nothing added" in out
+    assert "abba 4, interleaved 4 (chosen), grouped 2, alternating 12" in out and "nothing added" in out
+    assert "conc 2,1,64" in out  # concurrency 2, the control, added beside the lowest of the sweep
     assert "n=128" in out  # 2 x 64 prompts at concurrency 64, the minimum 10 at concurrency 1
 
     assert cli.main(["queue", "add", "--profiles", f"{a},typo", "--concurrency", "1", *common]) == 4  # not found (commands.common)

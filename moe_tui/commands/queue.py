@@ -64,8 +64,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
                      help="do not POST /flush_cache before each timed run (default: flush, recorded in the spec, "
                           "so a repeat is never served from the previous repeat's radix cache)")
     add.add_argument("--no-control", action="store_true",
-                     help="leave out the control concurrency (2) and its extra server starts; every verdict of "
-                          "the comparison then says uncontrolled")
+                     help="leave out the control concurrency (2) from the sweeps; every verdict of the "
+                          "comparison then says uncontrolled (each cell is judged against it on its own starts)")
     add.add_argument("--dry-run", action="store_true", help="print the plan, add nothing")
     add.add_argument("--json", action="store_true",
                      help="print one JSON document: campaign id and name, item ids and specs (the plan goes to stderr)")

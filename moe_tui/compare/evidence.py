@@ -38,10 +38,10 @@ def start_key(run: Run) -> tuple[Any, ...] | None:
     """The run's server start identity; None for an import that records none."""
     if run.server_start_id is not None:  # the store's own record of the start (not the provenance copy)
         return ("start", run.server_start_id)
+    named = run.provenance.get("server_start")  # `moe-tui import --server-start NAME`, or a record's own
+    if isinstance(named, str) and named:
+        return ("named-start", named)
     if is_import(run):
-        named = run.provenance.get("server_start")  # `moe-tui import --server-start NAME`
-        if isinstance(named, str) and named:
-            return ("import-start", named)
         info = run.provenance.get("server_info")
         info = info if isinstance(info, Mapping) else {}
         pid = next((info[k] for k in PID_KEYS if info.get(k) not in (None, "")), None)

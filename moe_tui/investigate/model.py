@@ -42,7 +42,9 @@ from typing import Any
 from moe_tui import judgement
 
 PRIMARY_METRIC = "output_throughput"
-CONTROL_CONCURRENCIES = (2, 1)
+CONTROL_CONCURRENCIES = (2,)
+# Server starts a side that must measure the cell and the control together for the cell's contrast.
+CONTROL_MIN_N_PAIRED = 2
 MIN_EFFECT_PCT = 2.0  # the grid's minimum practical effect
 CONTROL_MARGIN_PCT = 3.0  # the control check's equivalence margin
 CONTROL_MIN_N = 3  # fewer runs a side at the control point is inconclusive
@@ -105,6 +107,8 @@ class CellEvidence:
     spec: Mapping[str, Any] | None = None  # the shared spec (None when refused / no data)
     fingerprint: str | None = None
     flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # side -> suspect flag codes
+    # Server starts per side that measured this cell and the control concurrency (the grid's pairs).
+    control_starts: tuple[int, int] = (0, 0)
 
     def side(self, name: str) -> SideEvidence:
         return self.baseline if name == "baseline" else self.candidate

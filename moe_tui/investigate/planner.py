@@ -17,8 +17,7 @@ from moe_tui.investigate.model import (
     ALPHA,
     BISECT_REPEATS,
     CONTROL_CONCURRENCIES,
-    CONTROL_MARGIN_PCT,
-    CONTROL_MIN_N,
+    CONTROL_MIN_N_PAIRED,
     DEFAULT_CAP,
     MIN_EFFECT_PCT,
     PILOT_N,
@@ -79,16 +78,27 @@ def spec_at(grid: GridEvidence, base: Mapping[str, Any], concurrency: int) -> tu
 
 
 def _interleave(grid: GridEvidence, conc: int, spec: Mapping[str, Any], counts: Mapping[str, int],
-                role: str, start_index: Mapping[str, int]) -> list[ProposedItem]:
-    """A,B,A,B... with `counts[side]` items a side (the longer side finishes alone)."""
+                role: str, start_index: Mapping[str, int],
+                control: Mapping[str, Any] | None = None) -> list[ProposedItem]:
+    """A,B,B,A... with `counts[side]` server starts a side (the longer side finishes alone). With `control`
+    (the spec at concurrency 2), each start measures the control first and then the cell on the same server,
+    so the grid judges the cell against the control on that start."""
     items: list[ProposedItem] = []
     done = {s: 0 for s in SIDES}
+    turn = 0
     while any(done[s] < counts.get(s, 0) for s in SIDES):
-        for side in SIDES:
+        for side in (SIDES if turn % 2 == 0 else SIDES[::-1]):
             if done[side] < counts.get(side, 0):
-                items.append(ProposedItem(side, grid.profile(side), conc, dict(spec), role,
-                                          repeat_index=start_index.get(side, 0) + done[side]))
+                index = start_index.get(side, 0) + done[side]
+                if control is not None and conc != CONTROL_CONCURRENCIES[0]:
+                    items.append(ProposedItem(side, grid.profile(side), CONTROL_CONCURRENCIES[0], dict(control),
+                                              "control", fresh_start=True, repeat_index=index))
+                    items.append(ProposedItem(side, grid.profile(side), conc, dict(spec), role, repeat_index=index))
+                else:
+                    items.append(ProposedItem(side, grid.profile(side), conc, dict(spec), role,
+                                              fresh_start=True, repeat_index=index))
                 done[side] += 1
+        turn += 1
     return items
 
 
@@ -139,56 +149,44 @@ def propose_repeats(grid: GridEvidence, cell: CellEvidence, costs: CostModel, *,
     if counts["baseline"] <= 0 and counts["candidate"] <= 0:
         notes.append(f"repeats: {nb} vs {nc} runs already reach the {target} a side the cell needs")
         return None
-    items = _interleave(grid, cell.concurrency, cell.spec, counts, "repeat", {"baseline": nb, "candidate": nc})
+    control, _ = spec_at(grid, cell.spec, CONTROL_CONCURRENCIES[0])
+    items = _interleave(grid, cell.concurrency, cell.spec, counts, "repeat", {"baseline": nb, "candidate": nc},
+                        control)
     shared = [s for s in SIDES if cell.side(s).shared_one_start]
-    reason = (f"{cell.verdict.replace('_', ' ')} at n={nb} vs n={nc}: {why}. Interleaved A,B,A,B so "
-              f"drift falls on both; each item starts its server afresh")
+    reason = (f"{cell.verdict.replace('_', ' ')} at n={nb} vs n={nc}: {why}. Interleaved A,B,B,A so "
+              f"drift falls on both; each start is fresh and measures concurrency {CONTROL_CONCURRENCIES[0]} "
+              "first, so the cell is judged against the control on its own starts")
     if shared:
         reason += f" (the {' and '.join(shared)} runs so far all shared one server start)"
     expect = ("the cell settles" if settles else "the cell at the cap, reported 'not settled' if it does not")
     return make_proposal("repeats", reason, items, costs, expect)
 
 
-def propose_control(grid: GridEvidence, cell: CellEvidence, costs: CostModel, *, cap: int,
-                     notes: list[str]) -> Proposal | None:
-    state = grid.control_state
-    if state in (judgement.CONTROL_AGREES, judgement.CONTROL_DIFFERS):
-        notes.append(f"control: the check already {state} at concurrency {grid.control_concurrency}")
-        return None
-    if cell.spec is None:
-        return None
-    # The preferred control point (2, the seed's sanity check): once measured, the grid uses it.
+def propose_control(grid: GridEvidence, cell: CellEvidence, costs: CostModel, *, covered: bool,
+                    notes: list[str]) -> Proposal | None:
+    """Starts that measure the control and the cell together, when the cell's own starts lack the control
+    (each cell is judged against concurrency 2 on its own starts; a control measured elsewhere vouches for
+    nothing). Not proposed when the repeats already carry it, nor for the control cell itself."""
     conc = CONTROL_CONCURRENCIES[0]
-    spec, rule = spec_at(grid, cell.spec, conc)
-    here = grid.cell(conc, PRIMARY_METRIC)
-    nb = here.baseline.n if here and here.fingerprint and here.spec == spec else 0
-    nc = here.candidate.n if here and here.fingerprint and here.spec == spec else 0
-    # The control is judged with its own noise over server starts (compare.control): size it as a
-    # campaign plan does, from the start-to-start noise seen there, else the emulator's measured 1.5%.
-    from moe_tui.store.queue_plan import control_starts_needed
-
-    seen = [s.cv_pct for s in (here.baseline, here.candidate) if s.cv_pct is not None] if here else []
-    noise = max(seen) if len(seen) == 2 else judgement.CONTROL_PLAN_NOISE_PCT
-    target = max(CONTROL_MIN_N, min(cap, control_starts_needed(noise, CONTROL_MARGIN_PCT)))
-    why = f"the sweep has no concurrency {conc} run on both sides with this spec"
-    if state == judgement.CONTROL_INCONCLUSIVE and here is not None and nb and nc:
-        why = f"the control check at concurrency {conc} is inconclusive (n={nb} vs n={nc})"
-        cvb, cvc = here.baseline.cv_pct, here.candidate.cv_pct
-        if cvb is not None and cvc is not None and here.delta_pct is not None:
-            n, ok = repeats_per_side(cvb, cvc, here.delta_pct, min_effect_pct=CONTROL_MARGIN_PCT,
-                                     margin_pct=CONTROL_MARGIN_PCT, cap=cap)
-            target = max(target, n)
-            why += (f"; {n} runs a side fit its interval inside the +/-{CONTROL_MARGIN_PCT:g}% margin"
-                    if ok else f"; not expected to fit the +/-{CONTROL_MARGIN_PCT:g}% margin within {cap} a side")
-    counts = {"baseline": max(0, target - nb), "candidate": max(0, target - nc)}
-    if not any(counts.values()):
+    if cell.spec is None or cell.concurrency == conc:
         return None
-    items = _interleave(grid, conc, spec, counts, "control", {"baseline": nb, "candidate": nc})
-    reason = (f"{why}: at concurrency {conc} both backends should measure about the same (the seed's "
-              f"19.29 vs 19.24 tok/s), so a difference there says the environments differ; "
-              f"{target} runs a side, each its own server start ({rule}; sized for a "
-              f"{judgement.CONTROL_PLAN_POWER:.0%} chance to agree at {noise:.1f}% start-to-start noise)")
-    return make_proposal("control", reason, items, costs, "the control check agrees or differs")
+    if covered:
+        notes.append(f"control: every proposed repeat measures concurrency {conc} on its own start")
+        return None
+    have = dict(zip(SIDES, cell.control_starts))
+    counts = {side: max(0, CONTROL_MIN_N_PAIRED - have[side]) for side in SIDES}
+    if not any(counts.values()):
+        notes.append(f"control: {have['baseline']} vs {have['candidate']} of this cell's starts also measured "
+                     f"concurrency {conc}")
+        return None
+    spec, rule = spec_at(grid, cell.spec, conc)
+    items = _interleave(grid, cell.concurrency, cell.spec, counts, "repeat",
+                        {"baseline": cell.baseline.n, "candidate": cell.candidate.n}, spec)
+    reason = (f"only {have['baseline']} vs {have['candidate']} of this cell's server starts also measured "
+              f"concurrency {conc}: the cell is judged against the control on its own starts (an environment "
+              f"shift cancels there), which needs {CONTROL_MIN_N_PAIRED} a side; {counts['baseline']} and "
+              f"{counts['candidate']} fresh start(s), each measuring concurrency {conc} ({rule}) and then the cell")
+    return make_proposal("control", reason, items, costs, "the cell judged against the control on its own starts")
 
 
 def propose_bisect(grid: GridEvidence, cell: CellEvidence, costs: CostModel, *, min_effect: float,
@@ -316,7 +314,7 @@ def plan_investigation(grid: GridEvidence, concurrency: int, metric: str = PRIMA
     repeats = propose_repeats(grid, cell, costs, cap=cap, min_effect=min_effect_pct, notes=notes)
     found = [
         repeats,
-        propose_control(grid, cell, costs, cap=cap, notes=notes),
+        propose_control(grid, cell, costs, covered=repeats is not None, notes=notes),
         propose_bisect(grid, cell, costs, min_effect=min_effect_pct, notes=notes),
         propose_cold_warm(grid, cell, costs, notes),
         propose_prefix_cache(grid, cell, costs, notes),

@@ -79,6 +79,7 @@ def evidence_from_grid(grid: ComparisonGrid, store: Store) -> GridEvidence:
             spec=dict(grid.specs[shared]) if shared is not None and shared in grid.specs else None,
             fingerprint=shared,
             flags={s: tuple(f) for s, f in (("baseline", c.baseline_flags), ("candidate", c.candidate_flags)) if f},
+            control_starts=c.control_starts,
         ))
     # The grid's own equivalence test decides the control state (agrees needs 3+ runs a side).
     control_conc = grid.control.concurrency

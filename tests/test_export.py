@@ -66,7 +66,7 @@ def test_markdown_carries_what_a_reader_needs():
                    "different spec: output_len: 1024 vs 512", "noise unknown", "**better**", "unreliable",
                    "Control check: **agrees**", "![Output throughput vs concurrency](x-throughput.png)",
                    "[x-throughput.svg](x-throughput.svg)", "run 30: server resolved MoE backend triton",
-                   "## Method", "Holm", "wholly beyond ±2%", "primary"):
+                   "## Method", "Holm", "wholly beyond ±2%", "primary", "against the control (concurrency 2) on the same 3 vs 3 server starts"):
         assert needle in md, needle
     # Warnings list every flag of every run (the issue: "Warnings: None" over client-bound runs)
     warnings = md.split("## Warnings")[1].split("## Profiles")[0]
@@ -77,7 +77,7 @@ def test_markdown_carries_what_a_reader_needs():
         assert f"`{fp[:12]}`" in md
     md2 = render_markdown(grids["control_fail"])
     assert SIMULATED_BANNER in md2 and "ENVIRONMENT DIFFERS" in md2 and "environment_differs" in md2
-    assert "| uncontrolled |" in md2 and "control differs (environment)" in md2
+    assert "| uncontrolled |" in md2 and "control concurrency" in md2
 
 
 def test_csv_has_one_row_per_concurrency_and_metric():

@@ -338,8 +338,9 @@ def method_lines(settings: CompareSettings, families: Sequence[FamilySummary]) -
         "args, SGLang version, GPU model/count or driver makes a cell confounded (no verdict); both servers "
         "reporting the same backend is refused.",
         "Unit of evidence: a server start. Runs are averaged within their start; the starts are the samples "
-        "(log scale, so effects are ratios); a side needs 2 starts. An import names its start by server_info's "
-        "pid (and start time); none -> unverified.",
+        "(log scale, so effects are ratios); a side needs 2 starts. An import names its start with `moe-tui "
+        "import --server-start NAME` (one file per start) or by server_info's pid; none -> unverified. An import "
+        "that does not record the resolved backend, its launch settings or its output tokens is unverified too.",
         "Noise: each side's own variance over its server starts, moderated empirical-Bayes style (limma, Smyth "
         "2004) toward a prior fitted per metric over the grid's side-cells (a trend in log concurrency, the side "
         "as a covariate); Welch-Satterthwaite degrees of freedom, so unequal start counts or unequal noise keep "
@@ -369,6 +370,6 @@ def method_lines(settings: CompareSettings, families: Sequence[FamilySummary]) -
         "uncontrolled" + (" (shown now, labelled, as accepted)." if settings.accept_uncontrolled
                           else " (no verdict, no delta)."),
         "Fixed horizon: no verdict (and no delta) while the queue holds planned repeats; a plan cancelled, "
-        "skipped or cleared leaves its cells cut short until re-planned. Sides whose runs do not overlap in time "
-        "are uncontrolled unless the control agrees on overlapping runs.",
+        "skipped or cleared leaves its cells cut short until re-planned. Sides whose timed runs do not overlap in "
+        "time are uncontrolled; runs without a time are said ('time unknown'), never a reason to skip the rule.",
     )

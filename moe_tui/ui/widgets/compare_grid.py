@@ -58,7 +58,7 @@ def short_verdict(cell: Any) -> Text:
         return Text("confounded: " + ", ".join(c.field for c in cell.confounders), style=style)
     # The column is narrow; the detail line under the grid spells the reasons out.
     text = Text(J.VERDICT_WORDS.get(cell.verdict, cell.verdict), style=style)
-    if getattr(cell, "uncontrolled", ""):  # shown only because uncontrolled verdicts are accepted (`u`)
+    if getattr(cell, "uncontrolled", "") and cell.verdict != J.UNCONTROLLED:  # shown only because accepted (`u`)
         text.append(" (uncontrolled)", style="magenta")
     if cell.flagged:
         text.append(" ⚑", style="bold yellow")

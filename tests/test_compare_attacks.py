@@ -73,7 +73,8 @@ def test_json_contract_keys_and_vocabulary(tmp_path):
     c = cell(grid, 64)
     assert set(c) == {"concurrency", "metric", "verdict", "n_baseline", "n_candidate", "delta_pct", "ci_pct",
                       "reasons", "starts_baseline", "starts_candidate", "baseline_mean", "candidate_mean",
-                      "ci_confidence", "uncontrolled"}
+                      "ci_confidence", "uncontrolled", "control_relative_pct", "control_relative_ci_pct",
+                      "control_starts"}
     # No control: no verdict, no delta; the means stay.
     assert c["verdict"] == "uncontrolled" and c["delta_pct"] is None and c["ci_pct"] is None
     assert c["baseline_mean"] == 200.0 and c["starts_baseline"] == 3 and "control absent" in c["reasons"][0]
@@ -174,5 +175,6 @@ def test_queue_add_interleaves_and_flushes_by_default(tmp_path):
     with Store(home / "data" / "moe-tui.sqlite3") as store:
         rows = store.query("SELECT profile_name, spec_json FROM queue_items ORDER BY position, id")
     specs = [json.loads(r["spec_json"]) for r in rows]
-    assert [r["profile_name"] for r in rows[:4]] == ["a", "b", "a", "b"]  # interleaved
+    assert [r["profile_name"] for r in rows[:4]] == ["a", "b", "b", "a"]  # ABBA, counterbalanced
+    assert len(rows) == 4 + 1  # no control-only starts: concurrency 2 is in every sweep
     assert all(s["flush_cache"] for s in specs[:-1]) and specs[-1]["flush_cache"] is False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import os
@@ -38,6 +39,9 @@ def home(tmp_path_factory) -> Path:
         with Store(paths.store_path()) as store:
             a, b = golden_runs()
             for r in a + b:
+                # the sweep's server start, as a record names it (moe-tui import --server-start)
+                named = {**r.provenance, "server_start": f"start-{r.server_start_id}"} if r.server_start_id else r.provenance
+                r = dataclasses.replace(r, provenance=named)
                 if r.id == 2:  # one run the way the controller records it
                     rid = store.create_run(profile_name=r.profile_name, spec_json=json.dumps(r.spec),
                                            fingerprint=r.fingerprint, client=r.client, profile=r.profile,

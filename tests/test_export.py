@@ -66,7 +66,8 @@ def test_markdown_carries_what_a_reader_needs():
                    "different spec: output_len: 1024 vs 512", "noise unknown", "**better**", "unreliable",
                    "Control check: **agrees**", "![Output throughput vs concurrency](x-throughput.png)",
                    "[x-throughput.svg](x-throughput.svg)", "run 30: server resolved MoE backend triton",
-                   "## Method", "Holm", "wholly beyond ±2%", "primary", "against the control (concurrency 2) on the same 3 vs 3 server starts"):
+                   "## Method", "Holm", "wholly beyond ±2%", "primary",
+                   "against the control (concurrency 2) on the same 3 vs 3 server starts"):
         assert needle in md, needle
     # Warnings list every flag of every run (the issue: "Warnings: None" over client-bound runs)
     warnings = md.split("## Warnings")[1].split("## Profiles")[0]

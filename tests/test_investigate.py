@@ -4,7 +4,6 @@ proposes for a cell, their reasons, items and costs (`moe_tui.investigate.model`
 from __future__ import annotations
 
 import dataclasses
-
 import math
 
 import pytest

@@ -85,12 +85,13 @@ async def test_key_opens_proposals_and_confirm_queues_them(make_app, store):
         assert screen.cell == (A, B, 10, "output_throughput")
         options = screen.query_one("#investigate-proposals", SelectionList)
         kinds = [options.get_option_at_index(i).value for i in range(options.option_count)]
-        # 2 runs a side (0.5% spread) settle +57%, so no repeats; the control at 2 has 2 runs a side,
-        # too few for the equivalence test; 2 (+0.3%) -> 10 (+57%) crosses the 2% minimum effect;
+        # 2 runs a side (0.5% spread) settle +57%, so no repeats; the cell's own starts never measured
+        # concurrency 2 (each import its own start), so paired starts are proposed; 2 (+0.3%) -> 10 (+57%)
+        # crosses the 2% minimum effect;
         # cutedsl compiles per shape. No prefix pair: the imported runs have no server start.
         assert kinds == ["control", "bisect", "cold_warm"], kinds
         detail = str(screen.query_one("#investigate-detail", Static).render())
-        assert "why:" in detail and "at concurrency 2" in detail
+        assert "why:" in detail and "also measured concurrency 2" in detail
         total = str(screen.query_one("#investigate-total", Static).render())
         plan = screen.plan
         assert f"selected: {len(plan.items)} runs, {plan.server_starts} server starts" in total

@@ -1,0 +1,155 @@
+"""The least cost to a trustworthy verdict: the seed question replayed on the emulator's noise model.
+
+Designs, each over `--grids` draws of `grid_sim` (start noise, run jitter, noise growing with concurrency,
+drift over the campaign; every start a sweep with concurrency 2 inside, ABBA order), judged by the grid
+code as shipped:
+- fixed k: k server starts a side, every concurrency on each, one look at alpha 0.05;
+- sequential: looks after 2, 3, ..., `--max-starts` starts a side; each new start is a sweep of concurrency
+  2 plus only the cells still undecided; every look judges at alpha 0.05 / (number of looks) (Bonferroni
+  over the looks: the family-wise false-verdict rate stays at most 0.05 however the looks fall, a
+  conservative group-sequential boundary); a cell is settled by a better/worse verdict or by an interval
+  wholly inside the minimum effect (no practical difference), and given up as 'not settled' once neither is
+  in reach at the cap (futility: the estimate lies closer to the minimum effect than the interval's
+  half-width at the cap); the plan stops when no primary cell is open.
+
+Reported per design: server starts and emulated box-minutes (the model's time to serve each run's
+prompts, summed), the share of primary cells settled, the seed's four big cells right (10 and 64 better,
+256 and 1024 worse), false verdicts in the same design's A/A grids, and power at +15% (3% start noise).
+
+Usage: nice python benches/cost_to_verdict.py [--grids 200] [--out benches/results/cost_to_verdict-DATE.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from grid_sim import CONTROL, SEED_CONCS, SEED_EFFECT, Builder, Scenario, verdicts
+
+from moe_tui import judgement as J
+from moe_tui.compare import CompareSettings
+from moe_tui.compare.model import ComparisonGrid
+
+NOISE = dict(start_cv=0.015, run_cv=0.005, growth=2.0, drift=0.02)
+SEED = Scenario(concs=SEED_CONCS, effect=dict(SEED_EFFECT), **NOISE)  # type: ignore[arg-type]
+AA = Scenario(concs=SEED_CONCS, **NOISE)  # type: ignore[arg-type]
+POWER = Scenario(concs=SEED_CONCS, effect={c: 0.15 for c in (10, 64, 256, 1024)},
+                 cv_by_conc={c: 0.03 for c in (10, 64, 256, 1024)}, **NOISE)  # type: ignore[arg-type]
+BIG_FOUR = {10: J.BETTER, 64: J.BETTER, 256: J.WORSE, 1024: J.WORSE}
+
+
+def settled(g: ComparisonGrid, conc: int, min_effect: float) -> bool:
+    c = g.cell(conc, "output_throughput")
+    if c.verdict in (J.BETTER, J.WORSE):
+        return True
+    return (c.verdict == J.WITHIN_NOISE and c.ci_low_pct is not None and c.ci_high_pct is not None
+            and -min_effect < c.ci_low_pct and c.ci_high_pct < min_effect)
+
+
+def futile(g: ComparisonGrid, conc: int, min_effect: float, cap: int) -> bool:
+    """Neither a verdict nor an interval inside the minimum effect is in reach at the cap: the interval's
+    half-width shrinks as 1/sqrt(starts), so at `cap` starts a side it is half x sqrt(n / cap); a cell whose
+    estimate sits closer to the minimum effect than that is reported 'not settled' and gets no more starts."""
+    c = g.cell(conc, "output_throughput")
+    if c.delta_pct is None or c.ci_low_pct is None or c.ci_high_pct is None or min(c.n_starts_baseline, c.n_starts_candidate) < 3:
+        return False
+    n = min(c.n_starts_baseline, c.n_starts_candidate)
+    half = (c.ci_high_pct - c.ci_low_pct) / 2 * (n / cap) ** 0.5
+    return abs(abs(c.delta_pct) - min_effect) < half
+
+
+def primary(sc: Scenario) -> list[int]:
+    return [c for c in sc.concs if c != CONTROL]
+
+
+def fixed(k: int) -> Callable[[np.random.Generator, Scenario], tuple[Builder, ComparisonGrid]]:
+    def run(rng: np.random.Generator, sc: Scenario) -> tuple[Builder, ComparisonGrid]:
+        b = Builder(rng, dataclasses.replace(sc, starts=k))
+        for i in range(k):
+            for side in (("a", "b") if i % 2 == 0 else ("b", "a")):
+                b.start(side)
+        return b, b.grid(CompareSettings())
+    return run
+
+
+def sequential(max_starts: int) -> Callable[[np.random.Generator, Scenario], tuple[Builder, ComparisonGrid]]:
+    looks = max_starts - 1  # after 2, 3, ..., max_starts starts a side
+    settings = CompareSettings(alpha=J.FAMILY_ALPHA / looks)
+
+    def run(rng: np.random.Generator, sc: Scenario) -> tuple[Builder, ComparisonGrid]:
+        b = Builder(rng, dataclasses.replace(sc, starts=max_starts))
+        open_cells = set(primary(sc))
+        g = None
+        for i in range(max_starts):
+            concs = tuple(sorted({CONTROL} | open_cells))
+            for side in (("a", "b") if i % 2 == 0 else ("b", "a")):
+                b.start(side, concs)
+            if i >= 1:
+                g = b.grid(settings)
+                open_cells = {c for c in open_cells if not settled(g, c, settings.min_effect_pct)
+                              and not futile(g, c, settings.min_effect_pct, max_starts)}
+                if not open_cells:
+                    break
+        assert g is not None
+        return b, g
+    return run
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--grids", type=int, default=200)
+    ap.add_argument("--max-starts", type=int, default=6)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--date", default=time.strftime("%Y-%m-%d"))
+    args = ap.parse_args()
+    n = args.grids
+    designs = [("fixed 3 starts a side", fixed(3)), ("fixed 5 starts a side", fixed(5)),
+               (f"sequential, 2..{args.max_starts} starts a side", sequential(args.max_starts))]
+    started = time.perf_counter()
+    rows = []
+    for j, (name, design) in enumerate(designs):
+        rng = np.random.default_rng(2026_12_04 + 31 * j)
+        starts, minutes, done, right = [], [], [], 0
+        for _ in range(n):
+            b, g = design(rng, SEED)
+            starts.append(b.next_start - 1)
+            minutes.append(b.gpu_minutes)
+            cells = primary(SEED)
+            done.append(sum(settled(g, c, g.settings.min_effect_pct) for c in cells) / len(cells))
+            right += all(g.cell(c, "output_throughput").verdict == v for c, v in BIG_FOUR.items())
+        false = power = 0.0
+        for _ in range(n):
+            false += verdicts(design(rng, AA)[1], {})[0]
+            power += verdicts(design(rng, POWER)[1], POWER.effect)[2]
+        rows.append((name, float(np.median(starts)), float(np.mean(starts)), float(np.median(minutes)),
+                     float(np.mean(done)), right / n, false / n, power / n))
+        r = rows[-1]
+        print(f"{name}: starts median {r[1]:g} (mean {r[2]:.1f}), box-minutes median {r[3]:.0f}, "
+              f"settled {r[4]:.0%}, big four right {r[5]:.1%}, A/A false {r[6]:.1%}, power {r[7]:.1%}", flush=True)
+    base = rows[0]
+    lines = [f"# Cost to a trustworthy verdict: the seed question ({args.date})", "",
+             f"`nice python benches/cost_to_verdict.py --grids {n}`: {n} draws per design and question "
+             f"({time.perf_counter() - started:.0f} s on the 2-core dev box). Noise model (benches/grid_sim.py): "
+             "1.5% start noise growing 2x from c=1 to c=1024, half shared by a start's concurrencies, 0.5% run "
+             "jitter, 2% drift over the campaign; every start a sweep with concurrency 2 inside, ABBA order. "
+             "The seed's effects: c=1 -2.8%, 10 +67%, 64 +14%, 256 -28%, 1024 -50%. Box-minutes: the model's "
+             "time to serve every run's prompts (num_prompts x output_len / throughput), summed.", "",
+             "| design | server starts (median, mean) | of fixed-3 | box-minutes (median) | of fixed-3 | "
+             "primary cells settled | four big cells right | A/A false verdicts | power at +15% |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r[0]} | {r[1]:g}, {r[2]:.1f} | {r[2] / base[2]:.0%} | {r[3]:.0f} | {r[3] / base[3]:.0%} | "
+                     f"{r[4]:.0%} | {r[5]:.1%} | {r[6]:.1%} | {r[7]:.1%} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

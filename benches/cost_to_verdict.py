@@ -34,6 +34,7 @@ from moe_tui import judgement as J
 from moe_tui.compare import CompareSettings
 from moe_tui.compare.model import ComparisonGrid
 
+FUTILITY = False  # set by --futility
 NOISE = dict(start_cv=0.015, run_cv=0.005, growth=2.0, drift=0.02)
 SEED = Scenario(concs=SEED_CONCS, effect=dict(SEED_EFFECT), **NOISE)  # type: ignore[arg-type]
 AA = Scenario(concs=SEED_CONCS, **NOISE)  # type: ignore[arg-type]
@@ -51,15 +52,21 @@ def settled(g: ComparisonGrid, conc: int, min_effect: float) -> bool:
 
 
 def futile(g: ComparisonGrid, conc: int, min_effect: float, cap: int) -> bool:
-    """Neither a verdict nor an interval inside the minimum effect is in reach at the cap: the interval's
-    half-width shrinks as 1/sqrt(starts), so at `cap` starts a side it is half x sqrt(n / cap); a cell whose
-    estimate sits closer to the minimum effect than that is reported 'not settled' and gets no more starts."""
+    """Neither a verdict nor an interval inside the minimum effect is in reach at the cap: the standard error
+    (the interval's half-width over its t quantile) shrinks as 1/sqrt(starts), and at `cap` starts a side its
+    quantile is taken at the cap's degrees of freedom; a cell whose estimate sits closer to the minimum effect
+    than that projected half-width is reported 'not settled' and gets no more starts."""
+    from moe_tui.compare.stats import t_ppf
+
     c = g.cell(conc, "output_throughput")
-    if c.delta_pct is None or c.ci_low_pct is None or c.ci_high_pct is None or min(c.n_starts_baseline, c.n_starts_candidate) < 3:
+    if (c.delta_pct is None or c.ci_low_pct is None or c.ci_high_pct is None or c.df is None
+            or c.ci_confidence is None):
         return False
     n = min(c.n_starts_baseline, c.n_starts_candidate)
-    half = (c.ci_high_pct - c.ci_low_pct) / 2 * (n / cap) ** 0.5
-    return abs(abs(c.delta_pct) - min_effect) < half
+    q = 0.5 + c.ci_confidence / 2.0
+    se = (c.ci_high_pct - c.ci_low_pct) / 2 / t_ppf(q, c.df)
+    half_at_cap = t_ppf(q, 2 * cap - 2) * se * (n / cap) ** 0.5
+    return abs(abs(c.delta_pct) - min_effect) < half_at_cap
 
 
 def primary(sc: Scenario) -> list[int]:
@@ -76,22 +83,29 @@ def fixed(k: int) -> Callable[[np.random.Generator, Scenario], tuple[Builder, Co
     return run
 
 
-def sequential(max_starts: int) -> Callable[[np.random.Generator, Scenario], tuple[Builder, ComparisonGrid]]:
-    looks = max_starts - 1  # after 2, 3, ..., max_starts starts a side
-    settings = CompareSettings(alpha=J.FAMILY_ALPHA / looks)
+def sequential(looks: tuple[tuple[int, float], ...]) -> Callable[[np.random.Generator, Scenario],
+                                                                tuple[Builder, ComparisonGrid]]:
+    """Looks at (starts a side, alpha) with the alphas summing to at most FAMILY_ALPHA (Bonferroni over the
+    looks: valid however the looks depend on each other); after a look only the undecided cells (and
+    concurrency 2) run on the next starts."""
+    assert sum(a for _, a in looks) <= J.FAMILY_ALPHA + 1e-12
+    cap = looks[-1][0]
 
     def run(rng: np.random.Generator, sc: Scenario) -> tuple[Builder, ComparisonGrid]:
-        b = Builder(rng, dataclasses.replace(sc, starts=max_starts))
+        b = Builder(rng, dataclasses.replace(sc, starts=cap))
         open_cells = set(primary(sc))
+        at = dict(looks)
         g = None
-        for i in range(max_starts):
+        for i in range(cap):
             concs = tuple(sorted({CONTROL} | open_cells))
             for side in (("a", "b") if i % 2 == 0 else ("b", "a")):
                 b.start(side, concs)
-            if i >= 1:
+            if i + 1 in at:
+                settings = CompareSettings(alpha=at[i + 1])
                 g = b.grid(settings)
-                open_cells = {c for c in open_cells if not settled(g, c, settings.min_effect_pct)
-                              and not futile(g, c, settings.min_effect_pct, max_starts)}
+                open_cells = {c for c in open_cells if not settled(g, c, settings.min_effect_pct)}
+                if i + 1 < cap and FUTILITY:
+                    open_cells = {c for c in open_cells if not futile(g, c, settings.min_effect_pct, cap)}
                 if not open_cells:
                     break
         assert g is not None
@@ -102,13 +116,21 @@ def sequential(max_starts: int) -> Callable[[np.random.Generator, Scenario], tup
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--grids", type=int, default=200)
-    ap.add_argument("--max-starts", type=int, default=6)
+    ap.add_argument("--looks", action="append", default=None,
+                    help="a sequential plan's looks, STARTS_A_SIDE:ALPHA,... (alphas add up to at most 0.05); "
+                         "repeatable (default: 2:0.01,3:0.04 and 2:0.01,5:0.04)")
+    ap.add_argument("--futility", action="store_true", help="stop cells that cannot settle by the cap")
     ap.add_argument("--out", default=None)
     ap.add_argument("--date", default=time.strftime("%Y-%m-%d"))
     args = ap.parse_args()
     n = args.grids
-    designs = [("fixed 3 starts a side", fixed(3)), ("fixed 5 starts a side", fixed(5)),
-               (f"sequential, 2..{args.max_starts} starts a side", sequential(args.max_starts))]
+    global FUTILITY
+    FUTILITY = args.futility
+    designs = [("fixed 3 starts a side", fixed(3)), ("fixed 5 starts a side", fixed(5))]
+    for text in args.looks or ["2:0.01,3:0.04", "2:0.01,5:0.04"]:
+        looks = tuple((int(k), float(a)) for k, a in (x.split(":") for x in text.split(",")))
+        designs.append(("sequential, looks " + ", ".join(f"{k} a side at alpha {a:g}" for k, a in looks)
+                        + (" (futility)" if FUTILITY else ""), sequential(looks)))
     started = time.perf_counter()
     rows = []
     for j, (name, design) in enumerate(designs):

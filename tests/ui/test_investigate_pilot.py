@@ -112,10 +112,10 @@ async def test_key_opens_proposals_and_confirm_queues_them(make_app, store):
 
     (record,) = investigations(store, A, B)
     assert record.state == "under investigation"
-    assert len(record.items) == len(control.items) and {i.spec.max_concurrency for i in record.items} == {2}
+    assert len(record.items) == len(control.items) and {i.spec.max_concurrency for i in record.items} == {2, 10}
     assert [p["kind"] for p in record.definition["proposals"]] == ["control"]
-    # +57% with the control at 2 inconclusive (2 runs a side): no verdict stands yet, the control proposal
-    # queued here is what can let it.
+    # +57% with no concurrency 2 on the cell's own starts: no verdict stands yet; the paired starts
+    # queued here (concurrency 2, then the cell, on each) are what can let it.
     assert record.definition["before"]["verdict"] == "uncontrolled"
 
 

@@ -205,7 +205,7 @@ class ProvenanceRow:
 
 @dataclass(frozen=True)
 class ControlCheck:
-    """The equivalence test at the control concurrency (2, else 1)."""
+    """The equivalence check at the control concurrency (2), reported beside the grid."""
 
     state: str  # judgement.CONTROL_STATES
     concurrency: int | None

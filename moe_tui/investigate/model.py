@@ -15,9 +15,9 @@ What is proposed, and why (the seed's afternoon, decided by the grid instead of 
   for a smaller one. The count is fixed before anything runs and capped: a cell not expected to
   settle within the cap is said to be so, and the follow-up reports "not settled" rather than
   adding runs after looking (no peeking).
-- control: the control concurrency (2, else 1) when the sweep lacks it, or more repeats there when
-  the control check is inconclusive (fewer than 3 runs a side, or an interval wider than the
-  +/-3% equivalence margin).
+- control: fresh server starts that measure concurrency 2 and then the cell, when fewer than 2 of the
+  cell's own starts a side measured the control (each cell is judged against it on its own starts);
+  not proposed when the repeats already carry it (every repeat start measures concurrency 2 first).
 - bisection: the geometric midpoint between the investigated concurrency and a measured neighbour
   where the delta changes sign or crosses the minimum effect (the seed's 64 -> 256 flip).
 - cold/warm pair: a run on a fresh server start without the warmup pass next to a warm one, on the

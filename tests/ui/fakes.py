@@ -59,7 +59,8 @@ def no_driver_snapshot() -> TelemetrySnapshot:
                              reason="no NVIDIA driver: NVML Shared Library Not Found")
 
 
-def _run(run_id: int, profile: str, backend: str, conc: int, tok_s: float, fp_spec: dict[str, Any]) -> dict[str, Any]:
+def _run(run_id: int, profile: str, backend: str, conc: int, tok_s: float, fp_spec: dict[str, Any],
+         start: int | None = None) -> dict[str, Any]:
     spec = {"spec_schema": 1, "client": "moe-tui", "client_version": "", "api": "generate", "dataset": "random-ids",
             "input_len": 128, "output_len": 64, "range_ratio": 1.0, "num_prompts": 40, "max_concurrency": conc,
             "request_rate": "inf", "seed": 42, "warmup_requests": 1, "ignore_eos": True, "temperature": 0.0,
@@ -73,25 +74,28 @@ def _run(run_id: int, profile: str, backend: str, conc: int, tok_s: float, fp_sp
         profile_name=profile, spec=bs.canonical_dict(), fingerprint=bs.fingerprint, client="moe-tui",
         profile={"name": profile, "engine": "sim", "moe_runner_backend": backend, "tp_size": 8, "ep_size": 8,
                  "model_path": "GLM-5-NVFP4", "quantization": "modelopt_fp4", "gpus": list(range(8))},
-        provenance={"engine": "sim", "sglang_version": "0.5.23-sim"},
+        # the start also named in the record, so runs stored through the store keep their pairing
+        provenance={"engine": "sim", "sglang_version": "0.5.23-sim", "server_start": f"start-{start or run_id}"},
         summary={"output_throughput": tok_s, "mean_ttft_ms": 40.0 + conc, "p99_ttft_ms": 80.0 + conc,
                  "mean_tpot_ms": 9.0, "mean_itl_ms": 9.0, "mean_e2e_latency_ms": 600.0 + conc},
-        flags=[], telemetry={}, selfcheck={}, queue_item_id=None, server_start_id=run_id, source="moe-tui", error="",
+        flags=[], telemetry={}, selfcheck={}, queue_item_id=None, server_start_id=start or run_id, source="moe-tui",
+        error="",
     )
 
 
 def demo_runs(control_starts: int = 3) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     a, b = [], []
     rid = 1
-    # A server start per run (the grid's unit); three at the control concurrency so the control
-    # check can agree and let the other cells carry verdicts.
+    # One sweep per server start (the grid's unit), concurrency 2 inside each: the k-th run of every
+    # concurrency on a side shares that side's k-th start, so each cell is judged against the control on
+    # its own starts; a third start measures only the control.
     for conc, ta, tb in ((1, 95.0, 97.0), (2, 180.0, 181.0), (10, 700.0, 1100.0), (64, 2400.0, 1500.0)):
         for rep, jitter in enumerate((-2.0, 2.5) if conc != 2 else (-0.6, 0.5, 0.1)[:control_starts]):
-            a.append(_run(rid, "sim-flashinfer-cutlass", "flashinfer_cutlass", conc, ta + jitter, {}))
+            a.append(_run(rid, "sim-flashinfer-cutlass", "flashinfer_cutlass", conc, ta + jitter, {}, 1000 + rep))
             rid += 1
             extra = {"input_len": 256} if conc == 64 and rep == 1 else {}
             b.append(_run(rid, "sim-flashinfer-cutedsl", "flashinfer_cutedsl", conc, tb + jitter * 1.5,
-                          extra if conc != 64 else {"input_len": 256}))
+                          extra if conc != 64 else {"input_len": 256}, 2000 + rep))
             rid += 1
     return a, b
 

@@ -90,8 +90,14 @@ def big_four(g, effect) -> bool:
     return all(g.cell(c, "output_throughput").verdict == v for c, v in want.items())
 
 
-def margin(p: float, n: int) -> float:
-    return 1.96 * math.sqrt(max(p * (1 - p), 1e-9) / n) * 100
+def rate_text(p: float, n: int) -> str:
+    """The rate with its 95% margin (normal approximation); at 0 or 1, the rule-of-three bound instead
+    (none of n grids: the true rate is under 3/n at 95%)."""
+    if p == 0.0:
+        return f"0.0% (< {300 / n:.1f}%)"
+    if p == 1.0:
+        return f"100.0% (> {100 - 300 / n:.1f}%)"
+    return f"{p:.1%} ± {1.96 * math.sqrt(p * (1 - p) / n) * 100:.1f}"
 
 
 def main() -> int:
@@ -142,20 +148,19 @@ def main() -> int:
              "server start a whole sweep with concurrency 2 inside, ABBA order unless said; 3 starts a side unless "
              "said; 1.5% start noise, half of it shared by a start's concurrencies, 0.5% run jitter; output tok/s, "
              f"mean TTFT, mean TPOT); {elapsed:.0f} s on the 2-core dev box. ± is the 95% binomial margin over the "
-             "grids.", "",
+             f"{n} grids; where none (or all) of them did, the bound in brackets is the rule of three (3/n).", "",
              "False: grids with any better/worse where the candidate has no true effect (or the wrong direction). "
              f"Power: the same scenario with a true +{POWER_EFFECT:.0%} on throughput at c >= 16 (3% start noise "
              "there), as the share of those cells found 'better'. 'Shipped' is the grid as it ships (a verdict "
              "needs the control on the same starts to back it); 'accepting' is `--accept-uncontrolled`.", "",
              "| scenario | false, shipped | false, accepting | power, shipped | power, accepting |",
              "|---|---:|---:|---:|---:|"]
-    lines += [f"| {r[0]} | {r[1]:.1%} ± {margin(r[1], n):.1f} | {r[2]:.1%} ± {margin(r[2], n):.1f} | "
-              f"{r[3]:.1%} ± {margin(r[3], n):.1f} | {r[4]:.1%} ± {margin(r[4], n):.1f} |" for r in table]
+    lines += [f"| {r[0]} | {rate_text(r[1], n)} | {rate_text(r[2], n)} | {rate_text(r[3], n)} | "
+              f"{rate_text(r[4], n)} |" for r in table]
     lines += ["", "The seed question (its numbers: c=1 -2.8%, 10 +67%, 64 +14%, 256 -28%, 1024 -50%, c=2 equal), "
               "as a user's fixed design of three sweeps a side, one server start each, c=2 inside:", "",
               "| design | four big cells right | any false verdict |", "|---|---:|---:|"]
-    lines += [f"| {s[0]} | {'-' if s[1] is None else f'{s[1]:.1%} ± {margin(s[1], n):.1f}'} | "
-              f"{s[2]:.1%} ± {margin(s[2], n):.1f} |" for s in seeds]
+    lines += [f"| {s[0]} | {'-' if s[1] is None else rate_text(s[1], n)} | {rate_text(s[2], n)} |" for s in seeds]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

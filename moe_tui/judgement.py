@@ -254,11 +254,6 @@ OUTPUT_TOKENS_TOLERANCE_PCT = 1.0
 # A percentile needs enough requests behind it in every run: p99 from fewer than 100 requests is the
 # largest one or two (order statistics), so P99 cells need at least this many completed requests a run.
 PERCENTILE_MIN_REQUESTS = {"p99": 100, "p95": 20, "p90": 10}
-# The start-to-start noise a plan assumes for the control concurrency before any is measured
-# (~1.5% measured on the emulator), and the chance a plan aims at for the control to say "agrees"
-# when the environments truly agree (95%: the gate then costs a verdict at most 1 time in 20).
-CONTROL_PLAN_NOISE_PCT = 1.5
-CONTROL_PLAN_POWER = 0.95
 
 # Profile snapshot keys that identify a profile but cannot change a measurement ("python" is NOT
 # here: another interpreter is another SGLang install).

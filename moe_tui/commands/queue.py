@@ -146,7 +146,6 @@ def run(args: argparse.Namespace) -> int:
 def _add(args: argparse.Namespace, store: Store) -> int:
     from pathlib import Path
 
-    from moe_tui.grids.pair import control_noise_pct
     from moe_tui.profiles import load_profiles
     from moe_tui.spec import BenchmarkSpec
     from moe_tui.store.queue import CampaignPlan, RunQueue
@@ -167,7 +166,6 @@ def _add(args: argparse.Namespace, store: Store) -> int:
         repeats=args.repeats, base_spec=BenchmarkSpec.from_dict(_spec_dict(args), "moe-tui queue add flags"),
         policy=args.order, prompts_per_concurrency=args.prompts_per_concurrency,
         warmup_pass=not args.no_warmup_pass, profiles_dir=str(profiles_dir), control=not args.no_control,
-        control_noise_pct=control_noise_pct(store, names) if not args.no_control else None,
     )
     cap = campaign_cap()
     if plan.size > cap and not args.yes and not args.dry_run:

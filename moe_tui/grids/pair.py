@@ -131,30 +131,3 @@ def mark_investigations(store: Store, grid: ComparisonGrid) -> ComparisonGrid:
             words += f" (investigated as {record.definition.get('baseline')} vs {record.definition.get('candidate')})"
         cells.append(dataclasses.replace(cell, investigation=words))
     return dataclasses.replace(grid, cells=tuple(cells))
-
-
-def control_noise_pct(store: Store, profiles: Sequence[str]) -> float | None:
-    """Start-to-start noise measured so far at the control concurrency (2) for these profiles: the
-    relative spread of output throughput between server starts (log scale, each profile's own mean
-    removed, pooled), in percent; None until some profile has two starts there. A plan sizes the
-    control's starts from it (`queue_plan.CampaignPlan.control_noise_pct`)."""
-    import math
-
-    from moe_tui.compare.evidence import start_means
-    from moe_tui.compare.runs import Run, concurrency_of, normalise
-    from moe_tui.judgement import CONTROL_CONCURRENCIES
-
-    ss, df = 0.0, 0
-    for name in profiles:
-        runs = [normalise(r, name) for r in store.run_summaries(profile_name=name, statuses=("complete",))]
-        control = [r for r in runs if concurrency_of(r) == CONTROL_CONCURRENCIES[0] and not r.flags]
-        by_fp: dict[str, list[Run]] = {}
-        for r in control:
-            by_fp.setdefault(r.fingerprint, []).append(r)
-        for group in by_fp.values():
-            logs = [math.log(v) for v in start_means(group, "output_throughput") if v > 0]
-            if len(logs) >= 2:
-                mean = sum(logs) / len(logs)
-                ss += sum((x - mean) ** 2 for x in logs)
-                df += len(logs) - 1
-    return math.sqrt(ss / df) * 100.0 if df >= 2 else None

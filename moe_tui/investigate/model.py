@@ -46,8 +46,6 @@ CONTROL_CONCURRENCIES = (2,)
 # Server starts a side that must measure the cell and the control together for the cell's contrast.
 CONTROL_MIN_N_PAIRED = 2
 MIN_EFFECT_PCT = 2.0  # the grid's minimum practical effect
-CONTROL_MARGIN_PCT = 3.0  # the control check's equivalence margin
-CONTROL_MIN_N = 3  # fewer runs a side at the control point is inconclusive
 ALPHA = 0.05
 PLANNED_POWER = 0.80
 DEFAULT_CAP = 10  # repeats per side the planner will ever ask for at one cell

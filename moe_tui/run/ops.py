@@ -38,7 +38,6 @@ class QueueOps:
               spec: dict[str, Any] | None = None, policy: str = "abba",
               prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
               control: bool = True) -> CampaignPlan:
-        from moe_tui.grids.pair import control_noise_pct  # the control's starts sized from the noise measured so far
         from moe_tui.run.bounds import check_campaign_size
 
         profiles, concurrencies = list(profiles), list(concurrencies)
@@ -48,8 +47,7 @@ class QueueOps:
         return CampaignPlan(profiles=tuple(profiles), concurrencies=tuple(int(c) for c in concurrencies),
                             repeats=int(repeats), base_spec=base, policy=policy,
                             prompts_per_concurrency=prompts_per_concurrency, warmup_pass=warmup_pass,
-                            profiles_dir=profiles_dir, control=control,
-                            control_noise_pct=control_noise_pct(self._ctx.store, profiles) if control else None)
+                            profiles_dir=profiles_dir, control=control)
 
     def _check_profiles(self, names: Iterable[str]) -> None:
         known = self._ctx.profiles()

@@ -81,7 +81,6 @@ class CampaignPlan:
     # Add the control concurrency and its extra starts (comparisons only). Off for a bare plan; the
     # user's ways in (`moe-tui queue add`, the controller's add/plan_campaign: the TUI, the demo) turn it on.
     control: bool = False
-    control_noise_pct: float | None = None  # start-to-start noise measured so far at the control, if any
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "profiles", tuple(self.profiles))
@@ -213,20 +212,6 @@ def order_keys(profiles: Sequence[str], concurrencies: Sequence[int], repeats: i
     if policy == "alternating":
         return [(p, c, r) for r in range(repeats) for c in concurrencies for p in profiles]
     raise QueueError(f"order policy must be one of {', '.join(ORDER_POLICIES)}, got {policy!r}")
-
-
-def control_starts_needed(noise_pct: float, margin_pct: float, power: float = J.CONTROL_PLAN_POWER,
-                          max_starts: int = 50) -> int:
-    """Server starts per side for the control's 90% TOST interval to fit inside +/- margin with `power`
-    when the true difference is 0 (t quantiles at the pooled df 2n - 2; never under CONTROL_MIN_RUNS)."""
-    from scipy.special import stdtrit
-
-    for n in range(J.CONTROL_MIN_RUNS, max_starts + 1):
-        df = 2 * n - 2
-        half = (float(stdtrit(df, J.CONTROL_AGREE_CONFIDENCE / 2 + 0.5)) + float(stdtrit(df, 0.5 + power / 2)))
-        if half * noise_pct * (2.0 / n) ** 0.5 <= margin_pct:
-            return n
-    return max_starts
 
 
 def server_starts(profile_sequence: Iterable[Any], running: str | None = None) -> int:

@@ -60,3 +60,17 @@ def test_the_old_misclassifications(fragment, cls):
     assert len(names) == 1, fragment
     assert names[0].kernel_class == cls
     assert classify(names[0].name) == cls
+
+
+def test_the_emulator_launches_corpus_names_only():
+    """The emulator's traces name real kernels, of the class they stand for (never names shaped
+    after the rules)."""
+    from moe_tui.sim.traces import BACKEND_KERNELS, COMMON_SPLIT, DEFAULT_KERNELS, PREFILL_SPLIT
+
+    by_name = {k.name: k.kernel_class for k in CORPUS}
+    launched = [(cls, name) for cls, name, _ in COMMON_SPLIT] + [(cls, n) for cls, n, _ in PREFILL_SPLIT if n]
+    for gemms, routing in [*BACKEND_KERNELS.values(), DEFAULT_KERNELS]:
+        launched += [("moe_gemm", n) for n in gemms] + [("moe_routing", n) for n in routing]
+    assert len(launched) > 25
+    for cls, name in launched:
+        assert by_name.get(name) == cls, name

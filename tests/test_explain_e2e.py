@@ -47,7 +47,7 @@ def add_profile(env: Env, name: str, extra: str = "", recorder: bool = True) -> 
     env.ports.append(port)
     dumps = env.home / f"dumps-{name}"
     dumps.mkdir(parents=True, exist_ok=True)
-    extra_args = '["--expert-distribution-recorder-mode", "stat"]' if recorder else "[]"
+    extra_args = '["--enable-metrics", "--expert-distribution-recorder-mode", "stat"]' if recorder else '["--enable-metrics"]'
     (env.profiles / f"{name}.toml").write_text(PROFILE.format(name=name, port=port, dumps=dumps, extra=extra,
                                                               extra_args=extra_args, api_key=API_KEY))
     return name

@@ -1,5 +1,5 @@
 """The emulator's startup: SGLang's log lines through load, KV allocation, CUDA graphs and warmup,
-the process tree spawned at "Init torch distributed", GPU memory filling as each phase passes.
+the process tree spawned before the load, GPU memory filling as each phase passes.
 
 Log wording follows SGLang 0.5.23 (srt/model_executor/model_runner.py: "Load weight begin/end";
 srt/mem_cache/kv_cache_configurator.py: "Memory pool end"; srt/model_executor/
@@ -112,8 +112,7 @@ async def _spawn_children(engine: SimEngine) -> None:
 
 async def _load_and_pool(engine: SimEngine, t0: float) -> float:
     a, prefix = engine.args, engine.prefix
-    log(f"Init torch distributed begin. tp_size={a.tp_size}, ep_size={a.ep_size}", prefix)
-    maybe_startup_fault(engine, "distributed")
+    maybe_startup_fault(engine, "distributed")  # 0.5.23 prints no line of its own for it
     log(f"Load weight begin. avail mem={engine.memory.mem_total_bytes / 2**30:.2f} GB", prefix)
     load = a.sim_load_seconds + a.sim_slow_start
     if a.sim_slow_start:

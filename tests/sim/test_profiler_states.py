@@ -81,6 +81,8 @@ def test_stop_profile_names_no_stage_and_disarm_captures_nothing(tmp_path):
     assert not ok and "already in progress" in message
     assert d.p.stop() == (True, "Succeeded.")
     assert d.files() == {".trace.json.gz": 2}
+    rank1 = gzip.open(next(tmp_path.glob("*-TP-1.trace.json.gz"))).read().decode()
+    assert '"distributedInfo": {"backend": "nccl", "rank": 1, "world_size": 2}' in rank1  # Kineto's spacing
     assert d.p.stop() == (False, "Profiling is not in progress. Call /start_profile first.")
     # the client's disarm: no stage split, a start step no run reaches
     assert d.p.start(parse_profile_request({"profile_by_stage": False, "start_step": 2**31 - 1,

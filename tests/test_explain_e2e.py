@@ -23,7 +23,8 @@ ep_size = 2
 quantization = "modelopt_fp4"
 port = {port}
 startup_timeout_s = 30
-extra_args = ["--expert-distribution-recorder-mode", "stat"]
+extra_args = {extra_args}
+api_key = "{api_key}"
 
 [env]
 SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR = "{dumps}"
@@ -38,14 +39,17 @@ exact = true
 """
 WORKLOAD = ["--input-len", "128", "--output-len", "160", "--num-prompts", "8", "--prompts-per-concurrency", "1"]
 INJECTED_MS = 20.0
+API_KEY = "k-explain-e2e"  # every admin call (profiler, expert recorder) must carry it
 
 
-def add_profile(env: Env, name: str, extra: str = "") -> str:
+def add_profile(env: Env, name: str, extra: str = "", recorder: bool = True) -> str:
     port = free_port()
     env.ports.append(port)
     dumps = env.home / f"dumps-{name}"
     dumps.mkdir(parents=True, exist_ok=True)
-    (env.profiles / f"{name}.toml").write_text(PROFILE.format(name=name, port=port, dumps=dumps, extra=extra))
+    extra_args = '["--enable-metrics", "--expert-distribution-recorder-mode", "stat"]' if recorder else '["--enable-metrics"]'
+    (env.profiles / f"{name}.toml").write_text(PROFILE.format(name=name, port=port, dumps=dumps, extra=extra,
+                                                              extra_args=extra_args, api_key=API_KEY))
     return name
 
 
@@ -55,7 +59,8 @@ def ok(proc) -> str:
 
 
 def test_explain_attributes_an_injected_moe_slowdown(env):
-    a = add_profile(env, "sim-a")
+    # the baseline runs without a recorder mode: asking it for expert load would kill a real server
+    a = add_profile(env, "sim-a", recorder=False)
     b = add_profile(env, "sim-b", f"moe_slowdown_ms = {INJECTED_MS}")
     pdir = ["--profiles-dir", str(env.profiles)]
     # two repeats a side: the grid measures the run-to-run spread explain judges its noise by
@@ -66,6 +71,9 @@ def test_explain_attributes_an_injected_moe_slowdown(env):
 
     first = ok(env.run("explain", a, b, "-c", "8", "--yes", *pdir))
     assert "queued campaign" in first
+    assert [line for line in first.splitlines() if "expert load not recorded" in line] == [
+        line for line in first.splitlines() if line.startswith(f"expert load not recorded for {a}:")]
+    assert f"{a}-expert-stat" in first
     pending = ok(env.run("explain", a, b, "-c", "8"))
     assert "profiled runs queued" in pending
     ok(env.run("run", *pdir, timeout=600))
@@ -79,13 +87,16 @@ def test_explain_attributes_an_injected_moe_slowdown(env):
     assert gemm["delta_ms"] == pytest.approx(INJECTED_MS, rel=0.05)
     assert gemm["beyond_noise"] and gemm["share"] > 0.9
     assert [c["class"] for c in out["classes"] if c["beyond_noise"]] == ["moe_gemm"]
-    assert out["expert_load"] and all(v["experts"] == 256 for v in out["expert_load"].values())
+    assert set(out["expert_load"]) == {b} and out["expert_load"][b]["experts"] == 256
+    assert any(f"{a}-expert-stat" in line for line in out["extras"])
     assert set(out["roofline"]) == {a, b}
 
     # the profiled runs keep their files owner-only and name them in provenance
     for side, run_id in out["run_ids"].items():
         prov = json.loads(env.query("SELECT provenance_json FROM runs WHERE id = ?", (run_id,))[0][0])
         files = prov["profiled"]["files"]
+        assert prov["profiled"]["disarm"] == "disarmed"  # the by-stage profiler left unarmed
+        assert prov["profiled"]["expert_record"].startswith("dumped" if side == "candidate" else "not recorded")
         assert any(f.endswith("-DECODE.trace.json.gz") for f in files), (side, prov["profiled"])
         folder = env.data_dir / "traces" / f"run-{run_id}"
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700

@@ -127,6 +127,21 @@ def _queue(args: argparse.Namespace, store: Store, grid: ComparisonGrid, steps: 
           f"(input {spec.get('input_len')}, output {spec.get('output_len')}, {spec.get('num_prompts')} prompts), "
           f"{steps} decode steps{' (and the prefill)' if args.prefill else ''} under SGLang's profiler after a "
           f"warmup pass; never averaged into the cell")
+    from moe_tui.commands.common import profiles_dir_for
+
+    profiles_dir = Path(profiles_dir_for(args.profiles_dir, (args.baseline, args.candidate)))
+    loaded = load_profiles(profiles_dir)
+    from moe_tui.explain.recorder import recorder_mode, why_not_recorded
+
+    missing: dict[str, str] = {}
+    for name in (plan["baseline"], plan["candidate"]):
+        try:
+            prof = loaded.by_name(name)
+        except KeyError as exc:
+            missing[name] = str(exc.args[0])
+            continue
+        if recorder_mode(prof.extra_args) is None:  # the profiled run skips it; say so before asking
+            print(why_not_recorded(name))
     if not args.yes:
         if not sys.stdin.isatty():
             print("not a terminal: pass --yes to queue them")
@@ -134,16 +149,8 @@ def _queue(args: argparse.Namespace, store: Store, grid: ComparisonGrid, steps: 
         if input("queue these 2 runs? [y/N] ").strip().lower() not in ("y", "yes"):
             print("nothing queued")
             return 0
-    from moe_tui.commands.common import profiles_dir_for
-
-    profiles_dir = Path(profiles_dir_for(args.profiles_dir, (args.baseline, args.candidate)))
-    loaded = load_profiles(profiles_dir)
-    for name in (plan["baseline"], plan["candidate"]):
-        try:
-            loaded.by_name(name)
-        except KeyError as exc:
-            return _fail(f"{exc.args[0]} in {profiles_dir}: the runner could not start it (--profiles-dir)",
-                         EXIT_NOT_FOUND)
+    for name, why in missing.items():
+        return _fail(f"{why} in {profiles_dir}: the runner could not start it (--profiles-dir)", EXIT_NOT_FOUND)
     try:
         campaign_id, items = enqueue_explain(RunQueue(store), plan, profiles_dir=str(profiles_dir))
     except (QueueError, SpecError) as exc:

@@ -1,21 +1,29 @@
 """The ONE table that maps GPU kernel names to the classes a decode step's time is explained by.
 
-A kernel name is lower-cased and tried against `RULES` top to bottom; the first match wins, so the
-order carries meaning: collectives first (NCCL and custom all-reduce kernels say "gather" and
-"reduce"), MoE GEMMs before dense GEMMs and quantization (their names carry "fp4", "e2m1",
-"gemm"), dense GEMMs before quantization (an FP8 GEMM's name says "e4m3"), attention before
-routing (a paged-attention kernel may say "index"), routing and permute before the generic
-elementwise rules (PyTorch's index and sort kernels are elementwise-shaped).
-A name no rule matches is "other"; the breakdown shows its top names so a missing rule is seen,
-not hidden. Memory copies and sets (`gpu_memcpy`, `gpu_memset` events) count as elementwise.
+A rule is tried against one of three views of the lower-cased name (`kernel_views`):
+- `identity`: the kernel's qualified function name, without template arguments and parameter
+  list (`moe::dev::finalize::finalizeKernelVecLoad`), and for FlashInfer's CuTe DSL kernels, whose
+  names are `kernel_cutlass_kernel_<python module path><Class>_object_at_<arguments>`, the module
+  path and class (`flashinfernormkernelsrmsnormRMSNormKernel`): there "cutlass" says nothing of
+  what the kernel does, and a parameter type (`TmaWarpSpecializedGroupedGemmInput`,
+  `KernelParams<cutlass::bfloat16_t>`) says nothing of the kernel either;
+- `head`: the name without its parameter list (template arguments kept: CUTLASS's
+  `device_kernel<GemmUniversal<GroupProblemShape...>>` is told by them);
+- `full`: the whole name (DeepGEMM's grouped GEMMs differ from its dense ones only by the
+  `(deep_gemm::GemmType)N` template argument).
+Rules are tried top to bottom; the first match wins, so the order carries meaning: collectives
+first; the specific cases that generic words would misfile next (DeepGEMM by GemmType, sampling
+top-k, DSA indexer top-k, the router's logits GEMM, norms named "gemma", the MoE's own activation,
+MoE helpers in GEMM-named namespaces); then MoE GEMMs, attention, routing, dense GEMMs,
+quantization, norms and elementwise. A name no rule matches is "other"; the breakdown shows its
+top names so a missing rule is seen, not hidden. Memory copies and sets count as elementwise.
 
-The patterns come from kernel names the backends are known to launch (SGLang's triton
-`fused_moe_kernel`, FlashInfer's CUTLASS and TensorRT-LLM MoE GEMMs, trtllm-gen `bmm_*`, DeepGEMM
-`m_grouped`, CuTe-DSL grouped GEMMs, triton_kernels `matmul_ogs`, PyTorch's `_grouped_mm` CUTLASS
-kernels with `GroupProblemShape`), from a real torch-profiler trace recorded on an H200
-(tests/data/real-*-TP-0.trace.json.gz), and from the emulator's own traces (`moe_tui.sim.traces`).
-Idle gaps and launch overhead are not a name: `moe_tui.explain.trace` measures them as the part
-of a step when no kernel runs on the GPU.
+`kernel_corpus.csv` beside this file lists real kernel names as builds emit them (FlashInfer
+0.7.2, SGLang 0.5.23 and sgl-kernel, DeepGEMM, NCCL, DeepEP, cuBLAS, Triton and triton_kernels,
+FlashAttention 3, FlashMLA, PyTorch), each with its source and the class it belongs to;
+tests/test_kernel_corpus.py holds the rules to it, and the emulator's traces
+(`moe_tui.sim.traces`) take their names from it. Idle gaps and launch overhead are not a name:
+`moe_tui.explain.trace` measures them as the part of a step when no kernel runs on the GPU.
 """
 
 from __future__ import annotations
@@ -47,45 +55,91 @@ CLASS_WORDS: dict[str, str] = {
 @dataclass(frozen=True)
 class Rule:
     kernel_class: str
-    pattern: str  # a regular expression, searched in the lower-cased kernel name
+    pattern: str  # a regular expression, searched in the lower-cased view
     why: str
+    on: str = "head"  # "identity", "head" or "full" (module docstring)
 
 
 RULES: tuple[Rule, ...] = (
     Rule(COLLECTIVE, r"nccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|cross_device_reduce|"
-                     r"custom_?ar|one_?shot|two_?shot|lamport|deepep|nvshmem|mscclpp|multimem",
-         "NCCL, SGLang/FlashInfer custom all-reduce, DeepEP dispatch/combine"),
+                     r"custom_?ar|one_?shot|two_?shot|lamport|deep_?ep|nvshmem|mscclpp|multimem",
+         "NCCL, SGLang/FlashInfer custom all-reduce, DeepEP dispatch/combine", "identity"),
+    Rule(MOE_GEMM, r"deep_gemm::\w*gemm\w*<.*(\(deep_gemm::gemmtype\)[1-9]|gemmtype::[mk]?grouped|gemmtype::batched)",
+         "DeepGEMM's grouped GEMMs (GemmType MGroupedContiguous, MGroupedMasked, ...)", "full"),
+    Rule(ATTENTION, r"topk_transform|fast_topk|indexer|mqa_logits|^_fwd_(grouped_)?kernel(_stage\d)?$|^kernel_mha|xqa|fmha|"
+                    r"merge_?states?",
+         "DSA indexer (logits, top-k of the KV tokens), Triton/XQA/trtllm-gen attention, state merges", "identity"),
+    Rule(DENSE_GEMM, r"deep_gemm::\w*gemm|router_gemm",
+         "DeepGEMM's normal GEMMs, the router's logits GEMM", "identity"),
+    Rule(NORM_ELEMENTWISE, r"sampling|rms_?norm|layer_?norm|::norm::|doactivation|moe::dev::activation",
+         "sampling (its top-k is the vocabulary's), norms (Gemma's too), the MoE's activation between its GEMMs",
+         "identity"),
+    Rule(MOE_ROUTING, r"::finalize::|finalize_?moe|expertprefixsum|expert_offsets|problem_sizes|shuffle_rows|"
+                      r"shuffle_mul_sum|fused_gate|bitmatrix|expand_?input_?rows|expertmaps|permute|moe_sum",
+         "MoE helpers whose names or namespaces say GEMM or cutlass: maps, prefix sums, permute, combine",
+         "identity"),
     Rule(MOE_GEMM, r"fused_moe|moe_?gemm|moegemm|cutlass_moe|grouped_?gemm|group_gemm|grouped_mm|"
-                   r"groupproblemshape|ptrarray|m_?grouped|masked_?gemm|matmul_ogs|^bmm_|"
+                   r"groupproblemshape|ptrarray|m_?grouped|masked_?gemm|matmul_ogs|^bmm_|computestrides|"
                    r"moe.*(gemm|mm_|matmul)|expert.*(gemm|matmul)",
-         "grouped/batched expert GEMMs of every MoE runner backend"),
+         "grouped/batched expert GEMMs of every MoE runner backend, and their argument setup"),
     Rule(ATTENTION, r"flash_?(fwd|bwd|mla|attn|decode|prefill)|flash::|fmha|attention|attn|sdpa|mla|paged|"
-                    r"batchdecode|batchprefill|merge_state|"
-                    r"splitkv|rotary|rope|kv_?cache|store_kv|set_kv",
+                    r"batchdecode|batchprefill|splitkv|rotary|rope|kv_?cache|store_kv|set_kv",
          "attention kernels (FlashInfer, FlashAttention, FlashMLA, cuDNN SDPA), RoPE, KV-cache writes"),
     Rule(MOE_ROUTING, r"topk|top_k|gating|router|routing|moe_align|align_block|count_and_sort|moe_sum|"
                       r"permute|expand_?input|finalize_?moe|sort|radix|searchsorted|scatter|gather|"
                       r"index|histogram|bincount",
-         "router top-k, expert sort/align, token permute and unpermute/combine"),
-    Rule(DENSE_GEMM, r"gemm|gemv|matmul|nvjet|xmma|cublas|splitkreduce|cutlass|wgmma|hgemm|sgemm",
-         "dense GEMMs: QKV/O projections, shared experts, router logits, LM head"),
+         "router top-k, expert sort/align, token permute and unpermute/combine", "identity"),
+    Rule(DENSE_GEMM, r"gemm(?!a)|gemv|matmul|nvjet|xmma|cublas|splitkreduce|cutlass|wgmma|hgemm|sgemm",
+         "dense GEMMs: QKV/O projections, shared experts, LM head"),
     Rule(QUANTIZATION, r"quant|cvt_|fp4|fp8|e2m1|e4m3|nvfp4|mxfp|scale_?factor|block_?scale",
-         "activation (de)quantization, scale-factor layout"),
+         "activation (de)quantization, scale-factor layout", "identity"),
     Rule(NORM_ELEMENTWISE, r"norm|elementwise|vectorized|unrolled|reduce|silu|gelu|swiglu|act_and_mul|"
                            r"activation|softmax|fill|copy|memcpy|memset|cast|triton_(poi|red|per)|"
                            r"add|mul|cat|where|clamp|argmax",
          "norms, activations, residual adds, casts, copies, sampling reductions"),
 )
 
-_COMPILED = tuple((r.kernel_class, re.compile(r.pattern)) for r in RULES)
+_COMPILED = tuple((r.kernel_class, r.on, re.compile(r.pattern)) for r in RULES)
+_CUTE_DSL = re.compile(r"^kernel_cutlass_kernel_(.*?)(?:_object_at_.*)?$")
+
+
+def _strip_templates(text: str) -> str:
+    out, depth = [], 0
+    for ch in text:
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif not depth:
+            out.append(ch)
+    return "".join(out)
+
+
+def kernel_views(name: str) -> dict[str, str]:
+    """The lower-cased name as the rules see it: identity, head and full (module docstring)."""
+    full = name.lower().strip()
+    head = full[5:] if full.startswith("void ") else full
+    if head.endswith(")") and not head.startswith(("memcpy", "memset")):
+        depth = 0  # cut the parameter list: the last top-level "(...)"
+        for i in range(len(head) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(head[i], 0)
+            if depth == 0:
+                if i > 0 and head[i - 1] != " ":  # "memcpy dtod (device -> device)" is no parameter list
+                    head = head[:i]
+                break
+    cute = _CUTE_DSL.match(head)
+    if cute:  # module path and class: the "cutlass" of the prefix says nothing
+        head = cute.group(1)
+    identity = head if cute else _strip_templates(head).strip()
+    return {"identity": identity, "head": head, "full": full}
 
 
 @lru_cache(maxsize=8192)
 def classify(name: str) -> str:
     """The class of one kernel name (`OTHER` when no rule matches)."""
-    low = name.lower()
-    for cls, rx in _COMPILED:
-        if rx.search(low):
+    views = kernel_views(name)
+    for cls, on, rx in _COMPILED:
+        if rx.search(views[on]):
             return cls
     return OTHER
 

@@ -196,9 +196,11 @@ def explain_cell(store: Store, grid: ComparisonGrid, concurrency: int, stage: st
                                              f"{item.error or 'no run'}); queue again with --again")
         traces, dumps = side_files(run_id, stage)
         if not traces:
-            return CellExplanation("failed", f"the {side}'s profiled run (run {run_id}) kept no {stage} trace"
-                                             + (" (queue with --prefill to profile the prefill)" if stage == "EXTEND"
-                                                else ""))
+            why = " (queue with --prefill to profile the prefill)" if stage == "EXTEND" else ""
+            if stage == "DECODE" and side_files(run_id, "MIXED")[0]:
+                why = (" (a prefill batch past the step count ended its decode capture, so SGLang named it EXTEND; "
+                       "kept as MIXED: queue again without --prefill for a decode-only capture)")
+            return CellExplanation("failed", f"the {side}'s profiled run (run {run_id}) kept no {stage} trace" + why)
         try:  # prefill runs eagerly (no graph replays to count): the ProfileReq's step count
             ranks = [read_rank(p, steps=int(rec.definition.get("steps") or DEFAULT_STEPS)) for p in traces]
             label = grid.baseline_name if side == "baseline" else grid.candidate_name
@@ -231,8 +233,9 @@ def _extras(store: Store, sides: list[ProfiledSide], concurrency: int) -> tuple[
                              f"roofline ({r['roofline_ms']:.3f} ms: the routed experts a step touches, read once at HBM "
                              f"speed)")
         if not dumps:
-            lines.append(f"{breakdown.label}: no expert load recorded (launch with --expert-distribution-recorder-mode "
-                         f"stat to record it)")
+            from moe_tui.explain.recorder import why_not_recorded
+
+            lines.append(f"{breakdown.label}: {why_not_recorded(breakdown.label)}")
             continue
         try:
             load = expert_load(dumps[-1])

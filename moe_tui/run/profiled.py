@@ -1,12 +1,16 @@
 """A profiled run: the controller's work for an `explain` queue item (after its warmup pass).
 
 1. the run is created (provenance says `profiled`: the ProfileReq asked, the files kept);
-2. expert-distribution recording starts (when the server was launched with
-   `--expert-distribution-recorder-mode`; else the record says why there is none);
+2. expert-distribution recording starts only when the server runs with a recorder mode
+   (`moe_tui.explain.recorder`: a real 0.5.23 server without one dies of the request); else the
+   record says why there is none and names the profile variant that would have it. Every admin
+   call carries the profile's api key (`Authorization: Bearer`), as SGLang checks them all;
 3. the benchmark runs at the cell's concurrency; once the client has the whole concurrency in
    flight, `/start_profile` asks for `steps` decode steps (`profile_by_stage`, so prefill and
    decode land in separate files), into a fresh folder;
-4. when every TP rank's DECODE trace is written (or `PROFILE_TIMEOUT_S` passed) the benchmark is
+4. when every TP rank's DECODE trace is written (or `PROFILE_TIMEOUT_S` passed) the profiler is
+   disarmed (`disarm`: a by-stage capture stays armed after its DECODE export in 0.5.23 and would
+   capture the next prefill, the next run's warmup included) and the benchmark is
    stopped: its numbers are not wanted (the profiler slows the server, so a profiled run is never
    averaged into a cell: the store marks it `profiled` and grids leave it out);
 5. the traces and the expert dump are moved under the data dir's `traces/run-<id>/` (owner-only,
@@ -27,9 +31,10 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from moe_tui.events import BenchProgress, Event, RunStarted
+from moe_tui.explain.recorder import server_recorder_mode, why_not_recorded
 from moe_tui.explain.store import traces_dir
-from moe_tui.explain.trace import parse_trace_name
 from moe_tui.profiles import ServerProfile
+from moe_tui.run.capture import CaptureCollector
 from moe_tui.run.context import RunContext
 from moe_tui.store.queue import QueueItem
 
@@ -42,6 +47,8 @@ PROFILE_TIMEOUT_S = 600.0
 FULL_BATCH_WAIT_S = 120.0
 START_ANSWER_S = 10.0
 MAX_KEPT_BYTES = 256 * 1024 * 1024
+# a configuration that never captures: no stage split, a start step no server reaches
+DISARM_REQUEST = {"profile_by_stage": False, "start_step": 2**31 - 1, "activities": ["CPU"]}
 EXPERT_DUMP_GLOB = "expert_distribution_recorder_*.pt"
 
 
@@ -54,13 +61,10 @@ async def _post(client: httpx.AsyncClient, path: str, body: dict[str, Any] | Non
         return 0, f"{type(exc).__name__}: {exc}"
 
 
-def _decode_ranks(folder: Path, prefix: str) -> set[int]:
-    out: set[int] = set()
-    for p in folder.glob(f"{prefix}-*.trace.json.gz"):
-        parts = parse_trace_name(p.name)
-        if parts is not None and parts.stage == "DECODE":
-            out.add(parts.tp_rank)
-    return out
+def admin_headers(profile: ServerProfile) -> dict[str, str] | None:
+    """The profile's api key for the admin endpoints (SGLang checks every route but /health and
+    /metrics once `--api-key` is set)."""
+    return {"Authorization": f"Bearer {profile.api_key}"} if profile.api_key else None
 
 
 def keep_files(sources: list[Path], dest: Path, limit: int = MAX_KEPT_BYTES) -> tuple[list[str], list[str]]:
@@ -108,15 +112,21 @@ async def profiled_run(runner: ItemRunner, ctx: RunContext, item: QueueItem, pro
                              "prefill": "EXTEND" in (definition.get("stages") or ())}
     world = int((server_facts.get("server_info") or {}).get("tp_size") or profile.tp_size or 1)
     full = asyncio.Event()
+    collector = CaptureCollector(raw, prefix, world)
 
     def on_event(ev: Event) -> None:
         if isinstance(ev, BenchProgress) and ev.run_id == run_id and ev.in_flight >= spec.max_concurrency:
             full.set()
 
     unsub = ctx.subscribers.add(on_event)
-    async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, timeout=30.0) as client:
-        code, text = await _post(client, "/start_expert_distribution_record")
-        facts["expert_record"] = "recording" if code == 200 else f"not recorded: {text or code}"
+    mode = server_recorder_mode(server_facts.get("server_info"), profile.extra_args)
+    async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, timeout=30.0,
+                                 headers=admin_headers(profile)) as client:
+        if mode is None:  # never ask: a real server without a recorder dies of it (the whole tree)
+            facts["expert_record"] = "not recorded: " + why_not_recorded(profile.name)
+        else:
+            code, text = await _post(client, "/start_expert_distribution_record")
+            facts["expert_record"] = "recording" if code == 200 else f"not recorded: {text or code}"
         holder: list[asyncio.Task[BenchResult]] = []
 
         def start_bench() -> asyncio.Task[BenchResult]:
@@ -124,7 +134,7 @@ async def profiled_run(runner: ItemRunner, ctx: RunContext, item: QueueItem, pro
             return holder[0]
 
         try:
-            await _profile_while(start_bench, full, client, req, raw, prefix, world, facts)
+            await _profile_while(start_bench, full, client, req, collector, facts)
         finally:
             unsub()
             if ctx.work.bench_stop is not None:
@@ -137,9 +147,10 @@ async def profiled_run(runner: ItemRunner, ctx: RunContext, item: QueueItem, pro
             result, bench_error = None, f"benchmark could not run: {type(exc).__name__}: {exc}"
         if facts["expert_record"] == "recording":
             await _expert_dump(client, profile, raw, facts)
-    kept, left = keep_files([p for p in raw.iterdir() if p.is_file()], dest)
+    sources, discarded = collector.finish()
+    kept, left = keep_files(sources, dest)
     shutil.rmtree(raw, ignore_errors=True)
-    facts["files"], facts["notes"] = kept, facts["notes"] + left
+    facts["files"], facts["notes"] = kept, facts["notes"] + discarded + left
     abort = ctx.work.abort_verdict or (("done", "") if any(k.endswith(".trace.json.gz") for k in kept)
                                    else ("failed", "profiled run: no trace was written; " + "; ".join(facts["notes"])))
     record = finished_run(
@@ -206,9 +217,9 @@ async def _ask_start(client: httpx.AsyncClient, req: dict[str, Any]) -> asyncio.
 
 
 async def _profile_while(start_bench: Callable[[], asyncio.Task[BenchResult]], full: asyncio.Event, client: httpx.AsyncClient,
-                         req: dict[str, Any], raw: Path, prefix: str, world: int, facts: dict[str, Any]) -> None:
+                         req: dict[str, Any], collector: CaptureCollector, facts: dict[str, Any]) -> None:
     """Start the benchmark and the profile (once the batch is full; before the benchmark when the
-    prefill is wanted too), then wait for every rank's DECODE trace."""
+    prefill is wanted too), wait for every rank's decode capture, then disarm the profiler."""
     if facts["prefill"]:
         start = await _ask_start(client, req)
         bench = start_bench()
@@ -231,15 +242,33 @@ async def _profile_while(start_bench: Callable[[], asyncio.Task[BenchResult]], f
             facts["notes"].append(f"/start_profile answered {code or 'nothing'}: {text}")
             return
     deadline = time.monotonic() + PROFILE_TIMEOUT_S
-    while len(_decode_ranks(raw, prefix)) < world and time.monotonic() < deadline and not bench.done():
+    while not collector.poll() and time.monotonic() < deadline and not bench.done():
         await asyncio.sleep(0.2)
     if not start.done():
         start.cancel()
         facts["start_profile"] = {"status": None, "answer": "no answer while the traces were awaited"}
-    complete = len(_decode_ranks(raw, prefix)) >= world
+    complete = collector.poll()
+    facts["decode_capture"] = collector.decode_stage
+    if collector.decode_stage == "MIXED":
+        facts["notes"].append("a prefill batch past num_steps ended the decode capture, so SGLang named it EXTEND: "
+                              "kept as MIXED (decode steps with prefill batches between them)")
     code, text = await _post(client, "/stop_profile")  # nothing may go on profiling ("not in progress"
     facts["stop_profile"] = {"status": code, "answer": text}  # is the usual answer after num_steps)
+    facts["disarm"] = await disarm(client)
     if not complete:
-        facts["notes"].append(f"{len(_decode_ranks(raw, prefix))} of {world} ranks' decode traces after the "
-                              f"benchmark or {PROFILE_TIMEOUT_S:.0f} s; /stop_profile answered {code}")
+        facts["notes"].append(f"no complete set of {collector.world} ranks' decode traces after the benchmark or "
+                              f"{PROFILE_TIMEOUT_S:.0f} s; /stop_profile answered {code}")
         await asyncio.sleep(0.5)
+
+
+async def disarm(client: httpx.AsyncClient) -> str:
+    """Leave the server's profiler unarmed. 0.5.23 keeps a by-stage configuration after its DECODE
+    export, so the next prefill (the next run's warmup, a health probe's generate) would start a
+    capture. A start with a `start_step` no server reaches and no stage split replaces it (the
+    manager's `_init_profile`: only an init, nothing captured); a capture the armed profiler already
+    began is stopped first (its files are discarded with the strays)."""
+    code, text = await _post(client, "/start_profile", DISARM_REQUEST)
+    if code == 500:  # "already in progress": the armed profiler began a capture
+        await _post(client, "/stop_profile")
+        code, text = await _post(client, "/start_profile", DISARM_REQUEST)
+    return "disarmed" if code == 200 else f"not disarmed: {code or 'no answer'} {text}"

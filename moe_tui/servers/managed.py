@@ -52,6 +52,15 @@ if TYPE_CHECKING:
 
 
 # -- the managed server --------------------------------------------------------------------------
+
+def _last_update(line: str) -> str:
+    """What a terminal shows of a line written with "\r" updates (a tqdm bar): its last non-empty
+    update."""
+    if "\r" not in line:
+        return line
+    parts = [p for p in line.split("\r") if p.strip()]
+    return parts[-1] if parts else ""
+
 class ManagedServer(ServerWatchMixin):
     """One profile's server process. Create, `subscribe`, then `await start()` / `wait_ready()` /
     `stop()`. Every method runs on the asyncio loop that called `start()`, except `stop_sync()`,
@@ -293,10 +302,13 @@ class ManagedServer(ServerWatchMixin):
         chunk = self._log_reader.read()
         if not chunk:
             return
+        # Any new output is progress (the no-progress watchdog's clock): SGLang's weight load is a
+        # tqdm bar, "\r"-separated updates of one line with a single newline at its end.
+        self._last_progress = time.monotonic()
         text = self._partial + chunk.decode("utf-8", "replace")
-        *lines, self._partial = text.replace("\r\n", "\n").split("\n")
-        if lines:
-            self._last_progress = time.monotonic()  # the no-progress watchdog's clock
+        *raw_lines, partial = text.replace("\r\n", "\n").split("\n")
+        self._partial = _last_update(partial)  # bounded: a terminal shows only the last update
+        lines = [_last_update(line) for line in raw_lines]
         for line in lines:
             self.log_lines.append(line)
             self._emit(ServerLogLine(profile=self.name, line=line))
@@ -344,10 +356,10 @@ class ManagedServer(ServerWatchMixin):
                 return
             stalled = time.monotonic() - self._last_progress
             if self.state == STARTING and stalled >= self.profile.startup_stall_s:
-                last = self.log_lines[-1][:160] if self.log_lines else "(none)"
+                last = (self._partial or (self.log_lines[-1] if self.log_lines else "(none)"))[:160]
                 await self._fail(
                     f"no startup progress for {stalled:.0f} s (startup_stall_s={self.profile.startup_stall_s:g}): "
-                    f"no new log line or phase since {last!r} (phase: {self.phase or 'none'})")
+                    f"no new output since {last!r} (phase: {self.phase or 'none'})")
                 return
             await asyncio.sleep(0.1)
 

@@ -414,8 +414,6 @@ class SimEngine:
     def internal_state(self) -> dict[str, Any]:
         return {
             "last_gen_throughput": round(self.last_gen_throughput, 3),
-            "num_running_reqs": self.sched.num_running,
-            "num_queue_reqs": self.sched.num_waiting,
             "token_usage": round(self.token_usage(), 6),
             "memory_usage": {"weight": WEIGHTS_GIB, "kvcache": round(self.memory.kv_gib, 2),
                              "token_capacity": self.kv_pool, "graph": GRAPH_GIB},

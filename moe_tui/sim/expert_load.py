@@ -6,8 +6,9 @@ $SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR (default /tmp) and resets. The file is 
 `torch.save` writes: a zip archive holding `data.pkl` (a dict `{"rank": 0, "logical_count":
 int32 tensor [steps, layers, experts], "average_utilization_rate_over_window": None}`) and the
 tensor's raw storage; written here by hand (no torch in the emulator), read back without torch by
-`moe_tui.explain.expert_load`. Every endpoint needs `--expert-distribution-recorder-mode`, as in
-SGLang.
+`moe_tui.explain.expert_load`. Every endpoint needs `--expert-distribution-recorder-mode`: without
+one, 0.5.23's no-op recorder raises in the scheduler and the whole server dies unanswered
+(`moe_tui.sim.failure.child_failed`), and so does the emulator.
 
 Routing model: per MoE layer a fixed, seeded popularity over the routed experts (a Zipf-like
 skew, max/mean about 2.6, as real routers show), each step's tokens x top-k spread over it in
@@ -16,6 +17,7 @@ expectation (rounded up or down at random, so counts stay unbiased).
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -27,6 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+
+from moe_tui.sim.failure import child_failed
 
 if TYPE_CHECKING:
     from moe_tui.sim.engine import SimEngine
@@ -90,24 +94,32 @@ class SimExpertRecorder:
         return path
 
     # -- HTTP (SGLang's texts) ------------------------------------------------------------------
-    def _refuse(self) -> web.Response | None:
-        return web.Response(text=NOT_ENABLED + "\n", status=400) if self.mode is None else None
+    async def _die_without_mode(self, method: str) -> None:
+        """0.5.23 without a recorder mode: the no-op recorder's `method` raises in the scheduler's
+        `expert_distribution_handle`, which has no try; the scheduler exits and SIGQUITs the
+        launcher, which kills the whole tree. The HTTP request is never answered."""
+        error = (f'  File "sglang/srt/managers/scheduler.py", in expert_distribution_handle\n'
+                 f'  File "sglang/srt/eplb/expert_distribution.py", in {method}\n'
+                 f'  File "sglang/srt/eplb/expert_distribution.py", in _on_not_implemented\n'
+                 f"Exception: {NOT_ENABLED}")
+        asyncio.get_running_loop().call_later(0.02, child_failed, self.e, error, True)
+        await asyncio.Event().wait()  # the process is SIGKILLed before any answer
 
     async def handle_start(self, request: web.Request) -> web.Response:
-        if (refused := self._refuse()) is not None:
-            return refused
+        if self.mode is None:
+            await self._die_without_mode("start_record")
         self.counts, self.recording = [], True
         return web.Response(text="Start recording the expert distribution.\n")
 
     async def handle_stop(self, request: web.Request) -> web.Response:
-        if (refused := self._refuse()) is not None:
-            return refused
+        if self.mode is None:
+            await self._die_without_mode("stop_record")
         self.recording = False
         return web.Response(text="Stop recording the expert distribution.\n")
 
     async def handle_dump(self, request: web.Request) -> web.Response:
-        if (refused := self._refuse()) is not None:
-            return refused
+        if self.mode is None:
+            await self._die_without_mode("dump_record")
         self.dump()
         return web.Response(text="Dump expert distribution record.\n")
 

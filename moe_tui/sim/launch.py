@@ -13,6 +13,7 @@ is used, so any test or tool can import it cheaply.
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import signal
@@ -23,8 +24,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypedDict, Unpack
+from typing import IO, TypedDict, Unpack
 
 # Fast startup phases for tests unless a caller overrides them.
 FAST_START = ["--sim-load-seconds", "0.2", "--sim-graph-seconds", "0.1",
@@ -115,6 +117,25 @@ def http_status(url: str, timeout: float = 2.0) -> int | None:
         return None
 
 
+
+def _updates(stream: IO[bytes]) -> Iterator[str]:
+    """The stream's lines, each "\r" update of a progress bar (tqdm) counting as one: what a
+    reader of the terminal sees go by, as soon as it is written."""
+    decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+    buf = ""
+    read = getattr(stream, "read1", stream.read)
+    while chunk := read(65536):
+        buf += decode(chunk)
+        *done, buf = buf.replace("\r\n", "\n").split("\n")
+        if "\r" in buf:  # updates of the line still open are seen now, not at its newline: tqdm
+            done += [u for u in buf.split("\r") if u]  # writes each "\r" + update in one call
+            buf = ""
+        for line in done:
+            yield from ([part for part in line.split("\r") if part] or [""])
+    if buf:
+        yield buf
+
+
 class SimProcess:
     """One emulator subprocess in its own process group."""
 
@@ -154,8 +175,7 @@ class SimProcess:
         assert self.proc is not None and self.proc.stdout is not None
         sink = open(self.log_path, "a", encoding="utf-8") if self.log_path else None
         try:
-            for raw in self.proc.stdout:
-                line = raw.decode("utf-8", "replace").rstrip("\n")
+            for line in _updates(self.proc.stdout):
                 with self._lines_cv:
                     self.lines.append(line)
                     self.line_times.append(time.monotonic())

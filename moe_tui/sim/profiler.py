@@ -3,19 +3,23 @@
 
 - `POST|GET /start_profile`, body (all optional) `{output_dir, start_step, num_steps, activities,
   profile_by_stage, merge_profiles, profile_prefix, record_shapes, with_stack,
-  detailed_annotations}`. `output_dir` defaults to $SGLANG_TORCH_PROFILER_DIR, else /tmp; the
-  profile id is the start's `time.time()`. With `num_steps` the profile stops by itself after that
-  many forward steps (with `profile_by_stage`: that many prefill and that many decode steps, one
-  file each, `-EXTEND` / `-DECODE`); `start_step` delays the start to that forward step. Starting
-  while a profile runs answers "Profiling is already in progress. Call /stop_profile first.".
-- `POST|GET /stop_profile`: stops and writes the traces ("Profiling is not in progress..." if none).
+  detailed_annotations}`; unknown fields are ignored. `output_dir` defaults to
+  $SGLANG_TORCH_PROFILER_DIR, else /tmp; the profile id is the start's `time.time()`. With
+  `num_steps` the capture stops by itself after that many forward steps; with `profile_by_stage`
+  captures start and stop on batches of each stage (`SimProfiler._predicate`, the manager's
+  `_profile_batch_predicate`, armed state and EXTEND naming included); `start_step` delays the
+  start to that forward step.
+- `POST|GET /stop_profile`: stops the running capture and writes it (no stage in the name).
+- A failed request ("Profiling is already in progress. Call /stop_profile first.", "Profiling is
+  not in progress. Call /start_profile first.") answers 500, as 0.5.23's tokenizer manager raises
+  on a failed ProfileReqOutput; a body that is not a ProfileReqInput answers 400.
 Traces: `moe_tui.sim.traces` (one gzipped Chrome trace per TP rank, SGLang's file names). The
 emulator keeps at most `MAX_STEPS` steps of one profile (SGLang keeps all; a bounded emulator
 cannot fill a disk).
 
 Expert load: `/start_expert_distribution_record`, `/stop_expert_distribution_record`,
-`/dump_expert_distribution_record` need `--expert-distribution-recorder-mode` (else SGLang's
-"Please set ServerArgs.expert_distribution_recorder_mode ..." error); see `moe_tui.sim.expert_load`.
+`/dump_expert_distribution_record` need `--expert-distribution-recorder-mode`: without one the
+scheduler raises and the whole server dies, as 0.5.23's does; see `moe_tui.sim.expert_load`.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,15 +57,15 @@ class ProfileRequestError(ValueError):
 
 
 def parse_profile_request(body: object) -> dict[str, Any]:
+    """The known fields of a ProfileReqInput body, type-checked; unknown fields are ignored, as
+    0.5.23's request struct does (extra fields ignored)."""
     if body is None:
         return {}
     if not isinstance(body, dict):
         raise ProfileRequestError("the body must be a JSON object (ProfileReqInput)")
     out: dict[str, Any] = {}
     for key, value in body.items():
-        if key not in PROFILE_FIELDS:
-            raise ProfileRequestError(f"unknown ProfileReqInput field {key!r}")
-        if value is None:
+        if key not in PROFILE_FIELDS or value is None:
             continue
         types = PROFILE_FIELDS[key]
         if not isinstance(value, types) or (types == (int,) and isinstance(value, bool)):
@@ -77,98 +81,143 @@ def parse_profile_request(body: object) -> dict[str, Any]:
 
 
 @dataclass
-class _Profile:
+class _Config:
+    """What the last /start_profile set (SchedulerProfilerManager's fields); it outlives a capture."""
+
     profile_id: str
     output_dir: Path
     prefix: str
-    num_steps: int | None
-    start_at: int | None  # forward step index to start at (start_step), None: at once
     by_stage: bool
     gpu: bool
-    steps: dict[str, list[StepRecord]] = field(default_factory=lambda: {"DECODE": [], "EXTEND": [], "": []})
-    started: bool = False
-    done_stages: set[str] = field(default_factory=set)  # with profile_by_stage: stages written
+    start_ct: int | None = None  # profiler_start_forward_ct
+    target_ct: int | None = None  # profiler_target_forward_ct
+    prefill_ct: int | None = None
+    decode_ct: int | None = None
+    target_prefill: int | None = None
+    target_decode: int | None = None
 
 
 class SimProfiler:
-    """Profiler state of one emulated server (every TP rank at once)."""
+    """Profiler state of one emulated server (every TP rank at once), the state machine of 0.5.23's
+    SchedulerProfilerManager: `/start_profile` configures (and, unless by stage or with a
+    start_step, starts a capture); before each batch `_predicate` starts and stops captures; a
+    capture's steps are written when it stops, named by the stage it was stopped for.
+
+    As in 0.5.23, a by-stage configuration is never cleared: after its DECODE export the next
+    prefill batch starts a new capture when no prefill was seen yet (prefill count 0), and the
+    decode after it exports again under the DECODE name; a prefill batch past `num_steps` ends a
+    running (decode) capture under the EXTEND name."""
 
     def __init__(self, engine: SimEngine) -> None:
         self.e = engine
-        self.current: _Profile | None = None
+        self.config: _Config | None = None
+        self.capture: list[StepRecord] | None = None  # the steps of the running capture
         self.written: list[str] = []
         self._reference = load_backends(engine.args.sim_backends_file)[DEFAULT_ROW]
 
+    @property
+    def in_progress(self) -> bool:
+        return self.capture is not None
+
+    def _forward_ct(self) -> int:
+        return self.e.completed_step + 1
+
     # -- requests -------------------------------------------------------------------------------
     def start(self, req: dict[str, Any]) -> tuple[bool, str]:
-        if self.current is not None:
+        if self.in_progress:
             return False, "Profiling is already in progress. Call /stop_profile first."
         out_dir = req.get("output_dir") or os.environ.get("SGLANG_TORCH_PROFILER_DIR", "/tmp")
-        start_step = req.get("start_step")
-        start_at = max(start_step, self.e.completed_step + 2) if start_step else None
-        self.current = _Profile(
-            profile_id=req.get("profile_id") or str(time.time()), output_dir=Path(out_dir).expanduser(),
-            prefix=req.get("profile_prefix") or "", num_steps=req.get("num_steps") or None, start_at=start_at,
-            by_stage=bool(req.get("profile_by_stage")), gpu="GPU" in (req.get("activities") or ["CPU", "GPU"]))
-        self.current.started = start_at is None
-        log(f"Profiling starts. Traces will be saved to: {self.current.output_dir} "
-            f"(with profile id: {self.current.profile_id})", self.e.prefix)
+        old = self.config
+        cfg = _Config(profile_id=req.get("profile_id") or str(time.time()), output_dir=Path(out_dir).expanduser(),
+                      prefix=req.get("profile_prefix") or "", by_stage=bool(req.get("profile_by_stage")),
+                      gpu="GPU" in (req.get("activities") or ["CPU", "GPU"]))
+        if old is not None:  # counters the request does not set survive, as the manager's fields do
+            cfg.prefill_ct, cfg.decode_ct = old.prefill_ct, old.decode_ct
+            cfg.target_prefill, cfg.target_decode = old.target_prefill, old.target_decode
+        start_step, num_steps = req.get("start_step"), req.get("num_steps")
+        if start_step:
+            cfg.start_ct = max(start_step, self._forward_ct() + 1)
+        if num_steps:
+            if cfg.by_stage:
+                cfg.prefill_ct = cfg.decode_ct = 0
+                cfg.target_prefill = cfg.target_decode = num_steps
+            elif start_step:
+                cfg.target_ct = (cfg.start_ct or 0) + num_steps
+            else:
+                cfg.target_ct = self._forward_ct() + num_steps
+        self.config = cfg
+        if not (cfg.by_stage or start_step):
+            self._start_capture(None)
         return True, "Succeeded"
 
-    def stop(self) -> tuple[bool, str]:
-        if self.current is None:
+    def stop(self, stage: str | None = None) -> tuple[bool, str]:
+        """`_stop_profile(stage)`: write the running capture, named for `stage` (none from
+        /stop_profile, whatever the configuration)."""
+        cfg, steps = self.config, self.capture
+        if cfg is None or steps is None:
             return False, "Profiling is not in progress. Call /start_profile first."
-        prof, self.current = self.current, None
-        paths = []
-        for stage, steps in prof.steps.items():
-            if steps and prof.gpu:
-                paths += self._write(prof, steps, stage or None)
-        self.written += [str(p) for p in paths]
-        log(f"Profiling done. Traces are saved to: {prof.output_dir}", self.e.prefix)
+        self.capture = None
+        cfg.start_ct = None
+        if steps and cfg.gpu:
+            self.written += [str(p) for p in self._write(cfg, steps, stage)]
+        log(f"Profiling done. Traces are saved to: {cfg.output_dir}", self.e.prefix)
         return True, "Succeeded."
 
+    def _start_capture(self, stage: str | None) -> None:
+        assert self.config is not None
+        self.capture = []
+        log(f"Profiling starts{f' for {stage}' if stage else ''}. Traces will be saved to: {self.config.output_dir} "
+            f"(with profile id: {self.config.profile_id})", self.e.prefix)
+
     # -- the engine's hook ----------------------------------------------------------------------
-    def on_step(self, plan: StepPlan, duration_s: float) -> None:
-        """After each engine step (with the wall seconds it was given)."""
-        prof = self.current
-        if prof is None:
+    def _predicate(self, stage: str, forward_ct: int) -> None:
+        """`_profile_batch_predicate`, before a batch of `stage` runs."""
+        cfg = self.config
+        if cfg is None:
             return
-        if not prof.started:
-            if plan.index + 1 < (prof.start_at or 0):
-                return
-            prof.started = True
+        if cfg.by_stage:
+            if cfg.prefill_ct is None or cfg.decode_ct is None:
+                return  # by stage without num_steps on a fresh manager: nothing counted
+            if stage == "EXTEND":
+                if cfg.prefill_ct == 0:
+                    self._start_capture(stage)
+                cfg.prefill_ct += 1
+                if cfg.prefill_ct > (cfg.target_prefill or 0) and self.in_progress:
+                    self.stop("EXTEND")
+            else:
+                if cfg.decode_ct == 0:
+                    if self.in_progress:
+                        self.stop("EXTEND")  # "force trace flush": the prefill capture so far
+                    self._start_capture(stage)
+                cfg.decode_ct += 1
+                if cfg.decode_ct > (cfg.target_decode or 0) and self.in_progress:
+                    self.stop("DECODE")
+            return
+        if cfg.target_ct and cfg.target_ct <= forward_ct:
+            self.stop()
+        if cfg.start_ct and cfg.start_ct == forward_ct:
+            self._start_capture(None)
+
+    def on_step(self, plan: StepPlan, duration_s: float) -> None:
+        """After each engine step (with the wall seconds it was given): the predicate SGLang runs
+        before the batch, then the batch into the running capture."""
+        if self.config is None:
+            return
         # SGLang runs prefill in forward passes of their own (EXTEND) unless mixed chunking is on; the
         # emulator folds chunked prefill into decode steps, so a step that prefills anything is an
-        # EXTEND step and only a pure decode step is DECODE: the decode breakdown is prefill-free.
+        # EXTEND step and only a pure decode step is DECODE.
         stage = "EXTEND" if plan.prefill_tokens > 0 else "DECODE"
-        key = stage if prof.by_stage else ""
+        self._predicate(stage, plan.index + 1)
+        if self.capture is None or len(self.capture) >= MAX_STEPS:
+            return
         modelled = duration_s * 1000.0 * self.e.time_scale * self.e.board.speed
         b, perf = plan.decode_batch, self.e.perf
         slowdown = float(getattr(self.e.args, "sim_moe_slowdown_ms", 0.0) or 0.0) if b > 0 else 0.0
-        rec = StepRecord(plan.index, stage, time.time() - duration_s, modelled, perf.step_ms(b, plan.prefill_tokens),
-                         self._reference.decode_ms(b) if b > 0 else 0.0, perf.decode_ms(b), slowdown)
-        bucket = prof.steps[key]
-        if stage in prof.done_stages:
-            return
-        if prof.by_stage and stage == "DECODE" and prof.steps["EXTEND"] and "EXTEND" not in prof.done_stages:
-            # SGLang flushes the prefill trace when the first decode batch of the profile comes
-            self.written += [str(p) for p in self._write(prof, prof.steps["EXTEND"], "EXTEND")]
-            prof.steps["EXTEND"] = []
-            prof.done_stages.add("EXTEND")
-        if len(bucket) < MAX_STEPS:
-            bucket.append(rec)
-        if prof.num_steps:
-            if prof.by_stage:
-                if len(bucket) >= prof.num_steps:  # this stage is complete: write it now
-                    self.written += [str(p) for p in self._write(prof, bucket, stage)]
-                    prof.steps[key] = []
-                    prof.done_stages.add(stage)
-                    if stage == "DECODE" or prof.done_stages >= {"EXTEND", "DECODE"}:
-                        self.stop()  # the decode target ends the profile (a pending prefill part is written)
-            elif len(bucket) >= prof.num_steps:
-                self.stop()
+        self.capture.append(StepRecord(plan.index, stage, time.time() - duration_s, modelled,
+                                       perf.step_ms(b, plan.prefill_tokens),
+                                       self._reference.decode_ms(b) if b > 0 else 0.0, perf.decode_ms(b), slowdown))
 
-    def _write(self, prof: _Profile, steps: list[StepRecord], stage: str | None) -> list[Path]:
+    def _write(self, prof: _Config, steps: list[StepRecord], stage: str | None) -> list[Path]:
         a = self.e.args
         return write_traces(prof.output_dir, steps, self.e.resolved_backend, profile_id=prof.profile_id,
                             world=a.tp_size, ep_size=a.ep_size, stage=stage, prefix=prof.prefix,
@@ -185,14 +234,20 @@ class SimProfiler:
             return web.json_response({"error": {"message": f"Invalid ProfileReqInput: {exc}"}}, status=400)
         ok, message = self.start(req)
         if not ok:
-            return web.Response(text=message + "\n", status=400)
+            return self._failed(message)
         return web.Response(text="Start profiling.\n")
 
     async def handle_stop(self, request: web.Request) -> web.Response:
         ok, message = self.stop()
         if not ok:
-            return web.Response(text=message + "\n", status=400)
+            return self._failed(message)
         return web.Response(text="Stop profiling. This will take some time.\n")
+
+    def _failed(self, message: str) -> web.Response:
+        """A failed ProfileReqOutput: the tokenizer manager raises RuntimeError(message), which the
+        HTTP server answers as FastAPI does an unhandled error: 500, the message only in the log."""
+        log(f"Exception in ASGI application: RuntimeError: {message}", self.e.prefix, "ERROR")
+        return web.Response(text="Internal Server Error", status=500)
 
 
 def add_routes(app: web.Application, profiler: SimProfiler, expert: SimExpertRecorder | None = None) -> None:

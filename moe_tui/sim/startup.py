@@ -1,5 +1,5 @@
 """The emulator's startup: SGLang's log lines through load, KV allocation, CUDA graphs and warmup,
-the process tree spawned at "Init torch distributed", GPU memory filling as each phase passes.
+the process tree spawned before the load, GPU memory filling as each phase passes.
 
 Log wording follows SGLang 0.5.23 (srt/model_executor/model_runner.py: "Load weight begin/end";
 srt/mem_cache/kv_cache_configurator.py: "Memory pool end"; srt/model_executor/
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 
 from moe_tui.sim import SIM_VERSION
@@ -23,25 +24,54 @@ from moe_tui.sim.failure import child_failed, maybe_startup_fault
 from moe_tui.sim.memory import WEIGHTS_GIB
 from moe_tui.sim.output import log, log_raw
 
-LOAD_PROGRESS_EVERY_S = 0.5  # a shard progress line this often, as safetensors loading prints them
+LOAD_PROGRESS_EVERY_S = 0.5  # a bar update this often (tqdm refreshes at most every 0.1 s; shards take longer)
 SHARDS = 80
+LOAD_DESC = "Loading safetensors checkpoint shards"
+
+
+def _interval(seconds: float) -> str:
+    """tqdm's format_interval: mm:ss (h:mm:ss past an hour)."""
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h:d}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+def load_bar(done: int, elapsed: float, total: int = SHARDS) -> str:
+    """One update of SGLang's weight-load bar (model_loader/weight_utils.py's tqdm, bar format
+    "{desc}: {percentage:3.0f}% Completed | {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]")."""
+    if done <= 0 or elapsed <= 0:
+        remaining, rate = "?", "?it/s"
+    else:
+        per = done / elapsed
+        remaining = _interval((total - done) / per)
+        rate = f"{per:5.2f}it/s" if per >= 1 else f"{1 / per:5.2f}s/it"
+    return f"{LOAD_DESC}: {100 * done / total:3.0f}% Completed | {done}/{total} [{_interval(elapsed)}<{remaining}, {rate}]"
+
+
+def _bar(text: str, end: str = "") -> None:
+    """A tqdm refresh: carriage return, the bar, no newline (one newline when the bar closes); to
+    stderr, as tqdm writes."""
+    sys.stderr.write("\r" + text + end)
+    sys.stderr.flush()
 
 
 async def _load_weights(engine: SimEngine, seconds: float) -> None:
     """Sleep through the load phase while the simulated GPUs' memory fills with weights, printing
-    the checkpoint-shard progress lines a real load prints."""
+    the checkpoint-shard progress bar a real load prints: `\r` updates and one newline at the end."""
     board = engine.board
     board.mem_phase = "loading"
     steps = max(1, int(seconds / 0.1))
-    last_line = time.monotonic()
+    began = last_update = time.monotonic()
+    _bar(load_bar(0, 0.0))
     for i in range(steps):
         await asyncio.sleep(seconds / steps)
         board.load_progress = (i + 1) / steps
-        if time.monotonic() - last_line >= LOAD_PROGRESS_EVERY_S and i + 1 < steps:
-            last_line = time.monotonic()
-            done = int(SHARDS * board.load_progress)
-            log_raw(f"Loading safetensors checkpoint shards: {100 * done // SHARDS:3d}% Completed | "
-                    f"{done}/{SHARDS}")
+        if time.monotonic() - last_update >= LOAD_PROGRESS_EVERY_S and i + 1 < steps:
+            last_update = time.monotonic()
+            _bar(load_bar(int(SHARDS * board.load_progress), last_update - began))
+    final = load_bar(SHARDS, time.monotonic() - began)
+    _bar(final)  # tqdm's close: the last refresh, then the newline
+    _bar(final, "\n")
 
 
 def _banner(engine: SimEngine) -> None:
@@ -82,15 +112,14 @@ async def _spawn_children(engine: SimEngine) -> None:
 
 async def _load_and_pool(engine: SimEngine, t0: float) -> float:
     a, prefix = engine.args, engine.prefix
-    log(f"Init torch distributed begin. tp_size={a.tp_size}, ep_size={a.ep_size}", prefix)
-    maybe_startup_fault(engine, "distributed")
+    maybe_startup_fault(engine, "distributed")  # 0.5.23 prints no line of its own for it
     log(f"Load weight begin. avail mem={engine.memory.mem_total_bytes / 2**30:.2f} GB", prefix)
     load = a.sim_load_seconds + a.sim_slow_start
     if a.sim_slow_start:
         log(f"Loading safetensors checkpoint shards is slow (SIMULATED slow start: "
             f"+{a.sim_slow_start:.1f} s)", prefix)
     if a.sim_startup_hang:
-        log("Loading safetensors checkpoint shards: 0% Completed | 0/80 [00:00<?, ?it/s]", prefix)
+        _bar(load_bar(0, 0.0))
         await asyncio.Event().wait()  # SIMULATED hang: never finishes loading, prints nothing more
     await _load_weights(engine, load)
     maybe_startup_fault(engine, "load")

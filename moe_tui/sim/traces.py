@@ -9,8 +9,9 @@ emulator's own differences between backends:
 - the rest is the backend's MoE: `ROUTING_SHARE` routing/permute, the remainder its grouped GEMMs;
 - an injected MoE slowdown (`--sim-moe-slowdown-ms`) goes wholly to the MoE GEMMs;
 - a step that prefills (EXTEND) adds its prefill time split by `PREFILL_SPLIT`.
-Each backend launches kernels under its own names (`BACKEND_KERNELS`), names the class table of
-`moe_tui.explain.rules` knows. A step's kernels are written for `LAYER_GROUPS` groups of layers
+Each backend launches kernels under its own names (`BACKEND_KERNELS`): real names from the
+explain corpus (`moe_tui.explain.corpus`), each checked to be of the class it stands for, never
+names written to fit the rules. A step's kernels are written for `LAYER_GROUPS` groups of layers
 (one event per kernel per group, the group's time in it) to keep a trace small.
 
 Trace format: torch profiler's Chrome trace as `export_chrome_trace` writes it (traceEvents with
@@ -30,51 +31,63 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from moe_tui.explain.corpus import corpus_name
+
 COMMON_SHARE = 0.45
 COMMON_CAP = 0.8
 ROUTING_SHARE = 0.08
 LAYER_GROUPS = 4
 STEP_JITTER = 0.004  # per kernel, per step and rank: what two replays of one graph differ by
-COMMON_SPLIT = (  # (class, kernel name, share of the common part)
-    ("attention", "void flash::flash_mla_decode_kernel<cutlass::bfloat16_t, 64, 64>", 0.34),
-    ("collective", "void sglang::cross_device_reduce_1stage<__nv_bfloat16, 8>", 0.22),
-    ("dense_gemm", "nvjet_sm120_tst_128x64_64x8_2x1_v_bz_TNT", 0.20),
-    ("norm_elementwise", "void flashinfer::norm::FusedAddRMSNormKernel<8, __nv_bfloat16>", 0.06),
-    ("norm_elementwise", "void flashinfer::activation::act_and_mul_kernel<__nv_bfloat16, silu>", 0.04),
-    ("quantization", "void cvt_fp16_to_fp4<__nv_bfloat16, false>", 0.06),
+# Kernel names: real ones, drawn from the explain corpus (moe_tui/explain/kernel_corpus.csv) by a
+# fragment that names exactly one entry; never written here to fit the rules.
+COMMON_SPLIT_FRAGMENTS = (  # (class, corpus fragment, share of the common part): GLM-5's decode on Blackwell
+    ("attention", "flash_fwd_splitkv_mla_fp8_sparse_kernel", 0.24),  # DSA sparse MLA, fp8 KV
+    ("attention", "sm100_fp8_paged_mqa_logits", 0.05),  # DSA indexer logits
+    ("attention", "topk_transform_decode_kernel", 0.05),  # DSA indexer top-k
+    ("collective", "allreduce_fusion_kernel_oneshot_lamport", 0.22),
+    ("dense_gemm", "nvjet_sm100_tst_256x104_64x4_4x1_v_bz_TNT", 0.20),
+    ("norm_elementwise", "flashinfernormkernelsfused_add_rmsnorm", 0.06),  # CuTe DSL
+    ("norm_elementwise", "flashinfer::activation::act_and_mul_kernel", 0.04),
+    ("quantization", "nvfp4_quantizeNVFP4QuantizeSwizzledKernel", 0.06),  # CuTe DSL
 )
 COMMON_IDLE = 0.08  # of the common part: launch overhead and host gaps between replays
-PREFILL_SPLIT: tuple[tuple[str, str | None, float], ...] = (
+PREFILL_SPLIT_FRAGMENTS: tuple[tuple[str, str | None, float], ...] = (
     ("moe_gemm", None, 0.45),  # None: the backend's own GEMM names
-    ("dense_gemm", "nvjet_sm120_tst_256x128_64x4_2x1_v_bz_TNT", 0.20),
-    ("attention", "void flashinfer::BatchPrefillWithRaggedKVCacheKernel<128, bf16>", 0.25),
-    ("norm_elementwise", "void flashinfer::norm::FusedAddRMSNormKernel<8, __nv_bfloat16>", 0.10),
+    ("dense_gemm", "nvjet_sm100_tst_256x128_64x5_2x2_2cta_h_bz_TNT", 0.20),
+    ("attention", "flashinfer::BatchPrefillWithRaggedKVCacheKernel", 0.25),
+    ("norm_elementwise", "flashinfer::norm::FusedAddRMSNormKernel", 0.10),
 )
-# backend -> (MoE GEMM kernel names, routing/permute kernel names); times split evenly among them.
-BACKEND_KERNELS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "flashinfer_cutlass": (
-        ("void tensorrt_llm::kernels::cutlass_kernels::moe_gemm_kernel_fp4<gemm1, cutlass::arch::Sm120>",
-         "void tensorrt_llm::kernels::cutlass_kernels::moe_gemm_kernel_fp4<gemm2, cutlass::arch::Sm120>"),
-        ("void tensorrt_llm::kernels::expandInputRowsKernel<__nv_fp4_e2m1>",
-         "void tensorrt_llm::kernels::finalizeMoeRoutingKernel<__nv_bfloat16>")),
-    "flashinfer_cutedsl": (
-        ("cutlass_cute_dsl_masked_grouped_gemm_nvfp4_sm120_gate_up", "cutlass_cute_dsl_masked_grouped_gemm_nvfp4_sm120_down"),
-        ("void flashinfer::moe_permute_kernel<__nv_bfloat16>", "void flashinfer::moe_unpermute_kernel<__nv_bfloat16>")),
-    "flashinfer_trtllm": (
-        ("bmm_E2m1_E2m1E2m1_Fp32_t128x8x512u2_s3_et128x8_m128x8x64_cga1x1x1_16dp256b_TN_transOut_schedS_sm120",
-         "bmm_Bfloat16_E2m1E2m1_Fp32_t128x8x512u2_s3_et128x8_m128x8x64_cga1x1x1_16dp256b_TN_transOut_schedS_sm120"),
-        ("void moe::dev::routing::routingDeepSeek::routingMainKernel<float>",
-         "void moe::dev::finalize::finalizeKernel<__nv_bfloat16>")),
-    "triton": (("fused_moe_kernel",), ("moe_align_block_size_kernel", "moe_sum_reduce_kernel")),
-    "deep_gemm": (("void deep_gemm::sm100_fp8_m_grouped_gemm_masked_impl<128, 128>",),
-                  ("ep_scatter_kernel", "ep_gather_kernel")),
-    "cutlass": (("void cutlass_moe_fp4_grouped_gemm_sm120<gate_up>", "void cutlass_moe_fp4_grouped_gemm_sm120<down>"),
-                ("moe_align_block_size_kernel", "void sglang::moe_permute_rows<__nv_bfloat16>")),
-    "triton_kernel": (("_p_matmul_ogs_NNT_bf16xbf16xmxfp4_128x128x64x1_swiglu", "_p_matmul_ogs_NNT_bf16xbf16xmxfp4_128x128x64x1"),
-                      ("_routing_compute_indx", "_routing_memset_indx")),
+# backend -> (MoE GEMM kernel fragments, routing/permute kernel fragments); times split evenly among them.
+BACKEND_FRAGMENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "flashinfer_cutlass": (("MainloopSm100ArrayTmaUmmaWarpSpecializedBlockScaled", "computeStridesTmaWarpSpecializedKernel"),
+                           ("fusedBuildExpertMapsSortFirstTokenKernel", "cutlass_kernels::expandInputRowsKernel",
+                            "cutlass_kernels::finalizeMoeRoutingKernel")),
+    "flashinfer_cutedsl": (("grouped_gemm_masked_blackwell",), ("moe_fused_gate_kernel<", "shuffle_rows_kernel")),
+    "flashinfer_trtllm": (("bmm_MxE4m3_MxE2m1MxE4m3", "bmm_Bfloat16_MxE2m1MxE4m3"),
+                          ("routingDeepSeek::routingMainKernel", "finalizeKernelVecLoad")),
+    "triton": (("fused_moe_kernel",), ("void moe_align_block_size_kernel", "_moe_sum_reduce_kernel")),
+    "deep_gemm": (("sm100_fp8_gemm_1d1d_impl<(cute::UMMA::Major)0, (cute::UMMA::Major)0, 0u, 4096u",),
+                  ("_fwd_kernel_ep_scatter_1", "_fwd_kernel_ep_gather")),
+    "cutlass": (("__get_group_gemm_starts",), ("compute_arg_sorts", "shuffle_rows_kernel", "apply_shuffle_mul_sum_kernel")),
+    "triton_kernel": (("_matmul_ogs_NNT_bf16xbf16xmxfp4_16x256x128x1_swiglu", "_p_matmul_ogs_NNT"), ("_topk_forward", "_routing_compute_indx")),
 }
-DEFAULT_KERNELS = (("void sglang::moe_grouped_gemm_kernel<__nv_fp4_e2m1>",),
-                   ("void sglang::biased_grouped_topk_kernel<float>", "void sglang::moe_permute_kernel<bf16>"))
+DEFAULT_FRAGMENTS = (("fused_moe_kernel",), ("void moe_align_block_size_kernel", "count_and_sort_expert_tokens_kernel"))
+
+
+def _real(fragment: str, kernel_class: str) -> str:
+    """The corpus name `fragment` picks, which must be of `kernel_class` (else the emulator's own
+    breakdown would move time between classes)."""
+    return corpus_name(fragment, kernel_class)
+
+
+COMMON_SPLIT = tuple((cls, _real(f, cls), share) for cls, f, share in COMMON_SPLIT_FRAGMENTS)
+PREFILL_SPLIT: tuple[tuple[str, str | None, float], ...] = tuple(
+    (cls, None if f is None else _real(f, cls), share) for cls, f, share in PREFILL_SPLIT_FRAGMENTS)
+BACKEND_KERNELS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    backend: (tuple(_real(f, "moe_gemm") for f in gemms), tuple(_real(f, "moe_routing") for f in routing))
+    for backend, (gemms, routing) in BACKEND_FRAGMENTS.items()}
+DEFAULT_KERNELS = (tuple(_real(f, "moe_gemm") for f in DEFAULT_FRAGMENTS[0]),
+                   tuple(_real(f, "moe_routing") for f in DEFAULT_FRAGMENTS[1]))
 
 
 @dataclass(frozen=True)
@@ -166,7 +179,7 @@ def write_traces(out_dir: str | Path, steps: list[StepRecord], backend: str, *, 
         data["traceName"] = str(path)
         tmp = path.with_name(path.name + ".part")
         with gzip.open(tmp, "wt", compresslevel=6) as fh:
-            json.dump(data, fh, separators=(",", ":"))
+            json.dump(data, fh)  # Kineto's spacing ("rank": 3): HTA finds a trace's rank by that pattern
         tmp.replace(path)  # a reader polling the folder never sees half a file
         written.append(path)
     return written

@@ -98,12 +98,13 @@ async def test_no_progress_watchdog_fails_a_hung_start_before_the_timeout(made):
         await server.wait_ready(timeout=60)
     took = time.monotonic() - began
     assert "no startup progress for" in server.failure.reason and "startup_stall_s=5" in server.failure.reason
-    assert "Loading safetensors checkpoint shards: 0%" in server.failure.reason
+    assert "Loading safetensors checkpoint shards:   0% Completed" in server.failure.reason
     assert took < 60  # far below startup_timeout_s=120
 
 
 async def test_log_lines_keep_the_watchdog_quiet_during_a_long_load(made):
-    # 12 s of loading with the shard progress lines a real load prints (every 0.5 s), watchdog at 5 s
+    # 12 s of loading with the shard progress bar a real load prints: tqdm "\r" updates every 0.5 s
+    # and no newline until the load ends; watchdog at 5 s
     server = _server(made, _profile(stall=5.0, load_seconds=12.0))
     await server.start()
     await server.wait_ready(timeout=60)

@@ -28,7 +28,7 @@ def test_startup_hang_never_becomes_healthy():
     # SGLang opens its HTTP port only once the engine is up (http_server.py): a load that hangs
     # leaves the port closed, the process alive.
     with SimProcess(["--sim-startup-hang"]) as sim:
-        sim.wait_for_log("Loading safetensors checkpoint shards: 0%", timeout=10)
+        sim.wait_for_log("Loading safetensors checkpoint shards:   0% Completed", timeout=10)
         time.sleep(1.0)
         assert http_status(sim.base_url + "/v1/models") is None
         assert http_status(sim.base_url + "/health_generate") is None

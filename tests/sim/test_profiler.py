@@ -18,7 +18,7 @@ from tests.sim_helpers import sim_server
 pytestmark = pytest.mark.integration  # starts real processes
 
 FAST = ["--sim-load-seconds", "0.05", "--sim-graph-seconds", "0.05", "--sim-warmup-seconds", "0.05",
-        "--sim-time-scale", "20"]
+        "--sim-time-scale", "20", "--enable-metrics"]
 
 
 def _load(base: str, n: int = 12, new_tokens: int = 40) -> list[threading.Thread]:
@@ -33,7 +33,11 @@ def _load(base: str, n: int = 12, new_tokens: int = 40) -> list[threading.Thread
 
 
 def _running(base: str) -> int:
-    return int(httpx.get(base + "/server_info").json()["internal_states"][0]["num_running_reqs"])
+    """The running requests, from the metrics gauge (0.5.23's internal_states carry no count)."""
+    for line in httpx.get(base + "/metrics").text.splitlines():
+        if line.startswith("sglang:num_running_reqs"):
+            return int(float(line.rsplit(" ", 1)[-1]))
+    raise AssertionError("no sglang:num_running_reqs gauge")
 
 
 def _profile(base: str, out: Path, n: int = 12, **req) -> list[Path]:
@@ -52,23 +56,22 @@ def _profile(base: str, out: Path, n: int = 12, **req) -> list[Path]:
 def test_profile_requests_follow_sglang(tmp_path):
     with sim_server(FAST) as sim:
         base = sim.base_url
+        state = httpx.get(base + "/server_info").json()["internal_states"][0]
+        assert "num_running_reqs" not in state and "num_queue_reqs" not in state  # 0.5.23 reports neither
         bad = httpx.post(base + "/start_profile", json={"num_steps": "ten"})
         assert bad.status_code == 400 and "num_steps" in bad.text
-        assert httpx.post(base + "/start_profile", json={"bogus": 1}).status_code == 400
-        stop = httpx.post(base + "/stop_profile")
-        assert stop.status_code == 400 and "not in progress" in stop.text
-        assert httpx.post(base + "/start_profile", json={"output_dir": str(tmp_path)}).status_code == 200
+        stop = httpx.post(base + "/stop_profile")  # a failed ProfileReqOutput: the tokenizer manager raises
+        assert (stop.status_code, stop.text) == (500, "Internal Server Error")
+        # unknown fields are ignored, as 0.5.23's request struct does
+        assert httpx.post(base + "/start_profile", json={"output_dir": str(tmp_path), "bogus": 1}).status_code == 200
         again = httpx.post(base + "/start_profile")
-        assert again.status_code == 400 and "already in progress" in again.text
+        assert (again.status_code, again.text) == (500, "Internal Server Error")
         for t in _load(base, n=4, new_tokens=8):
             t.join()
         assert httpx.post(base + "/stop_profile").text == "Stop profiling. This will take some time.\n"
         files = sorted(p.name for p in tmp_path.iterdir())
         assert files and all(parse_trace_name(f) is not None for f in files)
         assert len({parse_trace_name(f).profile_id for f in files}) == 1
-        # expert distribution needs the recorder mode, as in SGLang
-        refused = httpx.post(base + "/start_expert_distribution_record")
-        assert refused.status_code == 400 and "expert_distribution_recorder_mode" in refused.text
 
 
 def test_traces_by_stage_per_rank_with_backend_kernels(tmp_path, monkeypatch):
@@ -85,7 +88,9 @@ def test_traces_by_stage_per_rank_with_backend_kernels(tmp_path, monkeypatch):
     assert {(n.tp_rank, n.ep_rank, n.stage) for n in names} == {(0, 0, None), (1, 1, None)}
     assert all(p.name.startswith("explain-") for p in files)
     decode = [read_rank(p) for p in files]
-    assert all(r.n_steps == 6 and r.step_source == "graph launches" for r in decode)
+    # 0.5.23 counts the batch before its predicate (forward_ct += 1, then the check target <= ct):
+    # num_steps=6 captures the 5 batches after the start
+    assert all(r.n_steps == 5 and r.step_source == "graph launches" for r in decode)
     side = side_breakdown("triton", decode)
     for cls in (MOE_GEMM, MOE_ROUTING, ATTENTION, COLLECTIVE, NORM_ELEMENTWISE, QUANTIZATION):
         assert side.ms(cls) > 0, cls
@@ -125,3 +130,16 @@ def test_a_a_pair_moves_no_class_beyond_noise(tmp_path):
     assert not expl.total.beyond_noise
     assert "within its noise" in expl.summary_lines()[0]
 
+
+
+def test_expert_record_without_a_recorder_mode_kills_the_server():
+    """0.5.23: the no-op recorder raises in the scheduler, which exits; the launcher kills its tree
+    and the request is never answered."""
+    with sim_server(FAST + ["--tp-size", "2"]) as sim:
+        with pytest.raises(httpx.TransportError):
+            httpx.post(sim.base_url + "/start_expert_distribution_record", timeout=60)
+        assert sim.wait_exit(timeout=60) == -9  # kill_process_tree SIGKILLs the launcher itself
+        log = sim.log_tail(200)
+        assert "Scheduler hit an exception" in log
+        assert "Exception: Please set ServerArgs.expert_distribution_recorder_mode" in log
+        assert "It usually means one child failed." in log

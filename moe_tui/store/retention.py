@@ -183,6 +183,7 @@ class RetentionRecords(StoreAccess):
                 if same is not None:  # restored before, or never pruned
                     skipped.append(int(same[0]))
                     continue
+                _mark_restored(run, where, line)
                 if tx.execute("SELECT 1 FROM runs WHERE id = ?", (run["id"],)).fetchone() is not None:
                     run.pop("id")  # the id is taken by another run: a new one
                 run["server_start_id"] = _restore_start(tx, rec.get("server_start"))
@@ -321,6 +322,25 @@ def _read_archive(lines: Iterable[str], where: str) -> list[tuple[int, dict[str,
     if header is None:
         raise ArchiveError(f"{where}: empty file, not a moe-tui archive")
     return records
+
+
+def _mark_restored(run: dict[str, Any], where: str, line: int) -> None:
+    """A restored run is an import wherever it appears: an archive is a file anyone can edit (10x
+    the throughput, flags removed), so what comes back is never passed off as measured here. Its
+    `source` becomes "import" (exports, the imported-run index) and its provenance names the file
+    (`source_file`, what the grid and run details read as "imported") and what it was before."""
+    try:
+        provenance = json.loads(run.get("provenance_json") or "{}")
+    except ValueError:
+        provenance = {}
+    if not isinstance(provenance, dict):
+        provenance = {"archived_provenance": provenance}
+    provenance["source_file"] = where
+    provenance["restored_from"] = {"file": where, "line": line, "id": run.get("id"),
+                                   "source": provenance.get("restored_from", {}).get("source", run.get("source"))
+                                   if isinstance(provenance.get("restored_from"), dict) else run.get("source")}
+    run["provenance_json"] = json.dumps(provenance, allow_nan=True)
+    run["source"] = "import"
 
 
 def _check_json_text(row: Mapping[str, Any], where: str, line: int, what: str) -> None:

@@ -15,12 +15,14 @@ samples and the server start that measured it.
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from moe_tui.store.errors import StoreError
 from moe_tui.store.schema import SCHEMA_VERSION, StoreAccess, _Tx
 from moe_tui.store.summaries import fill_facts
 
@@ -232,12 +234,15 @@ class RetentionRecords(StoreAccess):
         before = self.file_bytes()
         incremental = int(self.query("PRAGMA auto_vacuum")[0][0]) == 2
         with self._lock:
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            if incremental and not full:
-                self._conn.execute("PRAGMA incremental_vacuum")
-            else:
-                self._conn.execute("VACUUM")
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                if incremental and not full:
+                    self._conn.execute("PRAGMA incremental_vacuum")
+                else:
+                    self._conn.execute("VACUUM")
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as exc:  # SQLite undid it: the store is as it was
+                raise StoreError(_reclaim_failed(self.path, exc, full or not incremental)) from None
         return before, self.file_bytes()
 
     # -- per-request samples for the last N runs --------------------------------------------------
@@ -275,6 +280,18 @@ class RetentionRecords(StoreAccess):
             tx.execute("DELETE FROM requests WHERE run_id < ?", (bound,))
             tx.execute("DELETE FROM gpu_samples WHERE run_id < ?", (bound,))
         return len(owners)
+
+
+def _reclaim_failed(path: Path, exc: sqlite3.Error, rewrite: bool) -> str:
+    """Words for a vacuum SQLite gave up on (it rolled back: nothing changed)."""
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        why = "another process holds the store's lock (a runner, a TUI mid-write, a sqlite3 shell); try again later"
+    elif "full" in text or "too large" in text:
+        why = ("the disk is full" + (": VACUUM rewrites the whole file and needs about its size free" if rewrite else ""))
+    else:
+        why = text
+    return f"vacuum of store file {path} failed, nothing changed: {why} ({text})"
 
 
 def _chunks(ids: Sequence[int]) -> Iterable[list[int]]:

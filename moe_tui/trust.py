@@ -10,7 +10,8 @@ A file that fails is never parsed: `set_aside` renames it within its folder to
 and returns the new path for the notice that names it. Pure checks over `os.lstat`, no parsing.
 
 `read_small_regular_file` reads a file the user named (a profile) only if it is a regular file of
-sane size; `terminal_text` strips what a terminal would obey from untrusted text (server logs).
+sane size; `terminal_text` strips what a terminal would obey from untrusted text (server logs), and
+`install_terminal_safe_output` applies it to everything the CLI prints.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any, TextIO
 
 # A spilled run holds every request record of one run: large, but never this large.
 MAX_READBACK_BYTES = 512 * 2**20
@@ -118,3 +120,43 @@ def terminal_text(text: str) -> str:
     """`text` with escape sequences removed and other control characters shown as `?`, so it
     prints as itself on a terminal. Newlines and tabs are kept."""
     return _CONTROLS.sub("?", _ESCAPES.sub("", text))
+
+
+class TerminalSafeWriter:
+    """A text stream that passes everything written through `terminal_text`: the CLI's stdout and
+    stderr (`install_terminal_safe_output`), so no stored or imported text (a profile name restored
+    from an archive, a queue item's error, a server's log line) can retitle the terminal or clear
+    the screen, whichever command prints it. `raw` is the stream underneath, for the one escape
+    moe-tui itself sends (`gpus --watch` clearing its own screen)."""
+
+    def __init__(self, raw: TextIO):
+        self.raw = raw
+
+    def write(self, text: str) -> int:
+        self.raw.write(terminal_text(text))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, isatty, encoding, close, ...
+        return getattr(self.raw, name)
+
+
+def install_terminal_safe_output() -> None:
+    """Wrap sys.stdout and sys.stderr in `TerminalSafeWriter` (once)."""
+    import sys
+
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, TerminalSafeWriter):
+            setattr(sys, name, TerminalSafeWriter(stream))
+
+
+def raw_stdout() -> TextIO:
+    """stdout without the escaping (for moe-tui's own escapes only)."""
+    import sys
+
+    out = sys.stdout
+    return out.raw if isinstance(out, TerminalSafeWriter) else out

@@ -40,6 +40,7 @@ from moe_tui.servers.base import (
     nvml_gpu_view,
 )
 from moe_tui.servers.failures import DIAGNOSE_LINES, diagnose, exit_reason
+from moe_tui.servers.logtail import MAX_DRAIN_BYTES, READ_CHUNK, LineSplitter
 from moe_tui.servers.preflight import preflight
 from moe_tui.servers.registry import _REGISTRY, _REGISTRY_LOCK, managed_servers
 from moe_tui.servers.teardown import StopReport, _split_returncode, signal_name, terminate_server
@@ -120,7 +121,7 @@ class ManagedServer(ServerWatchMixin):
         self._popen: subprocess.Popen[bytes] | None = None
         self._log_file: io.FileIO | None = None  # the server's stdout and stderr
         self._log_reader: io.BufferedReader | None = None  # the same file, followed
-        self._partial = ""
+        self._splitter = LineSplitter()
         self._tasks: list[asyncio.Task[None]] = []
         self._client: httpx.AsyncClient | None = None
         self._stop_task: asyncio.Task[StopReport] | None = None
@@ -288,15 +289,17 @@ class ManagedServer(ServerWatchMixin):
 
     # -- background work ------------------------------------------------------------------------
     def _drain_log(self) -> None:
+        """New log lines, in bounded reads and bounded lines (`servers.logtail`): a server's
+        output never grows the runner's memory, however fast or long its lines."""
         if self._log_reader is None:
             return
-        chunk = self._log_reader.read()
-        if not chunk:
-            return
-        text = self._partial + chunk.decode("utf-8", "replace")
-        *lines, self._partial = text.replace("\r\n", "\n").split("\n")
-        if lines:
-            self._last_progress = time.monotonic()  # the no-progress watchdog's clock
+        lines: list[str] = []
+        for _ in range(MAX_DRAIN_BYTES // READ_CHUNK):
+            chunk = self._log_reader.read(READ_CHUNK)
+            if not chunk:
+                break
+            self._last_progress = time.monotonic()  # the no-progress watchdog's clock: output is progress
+            lines += self._splitter.feed(chunk)
         for line in lines:
             self.log_lines.append(line)
             self._emit(ServerLogLine(profile=self.name, line=line))
@@ -369,9 +372,9 @@ class ManagedServer(ServerWatchMixin):
             return
         self._stopping = True  # nothing else may fail or stop it concurrently
         self._drain_log()
-        if self._partial:
-            self.log_lines.append(self._partial)
-            self._partial = ""
+        last = self._splitter.flush()  # an unfinished last line says most about a crash
+        if last:
+            self.log_lines.append(last)
         tail = tuple(self.log_tail(LOG_TAIL_LINES))
         self.exit_code, self.exit_signal = exit_code, exit_signal
         self._record(state=FAILED, reason=reason, exit_code=exit_code, exit_signal=exit_signal,

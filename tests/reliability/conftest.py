@@ -8,7 +8,8 @@
   equal digests before/after a command mean it changed nothing in the store.
 - `garbage_server(mode)`: a tiny real HTTP server on loopback that looks healthy but answers
   garbage (`info-not-json`, `sse-garbage`) or well-formed streams whose token counts lie
-  (`count-x2`, `count-neg`, `count-huge`, `count-short`); it can also be launched as a profile's `python`.
+  (`count-x2`, `count-neg`, `count-huge`, `count-short`), or that first logs one 200 MB line
+  without an end (`endless-line`); it can also be launched as a profile's `python`.
 """
 
 from __future__ import annotations
@@ -139,6 +140,11 @@ GARBAGE_SERVER = textwrap.dedent('''
             return self._send(200, "\\n\\n".join(lines) + "\\n\\n", "text/event-stream")
 
     print(f"garbage server ({mode}) on 127.0.0.1:{port}", flush=True)
+    if mode == "endless-line":  # 200 MB of log in one line that never ends, then serve as usual
+        block = b"a" * (1 << 20)
+        for _ in range(200):
+            sys.stdout.buffer.write(block)
+        sys.stdout.buffer.flush()
     ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 ''')
 

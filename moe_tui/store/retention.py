@@ -15,6 +15,7 @@ samples and the server start that measured it.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -309,6 +310,8 @@ def _read_archive(lines: Iterable[str], where: str) -> list[tuple[int, dict[str,
             value = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ArchiveError(f"{where}:{n}: not JSON ({exc.msg})") from None
+        except RecursionError:  # a line of 100,000 brackets: no record is shaped like that
+            raise ArchiveError(f"{where}:{n}: JSON nested too deeply to be a moe-tui archive record") from None
         if header is None:
             if not isinstance(value, dict) or value.get("kind") != ARCHIVE_KIND:
                 raise ArchiveError(f"{where}:{n}: not a moe-tui archive (no {ARCHIVE_KIND!r} header)")
@@ -327,13 +330,15 @@ def _read_archive(lines: Iterable[str], where: str) -> list[tuple[int, dict[str,
             if not isinstance(value.get(key) or [], list):
                 raise ArchiveError(f"{where}:{n}: {key} must be a list")
         _check_json_text(run, where, n, "run")
+        _check_times(run, where, n)
         for q in value.get("requests") or ():
             if not isinstance(q, dict) or not isinstance(q.get("idx"), int):
                 raise ArchiveError(f"{where}:{n}: a request needs an idx")
             _check_json_text(q, where, n, f"request {q['idx']}")
         for sample in value.get("gpu_samples") or ():
-            if not (isinstance(sample, list) and len(sample) == 2 and isinstance(sample[0], (int, float))):
-                raise ArchiveError(f"{where}:{n}: a GPU sample is [t, sample_json]")
+            if not (isinstance(sample, list) and len(sample) == 2 and _sane_time(sample[0])):
+                raise ArchiveError(f"{where}:{n}: a GPU sample is [t, sample_json], t a time in seconds "
+                                   f"between 0 and {MAX_TIME_S:g}")
             _check_json_text({"sample_json": sample[1]}, where, n, "GPU sample")
         records.append((n, value))
     if header is None:
@@ -360,6 +365,24 @@ def _mark_restored(run: dict[str, Any], where: str, line: int) -> None:
     run["source"] = "import"
 
 
+# Times are Unix seconds: anything past this (the year 2286) or not finite is not a time moe-tui
+# wrote, and would break every date a reader formats (1e308 ends in OverflowError).
+MAX_TIME_S = 1e10
+
+
+def _sane_time(value: object) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+            and 0 <= value <= MAX_TIME_S)
+
+
+def _check_times(run: Mapping[str, Any], where: str, line: int) -> None:
+    """A run's `*_at` columns are None or sane times (created_at must be one)."""
+    for key, value in run.items():
+        if key.endswith("_at") and not (value is None and key != "created_at") and not _sane_time(value):
+            raise ArchiveError(f"{where}:{line}: run {key} {str(value)[:40]} is not a time in seconds "
+                               f"between 0 and {MAX_TIME_S:g}")
+
+
 def _check_json_text(row: Mapping[str, Any], where: str, line: int, what: str) -> None:
     """Columns the store decodes on every read (`*_json`) must hold JSON text, or a restored run
     would break every later read of it."""
@@ -368,8 +391,8 @@ def _check_json_text(row: Mapping[str, Any], where: str, line: int, what: str) -
             continue
         try:
             json.loads(text if isinstance(text, str) else "\u0000")
-        except (TypeError, ValueError):
-            raise ArchiveError(f"{where}:{line}: {what} {key} is not JSON text") from None
+        except (TypeError, ValueError, RecursionError):
+            raise ArchiveError(f"{where}:{line}: {what} {key} is not JSON text (or nested too deeply)") from None
 
 
 _START_COLUMNS = ("profile_name", "profile_json", "argv_json", "env_json", "log_path", "pid", "started_at",

@@ -233,3 +233,58 @@ def test_archive_never_follows_a_planted_partial_link(env, tmp_path):
     assert victim.read_text() == "precious\n"
     assert archive.read_text().startswith('{"kind": "moe-tui-archive"') and not archive.is_symlink()
     assert (archive.stat().st_mode & 0o777) == 0o600
+
+
+@pytest.mark.parametrize("kind", ["device", "pipe", "folder"])
+def test_import_refuses_what_is_not_a_regular_file(env, tmp_path, kind):
+    """`moe-tui import` of /dev/zero, a named pipe or a folder: refused naming it, exit 1, at once (no out-of-memory, no hang)."""
+    target = {"device": "/dev/zero", "pipe": str(tmp_path / "pipe"), "folder": str(tmp_path)}[kind]
+    if kind == "pipe":
+        os.mkfifo(target)
+    out = _cli(env, "import", target, timeout=30)
+    why = {"device": "is a device", "pipe": "is a named pipe", "folder": "is a folder"}[kind]
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert f"moe-tui import: {target} {why}, not a regular file; nothing imported" in out.stderr, out.stderr
+
+
+def _archive_line(env, tmp_path) -> tuple[Path, str, dict]:
+    _measured_run(env)
+    archive = tmp_path / "a.jsonl"
+    assert _cli(env, "store", "archive", str(archive), "--older-than", "30", "--prune").returncode == 0
+    header, line = archive.read_text().splitlines()
+    return archive, header, json.loads(line)
+
+
+@pytest.mark.parametrize("edit, said", [
+    ("nested", "a.jsonl:2: JSON nested too deeply to be a moe-tui archive record"),
+    ("huge-time", "a.jsonl:2: run finished_at 1e+308 is not a time in seconds between 0 and 1e+10"),
+    ("nan-time", "a.jsonl:2: run created_at nan is not a time in seconds"),
+    ("sample-time", "a.jsonl:2: a GPU sample is [t, sample_json], t a time in seconds"),
+])
+def test_an_archive_with_absurd_nesting_or_times_is_named_and_nothing_restored(env, tmp_path, edit, said):
+    """Deeply nested JSON, a 1e308 or NaN timestamp, an absurd GPU sample time: a clear error naming file:line, no traceback, nothing restored."""
+    archive, header, record = _archive_line(env, tmp_path)
+    if edit == "nested":
+        line = "[" * 100_000 + "]" * 100_000
+    else:
+        if edit == "huge-time":
+            record["run"]["finished_at"] = 1e308
+        elif edit == "nan-time":
+            record["run"]["created_at"] = float("nan")
+        else:
+            record["gpu_samples"] = [[1e308, "{}"]]
+        line = json.dumps(record)
+    archive.write_text(header + "\n" + line + "\n")
+    out = _cli(env, "import", str(archive))
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert said in out.stderr and "nothing imported" in out.stderr, out.stderr
+    assert _runs(env) == []
+
+
+def test_a_deeply_nested_benchmark_record_is_named(env, tmp_path):
+    """A bench_serving JSONL line of 100,000 brackets: `import` names file:line, no traceback."""
+    path = tmp_path / "deep.jsonl"
+    path.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    out = _cli(env, "import", str(path))
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert f"{path}:1: JSON nested too deeply to be a benchmark record" in out.stderr, out.stderr

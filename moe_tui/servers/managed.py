@@ -52,6 +52,11 @@ if TYPE_CHECKING:
     from moe_tui.store.db import Store
 
 
+# The runner's mark on everything it starts (`moe_tui.run.orphans.RUNNER_DIR_ENV`), passed on after
+# the profile's env so that no profile can move or erase it.
+INHERITED_MARKERS = ("MOE_TUI_RUNNER_DIR",)
+
+
 # -- the managed server --------------------------------------------------------------------------
 class ManagedServer(ServerWatchMixin):
     """One profile's server process. Create, `subscribe`, then `await start()` / `wait_ready()` /
@@ -222,7 +227,9 @@ class ManagedServer(ServerWatchMixin):
         stamp = time.strftime("%Y%m%d-%H%M%S")
         self.log_path = paths.logs_dir() / f"{self.profile.name}-{stamp}-{self.server_id[-12:]}.log"
         argv = self.profile.argv(self.python)
-        ours = {SERVER_ID_ENV: self.server_id, "PYTHONUNBUFFERED": "1"}
+        # moe-tui's markers last: neither a profile's env nor anything else may override them
+        ours = {**{k: os.environ[k] for k in INHERITED_MARKERS if k in os.environ},
+                SERVER_ID_ENV: self.server_id, "PYTHONUNBUFFERED": "1"}
         env = {**os.environ, **self.profile.launch_env(), **ours}
         recorded_env = redact_env({**self.profile.launch_env(), **ours})
         if self.store is not None:

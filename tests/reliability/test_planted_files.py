@@ -60,3 +60,17 @@ def test_expert_dumps_planted_by_another_user_are_left_out(tmp_path):
     assert f"recorder_2.pt not kept: owned by uid {NOBODY}, not you" in text
     assert "recorder_3.pt not kept: a symbolic link" in text
     assert "recorder_4.pt not kept: 2048 bytes, over the 1024-byte bound" in text
+
+
+@pytest.mark.parametrize("key", ["MOE_TUI_RUNNER_DIR", "MOE_TUI_SERVER_ID", "moe_tui_home"])
+def test_a_profile_cannot_set_moe_tuis_own_markers(tmp_path, key):
+    """A profile env naming MOE_TUI_RUNNER_DIR / MOE_TUI_SERVER_ID (how a killed runner's servers are found): refused at load, naming file and key."""
+    from moe_tui.profiles import ProfileError, load_profile
+
+    path = tmp_path / "sneaky.toml"
+    path.write_text('name = "sneaky"\nengine = "sim"\nmodel_path = "m"\nmoe_runner_backend = "triton"\nport = 30000\n'
+                    f'[env]\n{key} = "/elsewhere"\n')
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    text = str(info.value)
+    assert str(path) in text and "env" in text and f"{key} is moe-tui's own variable" in text, text

@@ -147,8 +147,7 @@ def _record(o: RequestOutcome, wall_anchor: float, perf_anchor: float) -> dict[s
         "requested_output_len": o.requested_output_len,
         "ttft": o.ttft, "latency": o.latency, "itl": split_chunk_gaps(o.chunks) if o.chunks else [],
         "finish_reason": o.finish_reason, "error": o.error, "error_kind": o.error_kind,
-        "http_status": o.http_status, "queued_s": queued,
-        "chunks": len(o.chunks),
+        "http_status": o.http_status, "queued_s": queued, "chunks": len(o.chunks),
     }
 
 

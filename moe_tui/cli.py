@@ -68,6 +68,12 @@ def _document_exit_codes(parser: argparse.ArgumentParser) -> None:
                 _document_exit_codes(child)
 
 
+# Commands whose output is not printed text: the TUI draws the screen itself (Textual escapes
+# what it renders), the emulator's log is its own. Every other command's stdout and stderr go
+# through `moe_tui.trust.terminal_text`.
+RAW_OUTPUT_COMMANDS = frozenset({"tui", "sim"})
+
+
 def _version() -> str:
     from moe_tui import __version__
 
@@ -94,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"subcommand {args.command!r} is not available in this build")
     from moe_tui.paths import DataDirError
 
+    if args.command not in RAW_OUTPUT_COMMANDS:
+        from moe_tui.trust import install_terminal_safe_output
+
+        install_terminal_safe_output()  # stored and imported text never reaches the terminal as escapes
     try:
         return int(runner(args) or 0)
     except DataDirError as exc:  # MOE_TUI_HOME a file, a read-only folder: say so, no traceback

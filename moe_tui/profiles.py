@@ -29,6 +29,8 @@ from moe_tui.redaction import redact_env as redact_env
 from moe_tui.sglang_flags import owned_conflict
 
 ENGINES = ("sglang", "sim")
+# moe-tui's own environment variables (server markers, settings): never set by a profile's env.
+OWN_ENV_PREFIX = "MOE_TUI_"
 # Weight loading prints shard progress; FlashInfer's autotune and a big graph capture stay silent longest.
 DEFAULT_STARTUP_STALL_S = 600.0
 
@@ -325,6 +327,9 @@ def _check_tables(data: Mapping[str, Any], where: str) -> None:
     for k, v in data.get("env", {}).items():
         _need(where, isinstance(v, (str, int, float)) and not isinstance(v, bool), "env",
               f"value of {k} must be a string or number, got {v!r}")
+        # moe-tui finds (and stops) its servers by these markers: a profile must not move or erase them
+        _need(where, not str(k).upper().startswith(OWN_ENV_PREFIX), "env",
+              f"{k} is moe-tui's own variable (its server markers and settings): a profile cannot set it")
     sim = data.get("sim", {})
     if sim and data["engine"] != "sim":
         raise ProfileError(where, "sim", "is only valid with engine = \"sim\"")

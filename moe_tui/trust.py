@@ -10,17 +10,20 @@ A file that fails is never parsed: `set_aside` renames it within its folder to
 and returns the new path for the notice that names it. Pure checks over `os.lstat`, no parsing.
 
 `read_small_regular_file` reads a file the user named (a profile) only if it is a regular file of
-sane size; `terminal_text` strips what a terminal would obey from untrusted text (server logs).
+sane size; `terminal_text` strips what a terminal would obey from untrusted text (server logs), and
+`install_terminal_safe_output` applies it to everything the CLI prints.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any, TextIO
 
 # A spilled run holds every request record of one run: large, but never this large.
 MAX_READBACK_BYTES = 512 * 2**20
@@ -85,17 +88,47 @@ def aside_note(path: Path, reason: str, moved: Path | None) -> str:
     return f"{path} not trusted: {reason}; {where} (never read)"
 
 
-def read_small_regular_file(path: Path, max_bytes: int) -> bytes:
-    """The bytes of `path` if it is a regular file (links followed) of at most `max_bytes`; else
-    OSError saying why. Opened non-blocking, so a named pipe is refused instead of hanging, and
-    a link to /dev/zero is refused instead of read until memory runs out."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+def _kind(mode: int) -> str:
+    return ("a named pipe" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "a folder" if stat.S_ISDIR(mode) else "not a file")
+
+
+def open_regular(path: str | os.PathLike[str], *, follow_links: bool = True, own: bool = False,
+                 max_bytes: int | None = None) -> int:
+    """A read-only fd on `path` if it is a regular file; else OSError saying why (the caller names
+    the file). Opened non-blocking, so a named pipe is refused instead of hanging and /dev/zero
+    instead of read until memory runs out. `follow_links=False`: a link is refused (O_NOFOLLOW;
+    for paths moe-tui wrote itself, or read from a record: data, never followed); `own`: the file
+    must be this user's; `max_bytes`: refused when larger. The one safe open for files moe-tui did
+    not just write: profiles, imports, archives, server logs."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow_links else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if not follow_links and exc.errno == errno.ELOOP:
+            raise OSError(exc.errno, "is a symbolic link (not followed)") from None
+        raise
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            kind = ("a named pipe" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
-                    or stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a file")
-            raise OSError(f"is {kind}, not a regular file")
+            raise OSError(f"is {_kind(st.st_mode)}, not a regular file")
+        if own and st.st_uid != os.getuid():
+            raise OSError(f"belongs to uid {st.st_uid}, not to you (uid {os.getuid()})")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise OSError(f"is {st.st_size:,} bytes, over the {max_bytes:,}-byte limit")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_small_regular_file(path: Path, max_bytes: int) -> bytes:
+    """The bytes of `path` if it is a regular file (links followed) of at most `max_bytes`; else
+    OSError saying why (`open_regular`)."""
+    fd = open_regular(path)
+    try:
+        st = os.fstat(fd)
         if st.st_size > max_bytes:
             raise OSError(f"is {st.st_size:,} bytes, over the {max_bytes:,}-byte limit")
         with os.fdopen(fd, "rb", closefd=False) as f:
@@ -118,3 +151,43 @@ def terminal_text(text: str) -> str:
     """`text` with escape sequences removed and other control characters shown as `?`, so it
     prints as itself on a terminal. Newlines and tabs are kept."""
     return _CONTROLS.sub("?", _ESCAPES.sub("", text))
+
+
+class TerminalSafeWriter:
+    """A text stream that passes everything written through `terminal_text`: the CLI's stdout and
+    stderr (`install_terminal_safe_output`), so no stored or imported text (a profile name restored
+    from an archive, a queue item's error, a server's log line) can retitle the terminal or clear
+    the screen, whichever command prints it. `raw` is the stream underneath, for the one escape
+    moe-tui itself sends (`gpus --watch` clearing its own screen)."""
+
+    def __init__(self, raw: TextIO):
+        self.raw = raw
+
+    def write(self, text: str) -> int:
+        self.raw.write(terminal_text(text))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, isatty, encoding, close, ...
+        return getattr(self.raw, name)
+
+
+def install_terminal_safe_output() -> None:
+    """Wrap sys.stdout and sys.stderr in `TerminalSafeWriter` (once)."""
+    import sys
+
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, TerminalSafeWriter):
+            setattr(sys, name, TerminalSafeWriter(stream))
+
+
+def raw_stdout() -> TextIO:
+    """stdout without the escaping (for moe-tui's own escapes only)."""
+    import sys
+
+    out = sys.stdout
+    return out.raw if isinstance(out, TerminalSafeWriter) else out

@@ -76,6 +76,17 @@ def _dump_runs(path: Path) -> list[tuple]:
         return out
 
 
+def _unmarked(rows: list[tuple]) -> list[tuple]:
+    """`_dump_runs` rows without the marks a restore adds (a restored run is an import)."""
+    return [(*r[:6], {k: v for k, v in r[6].items() if k not in ("source_file", "restored_from")}, *r[7:])
+            for r in rows]
+
+
+def _restored_ids(path: Path) -> set[int]:
+    with Store(path) as s:
+        return {r.id for r in s.runs() if r.source == "import" and "restored_from" in r.provenance}
+
+
 def test_usage_names_profiles_and_campaigns(home):
     out = _cli(home, "store", "usage", "--json")
     assert out.returncode == 0, out.stderr
@@ -103,10 +114,13 @@ def test_archive_prune_then_import_gives_back_every_run_exactly(home, tmp_path):
         assert s.query("SELECT COUNT(*) FROM gpu_samples WHERE run_id NOT IN (SELECT id FROM runs)")[0][0] == 0
     back = _cli(home, "import", str(archive))
     assert back.returncode == 0 and "restored 3 run(s)" in back.stdout, back.stdout + back.stderr
-    assert _dump_runs(path) == everything
+    restored = _dump_runs(path)
+    assert _unmarked(restored) == everything
+    old_ids = {r[0] for r in everything if r[8] <= time.time() - 30 * DAY}
+    assert _restored_ids(path) == old_ids  # marked imported; the runs never pruned are not
     again = _cli(home, "import", str(archive))  # a second import stores nothing twice
     assert again.returncode == 0 and "3 already in the store" in again.stdout
-    assert _dump_runs(path) == everything
+    assert _dump_runs(path) == restored
 
 
 def test_archive_into_a_fresh_store_keeps_server_starts(home, tmp_path):
@@ -114,7 +128,7 @@ def test_archive_into_a_fresh_store_keeps_server_starts(home, tmp_path):
     assert _cli(home, "store", "archive", str(archive), "--older-than", "0").returncode == 0
     fresh = tmp_path / "fresh"
     assert _cli(fresh, "import", str(archive)).returncode == 0
-    assert _dump_runs(fresh / "data" / "moe-tui.sqlite3") == _dump_runs(home / "data" / "moe-tui.sqlite3")
+    assert _unmarked(_dump_runs(fresh / "data" / "moe-tui.sqlite3")) == _dump_runs(home / "data" / "moe-tui.sqlite3")
 
 
 def test_prune_by_profile_and_campaign_needs_yes_and_frees_pages(home):

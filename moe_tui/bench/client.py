@@ -298,10 +298,11 @@ class _StreamState:
             has_text, tokens, reason = self._decode(raw, data)
         if reason is not None:
             o.finish_reason = _finish_reason(reason)
+        if tokens is not None:
+            tokens = self._checked_count(tokens)
         if has_text:
             if tokens is None:
                 raise _StreamFailure("protocol", "generate chunk without meta_info.completion_tokens")
-            tokens = int(tokens)
             new = tokens - self.last_tokens
             if o.ttft is None:
                 o.ttft = now - self.t0
@@ -314,11 +315,27 @@ class _StreamState:
                 self.last_tokens = tokens
                 if self.on_tokens is not None:
                     self.on_tokens(now, new)
-        elif tokens is not None and int(tokens) > self.last_tokens and o.ttft is not None:
+        elif tokens is not None and tokens > self.last_tokens and o.ttft is not None:
             # usage-only chunk (completions with include_usage): corrects the count, no new arrival
-            self.last_tokens = int(tokens)
+            self.last_tokens = tokens
         if self.last_tokens > o.output_len:
             o.output_len = self.last_tokens
+
+    def _checked_count(self, value: object) -> int:
+        """The server's cumulative token count, refused (the request fails) when impossible: not a
+        whole number, negative, or over the max_new_tokens this request asked for. Evidence is
+        checked, not taken: a 2x over-count would otherwise be stored as 2x the throughput, and a
+        count of 3e7 would be spread into 3e7 inter-token gaps in the client's memory."""
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value \
+                or value in (float("inf"), float("-inf")) or int(value) != value:
+            raise _StreamFailure("protocol", f"server reported completion_tokens {str(value)[:40]!r}: not a whole number")
+        count = int(value)
+        if count < 0:
+            raise _StreamFailure("protocol", f"server reported {count} completion tokens: a count cannot be negative")
+        if count > self.o.requested_output_len:
+            raise _StreamFailure("protocol", f"server reported {count} completion tokens, over the "
+                                             f"max_new_tokens of {self.o.requested_output_len} this request asked for")
+        return count
 
     def _decode(self, raw: bytes, data: bytes) -> tuple[bool, Any, Any]:
         """The whole line decoded: (text is non-empty, token count or None, finish reason)."""

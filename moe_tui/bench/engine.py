@@ -144,10 +144,10 @@ def _record(o: RequestOutcome, wall_anchor: float, perf_anchor: float) -> dict[s
         queued = max(0.0, o.sent_at - o.dispatched_at)
     return {
         "idx": o.idx, "ok": o.ok, "sent_at": sent, "prompt_len": o.prompt_len, "output_len": o.output_len,
+        "requested_output_len": o.requested_output_len,
         "ttft": o.ttft, "latency": o.latency, "itl": split_chunk_gaps(o.chunks) if o.chunks else [],
         "finish_reason": o.finish_reason, "error": o.error, "error_kind": o.error_kind,
-        "http_status": o.http_status, "queued_s": queued,
-        "chunks": len(o.chunks),
+        "http_status": o.http_status, "queued_s": queued, "chunks": len(o.chunks),
     }
 
 

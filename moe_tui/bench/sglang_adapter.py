@@ -388,6 +388,8 @@ def parse_bench_serving_jsonl(path: str | os.PathLike[str]) -> list[dict[str, An
             raw = json.loads(line, parse_constant=_parse_constant)
         except json.JSONDecodeError as exc:
             raise RecordError(f"{path}:{lineno}: not a JSON record ({exc.msg} at column {exc.colno})") from None
+        except RecursionError:
+            raise RecordError(f"{path}:{lineno}: JSON nested too deeply to be a benchmark record") from None
         records.append(normalize_record(raw, where=f"{path}:{lineno}"))
     return records
 

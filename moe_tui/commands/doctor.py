@@ -5,13 +5,17 @@
     moe-tui doctor --repair     a damaged store: moved aside, the backup put in its place, and
                                 what the damaged file held beyond the backup listed as lost
 
-Exit status: 0 sound (or repaired), 1 damaged and not repaired, or the repair failed; 2 a runner
-is using the store (stop it first: `moe-tui run --stop`). Never writes into a damaged file.
+Exit status: 0 sound (or repaired), 1 damaged and not repaired, or the repair failed, or the store
+file is not a regular file (a link is followed: a link to a named pipe is named, not waited on);
+2 a runner is using the store (stop it first: `moe-tui run --stop`), another process holds its
+lock (locked is not damaged: nothing is checked or changed) or has it open (never replaced under
+it). Never writes into a damaged file; a repair keeps the replaced file beside the restored one.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 from pathlib import Path
 
@@ -31,45 +35,73 @@ def _say(text: str) -> None:
 
 
 def _check(path: Path) -> list[str]:
-    from moe_tui.store.integrity import quick_check
+    from moe_tui.store.integrity import full_check
 
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    return full_check(path)
+
+
+def _store_file(path: Path) -> tuple[Path | None, str]:
+    """(the file to check, its words): a link is followed to what it names, which must be a
+    regular file. Opened non-blocking to look, so a link to a named pipe is named, never waited on."""
+    import os
+    import stat
+
+    real = Path(os.path.realpath(path))
+    shown = f"{path} (a link to {real})" if real != path else str(path)
     try:
-        return quick_check(conn, full=True)
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        return None, f"{shown} cannot be opened: {exc.strerror or exc}"
+    try:
+        mode = os.fstat(fd).st_mode
     finally:
-        conn.close()
+        os.close(fd)
+    if not stat.S_ISREG(mode):
+        kind = "a named pipe" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) \
+            else "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+        return None, f"{shown} is {kind}, not a store file; nothing was changed: move it aside"
+    return real, shown
 
 
 def run(args: argparse.Namespace) -> int:
     from moe_tui import paths
     from moe_tui.run.rendezvous import runner_is_running
-    from moe_tui.store.integrity import _age_words, backup_path
+    from moe_tui.store.integrity import StoreLocked, _age_words, backup_path
 
     data_dir = paths.data_dir()
-    path = paths.store_path()
-    if not path.exists():
-        _say(f"no store at {path} yet: nothing to check")
+    named = paths.store_path()
+    if not os.path.lexists(named):
+        _say(f"no store at {named} yet: nothing to check")
         return 0
+    path, shown = _store_file(named)
+    if path is None:
+        _say(f"store {shown}")
+        return 1
     pid = runner_is_running(data_dir)
     if pid and (args.repair or args.backup):
-        _say(f"a runner (pid {pid}) is using {path}; stop it first (moe-tui run --stop)")
+        _say(f"a runner (pid {pid}) is using {shown}; stop it first (moe-tui run --stop)")
         return 2
-    problems = _check(path)
-    backup = backup_path(path)
+    try:
+        problems = _check(path)
+    except StoreLocked as exc:  # locked is not damaged: never "repaired" by an older backup
+        _say(f"store {shown}: LOCKED by another process, not checked ({exc}); nothing was changed: "
+             f"run doctor again once it lets go")
+        return 2
+    backup = backup_path(named)  # the runner keeps it beside the store's name in the data dir
     age = _age_words(backup)
-    _say(f"store {path}: " + ("sound (integrity_check ok)" if not problems else
+    _say(f"store {shown}: " + ("sound (integrity_check ok)" if not problems else
                               "DAMAGED: " + "; ".join(problems[:5])))
     _say(f"backup {backup}: {age}" if age else f"backup {backup}: none yet (the runner takes one hourly)")
-    _report_spill(path)
+    _report_spill(named)
     if args.backup:
-        return _backup(path, problems)
+        return _backup(named, problems)
     if not problems:
         return 0
     if not args.repair:
         _say("nothing was changed; `moe-tui doctor --repair` restores the backup" if age else
              f"nothing was changed; there is no backup: copy the file aside and try `sqlite3 {path} .recover`")
         return 1
-    return _repair(path)
+    return _repair(path, backup)
 
 
 def _backup(path: Path, problems: list[str]) -> int:
@@ -90,11 +122,15 @@ def _backup(path: Path, problems: list[str]) -> int:
     return 0
 
 
-def _repair(path: Path) -> int:
-    from moe_tui.store.integrity import restore
+def _repair(path: Path, backup: Path) -> int:
+    from moe_tui.store.integrity import holders, restore
 
+    held = holders(path)
+    if held:  # a process with the file open would go on writing into the file moved aside
+        _say(f"{path} is held open by {', '.join(held[:5])}: not replaced; stop it first, nothing was changed")
+        return 2
     try:
-        done = restore(path)
+        done = restore(path, backup)
     except (RuntimeError, OSError, sqlite3.Error) as exc:
         _say(f"repair failed, nothing changed: {exc}")
         return 1
@@ -103,7 +139,13 @@ def _repair(path: Path) -> int:
     _say("lost (held by the damaged file, not by the backup):")
     for line in done.lost_lines:
         print(f"  {line}", flush=True)
-    problems = _check(path)
+    from moe_tui.store.integrity import StoreLocked
+
+    try:
+        problems = _check(path)
+    except StoreLocked as exc:
+        _say(f"the restored store could not be checked: {exc}; run doctor again")
+        return 1
     if problems:
         _say(f"the restored store fails its check: {'; '.join(problems[:3])}")
         return 1

@@ -57,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
                 print(json.dumps(snapshot.to_dict(), sort_keys=True), flush=True)
             else:
                 if args.watch is not None and sys.stdout.isatty():
-                    print("\x1b[H\x1b[2J", end="")
+                    from moe_tui.trust import raw_stdout
+
+                    raw_stdout().write("\x1b[H\x1b[2J")  # our own escape: past the CLI's escaping
                 print(render_snapshot(snapshot), flush=True)
             if args.watch is None or not snapshot.available:
                 return 0

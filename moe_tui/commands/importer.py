@@ -266,6 +266,10 @@ def run(args: argparse.Namespace) -> int:
     if not Path(args.file).exists():
         print(f"moe-tui import: {args.file}: no such file; nothing imported", file=sys.stderr)
         return EXIT_NOT_FOUND
+    problem = _not_a_file(args.file)
+    if problem:
+        print(f"moe-tui import: {args.file} {problem}; nothing imported", file=sys.stderr)
+        return 1
     if _is_archive(args.file):
         return _restore(args.file)
     try:
@@ -310,14 +314,28 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _not_a_file(file: str) -> str | None:
+    """Why `file` cannot be imported before anything reads it (a named pipe would hang every read,
+    /dev/zero fill memory), or None: it must be a regular file (`trust.open_regular`)."""
+    import os
+
+    from moe_tui.trust import open_regular
+
+    try:
+        os.close(open_regular(file))
+    except OSError as exc:
+        return str(exc.strerror or exc)
+    return None
+
+
 def _is_archive(file: str) -> bool:
     """A `moe-tui store archive` file (its first line is the archive header)."""
     from moe_tui.store.retention import ARCHIVE_KIND
 
     try:
         with open(file, encoding="utf-8") as fh:
-            first = json.loads(fh.readline() or "null")
-    except (OSError, ValueError):
+            first = json.loads(fh.readline(1 << 20) or "null")  # a header is a short line
+    except (OSError, ValueError, RecursionError):
         return False  # the record reader names what is wrong with it
     return isinstance(first, dict) and first.get("kind") == ARCHIVE_KIND
 

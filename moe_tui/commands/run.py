@@ -213,8 +213,9 @@ def status_text(snap: dict[str, Any]) -> str:
 # How long `run --stop` waits for the runner's answer on its socket, then for it to exit after
 # the shutdown op or SIGTERM (its own watchdog exits hard STOP_DEADLINE_S after a signal), before
 # SIGKILL. Then whatever a killed runner left (servers, load generator) is stopped too.
-STOP_ASK_S = 5.0
+STOP_ASK_S = 4.0
 STOP_WAIT_S = 100.0
+UNRESPONSIVE_TERM_S = 2.0  # `run --stop` on a runner that does not answer: within 10 s in all
 STOP_WAIT_ENV = "MOE_TUI_STOP_WAIT_S"  # tests shorten the wait before SIGKILL
 STATUS_WAIT_S = 15.0
 
@@ -244,6 +245,9 @@ def _stop(data_dir: Path, wait_s: float | None = None) -> int:
         print(f"moe-tui run --stop: runner {pid} did not take the stop request ({exc}); sending SIGTERM",
               file=sys.stderr, flush=True)
         _signal(pid, signal.SIGTERM)
+        # A runner that cannot answer its socket cannot stop cleanly either (frozen, or its loop
+        # blocked): it gets a moment for the signal, not the clean shutdown's wait (106 s before).
+        wait_s = 0.0 if _frozen(pid) else min(wait_s, UNRESPONSIVE_TERM_S)
     if _wait_gone(data_dir, wait_s):
         print(f"runner {pid} stopped")
         return 0
@@ -269,6 +273,16 @@ def _signal(pid: int, sig: int) -> None:
             os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def _frozen(pid: int) -> bool:
+    """The process is stopped (SIGSTOP, a debugger): no signal but SIGKILL acts on it."""
+    import psutil
+
+    try:
+        return bool(psutil.Process(pid).status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP))
+    except psutil.Error:
+        return False
 
 
 def _wait_gone(data_dir: Path, wait_s: float) -> bool:

@@ -278,7 +278,8 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _logs(args: argparse.Namespace) -> int:
-    import collections
+    import codecs
+    import os
     import time
 
     from moe_tui.store.db import Store
@@ -289,26 +290,33 @@ def _logs(args: argparse.Namespace) -> int:
         _err(f"no recorded start of profile '{args.profile}'")
         return EXIT_NOT_FOUND
     path = Path(rows[0]["log_path"])
-    try:
-        f = path.open("r", encoding="utf-8", errors="replace")
+    from moe_tui.servers.logtail import READ_CHUNK, tail_lines
+    from moe_tui.trust import open_regular, terminal_text
+
+    try:  # the path is a stored record's: a regular file of ours, never a link, pipe or device
+        fd = open_regular(path, follow_links=False, own=True)
     except OSError as exc:
         _err(f"cannot read log {path}: {exc.strerror or exc}")
         return 1
-    from moe_tui.trust import terminal_text
-
-    with f:  # the log is the server's text: escape codes are stripped before they reach the terminal
-        lines = collections.deque(f, maxlen=args.lines if args.lines > 0 else None)
-        sys.stdout.write(terminal_text("".join(lines)))
+    text = codecs.getincrementaldecoder("utf-8")("replace").decode  # a character split over two reads stays whole
+    try:  # the log is the server's text: escape codes are stripped before they reach the terminal
+        if args.lines > 0:  # from the end, in bounded memory: never the whole file
+            sys.stdout.write(terminal_text("".join(line + "\n" for line in tail_lines(fd, args.lines))))
+        else:
+            while chunk := os.read(fd, READ_CHUNK):
+                sys.stdout.write(terminal_text(text(chunk)))
         sys.stdout.flush()
         if not args.follow:
             return 0
         try:
             while True:
-                chunk = f.read(1 << 20)
+                chunk = os.read(fd, READ_CHUNK)
                 if chunk:
-                    sys.stdout.write(terminal_text(chunk))
+                    sys.stdout.write(terminal_text(text(chunk)))
                     sys.stdout.flush()
                 else:
                     time.sleep(0.2)
         except KeyboardInterrupt:
             return 0
+    finally:
+        os.close(fd)

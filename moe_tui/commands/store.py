@@ -124,16 +124,46 @@ def _selected(store: Store, args: argparse.Namespace) -> list[int]:
 
 
 def _write_archive(store: Store, ids: list[int], file: str) -> None:
+    """The archive is written to a new file of ours beside `file` (mkstemp: O_EXCL, 0600, an
+    unguessable name, so a `.partial` link planted there is never followed), flushed, then linked
+    to `file` (which fails if `file` appeared meanwhile: never overwritten). Any failure removes
+    the partial file and names the archive and the reason."""
+    import tempfile
+
     path = Path(file)
-    if path.exists():
+    if os.path.lexists(path):
         raise ValueError(f"{path} exists: an archive is never overwritten (name a new file)")
-    tmp = path.with_name(path.name + ".partial")
-    with tmp.open("w", encoding="utf-8") as out:
-        store.archive_runs(ids, out)
-        out.flush()
-        os.fsync(out.fileno())
-    tmp.replace(path)  # a whole archive or none: an interrupted one never looks complete
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent or ".")
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            store.archive_runs(ids, out)
+            out.flush()
+            os.fsync(out.fileno())
+        _publish(tmp, path)  # a whole archive or none: an interrupted one never looks complete
+    except FileExistsError:
+        raise ValueError(f"{path} appeared while the archive was written: never overwritten; nothing archived") from None
+    except OSError as exc:
+        raise OSError(f"writing archive {path} failed ({exc.strerror or exc}); nothing archived, "
+                      f"no partial file left") from None
+    finally:
+        tmp.unlink(missing_ok=True)
     print(f"archived {len(ids):,} run(s) to {path} ({_mb(path.stat().st_size)}); `moe-tui import {path}` restores them")
+
+
+def _publish(tmp: Path, path: Path) -> None:
+    """`tmp` under the name `path`, never over an existing `path`: a hard link (fails if it exists);
+    on a file system without hard links, a rename after one more look."""
+    import errno
+
+    try:
+        os.link(tmp, path)
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        if os.path.lexists(path):
+            raise FileExistsError(path) from None
+        os.rename(tmp, path)
 
 
 def _prune_ids(store: Store, ids: list[int]) -> None:

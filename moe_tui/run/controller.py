@@ -204,7 +204,7 @@ class Controller:
         if self.use_lock and ctx.lock is None:
             from moe_tui.run.rendezvous import RunnerLock
 
-            ctx.lock = RunnerLock(self.data_dir)
+            ctx.lock = RunnerLock(self.data_dir, self.store.path)
             ctx.lock.acquire()
             from moe_tui.run.orphans import mark_children
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +38,7 @@ from moe_tui.profiles import ServerProfile
 from moe_tui.run.capture import CaptureCollector
 from moe_tui.run.context import RunContext
 from moe_tui.store.queue import QueueItem
+from moe_tui.trust import open_regular
 
 if TYPE_CHECKING:
     from moe_tui.bench.engine import BenchResult
@@ -69,21 +71,73 @@ def admin_headers(profile: ServerProfile) -> dict[str, str] | None:
 
 def keep_files(sources: list[Path], dest: Path, limit: int = MAX_KEPT_BYTES) -> tuple[list[str], list[str]]:
     """Move files into `dest` (0600) while they fit `limit` bytes together: (kept names, left-out
-    notes)."""
+    notes). The server wrote these, so they are not trusted: only regular files of this user are
+    kept (a link it planted is never followed, moved or chmodded: it could name any file of ours)."""
     kept: list[str] = []
     left: list[str] = []
     total = 0
     for src in sorted(sources):
-        size = src.stat().st_size
-        if total + size > limit:
-            left.append(f"{src.name} ({size} bytes) left out: over the {limit}-byte bound for one run")
+        try:
+            st = os.lstat(src)
+        except OSError as exc:
+            left.append(f"{src.name} left out: {exc.strerror or exc}")
+            continue
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            why = "a symbolic link" if stat.S_ISLNK(st.st_mode) else (
+                "not a regular file" if not stat.S_ISREG(st.st_mode) else f"owned by uid {st.st_uid}")
+            left.append(f"{src.name} left out: {why}, not a file the server wrote for us")
+            continue
+        if total + st.st_size > limit:
+            left.append(f"{src.name} ({st.st_size} bytes) left out: over the {limit}-byte bound for one run")
             continue
         target = dest / src.name
-        shutil.move(str(src), target)
-        os.chmod(target, 0o600)
+        os.replace(src, target)  # a rename within the data dir: moves the entry itself, never a link's target
+        if not _owner_only_regular(target):
+            target.unlink(missing_ok=True)
+            left.append(f"{src.name} left out: it changed while being kept")
+            continue
         kept.append(src.name)
-        total += size
+        total += st.st_size
     return kept, left
+
+
+def _owner_only_regular(path: Path) -> bool:
+    """Make `path` 0600 if it is (still) a regular file, never through a link; False otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        os.fchmod(fd, 0o600)
+        return True
+    finally:
+        os.close(fd)
+
+
+def expert_dumps(dump_dir: Path, since: float, limit: int = MAX_KEPT_BYTES) -> tuple[list[Path], list[str]]:
+    """This run's expert dumps in `dump_dir` (/tmp unless the profile names a folder, so anyone may
+    put files there): regular files of this user written since `since`, at most `limit` bytes each;
+    (paths, notes on the ones left out). A dump is a pickle: one planted by another user would be
+    read as this server's expert load."""
+    found: list[Path] = []
+    notes: list[str] = []
+    for p in dump_dir.glob(EXPERT_DUMP_GLOB):
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        if st.st_mtime < since - 1.0:
+            continue  # an older run's
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            notes.append(f"expert dump {p.name} not kept: " + ("a symbolic link" if stat.S_ISLNK(st.st_mode) else
+                         "not a regular file" if not stat.S_ISREG(st.st_mode) else f"owned by uid {st.st_uid}, not you"))
+        elif st.st_size > limit:
+            notes.append(f"expert dump {p.name} not kept: {st.st_size} bytes, over the {limit}-byte bound")
+        else:
+            found.append(p)
+    return found, notes
 
 
 async def profiled_run(runner: ItemRunner, ctx: RunContext, item: QueueItem, profile: ServerProfile,
@@ -171,12 +225,15 @@ async def _expert_dump(client: httpx.AsyncClient, profile: ServerProfile, raw: P
     code, text = await _post(client, "/dump_expert_distribution_record")
     facts["expert_record"] = "dumped" if code == 200 else f"dump failed: {text or code}"
     dump_dir = Path(profile.env.get("SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR", "/tmp")).expanduser()
-    for p in dump_dir.glob(EXPERT_DUMP_GLOB):
+    dumps, notes = expert_dumps(dump_dir, since)
+    facts["notes"].extend(notes)
+    for p in dumps:
         try:
-            if p.stat().st_mtime >= since - 1.0:
-                shutil.copy(p, raw / p.name)
+            fd = open_regular(p, follow_links=False, own=True, max_bytes=MAX_KEPT_BYTES)
+            with os.fdopen(fd, "rb") as src, open(raw / p.name, "xb") as dst:
+                shutil.copyfileobj(src, dst)
         except OSError as exc:
-            facts["notes"].append(f"expert dump {p.name} not kept: {exc}")
+            facts["notes"].append(f"expert dump {p.name} not kept: {exc.strerror or exc}")
 
 
 async def _running(client: httpx.AsyncClient) -> int | None:

@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from moe_tui.judgement import FLAG_OUTPUT_TOKENS_MISMATCH
 from moe_tui.provenance import build_provenance, run_flags
+from moe_tui.run.evidence import token_evidence
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store.db import Store
 from moe_tui.store.errors import StoreError
@@ -116,6 +118,10 @@ def finished_run(*, run_id: int, item: QueueItem, spec: BenchmarkSpec, server: M
     )
     if server_load is not None:
         selfcheck = {**selfcheck, "server_load": server_load}
+    tokens_off = token_evidence(spec, requests, summary) if status != "failed" else None
+    if tokens_off is not None:  # the server's counts do not hold: never a clean run
+        selfcheck = {**selfcheck, "output_tokens": tokens_off}
+        flags = sorted({*flags, FLAG_OUTPUT_TOKENS_MISMATCH})
     if abort_verdict is not None and status == "complete" and completed < spec.num_prompts:
         status = "incomplete"
     if abort_verdict is not None:

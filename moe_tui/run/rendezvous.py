@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 LOCK_NAME = "runner.lock"
+STORE_NAME = "moe-tui.sqlite3"  # the store file in a data dir (moe_tui.paths.store_path)
 INFO_NAME = "runner.json"
 SOCKET_NAME = "runner.sock"
 # sockaddr_un.sun_path is 108 bytes on Linux (104 on macOS), including the NUL.
@@ -35,10 +36,15 @@ LINE_LIMIT = 16 * 2**20  # one request or answer line; longer ones end the conne
 class RunnerBusy(RuntimeError):
     """Another runner holds this data dir."""
 
-    def __init__(self, data_dir: Path, pid: int | None):
+    def __init__(self, data_dir: Path, pid: int | None, store: Path | None = None):
         self.data_dir = data_dir
         self.pid = pid
         who = f"pid {pid}" if pid else "another process"
+        if store is not None:
+            super().__init__(
+                f"another moe-tui runner already works the store {store} that {data_dir} links to (two runners "
+                f"on one queue would stop each other's servers); stop it (moe-tui run --stop in its data dir)")
+            return
         super().__init__(
             f"another moe-tui runner ({who}) already owns the queue and servers of {data_dir}; "
             f"attach to it (moe-tui tui, moe-tui queue ...) or stop it (moe-tui run --stop)"
@@ -51,12 +57,17 @@ class RunnerUnavailable(RuntimeError):
 
 # -- the lock -----------------------------------------------------------------------------------
 class RunnerLock:
-    """flock on `<data dir>/runner.lock`; the file holds the owner's pid for the error message."""
+    """flock on `<data dir>/runner.lock`; the file holds the owner's pid for the error message.
+    Also flock on the store file itself, resolved through links: two data dirs whose stores link to
+    one file are one queue, and only one runner may work it. (SQLite locks with POSIX byte-range
+    locks, which flock does not touch on a local file system.)"""
 
-    def __init__(self, data_dir: str | Path):
+    def __init__(self, data_dir: str | Path, store: str | Path | None = None):
         self.data_dir = Path(data_dir)
         self.path = self.data_dir / LOCK_NAME
+        self.store = Path(store) if store is not None else self.data_dir / STORE_NAME
         self._fd: int | None = None
+        self._store_fd: int | None = None
 
     def acquire(self, *, role: str = "") -> RunnerLock:
         """Take the lock or raise RunnerBusy. A dead runner's watchdog (`role` "watchdog" in the
@@ -76,6 +87,11 @@ class RunnerLock:
                     os.close(fd)
                     raise RunnerBusy(self.data_dir, lock_holder_pid(self.data_dir)) from None
                 time.sleep(0.2)
+        try:
+            self._store_fd = _lock_store_file(self.store)
+        except RunnerBusy:
+            os.close(fd)
+            raise RunnerBusy(self.data_dir, None, Path(os.path.realpath(self.store))) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}{' ' + role if role else ''}\n".encode())
         os.fsync(fd)
@@ -83,6 +99,9 @@ class RunnerLock:
         return self
 
     def release(self) -> None:
+        if self._store_fd is not None:
+            os.close(self._store_fd)
+            self._store_fd = None
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, 0)
@@ -98,6 +117,26 @@ class RunnerLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _lock_store_file(store: Path) -> int | None:
+    """flock(LOCK_EX | LOCK_NB) on the file `store` resolves to: its fd, None when there is no
+    regular file there yet (the store refuses anything else when it opens), RunnerBusy when held."""
+    try:
+        fd = os.open(os.path.realpath(store), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise RunnerBusy(store.parent, None, store) from None
+        return None
+    return fd
 
 
 def lock_holder_pid(data_dir: str | Path) -> int | None:

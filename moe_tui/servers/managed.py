@@ -40,6 +40,7 @@ from moe_tui.servers.base import (
     nvml_gpu_view,
 )
 from moe_tui.servers.failures import DIAGNOSE_LINES, diagnose, exit_reason
+from moe_tui.servers.logtail import MAX_DRAIN_BYTES, READ_CHUNK, LineSplitter
 from moe_tui.servers.preflight import preflight
 from moe_tui.servers.registry import _REGISTRY, _REGISTRY_LOCK, managed_servers
 from moe_tui.servers.teardown import StopReport, _split_returncode, signal_name, terminate_server
@@ -49,6 +50,11 @@ if TYPE_CHECKING:
     import httpx
 
     from moe_tui.store.db import Store
+
+
+# The runner's mark on everything it starts (`moe_tui.run.orphans.RUNNER_DIR_ENV`), passed on after
+# the profile's env so that no profile can move or erase it.
+INHERITED_MARKERS = ("MOE_TUI_RUNNER_DIR",)
 
 
 # -- the managed server --------------------------------------------------------------------------
@@ -129,7 +135,7 @@ class ManagedServer(ServerWatchMixin):
         self._popen: subprocess.Popen[bytes] | None = None
         self._log_file: io.FileIO | None = None  # the server's stdout and stderr
         self._log_reader: io.BufferedReader | None = None  # the same file, followed
-        self._partial = ""
+        self._splitter = LineSplitter()
         self._tasks: list[asyncio.Task[None]] = []
         self._client: httpx.AsyncClient | None = None
         self._stop_task: asyncio.Task[StopReport] | None = None
@@ -230,7 +236,9 @@ class ManagedServer(ServerWatchMixin):
         stamp = time.strftime("%Y%m%d-%H%M%S")
         self.log_path = paths.logs_dir() / f"{self.profile.name}-{stamp}-{self.server_id[-12:]}.log"
         argv = self.profile.argv(self.python)
-        ours = {SERVER_ID_ENV: self.server_id, "PYTHONUNBUFFERED": "1"}
+        # moe-tui's markers last: neither a profile's env nor anything else may override them
+        ours = {**{k: os.environ[k] for k in INHERITED_MARKERS if k in os.environ},
+                SERVER_ID_ENV: self.server_id, "PYTHONUNBUFFERED": "1"}
         env = {**os.environ, **self.profile.launch_env(), **ours}
         recorded_env = redact_env({**self.profile.launch_env(), **ours})
         if self.store is not None:
@@ -297,18 +305,20 @@ class ManagedServer(ServerWatchMixin):
 
     # -- background work ------------------------------------------------------------------------
     def _drain_log(self) -> None:
+        """New log lines, in bounded reads and bounded lines (`servers.logtail`): a server's
+        output never grows the runner's memory, however fast or long its lines."""
         if self._log_reader is None:
             return
-        chunk = self._log_reader.read()
-        if not chunk:
-            return
-        # Any new output is progress (the no-progress watchdog's clock): SGLang's weight load is a
-        # tqdm bar, "\r"-separated updates of one line with a single newline at its end.
-        self._last_progress = time.monotonic()
-        text = self._partial + chunk.decode("utf-8", "replace")
-        *raw_lines, partial = text.replace("\r\n", "\n").split("\n")
-        self._partial = _last_update(partial)  # bounded: a terminal shows only the last update
-        lines = [_last_update(line) for line in raw_lines]
+        lines: list[str] = []
+        for _ in range(MAX_DRAIN_BYTES // READ_CHUNK):
+            chunk = self._log_reader.read(READ_CHUNK)
+            if not chunk:
+                break
+            # Any new output is progress (the no-progress watchdog's clock): SGLang's weight load is a
+            # tqdm bar, "\r"-separated updates of one line with a single newline at its end.
+            self._last_progress = time.monotonic()
+            lines += self._splitter.feed(chunk)
+        lines = [_last_update(line) for line in lines]  # a terminal shows only a bar's last update
         for line in lines:
             self.log_lines.append(line)
             self._emit(ServerLogLine(profile=self.name, line=line))
@@ -356,7 +366,8 @@ class ManagedServer(ServerWatchMixin):
                 return
             stalled = time.monotonic() - self._last_progress
             if self.state == STARTING and stalled >= self.profile.startup_stall_s:
-                last = (self._partial or (self.log_lines[-1] if self.log_lines else "(none)"))[:160]
+                open_bar = _last_update(self._splitter.pending())
+                last = (open_bar or (self.log_lines[-1] if self.log_lines else "(none)"))[:160]
                 await self._fail(
                     f"no startup progress for {stalled:.0f} s (startup_stall_s={self.profile.startup_stall_s:g}): "
                     f"no new output since {last!r} (phase: {self.phase or 'none'})")
@@ -381,9 +392,9 @@ class ManagedServer(ServerWatchMixin):
             return
         self._stopping = True  # nothing else may fail or stop it concurrently
         self._drain_log()
-        if self._partial:
-            self.log_lines.append(self._partial)
-            self._partial = ""
+        last = self._splitter.flush()  # an unfinished last line says most about a crash
+        if last:
+            self.log_lines.append(last)
         tail = tuple(self.log_tail(LOG_TAIL_LINES))
         self.exit_code, self.exit_signal = exit_code, exit_signal
         self._record(state=FAILED, reason=reason, exit_code=exit_code, exit_signal=exit_signal,

@@ -10,8 +10,11 @@
   `backup_store(store, if_older_than_s=BACKUP_EVERY_S)` takes one only when the last is older;
   the runner calls it at safe points (at start after recovery, and after each stored run).
 - `restore(store_path)` (`moe-tui doctor --repair`): moves the damaged file (and its WAL/SHM)
-  aside, puts the backup's copy in its place, and says what was lost: the runs, queue items and
-  campaigns the damaged file still lets us read beyond the backup's, or that it could not tell.
+  aside under a name no earlier repair took, puts the backup's copy in its place, and says what
+  was lost: the runs, queue items and campaigns the damaged file still lets us read beyond the
+  backup's, or that it could not tell.
+- `full_check(path)` (`moe-tui doctor`): `integrity_check`, telling a store another process holds
+  locked (`StoreLocked`, naming who has it open: `holders`) from a damaged one.
 
 Files are owner-only (0600) like the store. No Textual, no controller: the core.
 """
@@ -48,6 +51,74 @@ def quick_check(conn: sqlite3.Connection, *, full: bool = False) -> list[str]:
         return [str(exc)]
     problems = [str(r[0]) for r in rows]
     return [] if problems == ["ok"] else problems
+
+
+def is_lock_error(exc: BaseException) -> bool:
+    """SQLite said busy or locked: another connection holds the file, which says nothing about
+    its health (a store held in exclusive mode must never be called damaged, let alone replaced)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return True
+    return "database is locked" in str(exc) or "database table is locked" in str(exc)
+
+
+class StoreLocked(Exception):
+    """Another process holds the store file's lock: its health cannot be checked now."""
+
+
+def full_check(path: Path, *, busy_timeout_s: float = 5.0) -> list[str]:
+    """`integrity_check` of the store file at `path`, read-only: its problems, empty when sound.
+    Raises StoreLocked (naming who has the file open, where that can be seen) when another
+    process holds its lock past `busy_timeout_s`: locked is not damaged."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=busy_timeout_s)
+    try:
+        rows = conn.execute(f"PRAGMA integrity_check({CHECK_MAX_PROBLEMS})").fetchall()
+    except sqlite3.DatabaseError as exc:
+        if is_lock_error(exc):
+            raise StoreLocked(f"{exc}{holders_words(path)}") from None
+        return [str(exc)]
+    finally:
+        conn.close()
+    problems = [str(r[0]) for r in rows]
+    return [] if problems == ["ok"] else problems
+
+
+def holders(path: Path) -> list[str]:
+    """Other processes (of those this user may inspect) that have the store file, its WAL or SHM
+    open, as "pid N (name)". A store one of them holds is never replaced under it."""
+    import psutil
+
+    try:
+        wanted = {(st.st_dev, st.st_ino) for suffix in ("", "-wal", "-shm")
+                  if (st := _stat_or_none(Path(str(path) + suffix))) is not None}
+    except OSError:
+        return []
+    found: list[str] = []
+    for proc in psutil.process_iter(["pid", "name"]):
+        if proc.info["pid"] == os.getpid():
+            continue
+        try:
+            files = proc.open_files()
+        except (psutil.Error, OSError):
+            continue
+        for f in files:
+            st = _stat_or_none(Path(f.path))
+            if st is not None and (st.st_dev, st.st_ino) in wanted:
+                found.append(f"pid {proc.info['pid']} ({proc.info['name']})")
+                break
+    return found
+
+
+def holders_words(path: Path) -> str:
+    who = holders(path)
+    return f"; held open by {', '.join(who[:5])}" if who else ""
+
+
+def _stat_or_none(path: Path) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
 
 
 def refuse_damaged(conn: sqlite3.Connection, path: Path) -> None:
@@ -191,10 +262,21 @@ def lost_since_backup(damaged: Path, backup: Path) -> list[str]:
     return lines or ["nothing readable in the damaged file is missing from the backup"]
 
 
-def restore(store_path: Path) -> Restored:
-    """Replace a damaged store by its backup (checked first). The damaged file and its WAL/SHM are
-    kept beside it as `<store>.damaged-<time>`. Raises RuntimeError saying why not."""
-    backup = backup_path(store_path)
+def _free_aside_name(store_path: Path) -> Path:
+    """`<store>.damaged-<time>`, with a counter when a repair in the same second took that name:
+    the file a repair replaces is always kept, never overwritten by the next repair's."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in range(1000):
+        aside = Path(f"{store_path}.damaged-{stamp}" + (f"-{n}" if n else ""))
+        if not any(os.path.lexists(f"{aside}{suffix}") for suffix in ("", "-wal", "-shm")):
+            return aside
+    raise RuntimeError(f"no free name for keeping {store_path} aside (1000 repairs this second?)")
+
+
+def restore(store_path: Path, backup: Path | None = None) -> Restored:
+    """Replace a damaged store by its backup (checked first; default `<store>.backup`). The damaged
+    file and its WAL/SHM are kept beside it as `<store>.damaged-<time>`. Raises RuntimeError saying why not."""
+    backup = backup or backup_path(store_path)
     if not backup.exists():
         raise RuntimeError(f"no backup at {backup}: nothing to restore from")
     b = sqlite3.connect(f"file:{backup}?mode=ro", uri=True)
@@ -205,8 +287,7 @@ def restore(store_path: Path) -> Restored:
         b.close()
     if problems:
         raise RuntimeError(f"the backup {backup} is damaged too ({'; '.join(problems[:3])}); try {backup}.prev")
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    aside = Path(f"{store_path}.damaged-{stamp}")
+    aside = _free_aside_name(store_path)
     if store_path.exists():
         lost = lost_since_backup(store_path, backup)
         for suffix in ("", "-wal", "-shm"):

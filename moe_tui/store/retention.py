@@ -15,12 +15,15 @@ samples and the server start that measured it.
 from __future__ import annotations
 
 import json
+import math
+import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from moe_tui.store.errors import StoreError
 from moe_tui.store.schema import SCHEMA_VERSION, StoreAccess, _Tx
 from moe_tui.store.summaries import fill_facts
 
@@ -183,6 +186,7 @@ class RetentionRecords(StoreAccess):
                 if same is not None:  # restored before, or never pruned
                     skipped.append(int(same[0]))
                     continue
+                _mark_restored(run, where, line)
                 if tx.execute("SELECT 1 FROM runs WHERE id = ?", (run["id"],)).fetchone() is not None:
                     run.pop("id")  # the id is taken by another run: a new one
                 run["server_start_id"] = _restore_start(tx, rec.get("server_start"))
@@ -231,12 +235,15 @@ class RetentionRecords(StoreAccess):
         before = self.file_bytes()
         incremental = int(self.query("PRAGMA auto_vacuum")[0][0]) == 2
         with self._lock:
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            if incremental and not full:
-                self._conn.execute("PRAGMA incremental_vacuum")
-            else:
-                self._conn.execute("VACUUM")
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                if incremental and not full:
+                    self._conn.execute("PRAGMA incremental_vacuum")
+                else:
+                    self._conn.execute("VACUUM")
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as exc:  # SQLite undid it: the store is as it was
+                raise StoreError(_reclaim_failed(self.path, exc, full or not incremental)) from None
         return before, self.file_bytes()
 
     # -- per-request samples for the last N runs --------------------------------------------------
@@ -276,6 +283,18 @@ class RetentionRecords(StoreAccess):
         return len(owners)
 
 
+def _reclaim_failed(path: Path, exc: sqlite3.Error, rewrite: bool) -> str:
+    """Words for a vacuum SQLite gave up on (it rolled back: nothing changed)."""
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        why = "another process holds the store's lock (a runner, a TUI mid-write, a sqlite3 shell); try again later"
+    elif "full" in text or "too large" in text:
+        why = ("the disk is full" + (": VACUUM rewrites the whole file and needs about its size free" if rewrite else ""))
+    else:
+        why = text
+    return f"vacuum of store file {path} failed, nothing changed: {why} ({text})"
+
+
 def _chunks(ids: Sequence[int]) -> Iterable[list[int]]:
     for i in range(0, len(ids), _CHUNK):
         yield list(ids[i:i + _CHUNK])
@@ -291,6 +310,8 @@ def _read_archive(lines: Iterable[str], where: str) -> list[tuple[int, dict[str,
             value = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ArchiveError(f"{where}:{n}: not JSON ({exc.msg})") from None
+        except RecursionError:  # a line of 100,000 brackets: no record is shaped like that
+            raise ArchiveError(f"{where}:{n}: JSON nested too deeply to be a moe-tui archive record") from None
         if header is None:
             if not isinstance(value, dict) or value.get("kind") != ARCHIVE_KIND:
                 raise ArchiveError(f"{where}:{n}: not a moe-tui archive (no {ARCHIVE_KIND!r} header)")
@@ -309,18 +330,57 @@ def _read_archive(lines: Iterable[str], where: str) -> list[tuple[int, dict[str,
             if not isinstance(value.get(key) or [], list):
                 raise ArchiveError(f"{where}:{n}: {key} must be a list")
         _check_json_text(run, where, n, "run")
+        _check_times(run, where, n)
         for q in value.get("requests") or ():
             if not isinstance(q, dict) or not isinstance(q.get("idx"), int):
                 raise ArchiveError(f"{where}:{n}: a request needs an idx")
             _check_json_text(q, where, n, f"request {q['idx']}")
         for sample in value.get("gpu_samples") or ():
-            if not (isinstance(sample, list) and len(sample) == 2 and isinstance(sample[0], (int, float))):
-                raise ArchiveError(f"{where}:{n}: a GPU sample is [t, sample_json]")
+            if not (isinstance(sample, list) and len(sample) == 2 and _sane_time(sample[0])):
+                raise ArchiveError(f"{where}:{n}: a GPU sample is [t, sample_json], t a time in seconds "
+                                   f"between 0 and {MAX_TIME_S:g}")
             _check_json_text({"sample_json": sample[1]}, where, n, "GPU sample")
         records.append((n, value))
     if header is None:
         raise ArchiveError(f"{where}: empty file, not a moe-tui archive")
     return records
+
+
+def _mark_restored(run: dict[str, Any], where: str, line: int) -> None:
+    """A restored run is an import wherever it appears: an archive is a file anyone can edit (10x
+    the throughput, flags removed), so what comes back is never passed off as measured here. Its
+    `source` becomes "import" (exports, the imported-run index) and its provenance names the file
+    (`source_file`, what the grid and run details read as "imported") and what it was before."""
+    try:
+        provenance = json.loads(run.get("provenance_json") or "{}")
+    except ValueError:
+        provenance = {}
+    if not isinstance(provenance, dict):
+        provenance = {"archived_provenance": provenance}
+    provenance["source_file"] = where
+    provenance["restored_from"] = {"file": where, "line": line, "id": run.get("id"),
+                                   "source": provenance.get("restored_from", {}).get("source", run.get("source"))
+                                   if isinstance(provenance.get("restored_from"), dict) else run.get("source")}
+    run["provenance_json"] = json.dumps(provenance, allow_nan=True)
+    run["source"] = "import"
+
+
+# Times are Unix seconds: anything past this (the year 2286) or not finite is not a time moe-tui
+# wrote, and would break every date a reader formats (1e308 ends in OverflowError).
+MAX_TIME_S = 1e10
+
+
+def _sane_time(value: object) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+            and 0 <= value <= MAX_TIME_S)
+
+
+def _check_times(run: Mapping[str, Any], where: str, line: int) -> None:
+    """A run's `*_at` columns are None or sane times (created_at must be one)."""
+    for key, value in run.items():
+        if key.endswith("_at") and not (value is None and key != "created_at") and not _sane_time(value):
+            raise ArchiveError(f"{where}:{line}: run {key} {str(value)[:40]} is not a time in seconds "
+                               f"between 0 and {MAX_TIME_S:g}")
 
 
 def _check_json_text(row: Mapping[str, Any], where: str, line: int, what: str) -> None:
@@ -331,8 +391,8 @@ def _check_json_text(row: Mapping[str, Any], where: str, line: int, what: str) -
             continue
         try:
             json.loads(text if isinstance(text, str) else "\u0000")
-        except (TypeError, ValueError):
-            raise ArchiveError(f"{where}:{line}: {what} {key} is not JSON text") from None
+        except (TypeError, ValueError, RecursionError):
+            raise ArchiveError(f"{where}:{line}: {what} {key} is not JSON text (or nested too deeply)") from None
 
 
 _START_COLUMNS = ("profile_name", "profile_json", "argv_json", "env_json", "log_path", "pid", "started_at",

@@ -7,7 +7,9 @@
 - `store_digest(path)`: per table, the row count and a SHA-256 over every row in rowid order;
   equal digests before/after a command mean it changed nothing in the store.
 - `garbage_server(mode)`: a tiny real HTTP server on loopback that looks healthy but answers
-  garbage (`info-not-json`, `sse-garbage`); it can also be launched as a profile's `python`.
+  garbage (`info-not-json`, `sse-garbage`) or well-formed streams whose token counts lie
+  (`count-x2`, `count-neg`, `count-huge`, `count-short`), or that first logs one 200 MB line
+  without an end (`endless-line`); it can also be launched as a profile's `python`.
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ GARBAGE_SERVER = textwrap.dedent('''
     mode = sys.argv[sys.argv.index("--garbage-mode") + 1] if "--garbage-mode" in sys.argv else "info-not-json"
     port = int(sys.argv[sys.argv.index("--port") + 1])
     INFO = {"moe_runner_backend": "flashinfer_cutlass", "version": "0.5.23", "tp_size": 1}
-    MODEL = {"model_path": "garbage", "tokenizer_path": None, "served_model_name": "garbage"}
+    MODEL = {"model_path": "garbage", "tokenizer_path": TOKENIZER, "served_model_name": "garbage"}
 
     class H(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -116,13 +118,33 @@ GARBAGE_SERVER = textwrap.dedent('''
             return self._send(404, "{}")
         def do_POST(self):
             n = int(self.headers.get("Content-Length") or 0)
-            self.rfile.read(n)
+            body = self.rfile.read(n)
             if self.path.startswith("/flush_cache"):
                 return self._send(200, "")
+            if mode.startswith("count-"):
+                return self._lying_stream(json.loads(body)["sampling_params"]["max_new_tokens"])
             body = "data: {this is not json\\n\\ndata: \\x00\\x01garbage\\n\\ndata: [DONE]\\n\\n"
             return self._send(200, body, "text/event-stream")
 
+        def _lying_stream(self, asked):
+            # A well-formed /generate stream whose completion_tokens lie: count-x2 twice the tokens
+            # sent, count-neg -5, count-huge 3e7, count-short stops at half with finish "length".
+            sent = asked // 2 if mode == "count-short" else asked
+            lines = []
+            for i in range(1, sent + 1):
+                count = {"count-x2": 2 * i, "count-neg": -5, "count-huge": 3e7}.get(mode, i)
+                reason = {"type": "length", "length": asked} if i == sent else None
+                meta = {"id": "lie", "completion_tokens": count, "finish_reason": reason}
+                lines.append("data: " + json.dumps({"text": "a" * i, "output_ids": [7] * i, "meta_info": meta}))
+            lines.append("data: [DONE]")
+            return self._send(200, "\\n\\n".join(lines) + "\\n\\n", "text/event-stream")
+
     print(f"garbage server ({mode}) on 127.0.0.1:{port}", flush=True)
+    if mode == "endless-line":  # 200 MB of log in one line that never ends, then serve as usual
+        block = b"a" * (1 << 20)
+        for _ in range(200):
+            sys.stdout.buffer.write(block)
+        sys.stdout.buffer.flush()
     ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 ''')
 
@@ -131,6 +153,8 @@ def write_garbage_server(directory: Path, mode: str) -> Path:
     """An executable script (shebang: this Python) serving garbage in `mode`."""
     path = directory / f"garbage_{mode.replace('-', '_')}.py"
     body = GARBAGE_SERVER.replace('else "info-not-json"', f'else "{mode}"')
+    # the emulator's tokenizer, so a runner can size its prompts (a liar must look like a server)
+    body = body.replace("TOKENIZER", repr(str(Path(__file__).resolve().parents[2] / "moe_tui" / "sim" / "tokenizer")))
     path.write_text(f"#!{sys.executable}\n{body}")
     path.chmod(0o755)
     return path

@@ -73,3 +73,31 @@ def test_frozen_runner_status_says_so_and_stop_works_by_signal(env):
     assert again.returncode == 0 and "Traceback" not in again.stdout, again.stdout
     assert env.query("SELECT state FROM queue_items") == [("done",)]
     wait_gone(env)
+
+
+def test_stop_of_a_frozen_runner_takes_under_10_s(env):
+    """Runner frozen (SIGSTOP) mid-run, the default waits: `run --stop` kills it and stops what it left within 10 s (was 106 s)."""
+    import time
+
+    from runner_support import speed_factor
+
+    name = env.profile("sim-a", "flashinfer_cutlass", time_scale=2)
+    assert env.run("queue", "add", "--profiles", name, "--concurrency", "2", "--profiles-dir", str(env.profiles),
+                   *SPEC).returncode == 0
+    runner = env.popen("run", "--profiles-dir", str(env.profiles))
+    wait_for(lambda: _timed_phase(env), 90, "the timed phase under way")
+    runner_proc = psutil.Process(runner.pid)
+    runner_proc.send_signal(signal.SIGSTOP)
+    env.env.pop("MOE_TUI_STOP_WAIT_S", None)
+    started = time.monotonic()
+    try:
+        stop = env.run("run", "--stop", timeout=150)
+    finally:
+        if runner_proc.is_running():
+            runner_proc.send_signal(signal.SIGCONT)
+    took = time.monotonic() - started
+    assert stop.returncode == 0 and f"runner {runner.pid} killed" in stop.stdout, stop.stdout
+    assert took < 10 * speed_factor(), f"run --stop took {took:.1f} s"
+    runner.wait(10)
+    wait_for(lambda: not _marked(env), 30, "nothing left of the runner's children")
+    wait_gone(env)

@@ -29,7 +29,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
-from moe_tui.control import CampaignRequest, ControlClient, ControlSnapshot, LiveState, QueueWindow
+from moe_tui.control import CampaignPreview, CampaignRequest, ControlClient, ControlSnapshot, LiveState, QueueWindow
 from moe_tui.control.seen import SeenVerdicts
 from moe_tui.events import Notice, RunFinished
 from moe_tui.ui import render
@@ -320,9 +320,12 @@ class MoeTuiApp(App[None]):
     def queue_command(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
         self.call_core(what, fn, *args, done=lambda _: self.refresh_queue())
 
-    def add_campaign(self, request: CampaignRequest, done: Callable[[Any], object] | None = None) -> None:
+    def add_campaign(self, request: CampaignRequest, done: Callable[[Any], object] | None = None,
+                     preview: CampaignPreview | None = None) -> None:
         def added(count: Any) -> None:
-            self.notify(f"added campaign {request.name!r}: {count} item(s)", markup=False)
+            name = request.name or (preview.name if preview else "") or ", ".join(request.profiles)
+            control = f", {preview.control_items} of them control repeats" if preview and preview.control_items else ""
+            self.notify(f"added campaign {name!r}: {count} item(s){control}", markup=False)
             self.refresh_queue()
             if done is not None:
                 done(count)

@@ -32,3 +32,16 @@ def test_the_preview_counts_what_add_campaign_queues_with_and_without_the_contro
     finally:
         client.shutdown(stop_servers=False)
         store.close()
+
+
+def test_the_preview_names_cells_that_can_never_reach_their_concurrency(tmp_path):
+    folder = paths.bundled_demo_profiles_dir()
+    store = Store(tmp_path / "store.sqlite3")
+    client = InProcessClient(store, load_profiles(folder).profiles, folder, tmp_path / "data")
+    try:
+        request = CampaignRequest(name="", profiles=("sim-flashinfer-cutlass",), concurrencies=(1, 64, 1024),
+                                  repeats=1, spec={**SPEC, "num_prompts": 100}, policy="grouped")
+        assert client.campaign_preview(request).short_cells == ((1024, 100),)
+    finally:
+        client.shutdown(stop_servers=False)
+        store.close()

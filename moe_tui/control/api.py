@@ -151,6 +151,7 @@ class CampaignPreview:
     control_concurrency: int | None
     control_why: str
     server_starts: dict[str, int]
+    short_cells: tuple[tuple[int, int], ...] = ()  # (concurrency, num_prompts) that can never reach it
 
 
 @dataclass(frozen=True)

@@ -214,13 +214,16 @@ def campaign_args(request: Any) -> dict[str, Any]:
 
 def campaign_preview(request: Any, plan: Mapping[str, Any]) -> CampaignPreview:
     """The plan_campaign op's answer for `request` as a CampaignPreview."""
-    items = len(plan.get("items") or ())
+    planned = list(plan.get("items") or ())
+    items = len(planned)
+    short = sorted({(int(i["concurrency"]), int(i["num_prompts"])) for i in planned
+                    if int(i["num_prompts"]) < int(i["concurrency"])})
     grid = len(request.profiles) * len(request.concurrencies) * request.repeats
     control = plan.get("control") or {}
     return CampaignPreview(name=request.name or str(plan.get("name") or ""), items=items, grid_items=grid,
                            control_items=max(0, items - grid), control_concurrency=control.get("concurrency"),
                            control_why=str(control.get("why") or ""),
-                           server_starts=dict(plan.get("server_starts") or {}))
+                           server_starts=dict(plan.get("server_starts") or {}), short_cells=tuple(short))
 
 
 def grid_extra_lines(grid: Any) -> list[str]:

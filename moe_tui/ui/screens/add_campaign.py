@@ -230,6 +230,10 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
             text.append(" (no control repeats needed)")
         elif not request.control:
             text.append(" (no control: verdicts uncontrolled)", style="yellow")
+        if preview.short_cells:
+            cells = ", ".join(f"conc {c} with {n} prompts" for c, n in preview.short_cells)
+            text.append(f"\n{cells}: fewer prompts than the concurrency, never reached (raise Prompts / conc)",
+                        style="yellow")
         text.append(f"\nBaseline {request.profiles[0]}. Server starts: ")
         for k, (policy, count) in enumerate(preview.server_starts.items()):
             if k:

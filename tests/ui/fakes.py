@@ -152,7 +152,8 @@ class RecordingAdapter(ControlClient):
         plan = CampaignPlan(profiles=request.profiles, concurrencies=request.concurrencies, repeats=request.repeats,
                             base_spec=BenchmarkSpec.from_dict(request.spec), policy=request.policy,
                             prompts_per_concurrency=request.prompts_per_concurrency, control=request.control)
-        answer = {"name": plan.default_name(), "control": plan.control_plan(), "items": [{"concurrency": p.spec.max_concurrency, "num_prompts": p.spec.num_prompts} for p in plan.items()],
+        items = [{"concurrency": p.spec.max_concurrency, "num_prompts": p.spec.num_prompts} for p in plan.items()]
+        answer = {"name": plan.default_name(), "control": plan.control_plan(), "items": items,
                   "server_starts": self.restart_counts(request)}
         return campaign_preview(request, answer)
 

@@ -5,12 +5,18 @@
   `.venv-sglang-client` built by `make sglang-client`). Without one, tests using it are skipped
   locally with the reason, but FAIL in CI (env CI=true), where `make test` builds it first: a
   missing client there is a broken build, not a reason to skip.
+
+The session's own home (`_isolate_home`): before any test, HOME, the XDG folders and MPLCONFIGDIR
+point into one fresh temporary folder, so no test reads or writes the user's home (data dir, logs,
+config, caches), and matplotlib's font cache is built there once, while processes are still allowed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -59,7 +65,47 @@ class ProcessOutsideIntegrationTier(RuntimeError):
     pass
 
 
+# -- the session's own home -------------------------------------------------------------------------
+# The first process of a session (xdist's controller, or the only one) makes the folder and names it in
+# _HOME_ENV; xdist's workers inherit the environment and use the same one; the maker removes it at the
+# end. MOE_TUI_HOME is dropped too: a user's own data dir must not receive tests' runs.
+_HOME_ENV = "MOE_TUI_TEST_SESSION_HOME"
+_XDG = {"XDG_DATA_HOME": ".local/share", "XDG_CONFIG_HOME": ".config", "XDG_CACHE_HOME": ".cache",
+        "XDG_STATE_HOME": ".local/state", "MPLCONFIGDIR": ".config/matplotlib"}
+_made_home: list[str] = []
+
+
+def _isolate_home() -> None:
+    home = os.environ.get(_HOME_ENV)
+    if not home:
+        home = tempfile.mkdtemp(prefix="moe-tui-test-home-")
+        os.environ[_HOME_ENV] = home
+        _made_home.append(home)
+    os.environ["HOME"] = home
+    for name, sub in _XDG.items():
+        os.environ[name] = os.path.join(home, sub)
+        os.makedirs(os.environ[name], exist_ok=True)
+    os.environ.pop("MOE_TUI_HOME", None)
+    if _made_home:
+        _build_font_cache()
+
+
+def _build_font_cache() -> None:
+    """matplotlib lists the system's fonts with `fc-list` on first use, which the unit tier refuses:
+    build the cache (in the fresh MPLCONFIGDIR) now, once for every worker."""
+    try:
+        import matplotlib.font_manager  # noqa: F401  (importing it builds and saves the cache)
+    except ImportError:
+        pass
+
+
+def pytest_unconfigure(config):
+    for home in _made_home:
+        shutil.rmtree(home, ignore_errors=True)
+
+
 def pytest_configure(config):
+    _isolate_home()
     # A test that fails and then passes on its rerun keeps its first failure's traceback in the
     # summary (pytest-rerunfailures' --rerun-show-tracebacks): a flake leaves its cause in CI's output.
     if config.pluginmanager.hasplugin("rerunfailures"):

@@ -101,3 +101,12 @@ def test_run_status_is_words_by_default_and_json_on_request(tmp_path):
         assert json.loads(dump.stdout)["data_dir"] == str(tmp_path / "data")
     finally:
         assert cli(tmp_path, "run", "--stop").returncode == 0
+
+
+def test_queue_add_warns_when_a_cell_cannot_reach_its_concurrency(tmp_path):
+    res = cli(tmp_path, "queue", "add", "--profiles", A, "--concurrency", "1,64,1024", "--num-prompts", "100",
+              "--no-control", "--dry-run", "--json")
+    assert res.returncode == 0, res.stderr
+    assert "warning: concurrency 1024 with num_prompts 100: fewer prompts than the concurrency" in res.stderr
+    assert "concurrency 64 with" not in res.stderr
+    assert json.loads(res.stdout)["dry_run"] is True  # stdout stays one JSON document

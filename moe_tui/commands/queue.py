@@ -180,6 +180,13 @@ def _add(args: argparse.Namespace, store: Store) -> int:
     rule = plan.definition()["num_prompts_rule"]["rule"]
     say(f"prompts: {rule}; warmup pass: {'yes' if plan.warmup_pass else 'no'}")
     say(f"control: {plan.control_plan()['why']}")
+    short = sorted({(p.spec.max_concurrency, p.spec.num_prompts) for p in planned
+                    if p.spec.num_prompts < p.spec.max_concurrency})
+    if short:  # always to stderr: a script's stdout stays the plan or one JSON document
+        cells = ", ".join(f"concurrency {c} with num_prompts {n}" for c, n in short)
+        print(f"moe-tui queue add: warning: {cells}: fewer prompts than the concurrency, so those runs never "
+              "reach it (raise --num-prompts, or --prompts-per-concurrency N for num_prompts = N x concurrency)",
+              file=sys.stderr)
     costs = plan.start_costs()
     say("server starts: " + ", ".join(f"{k} {v}{' (chosen)' if k == plan.policy else ''}"
                                       for k, v in costs.items()))

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         if value is not None and not (value > 0 and math.isfinite(value)):
             print(f"moe-tui run: {flag} must be > 0 seconds, got {value}", file=sys.stderr)
             return 2
-    profiles_dir = Path(profiles_dir_for(args.profiles_dir))
+    profiles_dir = Path(profiles_dir_for(args.profiles_dir, _queued_profiles()))
     from moe_tui.profiles import load_profiles
 
     duplicates = load_profiles(profiles_dir)
@@ -155,12 +155,32 @@ def _detach(args: argparse.Namespace, data_dir: Path, profiles_dir: Path) -> int
         print(f"moe-tui run --detach: {exc}", file=sys.stderr)
         return 1
     print(f"runner started: pid {pid}, log {log_path}")
-    from moe_tui.control.launch import attach_command
+    from moe_tui.control.launch import attach_command, is_demo_home, moe_tui_command
 
-    env = attach_command(profiles_dir).split("moe-tui", 1)[0]  # MOE_TUI_HOME=... when not the default home
-    print(f"data dir {data_dir}: attach with `{attach_command(profiles_dir)}`, watch with `{env}moe-tui run --status`, "
-          f"stop with `{env}moe-tui run --stop`")
+    demo = is_demo_home() and profiles_dir == paths.bundled_demo_profiles_dir().resolve()
+    print(f"data dir {data_dir}: attach with `{attach_command(profiles_dir, demo=demo)}`, "
+          f"watch with `{moe_tui_command('run', '--status')}`, stop with `{moe_tui_command('run', '--stop')}`")
     return 0
+
+
+def _queued_profiles() -> list[str]:
+    """The profiles of the items a runner will work (pending, interrupted, running): the folder that
+    holds them all is the one to run on (a demo's queue is on the bundled simulated profiles, even
+    when ./server_profiles holds real ones). Nothing stored yet: none."""
+    from moe_tui import paths
+    from moe_tui.store.db import Store
+    from moe_tui.store.errors import StoreError
+    from moe_tui.store.queue import RunQueue
+
+    try:
+        path = paths.store_path(writable=False)
+        if not path.exists():
+            return []
+        with Store(path) as store:
+            items = RunQueue(store).items(states=("pending", "interrupted", "running"))
+    except (paths.DataDirError, StoreError, OSError):
+        return []
+    return sorted({item.profile_name for item in items})
 
 
 def _status(data_dir: Path, as_json: bool = False) -> int:

@@ -77,4 +77,6 @@ def launch(profiles_dir: Path, *, attach: bool | None, demo: bool,
     install_exit_handlers()
     room = open_control_room(profiles_dir, attach=attach, demo=demo, controller_options=controller_options)
     room.app.run()
+    if room.app.exit_note:
+        print(f"moe-tui: {room.app.exit_note}")
     return int(room.app.return_code or 0)

@@ -19,6 +19,7 @@ no service import of its own.
 from __future__ import annotations
 
 from moe_tui.control.api import (
+    CampaignPreview,
     CampaignRequest,
     ControlClient,
     ControlSnapshot,
@@ -33,6 +34,7 @@ from moe_tui.telemetry import SUSPECT_CLOCK_EVENTS, GpuSample, TelemetrySnapshot
 __all__ = [
     "SUSPECT_CLOCK_EVENTS",
     "BenchLive",
+    "CampaignPreview",
     "CampaignRequest",
     "ControlClient",
     "ControlSnapshot",

@@ -137,6 +137,21 @@ class CampaignRequest:
     spec: dict[str, Any]  # BenchmarkSpec fields except max_concurrency
     policy: str
     prompts_per_concurrency: int | None = None  # num_prompts = max(spec num_prompts, this x concurrency)
+    control: bool = True  # the control concurrency's extra repeats (the CLI's --no-control turns them off)
+
+
+@dataclass(frozen=True)
+class CampaignPreview:
+    """What adding a CampaignRequest would queue, as the core plans it (op plan_campaign)."""
+
+    name: str  # the request's, or the default the queue gives an unnamed campaign
+    items: int  # every item queued, the control's repeats included
+    grid_items: int  # profiles x concurrencies x repeats, what the form's fields multiply to
+    control_items: int  # the control concurrency's extra repeats (items - grid_items)
+    control_concurrency: int | None
+    control_why: str
+    server_starts: dict[str, int]
+    short_cells: tuple[tuple[int, int], ...] = ()  # (concurrency, num_prompts) that can never reach it
 
 
 @dataclass(frozen=True)
@@ -203,6 +218,10 @@ class ControlClient(abc.ABC):
     @abc.abstractmethod
     def restart_counts(self, request: CampaignRequest) -> dict[str, int]:
         """Server starts `request` would cost under each ordering policy (raises ValueError on bad input)."""
+
+    def campaign_preview(self, request: CampaignRequest) -> CampaignPreview:
+        """Exactly what `add_campaign(request)` would queue (raises ValueError on bad input)."""
+        raise NotImplementedError("this client cannot preview campaigns")
 
     @abc.abstractmethod
     def compared_profiles(self) -> list[str]:

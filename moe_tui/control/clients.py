@@ -17,9 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from moe_tui.control.api import CampaignRequest, ControlClient, ControlSnapshot
+from moe_tui.control.api import CampaignPreview, CampaignRequest, ControlClient, ControlSnapshot
 from moe_tui.control.loop_thread import LoopThread
-from moe_tui.control.reads import StoreReads, campaign_args
+from moe_tui.control.reads import StoreReads, campaign_args, campaign_preview
 from moe_tui.events import Event, Notice, Subscribers
 from moe_tui.judgement import FAILED, is_live
 from moe_tui.profiles import ServerProfile
@@ -72,6 +72,10 @@ class _OpsClient(StoreReads, ControlClient):
     def restart_counts(self, request: CampaignRequest) -> dict[str, int]:
         return dict(self._op("plan_campaign", **{k: v for k, v in campaign_args(request).items() if k != "name"})
                     ["server_starts"])
+
+    def campaign_preview(self, request: CampaignRequest) -> CampaignPreview:
+        plan = self._op("plan_campaign", **{k: v for k, v in campaign_args(request).items() if k != "name"})
+        return campaign_preview(request, plan)
 
     def start_server(self, profile: str) -> None:
         self._op("start_server", timeout=None, name=profile)

@@ -106,7 +106,7 @@ def connect(profiles_dir: Path, *, attach: bool | None = None, demo: bool = Fals
             if runner_pid is None:
                 if attach:
                     raise SystemExit(f"moe-tui: no runner holds {data_dir} (start one with "
-                                     f"`moe-tui run --detach`, or run `moe-tui` without --attach)")
+                                     f"`{moe_tui_command('run', '--detach')}`, or run moe-tui without --attach)")
                 if demo:
                     _pause_before_start(store)  # the runner works pending items the moment it starts
                 started_runner = start_detached_runner(profiles_dir, data_dir, options=controller_options)
@@ -132,16 +132,32 @@ def connect(profiles_dir: Path, *, attach: bool | None = None, demo: bool = Fals
     return Connection(client, notes, started_runner)
 
 
-def attach_command(profiles_dir: Path, *, demo: bool = False) -> str:
-    """The exact command that attaches to this data dir's runner again, from any folder: the data
-    home when it is not the default one, the demo subcommand or the profiles folder."""
+def moe_tui_command(*args: str) -> str:
+    """A `moe-tui` command line a user can paste from any folder: this data home's MOE_TUI_HOME when
+    it is not the default one, and this install's own `moe-tui` by its absolute path (a venv's bin
+    folder is rarely on PATH after `make demo`), else this interpreter with `-m moe_tui`."""
     import shlex
 
     override = paths.home_override()
     env = f"MOE_TUI_HOME={shlex.quote(str(override))} " if override is not None else ""
+    script = Path(sys.executable).parent / "moe-tui"
+    program = shlex.quote(str(script)) if script.is_file() and os.access(script, os.X_OK) \
+        else f"{shlex.quote(sys.executable)} -m moe_tui"
+    return " ".join([f"{env}{program}", *(shlex.quote(a) for a in args)])
+
+
+def attach_command(profiles_dir: Path, *, demo: bool = False) -> str:
+    """The exact command that attaches to this data dir's runner again, from any folder: the data
+    home when it is not the default one, the demo subcommand or the profiles folder."""
     if demo:
-        return f"{env}moe-tui demo --attach"
-    return f"{env}moe-tui --attach --profiles-dir {shlex.quote(str(profiles_dir))}"
+        return moe_tui_command("demo", "--attach")
+    return moe_tui_command("--attach", "--profiles-dir", str(profiles_dir))
+
+
+def is_demo_home() -> bool:
+    """Whether this process's data home is a demo's (`moe-tui demo` sets MOE_TUI_HOME to it)."""
+    override = paths.home_override()
+    return override is not None and override.name == "demo-home"
 
 
 def start_detached_runner(profiles_dir: Path, data_dir: Path, wait_s: float = RUNNER_START_WAIT_S,

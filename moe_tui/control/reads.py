@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from moe_tui import compare, paths
-from moe_tui.control.api import QUEUE_PAGE, QueueRow, QueueWindow, RunView, ServerRow
+from moe_tui.control.api import QUEUE_PAGE, CampaignPreview, QueueRow, QueueWindow, RunView, ServerRow
 from moe_tui.export import formats as export
 from moe_tui.grids import pair as grids
 from moe_tui.judgement import is_simulated
@@ -211,7 +211,23 @@ def campaign_args(request: Any) -> dict[str, Any]:
         args["prompts_per_concurrency"] = request.prompts_per_concurrency
     if request.name:
         args["name"] = request.name
+    if not request.control:
+        args["control"] = False
     return args
+
+
+def campaign_preview(request: Any, plan: Mapping[str, Any]) -> CampaignPreview:
+    """The plan_campaign op's answer for `request` as a CampaignPreview."""
+    planned = list(plan.get("items") or ())
+    items = len(planned)
+    short = sorted({(int(i["concurrency"]), int(i["num_prompts"])) for i in planned
+                    if int(i["num_prompts"]) < int(i["concurrency"])})
+    grid = len(request.profiles) * len(request.concurrencies) * request.repeats
+    control = plan.get("control") or {}
+    return CampaignPreview(name=request.name or str(plan.get("name") or ""), items=items, grid_items=grid,
+                           control_items=max(0, items - grid), control_concurrency=control.get("concurrency"),
+                           control_why=str(control.get("why") or ""),
+                           server_starts=dict(plan.get("server_starts") or {}), short_cells=tuple(short))
 
 
 def grid_extra_lines(grid: Any) -> list[str]:

@@ -67,6 +67,7 @@ class QueueOps:
                           control)
         running = next((s.name for s in self._ctx.servers.live() if s.state == "ready"), None)
         return {
+            "name": plan.default_name(),
             "definition": plan.definition(),
             "control": plan.control_plan(),
             "server_starts": plan.start_costs(running),

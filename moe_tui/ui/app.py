@@ -29,7 +29,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
-from moe_tui.control import CampaignRequest, ControlClient, ControlSnapshot, LiveState, QueueWindow
+from moe_tui.control import CampaignPreview, CampaignRequest, ControlClient, ControlSnapshot, LiveState, QueueWindow
 from moe_tui.control.seen import SeenVerdicts
 from moe_tui.events import Notice, RunFinished
 from moe_tui.ui import render
@@ -110,6 +110,7 @@ class MoeTuiApp(App[None]):
         self.live = LiveState()
         self.clock = clock
         self.compare_pair: tuple[str, str] | None = None
+        self.exit_note = ""  # what to print after the App has given the terminal back
         self.seen = SeenVerdicts()  # the grid cells as the user last saw them (verdict changes are marked)
         self._keymap = dict(keymap or {})
         self._startup_notes = startup_notes
@@ -124,10 +125,11 @@ class MoeTuiApp(App[None]):
                        for name, cls in self.MODES.items()}
         self.preparer = Preparer(self)
         self.sub_title = subtitle or client.mode
-        if client.data_dir is not None:  # which data dir (and so which runner and queue) this is,
-            where = f"{client.mode}  ·  {render.home_path(client.data_dir)}"  # right after the mode: cut last
+        if client.data_dir is not None:  # which data dir (and so which runner and queue) this is: before
+            # the mode, its head elided, so that an 80-column header (cut at its end) keeps the tail
+            where = f"{render.data_dir_label(client.data_dir)}  ·  {client.mode}"
             self.sub_title = self.sub_title.replace(client.mode, where, 1) if client.mode in self.sub_title \
-                else f"{self.sub_title}  ·  {render.home_path(client.data_dir)}"
+                else f"{self.sub_title}  ·  {render.data_dir_label(client.data_dir)}"
 
     def format_title(self, title: str, sub_title: str) -> Content:
         """"moe-tui — in-process controller": Textual's own words and separator, but the blank
@@ -318,9 +320,12 @@ class MoeTuiApp(App[None]):
     def queue_command(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
         self.call_core(what, fn, *args, done=lambda _: self.refresh_queue())
 
-    def add_campaign(self, request: CampaignRequest, done: Callable[[Any], object] | None = None) -> None:
+    def add_campaign(self, request: CampaignRequest, done: Callable[[Any], object] | None = None,
+                     preview: CampaignPreview | None = None) -> None:
         def added(count: Any) -> None:
-            self.notify(f"added campaign {request.name!r}: {count} item(s)", markup=False)
+            name = request.name or (preview.name if preview else "") or ", ".join(request.profiles)
+            control = f", {preview.control_items} of them control repeats" if preview and preview.control_items else ""
+            self.notify(f"added campaign {name!r}: {count} item(s){control}", markup=False)
             self.refresh_queue()
             if done is not None:
                 done(count)
@@ -421,4 +426,7 @@ class MoeTuiApp(App[None]):
         if stop_servers:
             self.notify("stopping the servers" + (" and the runner" if self.client.can_detach else "") + "…",
                         timeout=30)
+        if self.client.can_detach and not stop_servers:  # printed once the terminal is back (commands.tui)
+            self.exit_note = (f"the runner keeps working {self.client.data_dir}; "
+                              f"attach again with: {self.client.attach_command}")
         self.call_core(what, self.client.shutdown, stop_servers, done=lambda _: self.exit())

@@ -36,7 +36,7 @@ def open_control_room(profiles_dir: Path, *, attach: bool | None = None, demo: b
     conn = connect(profiles_dir, attach=attach, demo=demo, controller_options=controller_options)
     keymap, problems = load_keymap(config_file())
     notes = conn.notes + problems
-    subtitle = conn.client.mode + ("  ·  DEMO: simulated servers, no GPU needed" if demo else "")
+    subtitle = ("DEMO  ·  " if demo else "") + conn.client.mode  # first: an 80-column header keeps it
     app = MoeTuiApp(conn.client, keymap=keymap, subtitle=subtitle, startup_notes=tuple(notes))
     if demo:
         app.compare_pair = (DEMO_CAMPAIGN.profiles[0], DEMO_CAMPAIGN.profiles[1])  # baseline cutlass, candidate cutedsl

@@ -54,6 +54,14 @@ def home_path(path: object) -> str:
     return "~" + text[len(home):] if home not in ("", "/") and (text == home or text.startswith(home + os.sep)) else text
 
 
+def data_dir_label(path: object, width: int = 28) -> str:
+    """A data dir for the header: `~` for the home, and when longer than `width` the head elided,
+    never the tail (`…/moe-tui/demo-home/data`): the tail is what tells two data dirs apart."""
+
+    text = home_path(path)
+    return text if len(text) <= width else "…" + text[-(width - 1):]
+
+
 def plain_cells(cells: Iterable[object]) -> tuple[object, ...]:
     """Table cells with every str made plain `Text` (Textual's DataTable parses str as markup)."""
     return tuple(Text(c) if isinstance(c, str) else c for c in cells)

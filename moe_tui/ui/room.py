@@ -14,7 +14,7 @@ from typing import Any, Protocol, cast
 
 from textual.worker import Worker
 
-from moe_tui.control import CampaignRequest, ControlClient, LiveState
+from moe_tui.control import CampaignPreview, CampaignRequest, ControlClient, LiveState
 from moe_tui.control.seen import SeenVerdicts
 
 
@@ -39,7 +39,8 @@ class Room(Protocol):
 
     def confirm_stop_server(self, profile: str) -> None: ...
 
-    def add_campaign(self, request: CampaignRequest, done: Callable[[Any], object] | None = None) -> None: ...
+    def add_campaign(self, request: CampaignRequest, done: Callable[[Any], object] | None = None,
+                     preview: CampaignPreview | None = None) -> None: ...
 
     def export(self, fmt: str) -> Path | None: ...
 

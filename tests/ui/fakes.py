@@ -147,6 +147,20 @@ class RecordingAdapter(ControlClient):
         p, c, r = len(request.profiles), len(request.concurrencies), request.repeats
         return {"grouped": p, "interleaved": p * r, "alternating": p * c * r}
 
+    def campaign_preview(self, request: CampaignRequest):
+        """Planned as the core plans it (the controller's plan_campaign op, on no stored noise)."""
+        from moe_tui.control.reads import campaign_preview
+        from moe_tui.spec import BenchmarkSpec
+        from moe_tui.store.queue_plan import CampaignPlan
+
+        plan = CampaignPlan(profiles=request.profiles, concurrencies=request.concurrencies, repeats=request.repeats,
+                            base_spec=BenchmarkSpec.from_dict(request.spec), policy=request.policy,
+                            prompts_per_concurrency=request.prompts_per_concurrency, control=request.control)
+        items = [{"concurrency": p.spec.max_concurrency, "num_prompts": p.spec.num_prompts} for p in plan.items()]
+        answer = {"name": plan.default_name(), "control": plan.control_plan(), "items": items,
+                  "server_starts": self.restart_counts(request)}
+        return campaign_preview(request, answer)
+
     def compared_profiles(self):
         return ["sim-flashinfer-cutedsl", "sim-flashinfer-cutlass"]
 

@@ -294,7 +294,7 @@ async def test_add_campaign_form_validates_and_submits(make_app):
         assert isinstance(form, AddCampaignScreen)
         assert form.query_one("#campaign-policy", Select).value == "grouped"
         costs = plain(form.query_one("#campaign-costs"))
-        assert "16 items" in costs and "interleaved 4" in costs
+        assert "Queues 28 items" in costs and "= 16 + 12 control repeats" in costs and "interleaved 4" in costs
         form.query_one("#campaign-concurrencies", Input).value = "1,two,64"
         await settle(pilot, app)
         await pilot.press("ctrl+s")
@@ -505,3 +505,38 @@ async def test_dashboard_fits_without_scrolling(make_app, size, compact, start):
             assert region.right <= size[0], (widget, region)
         assert gpu_table.region.height >= 9  # the header and all eight GPUs, no inner scrolling
         assert screen.query_one("#dashboard-body").max_scroll_y == 0
+
+
+async def test_add_form_shows_what_will_be_queued_with_control_toggle_and_baseline(make_app):
+    """The form said 16 items and the core queued the control's extra repeats too; the order of the
+    list chose the baseline. Now the count is the core's plan, the control is a toggle, the baseline
+    a choice, and the toast names the campaign and its counts."""
+    from textual.widgets import Checkbox
+
+    app, adapter = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await open_queue(pilot, app)
+        await pilot.press("a")
+        await settle(pilot, app)
+        form = app.screen
+        await settle(pilot, app, 0.5)
+        request, planned = form._preview  # the request the form shows and the core's plan of it
+        assert planned == adapter.campaign_preview(request)
+        assert planned.control_items > 0  # the demo's 2 profiles x 2 repeats: the control needs more starts
+        costs = plain(form.query_one("#campaign-costs"))
+        assert f"Queues {planned.items} items" in costs and f"+ {planned.control_items} control repeats" in costs
+        baseline = form.query_one("#campaign-baseline", Select)
+        assert baseline.value == "sim-flashinfer-cutlass" and "Baseline sim-flashinfer-cutlass" in costs
+        baseline.value = "sim-flashinfer-cutedsl"
+        form.query_one("#campaign-control", Checkbox).value = False
+        await settle(pilot, app, 0.5)
+        costs = plain(form.query_one("#campaign-costs"))
+        assert f"Queues {planned.grid_items} items" in costs and "no control" in costs, costs
+        await pilot.press("ctrl+s")
+        await settle(pilot, app)
+        (call,) = [c for c in adapter.calls if c[0] == "add_campaign"]
+        request = call[1]
+        assert request.profiles[0] == "sim-flashinfer-cutedsl" and request.control is False
+        toast = app._notifications
+        assert any(n.message.startswith("added campaign 'sim-flashinfer-cutedsl vs sim-flashinfer-cutlass @ conc")
+                   and f": {planned.grid_items} item(s)" in n.message for n in toast), [n.message for n in toast]

@@ -3,6 +3,7 @@ prints the exact command for this data dir, and the demo never queues its campai
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from moe_tui.control import launch
@@ -16,12 +17,15 @@ from tests.ui.waiting import workers_finished
 SIZE = (120, 40)
 
 
-def test_attach_command_names_this_data_home(monkeypatch, tmp_path):
+def test_attach_command_names_this_data_home_and_this_installs_moe_tui(monkeypatch, tmp_path):
+    # A venv's bin is rarely on PATH (`make demo` never activates one): the script by its full path.
+    script = Path(sys.executable).parent / "moe-tui"
+    assert script.is_file()
     monkeypatch.setenv("MOE_TUI_HOME", str(tmp_path / "my home"))
-    assert attach_command(tmp_path / "profiles", demo=True) == f"MOE_TUI_HOME='{tmp_path}/my home' moe-tui demo --attach"
-    assert attach_command(Path("/p")) == f"MOE_TUI_HOME='{tmp_path}/my home' moe-tui --attach --profiles-dir /p"
+    assert attach_command(tmp_path / "profiles", demo=True) == f"MOE_TUI_HOME='{tmp_path}/my home' {script} demo --attach"
+    assert attach_command(Path("/p")) == f"MOE_TUI_HOME='{tmp_path}/my home' {script} --attach --profiles-dir /p"
     monkeypatch.delenv("MOE_TUI_HOME")
-    assert attach_command(Path("/p")) == "moe-tui --attach --profiles-dir /p"
+    assert attach_command(Path("/p q")) == f"{script} --attach --profiles-dir '/p q'"
 
 
 class Attached(RecordingAdapter):
@@ -38,7 +42,7 @@ async def test_header_shows_the_data_dir_and_quit_prints_the_command(make_app, t
     async with app.run_test(size=SIZE) as pilot:
         await workers_finished(app)
         await pilot.pause()
-        assert str(tmp_path / "data") in app.sub_title
+        assert "_data_dir0/data" in app.sub_title  # the tail that tells data dirs apart, the head elided
         await pilot.press("q")
         await pilot.pause()
         assert isinstance(app.screen, QuitScreen)
@@ -46,6 +50,11 @@ async def test_header_shows_the_data_dir_and_quit_prints_the_command(make_app, t
 
         words = " ".join(str(label.render()) for label in app.screen.query(Label))
         assert f"attach again with: {adapter.attach_command}" in words
+        assert app.exit_note == ""
+        await pilot.press("l")  # leave the campaign running: the line is printed after the App exits
+        await workers_finished(app)
+        assert app.exit_note.endswith(f"attach again with: {adapter.attach_command}"), app.exit_note
+        assert str(tmp_path / "data") in app.exit_note
 
 
 class Adds:
@@ -100,3 +109,20 @@ def test_demo_campaign_is_not_queued_into_cells_that_hold_runs(tmp_path):
     assert "already hold runs" in launch._queue_demo_campaign(client, store)[0]
     assert client.added == 0 and RunQueue(store).items() == []
     store.close()
+
+
+class DemoAttached(Attached):
+    mode = "attached to runner pid 123456"
+
+
+async def test_an_80_column_header_keeps_demo_and_the_data_dirs_tail(make_app, tmp_path):
+    """Textual cuts the header at its end: the part that tells the demo's data dir from the default
+    one (`…/demo-home/data`) and the word DEMO must come before the cut, not after it."""
+    data = tmp_path / "a-rather-long-folder-name-for-a-home" / "moe-tui" / "demo-home" / "data"
+    app, adapter = make_app(adapter=DemoAttached(data), subtitle="DEMO  ·  attached to runner pid 123456")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await workers_finished(app)
+        await pilot.pause()
+        header = app.screen.query_one("HeaderTitle")
+        shown = "".join(segment.text for segment in header.render_line(0))
+        assert "DEMO" in shown and "/moe-tui/demo-home/data" in shown and "attached" in shown, shown

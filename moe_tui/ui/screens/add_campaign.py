@@ -1,6 +1,9 @@
 """AddCampaignScreen: the form for a campaign (profiles x concurrencies x repeats from one spec).
 
-It shows the server starts each ordering policy would cost before the user picks one. Input is
+It shows exactly what will be queued, as the core plans it (`ControlClient.campaign_preview`): the
+items, the control concurrency's extra repeats among them (a toggle leaves them out, like the CLI's
+--no-control), and the server starts each ordering policy would cost. The baseline is chosen, not
+implied by the list's order (the queue's first profile is the comparison's baseline). Input is
 checked field by field; a bad value gets an error toast naming the field and nothing is stored
 (the core validates the spec again and refuses the whole campaign on any error).
 """
@@ -16,9 +19,9 @@ from textual.binding import Binding
 from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.css.query import NoMatches
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Select, SelectionList
+from textual.widgets import Button, Checkbox, Input, Label, Select, SelectionList
 
-from moe_tui.control import CampaignRequest
+from moe_tui.control import CampaignPreview, CampaignRequest
 from moe_tui.control.launch import DEMO_CAMPAIGN
 from moe_tui.ui.prepare import KeepStyles, prerender_soon
 from moe_tui.ui.room import Room, room
@@ -66,9 +69,12 @@ def parse_int_list(field: str, text: str) -> tuple[int, ...]:
 
 
 def parse_form(name: str, profiles: list[str], concurrencies: str, repeats: str,
-               spec_values: dict[str, str], policy: Any, prompts_per_concurrency: str = "") -> CampaignRequest:
+               spec_values: dict[str, str], policy: Any, prompts_per_concurrency: str = "",
+               baseline: Any = None, control: bool = True) -> CampaignRequest:
     if not profiles:
         raise FormError("profiles", "select at least one profile")
+    if isinstance(baseline, str) and baseline in profiles:  # the queue's first profile is the baseline
+        profiles = [baseline, *(p for p in profiles if p != baseline)]
     conc = parse_int_list("concurrencies", concurrencies)
     try:
         reps = int(repeats.strip())
@@ -97,7 +103,7 @@ def parse_form(name: str, profiles: list[str], concurrencies: str, repeats: str,
         if ppc < 1:
             raise FormError("prompts_per_concurrency", f"{ppc} must be at least 1")
     return CampaignRequest(name=name.strip(), profiles=tuple(profiles), concurrencies=conc,
-                           repeats=reps, spec=spec, policy=policy, prompts_per_concurrency=ppc)
+                           repeats=reps, spec=spec, policy=policy, prompts_per_concurrency=ppc, control=control)
 
 
 class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
@@ -110,6 +116,7 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
         super().__init__()
         self.defaults = defaults
         self._costs_timer: Any = None
+        self._preview: tuple[CampaignRequest, CampaignPreview] | None = None
 
     @property
     def control(self) -> Room:
@@ -124,6 +131,9 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
             yield Label("Profiles")
             yield CheckList(*[(n, n, n in chosen) for n in names], id="campaign-profiles")
             with Grid(id="campaign-grid"):
+                yield Label("Baseline")
+                yield Select([(n, n) for n in names if n in chosen], id="campaign-baseline", allow_blank=True,
+                             prompt="baseline profile", value=self._default_baseline([n for n in names if n in chosen]))
                 yield Label("Name")
                 yield Input(d.name if d else "", placeholder="(default: profiles @ concurrencies)", id="campaign-name")
                 yield Label("Concurrencies")
@@ -140,10 +150,33 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
                             placeholder="(none)", id="campaign-ppc")
                 yield Label("Ordering")
                 yield Select([], id="campaign-policy", allow_blank=True, prompt="ordering policy")
+                yield Label("Control")
+                yield Checkbox("repeats at conc 2", d.control if d else True, id="campaign-control",
+                               tooltip="The control concurrency's extra repeats, which show the two "
+                                       "environments agree; off, every verdict says uncontrolled (--no-control)")
             yield Label("", id="campaign-costs", classes="dialog-detail")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Add (ctrl+s)", variant="primary", id="campaign-add")
                 yield Button("Cancel (esc)", id="campaign-cancel")
+
+    def _default_baseline(self, chosen: list[str]) -> Any:
+        """The defaults' baseline, else the demo campaign's when chosen, else the first chosen."""
+        for wanted in ((self.defaults.profiles[0],) if self.defaults else ()) + DEMO_CAMPAIGN.profiles[:1]:
+            if wanted in chosen:
+                return wanted
+        return chosen[0] if chosen else Select.BLANK
+
+    def _refresh_baselines(self) -> None:
+        """The baseline choices follow the chosen profiles; a choice still chosen stays."""
+        try:
+            chosen = list(self.query_one("#campaign-profiles", SelectionList).selected)
+            select = self.query_one("#campaign-baseline", Select)
+        except NoMatches:
+            return
+        current = select.value
+        with select.prevent(Select.Changed):
+            select.set_options([(n, n) for n in chosen])
+            select.value = current if current in chosen else self._default_baseline(chosen)
 
     def on_mount(self) -> None:
         self.control.call_core("read ordering policies", self.control.client.policies, done=self._policies)
@@ -170,6 +203,8 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
             {f: self.query_one(f"#spec-{f}", Input).value for f, _, _ in SPEC_FIELDS},
             self.query_one("#campaign-policy", Select).value,
             self.query_one("#campaign-ppc", Input).value,
+            self.query_one("#campaign-baseline", Select).value,
+            self.query_one("#campaign-control", Checkbox).value,
         )
 
     def _update_costs(self) -> None:
@@ -180,13 +215,27 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
         except FormError as exc:
             self.query_one("#campaign-costs", Label).update(Text(str(exc), style="yellow"))
             return
-        self.control.call_core("count server starts", self.control.client.restart_counts, request,
+        self.control.call_core("plan the campaign", self.control.client.campaign_preview, request,
                                done=functools.partial(self._show_costs, request), group="campaign-costs")
 
-    def _show_costs(self, request: CampaignRequest, costs: dict[str, int]) -> None:
-        n_items = len(request.profiles) * len(request.concurrencies) * request.repeats
-        text = Text(f"{n_items} items. Server starts: ")
-        for k, (policy, count) in enumerate(costs.items()):
+    def _show_costs(self, request: CampaignRequest, preview: CampaignPreview) -> None:
+        self._preview = (request, preview)
+        text = Text(f"Queues {preview.items} items: ", style="bold")
+        text.append(f"{len(request.profiles)} profiles x {len(request.concurrencies)} concurrencies x "
+                    f"{request.repeats} repeats = {preview.grid_items}")
+        if preview.control_items:
+            text.append(f" + {preview.control_items} control repeats at conc {preview.control_concurrency}",
+                        style="bold")
+        elif request.control and len(request.profiles) > 1:
+            text.append(" (no control repeats needed)")
+        elif not request.control:
+            text.append(" (no control: verdicts uncontrolled)", style="yellow")
+        if preview.short_cells:
+            cells = ", ".join(f"conc {c} with {n} prompts" for c, n in preview.short_cells)
+            text.append(f"\n{cells}: fewer prompts than the concurrency, never reached (raise Prompts / conc)",
+                        style="yellow")
+        text.append(f"\nBaseline {request.profiles[0]}. Server starts: ")
+        for k, (policy, count) in enumerate(preview.server_starts.items()):
             if k:
                 text.append(" · ")
             text.append(f"{policy} {count}", style="bold" if policy == request.policy else "dim")
@@ -206,6 +255,10 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
         self._update_costs()
 
     def on_selection_list_selected_changed(self) -> None:
+        self._refresh_baselines()
+        self._update_costs()
+
+    def on_checkbox_changed(self) -> None:
         self._update_costs()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
@@ -220,7 +273,8 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
         except FormError as exc:
             self.notify(str(exc), title="Not added", severity="error", markup=False)
             return
-        self.control.add_campaign(request, done=lambda _: self.dismiss(request))
+        preview = self._preview[1] if self._preview and self._preview[0] == request else None
+        self.control.add_campaign(request, done=lambda _: self.dismiss(request), preview=preview)
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -35,6 +35,7 @@ FLAG_NO_WARMUP_PASS = "no_warmup_pass"
 FLAG_OUTPUT_TOKENS_MISMATCH = "output_tokens_mismatch"
 FLAG_GPU_LOST = "gpu_lost"
 FLAG_FOREIGN_LOAD = "foreign_load"
+FLAG_CLIENT_LAG_ONCE = "client_lag_once"
 # Grid-level flags (about a side or the whole comparison, not one run).
 FLAG_PROFILE_CHANGED = "profile_changed"
 FLAG_ENVIRONMENT_DIFFERS = "environment_differs"
@@ -55,6 +56,7 @@ FLAG_WORDS: Mapping[str, str] = {
     FLAG_OUTPUT_TOKENS_MISMATCH: "output tokens differ from completed requests x output_len (the spec was not followed)",
     FLAG_GPU_LOST: "a GPU fell off the bus during the run (NVML: GPU is lost)",
     FLAG_FOREIGN_LOAD: "the server held more requests than this run sent: someone else was using it",
+    FLAG_CLIENT_LAG_ONCE: "one wake-up of the client was late in a run too short for a p99: the run counts; re-measure it",
     FLAG_PROFILE_CHANGED: "the averaged runs used different profile snapshots",
     FLAG_ENVIRONMENT_DIFFERS: "the control check found the environments differ",
 }
@@ -67,7 +69,11 @@ SUSPECT_FLAGS: frozenset[str] = frozenset({
     FLAG_THROTTLED, FLAG_CLOCK_DROP, FLAG_FOREIGN_GPU_PROCESS, FLAG_SERVER_STALL, FLAG_GPU_LOST,
     FLAG_OUTPUT_DIFFERS, FLAG_OUTPUT_TOKENS_MISMATCH, FLAG_FOREIGN_LOAD,
 })
-INFORMATIONAL_FLAGS: frozenset[str] = frozenset({FLAG_SIMULATED, FLAG_NO_WARMUP_PASS, FLAG_BACKEND_UNVERIFIED})
+# "client_lag_once" is a reason to re-measure, not to leave the run out: one late wake-up is one
+# event (moe_tui.bench.live.remeasure_reasons), and dropping such runs cost 17 of 28 runs on a
+# quiet H200 host (issue #31).
+INFORMATIONAL_FLAGS: frozenset[str] = frozenset({FLAG_SIMULATED, FLAG_NO_WARMUP_PASS, FLAG_BACKEND_UNVERIFIED,
+                                                 FLAG_CLIENT_LAG_ONCE})
 
 
 def normalise_flag(raw: str) -> str:
@@ -126,6 +132,42 @@ def sim_time_scale(profile: Mapping[str, Any]) -> float:
     except (TypeError, ValueError):
         return 1.0
     return scale if 0 < scale < float("inf") else 1.0
+
+
+def sim_time_scale_of_server(server_info: Mapping[str, Any]) -> float | None:
+    """The time scale an emulator says it runs at now (`/server_info`'s `sim.sim_time_scale`); None
+    for a real server or a value that is not a positive finite number."""
+    value = _dig(server_info, "sim", "sim_time_scale") if server_info.get("simulated") else None
+    try:
+        scale = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return scale if 0 < scale < float("inf") else None
+
+
+# The emulator's clock for one cell: at a high concurrency and a fast time scale the emulator
+# streams more chunks per real second than one client thread can parse (every demo run at
+# concurrency 256 and 1024 was client-bound on a 2-core box at time scale 10: loop lag p99 97-108
+# ms). The client's work per real second grows with concurrent streams x time scale, so a cell
+# runs at most CLIENT_STREAM_BUDGET / concurrency times faster than real time (640: the demo's
+# concurrency 64 keeps its 10; 256 runs at 2.5, 1024 at 0.62) (never faster than
+# the profile asks), rounded down to two significant figures. It depends on the concurrency and
+# the profile's scale only, never on the backend, so both sides of a cell run at the same scale.
+CLIENT_STREAM_BUDGET = 640.0
+
+
+def sim_cell_time_scale(launch_scale: float, concurrency: int) -> float:
+    """The time scale an emulator runs a cell at: the profile's, or slower where the concurrency
+    would out-run the client (`CLIENT_STREAM_BUDGET`)."""
+    import math
+
+    if not (0 < launch_scale < float("inf")) or concurrency < 1:
+        return launch_scale
+    cap = CLIENT_STREAM_BUDGET / concurrency
+    if cap >= launch_scale:
+        return launch_scale
+    digits = 1 - math.floor(math.log10(cap))
+    return float(math.floor(cap * 10 ** digits) / 10 ** digits)
 
 
 def is_simulated(*, profile: Mapping[str, Any] | None = None, provenance: Mapping[str, Any] | None = None,

@@ -58,11 +58,11 @@ from moe_tui.bench.client import (
     open_session,
     stream_request,
 )
-from moe_tui.bench.live import LiveStats, LoopLagProbe, selfcheck_flags
+from moe_tui.bench.live import LiveStats, LoopLagProbe, QuietGc, attach_advice, judge_client, lag_limit_ms
 from moe_tui.bench.stall import stall_check
 from moe_tui.bench.workload import WorkItem, Workload, WorkloadError, build_workload, resolve_vocab_size
 from moe_tui.events import BenchProgress
-from moe_tui.judgement import FLAG_CLIENT_BOUND, FLAG_SERVER_STALL
+from moe_tui.judgement import FLAG_SERVER_STALL
 from moe_tui.metrics import calculate_metrics, split_chunk_gaps
 from moe_tui.spec import BenchmarkSpec, SpecError, check_feasible
 
@@ -216,6 +216,7 @@ async def run_benchmark(
                     result.server_info = await response.json(content_type=None)
         except (*HTTP_ERRORS, ValueError):
             pass
+    attach_advice(result.selfcheck, result.spec.get("max_concurrency"), result.server_info)
     result.finished_at = time.time()
     return result
 
@@ -421,15 +422,17 @@ class _Run:
         outcomes = [RequestOutcome(it.idx, it.prompt_len, it.output_len) for it in workload.items]
         wall_anchor, t0 = time.time(), time.perf_counter()
         tasks: list[asyncio.Task[RequestOutcome]] = []
-        try:
-            tasks = await self.dispatch(workload, outcomes, t0)
-            stopped = self.stop.is_set()  # stopped while releasing requests
-            stopped = await self.wait_all(tasks) or stopped
-        except asyncio.CancelledError:
-            for task in tasks:
-                task.cancel()
-            raise
-        duration = time.perf_counter() - t0
+        with QuietGc() as quiet:  # no collector pause inside the timed phase (moe_tui.bench.live)
+            try:
+                tasks = await self.dispatch(workload, outcomes, t0)
+                stopped = self.stop.is_set()  # stopped while releasing requests
+                stopped = await self.wait_all(tasks) or stopped
+            except asyncio.CancelledError:
+                for task in tasks:
+                    task.cancel()
+                raise
+            duration = time.perf_counter() - t0
+        self.result.selfcheck.update(quiet.summary())
         cpu_after = resource.getrusage(resource.RUSAGE_SELF)
         if opened_before is not None and (opened_after := connections_opened(self.session)) is not None:
             self.result.selfcheck["connections_opened_timed"] = opened_after - opened_before
@@ -455,7 +458,7 @@ class _Run:
                   cpu_s: float, duration: float) -> None:
         finite_rate = not math.isinf(self.spec.request_rate)
         check: dict[str, Any] = dict(self.result.selfcheck)
-        check.update(self.probe.summary(lag_mark))
+        check.update(self.probe.summary(lag_mark, lag_limit_ms(self.result.summary.get("median_itl_ms"))))
         check.update(
             client_cpu_s=cpu_s, client_cpu_fraction=cpu_s / duration if duration > 0 else None,
             max_concurrency=self.spec.max_concurrency, peak_in_flight=self.in_flight_peak,
@@ -471,11 +474,8 @@ class _Run:
             check["achieved_rate"] = (len(dispatched) - 1) / span if span > 0 and len(dispatched) > 1 else None
         queued = [r["queued_s"] for r in records if r["queued_s"] is not None]
         check["client_queue_wait_mean_ms"] = sum(queued) / len(queued) * 1000 if queued else None
-        check["client_bound_reasons"] = selfcheck_flags(check)
-        check["client_bound"] = bool(check["client_bound_reasons"])
+        self.result.flags += judge_client(check)  # client_bound / client_lag_once, with their reasons
         self.result.selfcheck = check
-        if check["client_bound"]:
-            self.result.flags.append(FLAG_CLIENT_BOUND)
 
     def status(self, outcomes: list[RequestOutcome], stopped: bool) -> None:
         result = self.result

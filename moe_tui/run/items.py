@@ -199,12 +199,17 @@ class ItemRunner:
             kwargs["request_timeout"] = self.request_timeout_s
         if self.stall_timeout_s is not None:
             kwargs["stall_timeout"] = self.stall_timeout_s
-        if spec.client == "moe-tui" and server.profile.time_scale != 1.0:
+        # An emulator runs the cell at its cell's time scale (slower at a concurrency the client
+        # cannot keep up with: moe_tui.run.sim_clock), set before every benchmark of the cell.
+        from moe_tui.run.sim_clock import set_cell_clock
+
+        scale = await set_cell_clock(server, spec.max_concurrency) or 1.0
+        if spec.client == "moe-tui" and scale != 1.0:
             # bench_serving's 1 s pause after the flush, in the server's time: an emulator whose clock
             # runs k times faster gets 1/k s (its runs are as long as k times longer ones of a real server).
             from moe_tui.bench.engine import WARMUP_PAUSE_S
 
-            kwargs["warmup_pause"] = WARMUP_PAUSE_S / server.profile.time_scale
+            kwargs["warmup_pause"] = WARMUP_PAUSE_S / scale
         task = asyncio.create_task(self._bench(spec, server.base_url, **kwargs))
         stop_wait = asyncio.create_task(stop.wait())
         try:
@@ -257,7 +262,9 @@ class ItemRunner:
             self._ctx.finish_item(item, "failed", f"spec cannot be run by this client: {exc}")
             return None
         started = time.time()
-        snapshot = profile.snapshot()
+        from moe_tui.run.sim_clock import cell_snapshot
+
+        snapshot = cell_snapshot(profile.snapshot(), spec.max_concurrency)  # the clock the cell runs at
         server_facts = self._server_facts(server)
         # The item keeps the spec as asked; the run is stored under the spec as run (client
         # version filled in), the fingerprint every other moe-tui run of it carries too.
@@ -302,6 +309,11 @@ class ItemRunner:
             our_pids = expand_descendants([server.pid]) if server.pid else set()
         result: BenchResult | None = None
         bench_error: str | None = None
+        # The health probe is a generate request (SGLang 0.5.23's /health makes one token): during
+        # the timed run it would join the measured batch and, at concurrency 1024 where it waits a
+        # step in the queue, sit in the server's count half the time (foreign_load on every run).
+        # The run's own streams and stall watch say whether the server lives meanwhile.
+        server.health_paused = True
         try:
             result = await self.run_bench(spec, server, run_id=run_id, phase="timed")
         except asyncio.CancelledError:
@@ -309,6 +321,7 @@ class ItemRunner:
         except Exception as exc:
             result, bench_error = None, f"benchmark could not run: {type(exc).__name__}: {exc}"
         finally:
+            server.health_paused = False
             if unsub is not None:
                 unsub()
             unsub_load()

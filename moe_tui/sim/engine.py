@@ -145,6 +145,9 @@ class SimEngine:
         self.prefix = log_prefix(0, args.tp_size, args.ep_size)
         self.busy = BusyMeter()
         self.time_scale: float = args.sim_time_scale
+        self.launch_time_scale: float = args.sim_time_scale
+        self._clock_base_min = 0.0  # modelled minutes since ready, up to the last change of time scale
+        self._clock_changed_at: float | None = None
         self.stream_interval = args.stream_interval
         self.buckets: list[dict[int, ReqState]] = [{} for _ in range(self.stream_interval)]
         self.completed_step = -1
@@ -282,8 +285,24 @@ class SimEngine:
                 log(f"JIT compiling MoE kernels for batch bucket {bucket} "
                     f"(SIMULATED stall {self.args.sim_jit_stall_ms:.0f} ms)", self.prefix)
         wall_min = (time.monotonic() - self.ready_at) / 60.0 if self.ready_at else 0.0
-        ms *= self.variance.step_factor(wall_min * self.time_scale, wall_min)
+        ms *= self.variance.step_factor(self.modelled_minutes(), wall_min)
         return ms / 1000.0 / self.time_scale / self.board.speed
+
+    def modelled_minutes(self) -> float:
+        """Minutes of the modelled box's time since ready: wall time times the time scale in force,
+        piece by piece, so a slower clock set between runs never turns the drift back."""
+        if not self.ready_at:
+            return 0.0
+        since = self._clock_changed_at or self.ready_at
+        return self._clock_base_min + (time.monotonic() - since) / 60.0 * self.time_scale
+
+    def set_time_scale(self, scale: float) -> None:
+        """Run the clock `scale` times faster than real time from now on (moe-tui's runner slows it
+        for a concurrency its client cannot keep up with; `judgement.sim_cell_time_scale`)."""
+        self._clock_base_min = self.modelled_minutes()
+        self._clock_changed_at = time.monotonic()
+        self.time_scale = scale
+        self.args.sim_time_scale = scale  # /server_info's sim settings say the clock in force
 
     async def engine_loop(self) -> None:
         loop = asyncio.get_running_loop()

@@ -393,6 +393,22 @@ class SimServer:
         return web.Response(text=metrics_text(self.e), content_type="text/plain", charset="utf-8")
 
 
+    async def handle_sim_time_scale(self, request: web.Request) -> web.Response:
+        """moe-tui's own (not SGLang's): set the clock's time scale between runs. Refused while
+        requests run (a run at two speeds measures neither); /server_info's sim settings say it."""
+        try:
+            body = await self._json_body(request)
+            scale = float(body.get("time_scale"))  # type: ignore[arg-type]
+        except (BadRequest, TypeError, ValueError) as exc:
+            return web.Response(status=400, text=f"time_scale: a positive number is needed ({exc})\n")
+        if not 0 < scale < float("inf"):
+            return web.Response(status=400, text=f"time_scale must be > 0, got {scale!r}\n")
+        if self.e.sched.has_work():
+            return web.Response(status=409, text="requests are running; the time scale changes between runs\n")
+        self.e.set_time_scale(scale)
+        log(f"SIMULATED clock: time scale {scale:g} (launched at {self.e.launch_time_scale:g})", self.e.prefix)
+        return web.json_response({"time_scale": scale, "launch_time_scale": self.e.launch_time_scale})
+
     async def handle_sim_gpus(self, request: web.Request) -> web.Response:
         """What NVML would report for this server's GPUs (GpuSample dicts), marked simulated."""
         return web.json_response({
@@ -421,6 +437,7 @@ class SimServer:
         r.add_get("/get_server_info", self.handle_server_info)
         r.add_route("*", "/flush_cache", self.handle_flush_cache)
         r.add_get("/sim/gpus", self.handle_sim_gpus)
+        r.add_post("/sim/time_scale", self.handle_sim_time_scale)
         if self.e.args.enable_metrics:
             r.add_get("/metrics", self.handle_metrics)
         from moe_tui.sim.profiler import add_routes

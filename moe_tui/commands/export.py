@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
         paths = export_comparison(grid, args.dir or exports_dir(), generated_at=now, version=__version__)
-        from moe_tui.explain.store import export_explanations
+        from moe_tui.export.explained import export_explanations
         from moe_tui.store.db import Store
 
         with Store.open_for_reading() as store:

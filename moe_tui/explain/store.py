@@ -269,24 +269,3 @@ def _moe_floor_ms(store: Store, run_id: int, concurrency: int) -> tuple[float, f
     except (RooflineInputError, ValueError, OSError):
         return None
     return roof.weight_bytes.get("routed_experts", 0.0), gpu.hbm_gbps * 1e9 * setup.gpu_count
-
-
-def export_explanations(store: Store, grid: ComparisonGrid, directory: str | Path) -> list[Path]:
-    """For each cell with a ready explanation: `<A>-vs-<B>-explain-c<C>` .md, .csv, .json and the
-    stacked bars as .png and .svg, written atomically into `directory`; the paths written."""
-    from moe_tui.explain.render import stacked_bars, to_csv, to_json, to_markdown
-    from moe_tui.export.formats import write_atomic
-
-    out: list[Path] = []
-    stem = f"{grid.baseline_name}-vs-{grid.candidate_name}".replace("/", "_")
-    for conc in grid.concurrencies:
-        view = explain_cell(store, grid, conc)
-        if view.state != "ready":
-            continue
-        base = Path(directory) / f"{stem}-explain-c{conc}"
-        png, svg = stacked_bars(view.explanation)
-        files: dict[str, bytes | str] = {".md": to_markdown(view.explanation, view.extras), ".csv": to_csv(view.explanation),
-                 ".json": to_json(view.explanation, dict(view.data or {}) | {"extras": list(view.extras)}),
-                 ".png": png, ".svg": svg}
-        out += [write_atomic(base.with_suffix(ext), data) for ext, data in files.items()]
-    return out

@@ -20,15 +20,17 @@ def test_the_preview_counts_what_add_campaign_queues_with_and_without_the_contro
     try:
         for control in (True, False):
             request = CampaignRequest(name="", profiles=("sim-flashinfer-cutedsl", "sim-flashinfer-cutlass"),
-                                      concurrencies=(1, 2, 10, 64), repeats=2, spec=SPEC, policy="grouped",
+                                      concurrencies=(1, 10, 64), repeats=2, spec=SPEC, policy="grouped",
                                       control=control)
             preview = client.campaign_preview(request)
-            assert preview.grid_items == 16
-            assert (preview.control_items > 0) is control
+            assert preview.grid_items == 12
+            # the control: concurrency 2 added to every sweep (2 profiles x 2 repeats), no control-only starts
+            assert preview.control_items == (4 if control else 0)
             before = len(RunQueue(store).items())
             assert client.add_campaign(request) == preview.items
             assert len(RunQueue(store).items()) - before == preview.items
-            assert preview.name.startswith("sim-flashinfer-cutedsl vs sim-flashinfer-cutlass @ conc 1,2,10,64")
+            assert preview.name.startswith("sim-flashinfer-cutedsl vs sim-flashinfer-cutlass @ conc "
+                                           + ("2,1,10,64" if control else "1,10,64"))
     finally:
         client.shutdown(stop_servers=False)
         store.close()

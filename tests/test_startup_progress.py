@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from moe_tui.servers.managed import _last_update
+from moe_tui.servers.logtail import last_update as _last_update
 from moe_tui.sim.launch import _updates
 from moe_tui.sim.startup import load_bar
 

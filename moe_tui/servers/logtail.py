@@ -102,3 +102,12 @@ def tail_lines(fd: int, n: int, *, max_bytes: int = MAX_TAIL_BYTES, max_line: in
     if partial_head and len(raw_lines) <= n:
         out.insert(0, f"[moe-tui: only the last {max_bytes:,} bytes of the log were read]")
     return out
+
+
+def last_update(line: str) -> str:
+    """What a terminal shows of a line written with "\r" updates (a tqdm bar): its last non-empty
+    update."""
+    if "\r" not in line:
+        return line
+    parts = [p for p in line.split("\r") if p.strip()]
+    return parts[-1] if parts else ""

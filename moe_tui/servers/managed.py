@@ -40,7 +40,7 @@ from moe_tui.servers.base import (
     nvml_gpu_view,
 )
 from moe_tui.servers.failures import DIAGNOSE_LINES, diagnose, exit_reason
-from moe_tui.servers.logtail import MAX_DRAIN_BYTES, READ_CHUNK, LineSplitter
+from moe_tui.servers.logtail import MAX_DRAIN_BYTES, READ_CHUNK, LineSplitter, last_update
 from moe_tui.servers.preflight import preflight
 from moe_tui.servers.registry import _REGISTRY, _REGISTRY_LOCK, managed_servers
 from moe_tui.servers.teardown import StopReport, _split_returncode, signal_name, terminate_server
@@ -58,15 +58,6 @@ INHERITED_MARKERS = ("MOE_TUI_RUNNER_DIR",)
 
 
 # -- the managed server --------------------------------------------------------------------------
-
-def _last_update(line: str) -> str:
-    """What a terminal shows of a line written with "\r" updates (a tqdm bar): its last non-empty
-    update."""
-    if "\r" not in line:
-        return line
-    parts = [p for p in line.split("\r") if p.strip()]
-    return parts[-1] if parts else ""
-
 class ManagedServer(ServerWatchMixin):
     """One profile's server process. Create, `subscribe`, then `await start()` / `wait_ready()` /
     `stop()`. Every method runs on the asyncio loop that called `start()`, except `stop_sync()`,
@@ -318,7 +309,7 @@ class ManagedServer(ServerWatchMixin):
             # tqdm bar, "\r"-separated updates of one line with a single newline at its end.
             self._last_progress = time.monotonic()
             lines += self._splitter.feed(chunk)
-        lines = [_last_update(line) for line in lines]  # a terminal shows only a bar's last update
+        lines = [last_update(line) for line in lines]  # a terminal shows only a bar's last update
         for line in lines:
             self.log_lines.append(line)
             self._emit(ServerLogLine(profile=self.name, line=line))
@@ -366,7 +357,7 @@ class ManagedServer(ServerWatchMixin):
                 return
             stalled = time.monotonic() - self._last_progress
             if self.state == STARTING and stalled >= self.profile.startup_stall_s:
-                open_bar = _last_update(self._splitter.pending())
+                open_bar = last_update(self._splitter.pending())
                 last = (open_bar or (self.log_lines[-1] if self.log_lines else "(none)"))[:160]
                 await self._fail(
                     f"no startup progress for {stalled:.0f} s (startup_stall_s={self.profile.startup_stall_s:g}): "

@@ -10,7 +10,7 @@ emulator's own differences between backends:
 - an injected MoE slowdown (`--sim-moe-slowdown-ms`) goes wholly to the MoE GEMMs;
 - a step that prefills (EXTEND) adds its prefill time split by `PREFILL_SPLIT`.
 Each backend launches kernels under its own names (`BACKEND_KERNELS`): real names from the
-explain corpus (`moe_tui.explain.corpus`), each checked to be of the class it stands for, never
+explain corpus (`moe_tui.kernel_corpus`), each checked to be of the class it stands for, never
 names written to fit the rules. A step's kernels are written for `LAYER_GROUPS` groups of layers
 (one event per kernel per group, the group's time in it) to keep a trace small.
 
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from moe_tui.explain.corpus import corpus_name
+from moe_tui.kernel_corpus import corpus_name
 
 COMMON_SHARE = 0.45
 COMMON_CAP = 0.8
@@ -69,7 +69,8 @@ BACKEND_FRAGMENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "deep_gemm": (("sm100_fp8_gemm_1d1d_impl<(cute::UMMA::Major)0, (cute::UMMA::Major)0, 0u, 4096u",),
                   ("_fwd_kernel_ep_scatter_1", "_fwd_kernel_ep_gather")),
     "cutlass": (("__get_group_gemm_starts",), ("compute_arg_sorts", "shuffle_rows_kernel", "apply_shuffle_mul_sum_kernel")),
-    "triton_kernel": (("_matmul_ogs_NNT_bf16xbf16xmxfp4_16x256x128x1_swiglu", "_p_matmul_ogs_NNT"), ("_topk_forward", "_routing_compute_indx")),
+    "triton_kernel": (("_matmul_ogs_NNT_bf16xbf16xmxfp4_16x256x128x1_swiglu", "_p_matmul_ogs_NNT"),
+                      ("_topk_forward", "_routing_compute_indx")),
 }
 DEFAULT_FRAGMENTS = (("fused_moe_kernel",), ("void moe_align_block_size_kernel", "count_and_sort_expert_tokens_kernel"))
 

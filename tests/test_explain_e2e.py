@@ -47,7 +47,8 @@ def add_profile(env: Env, name: str, extra: str = "", recorder: bool = True) -> 
     env.ports.append(port)
     dumps = env.home / f"dumps-{name}"
     dumps.mkdir(parents=True, exist_ok=True)
-    extra_args = '["--enable-metrics", "--expert-distribution-recorder-mode", "stat"]' if recorder else '["--enable-metrics"]'
+    extra_args = ('["--enable-metrics", "--expert-distribution-recorder-mode", "stat", '
+                  '"--expert-distribution-recorder-buffer-size", "200"]' if recorder else '["--enable-metrics"]')
     (env.profiles / f"{name}.toml").write_text(PROFILE.format(name=name, port=port, dumps=dumps, extra=extra,
                                                               extra_args=extra_args, api_key=API_KEY))
     return name

@@ -8,14 +8,15 @@ from collections import Counter
 
 import pytest
 
-from moe_tui.explain.corpus import load_corpus
 from moe_tui.explain.rules import CLASSES, OTHER, classify
+from moe_tui.kernel_corpus import load_corpus
 
 CORPUS = load_corpus()
 
 
 def test_corpus_is_large_and_broad():
     assert len(CORPUS) >= 100
+    assert {k.kernel_class for k in CORPUS} <= set(CLASSES)
     projects = " ".join(k.project for k in CORPUS)
     for source in ("flashinfer 0.7.2", "sglang 0.5.23", "sgl-kernel", "DeepGEMM", "NCCL", "cuBLAS", "Triton",
                    "triton_kernels", "FlashAttention 3", "FlashMLA", "DeepEP", "PyTorch"):

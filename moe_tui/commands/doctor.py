@@ -4,6 +4,10 @@
     moe-tui doctor --backup     take a (checked, rolling) backup now
     moe-tui doctor --repair     a damaged store: moved aside, the backup put in its place, and
                                 what the damaged file held beyond the backup listed as lost
+    moe-tui doctor --box        the GPU box: driver/NVML, GPUs, SGLang and FlashInfer, the profiles
+                                through SGLang's parser, ports, disk, explain's recorder mode,
+                                throttling, the data dir; ok/warn/fail each with its fix, --json
+                                (moe_tui/commands/doctor_box.py); exit 1 when a check fails
 
 Exit status: 0 sound (or repaired), 1 damaged and not repaired, or the repair failed, or the store
 file is not a regular file (a link is followed: a link to a named pipe is named, not waited on);
@@ -26,6 +30,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     action.add_argument("--repair", action="store_true",
                         help="restore a damaged store from its backup, listing what is lost")
     action.add_argument("--backup", action="store_true", help="take a checked backup of the store now")
+    action.add_argument("--box", action="store_true",
+                        help="check the GPU box for the profiles: driver, GPUs, SGLang, ports, disk (one line each)")
+    p.add_argument("--json", action="store_true", help="with --box: the checks as JSON")
+    from moe_tui.commands.common import add_profiles_dir
+
+    add_profiles_dir(p)
     p.set_defaults(run=run)
     return p
 
@@ -68,6 +78,11 @@ def run(args: argparse.Namespace) -> int:
     from moe_tui.run.rendezvous import runner_is_running
     from moe_tui.store.integrity import StoreLocked, _age_words, backup_path
 
+    if args.box:
+        return _box(args)
+    if args.json:
+        _say("--json goes with --box")
+        return 2
     data_dir = paths.data_dir()
     named = paths.store_path()
     if not os.path.lexists(named):
@@ -161,3 +176,18 @@ def _report_spill(store_path: Path) -> None:
         _say(f"{len(waiting)} spilled run(s) wait in {spill}; the next runner start stores them")
     if aside:
         _say(f"{len(aside)} spill file(s) set aside as untrusted or unreadable in {spill}: look, then delete")
+
+
+def _box(args: argparse.Namespace) -> int:
+    from moe_tui.commands.common import profiles_dir_for
+    from moe_tui.commands.doctor_box import report, run_checks
+    from moe_tui.profiles import load_profiles
+
+    folder = Path(profiles_dir_for(args.profiles_dir))
+    loaded = load_profiles(folder) if folder.is_dir() else None
+    if loaded is None:
+        _say(f"{folder}: no such folder of profiles (--profiles-dir)")
+        return 4
+    if not args.json:
+        _say(f"the GPU box, for the {len(loaded.profiles)} profile(s) in {folder}")
+    return report(run_checks(loaded.profiles, [str(p) for p in loaded.problems]), args.json)

@@ -149,7 +149,8 @@ def _queue(args: argparse.Namespace, store: Store, grid: ComparisonGrid, steps: 
         if input("queue these 2 runs? [y/N] ").strip().lower() not in ("y", "yes"):
             print("nothing queued")
             return 0
-    for name, why in missing.items():
+    if missing:
+        why = next(iter(missing.values()))
         return _fail(f"{why} in {profiles_dir}: the runner could not start it (--profiles-dir)", EXIT_NOT_FOUND)
     try:
         campaign_id, items = enqueue_explain(RunQueue(store), plan, profiles_dir=str(profiles_dir))

@@ -58,6 +58,11 @@ class ExpertLoad:
         return max(rated, key=lambda lay: lay.imbalance or 0.0) if rated else None
 
     @property
+    def moe_layers(self) -> int:
+        """Layers that routed any token (a dump has a row per model layer: dense ones stay zero)."""
+        return sum(1 for lay in self.layers if lay.tokens > 0)
+
+    @property
     def mean_imbalance(self) -> float | None:
         vals = [lay.imbalance for lay in self.layers if lay.imbalance is not None]
         return statistics.fmean(vals) if vals else None

@@ -246,7 +246,7 @@ def _extras(store: Store, sides: list[ProfiledSide], concurrency: int) -> tuple[
         worst = load.worst
         if worst is not None and load.mean_imbalance is not None:
             lines.append(f"{breakdown.label}: expert load max/mean {load.mean_imbalance:.2f} on average over "
-                         f"{len(load.layers)} MoE layers, worst layer {worst.layer} at {worst.imbalance:.2f}")
+                         f"{load.moe_layers} MoE layers, worst layer {worst.layer} (model layer index) at {worst.imbalance:.2f}")
     return lines, data
 
 

@@ -9,8 +9,11 @@ the kernels a graph replay ran carry too).
 Steps: a decode step of SGLang's CUDA-graph runner is one graph replay, so each graph launch that
 ran kernels starts a step on the GPU timeline (at its first kernel); a step runs to the next
 step's start (the last one to the last kernel), so the eager work after a replay (sampling) counts
-with its step. A trace without graph launches (eager mode, prefill) needs the step count from the
-caller (the ProfileReq's `num_steps`); then there is one window and no per-step spread.
+with its step. A decode batch above the captured size runs eagerly (no graph launch), and 0.5.23
+runs a prefill as breakable CUDA graphs (one launch per segment, several a step): so a trace
+without graph launches, and an EXTEND or MIXED trace whenever the caller gives the step count (the
+ProfileReq's `num_steps`), is split into that many equal windows of its GPU time instead; then
+there is no per-step spread.
 
 Per step: the summed duration of each class's kernels (`moe_tui.explain.rules`), and "idle": the
 part of the step when no kernel ran (launch overhead, host gaps). Kernels that overlap on several
@@ -41,6 +44,7 @@ from moe_tui.explain.rules import CLASSES, IDLE, classify
 
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 GRAPH_LAUNCH = re.compile(r"^cudaGraphLaunch")
+SEGMENTED_STAGES = frozenset({"EXTEND", "MIXED"})  # prefill: breakable CUDA graphs, several launches a step
 MAX_TRACE_BYTES = 512 * 1024 * 1024  # decompressed; a bounded profile is far smaller
 TRACE_NAME = re.compile(r"^(?:(?P<prefix>.+)-)??(?P<profile_id>[^/]+?)-TP-(?P<tp>\d+)"
                         r"(?:-DP-(?P<dp>\d+))?(?:-PP-(?P<pp>\d+))?(?:-EP-(?P<ep>\d+))?"
@@ -203,7 +207,8 @@ def profile_rank(data: Mapping[str, Any], *, source: str = "trace", rank: int = 
         raise TraceError(f"{source}: no GPU kernel events (was the profile's activities GPU?)")
     for ev in gpu:
         ev.kernel_class = classify(ev.name)
-    starts = _step_starts(gpu, launches)
+    segmented = stage in SEGMENTED_STAGES and bool(steps)  # graph launches are segments, not steps
+    starts = [] if segmented else _step_starts(gpu, launches)
     if starts:
         bounds = starts + [max(e.end for e in gpu)]
         step_source = "graph launches"

@@ -70,6 +70,7 @@ SGLANG_FLAGS: tuple[FlagSpec, ...] = (
     _flag("--disable-shared-experts-fusion", action="store_true"),
     _flag("--expert-distribution-recorder-mode", type=str, default=None,
           choices=("per_token", "per_pass", "stat", "stat_approx")),
+    _flag("--expert-distribution-recorder-buffer-size", type=int, default=1000),
     _flag("--attention-backend", type=str, default=None),
     _flag("--kv-cache-dtype", type=str, default="auto"),
     _flag("--log-level", type=str, default="info"),

@@ -421,6 +421,12 @@ class SimEngine:
         total = sum(seq.prompt_len + seq.tokens_at(k) for seq in self.sched.decoding.values())
         return total + sum(seq.prompt_len - seq.prefill_left for seq in self.sched.prefilling)
 
+    @property
+    def decode_graph_max_bs(self) -> int | None:
+        """The largest decode batch a captured CUDA graph serves (None: CUDA graphs disabled)."""
+        a = self.args
+        return None if a.disable_cuda_graph else (a.cuda_graph_max_bs_decode or min(self.max_running, 512))
+
     def token_usage(self) -> float:
         return min(1.0, self.used_tokens() / self.kv_pool)
 

@@ -4,7 +4,9 @@
 `/dump_..._record` writes `expert_distribution_recorder_<time.time()>.pt` into
 $SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR (default /tmp) and resets. The file is what SGLang's
 `torch.save` writes: a zip archive holding `data.pkl` (a dict `{"rank": 0, "logical_count":
-int32 tensor [steps, layers, experts], "average_utilization_rate_over_window": None}`) and the
+int32 tensor [buffer, model layers, experts], "average_utilization_rate_over_window": None}`:
+the whole circular buffer of `--expert-distribution-recorder-buffer-size` rows, unused rows zero,
+one row per model layer with the leading dense layers zero, as 0.5.23 dumps it) and the
 tensor's raw storage; written here by hand (no torch in the emulator), read back without torch by
 `moe_tui.explain.expert_load`. Every endpoint needs `--expert-distribution-recorder-mode`: without
 one, 0.5.23's no-op recorder raises in the scheduler and the whole server dies unanswered
@@ -17,6 +19,7 @@ expectation (rounded up or down at random, so counts stay unbiased).
 
 from __future__ import annotations
 
+import array
 import asyncio
 import io
 import json
@@ -37,25 +40,29 @@ if TYPE_CHECKING:
     from moe_tui.sim.model import StepPlan
 
 MODEL_DIR = Path(__file__).with_name("models")
-MAX_STEPS = 1000  # SGLang's --expert-distribution-recorder-buffer-size default: a circular buffer
+DEFAULT_BUFFER = 1000  # SGLang's --expert-distribution-recorder-buffer-size default: a circular buffer
 NOT_ENABLED = ("Please set ServerArgs.expert_distribution_recorder_mode to use ExpertDistributionRecorder.")
 
 
-def model_moe_shape(model_path: str) -> tuple[int, int, int]:
-    """(MoE layers, routed experts, top-k) of the emulated model (GLM-5's by default)."""
+def model_moe_shape(model_path: str) -> tuple[int, int, int, int]:
+    """(model layers, leading dense layers, routed experts, top-k) of the emulated model (GLM-5's
+    by default)."""
     cfg_file = MODEL_DIR / Path(model_path).name / "config.json"
     cfg: dict[str, Any] = {}
     if cfg_file.is_file():
         cfg = json.loads(cfg_file.read_text())
-    layers = int(cfg.get("num_hidden_layers", 78)) - int(cfg.get("first_k_dense_replace", 3))
-    return layers, int(cfg.get("n_routed_experts", 256)), int(cfg.get("num_experts_per_tok", 8))
+    return (int(cfg.get("num_hidden_layers", 78)), int(cfg.get("first_k_dense_replace", 3)),
+            int(cfg.get("n_routed_experts", 256)), int(cfg.get("num_experts_per_tok", 8)))
 
 
 class SimExpertRecorder:
     def __init__(self, engine: SimEngine) -> None:
         self.e = engine
         self.mode = getattr(engine.args, "expert_distribution_recorder_mode", None)
-        self.layers, self.experts, self.topk = model_moe_shape(engine.args.model_path)
+        self.buffer = max(1, int(getattr(engine.args, "expert_distribution_recorder_buffer_size", None)
+                                 or DEFAULT_BUFFER))
+        self.model_layers, self.dense, self.experts, self.topk = model_moe_shape(engine.args.model_path)
+        self.layers = self.model_layers - self.dense  # MoE layers
         rng = random.Random(engine.random_seed * 7919 + 17)
         self.rng = random.Random(engine.sim_seed)
         self.popularity: list[list[float]] = []
@@ -77,18 +84,25 @@ class SimExpertRecorder:
         u = self.rng.random
         step = [[int(routed * p + u()) for p in layer] for layer in self.popularity]  # unbiased rounding
         self.counts.append(step)
-        if len(self.counts) > MAX_STEPS:
+        if len(self.counts) > self.buffer:
             self.counts.pop(0)
 
     def dump(self) -> Path:
+        """The whole circular buffer, as 0.5.23's stat accumulator dumps it: `buffer` rows (unused
+        ones zero), one row per model layer (the leading dense layers zero), one column per expert."""
         out_dir = Path(os.environ.get("SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR", "/tmp")).expanduser()
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / f"expert_distribution_recorder_{time.time()}.pt"
-        shape = (len(self.counts), self.layers, self.experts)
-        flat = [c for step in self.counts for layer in step for c in layer]
+        shape = (self.buffer, self.model_layers, self.experts)
+        flat = array.array("i", bytes(4 * self.buffer * self.model_layers * self.experts))
+        row = self.model_layers * self.experts
+        for i, step in enumerate(self.counts):
+            for j, layer in enumerate(step):
+                at = i * row + (self.dense + j) * self.experts
+                flat[at:at + self.experts] = array.array("i", layer)
         tmp = path.with_name(path.name + ".part")
         tmp.write_bytes(torch_save_int_tensor_dict(
-            {"rank": 0, "average_utilization_rate_over_window": None}, "logical_count", shape, flat))
+            {"rank": 0, "average_utilization_rate_over_window": None}, "logical_count", shape, flat.tobytes()))
         tmp.replace(path)
         self.counts = []
         return path
@@ -151,14 +165,15 @@ def _value(v: object) -> bytes:
 
 
 def torch_save_int_tensor_dict(plain: dict[str, Any], tensor_key: str, shape: tuple[int, ...],
-                               values: list[int]) -> bytes:
+                               values: list[int] | bytes) -> bytes:
     """The bytes `torch.save({..plain, tensor_key: int32 tensor(shape)})` writes (zip format)."""
     stride: list[int] = []
     acc = 1
     for dim in reversed(shape):
         stride.insert(0, acc)
         acc *= max(dim, 1)
-    numel = len(values)
+    raw = values if isinstance(values, bytes) else struct.pack(f"<{len(values)}i", *values)
+    numel = len(raw) // 4
     storage_ref = _tuple([_unicode("storage"), b"ctorch\nIntStorage\n", _unicode("0"), _unicode("cpu"), _int(numel)])
     tensor = (b"ctorch._utils\n_rebuild_tensor_v2\n"
               + _tuple([storage_ref + b"Q", _int(0), _tuple([_int(d) for d in shape]),
@@ -170,6 +185,6 @@ def torch_save_int_tensor_dict(plain: dict[str, Any], tensor_key: str, shape: tu
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
         z.writestr("archive/data.pkl", pkl)
         z.writestr("archive/byteorder", "little")
-        z.writestr("archive/data/0", struct.pack(f"<{numel}i", *values))
+        z.writestr("archive/data/0", raw)
         z.writestr("archive/version", "3\n")
     return buf.getvalue()

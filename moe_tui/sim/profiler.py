@@ -36,7 +36,7 @@ from aiohttp import web
 from moe_tui.sim.gpus import GPU_NAME
 from moe_tui.sim.model import DEFAULT_ROW, StepPlan, load_backends
 from moe_tui.sim.output import log
-from moe_tui.sim.traces import StepRecord, write_traces
+from moe_tui.sim.traces import StepRecord, step_launch, write_traces
 
 if TYPE_CHECKING:
     from moe_tui.sim.engine import SimEngine
@@ -215,7 +215,8 @@ class SimProfiler:
         slowdown = float(getattr(self.e.args, "sim_moe_slowdown_ms", 0.0) or 0.0) if b > 0 else 0.0
         self.capture.append(StepRecord(plan.index, stage, time.time() - duration_s, modelled,
                                        perf.step_ms(b, plan.prefill_tokens),
-                                       self._reference.decode_ms(b) if b > 0 else 0.0, perf.decode_ms(b), slowdown))
+                                       self._reference.decode_ms(b) if b > 0 else 0.0, perf.decode_ms(b), slowdown,
+                                       step_launch(stage, b, self.e.decode_graph_max_bs)))
 
     def _write(self, prof: _Config, steps: list[StepRecord], stage: str | None) -> list[Path]:
         a = self.e.args

@@ -150,7 +150,7 @@ async def _autotune_and_graphs(engine: SimEngine, t1: float) -> None:
     if a.disable_cuda_graph:
         engine.startup_time["cuda_graph"] = 0.0
         return
-    bs = a.cuda_graph_max_bs_decode or min(engine.max_running, 512)
+    bs = engine.decode_graph_max_bs or 0
     backend = engine.attention_backend
     log(f"Capture target decode CUDA graph begin. backend={backend}, num_tokens_per_req=1, "
         f"avail mem={engine.memory.kv_gib:.2f} GB (SIMULATED, max bs {bs})", prefix)

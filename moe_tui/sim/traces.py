@@ -10,12 +10,17 @@ emulator's own differences between backends:
 - an injected MoE slowdown (`--sim-moe-slowdown-ms`) goes wholly to the MoE GEMMs;
 - a step that prefills (EXTEND) adds its prefill time split by `PREFILL_SPLIT`.
 Each backend launches kernels under its own names (`BACKEND_KERNELS`): real names from the
-explain corpus (`moe_tui.explain.corpus`), each checked to be of the class it stands for, never
+explain corpus (`moe_tui.kernel_corpus`), each checked to be of the class it stands for, never
 names written to fit the rules. A step's kernels are written for `LAYER_GROUPS` groups of layers
 (one event per kernel per group, the group's time in it) to keep a trace small.
 
+Launches (`step_launch`): a decode step up to the captured batch size is one cudaGraphLaunch whose
+kernels share its correlation id; above it (or without CUDA graphs) each kernel has its own
+cudaLaunchKernel; a prefill step is breakable CUDA graphs: one cudaGraphLaunch per layer group, the
+attention between them launched eagerly.
+
 Trace format: torch profiler's Chrome trace as `export_chrome_trace` writes it (traceEvents with
-`cuda_runtime` cudaGraphLaunch events on the host and `kernel` events on the device sharing a
+`cuda_runtime` launch events on the host and `kernel` events on the device sharing a
 `correlation` id, `deviceProperties`, `distributedInfo`, `displayTimeUnit`), gzipped, one file per
 TP rank, named as SGLang's profiler_manager names them:
 `[<prefix>-]<profile_id>-TP-<rank>[-EP-<rank>][-<stage>].trace.json.gz`.
@@ -31,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from moe_tui.explain.corpus import corpus_name
+from moe_tui.kernel_corpus import corpus_name
 
 COMMON_SHARE = 0.45
 COMMON_CAP = 0.8
@@ -69,7 +74,8 @@ BACKEND_FRAGMENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "deep_gemm": (("sm100_fp8_gemm_1d1d_impl<(cute::UMMA::Major)0, (cute::UMMA::Major)0, 0u, 4096u",),
                   ("_fwd_kernel_ep_scatter_1", "_fwd_kernel_ep_gather")),
     "cutlass": (("__get_group_gemm_starts",), ("compute_arg_sorts", "shuffle_rows_kernel", "apply_shuffle_mul_sum_kernel")),
-    "triton_kernel": (("_matmul_ogs_NNT_bf16xbf16xmxfp4_16x256x128x1_swiglu", "_p_matmul_ogs_NNT"), ("_topk_forward", "_routing_compute_indx")),
+    "triton_kernel": (("_matmul_ogs_NNT_bf16xbf16xmxfp4_16x256x128x1_swiglu", "_p_matmul_ogs_NNT"),
+                      ("_topk_forward", "_routing_compute_indx")),
 }
 DEFAULT_FRAGMENTS = (("fused_moe_kernel",), ("void moe_align_block_size_kernel", "count_and_sort_expert_tokens_kernel"))
 
@@ -90,6 +96,22 @@ DEFAULT_KERNELS = (tuple(_real(f, "moe_gemm") for f in DEFAULT_FRAGMENTS[0]),
                    tuple(_real(f, "moe_routing") for f in DEFAULT_FRAGMENTS[1]))
 
 
+# How a step's kernels reach the GPU in 0.5.23: a decode batch up to the captured size replays one
+# CUDA graph (GRAPH); above it, or with --disable-cuda-graph, it runs eagerly, one launch per kernel
+# (EAGER); a prefill runs as breakable CUDA graphs by default, one graph per segment replayed in
+# turn with the attention launched eagerly between them (SEGMENTS).
+GRAPH, EAGER, SEGMENTS = "graph", "eager", "segments"
+
+
+def step_launch(stage: str, decode_batch: int, graph_max_bs: int | None) -> str:
+    """GRAPH, EAGER or SEGMENTS for a step (`graph_max_bs` None: CUDA graphs disabled)."""
+    if graph_max_bs is None:
+        return EAGER
+    if stage == "EXTEND":
+        return SEGMENTS
+    return GRAPH if decode_batch <= graph_max_bs else EAGER
+
+
 @dataclass(frozen=True)
 class StepRecord:
     """One engine step the profiler saw."""
@@ -102,6 +124,7 @@ class StepRecord:
     reference_ms: float  # the default row's decode time at this batch (the common part's base)
     decode_ms: float  # this backend's decode time at this batch (the prefill part is the rest)
     slowdown_ms: float  # injected MoE slowdown (modelled ms, before variance)
+    launch: str = GRAPH  # how the step's kernels were launched: GRAPH, EAGER or SEGMENTS
 
 
 def step_kernels(rec: StepRecord, backend: str) -> list[tuple[str, str, float]]:
@@ -143,19 +166,29 @@ def rank_trace(steps: list[StepRecord], backend: str, *, rank: int, world: int, 
     # from the first step's wall time: a time-scaled emulator still writes modelled durations.
     t_step = steps[0].start_s * 1e6 if steps else 0.0
     for rec in steps:
-        corr += 1
-        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": pid_host,
-                       "tid": tid_host, "ts": round(t_step, 3), "dur": 6.0, "args": {"correlation": corr, "cbid": 311}})
         parts = step_kernels(rec, backend)
         idle_us, kernels = parts[0][2] * 1000.0, parts[1:]
         gap = idle_us / 2.0 / max(len(kernels) * LAYER_GROUPS, 1)
-        t = t_step + idle_us / 2.0  # launch latency before the replay's first kernel
+        t = t_step + idle_us / 2.0  # launch latency before the step's first kernel
+        host = t_step
         for _group in range(LAYER_GROUPS):
-            for _cls, name, ms in kernels:
+            segment: int | None = None  # the correlation of this layer group's graph, once launched
+            if rec.launch == GRAPH and _group == 0 or rec.launch == SEGMENTS:
+                corr += 1
+                segment = corr
+                events.append(_runtime("cudaGraphLaunch", pid_host, tid_host, host, corr, 311))
+                host += 6.0
+            graph_corr = segment if rec.launch != GRAPH else corr
+            for cls, name, ms in kernels:
+                eager = rec.launch == EAGER or (rec.launch == SEGMENTS and cls == "attention")
+                if eager:  # its own launch: cudaLaunchKernel on the host, the kernel sharing its id
+                    corr += 1
+                    events.append(_runtime("cudaLaunchKernel", pid_host, tid_host, host, corr, 211))
+                    host += 4.0
                 dur = max(ms * 1000.0 / LAYER_GROUPS * (1.0 + rng.gauss(0.0, STEP_JITTER)), 0.001)
                 events.append({"ph": "X", "cat": "kernel", "name": name, "pid": rank, "tid": stream,
                                "ts": round(t, 3), "dur": round(dur, 3),
-                               "args": {"correlation": corr, "device": rank, "stream": stream,
+                               "args": {"correlation": corr if eager else graph_corr, "device": rank, "stream": stream,
                                         "grid": [132, 1, 1], "block": [128, 1, 1]}})
                 t += dur + gap
         t_step = max(t, t_step + rec.modelled_ms * 1000.0)
@@ -165,6 +198,11 @@ def rank_trace(steps: list[StepRecord], backend: str, *, rank: int, world: int, 
         "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world},
         "traceEvents": events, "traceName": "", "displayTimeUnit": "ms",
     }
+
+
+def _runtime(name: str, pid: int, tid: int, ts: float, corr: int, cbid: int) -> dict[str, Any]:
+    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": pid, "tid": tid, "ts": round(ts, 3),
+            "dur": 6.0 if name == "cudaGraphLaunch" else 4.0, "args": {"correlation": corr, "cbid": cbid}}
 
 
 def write_traces(out_dir: str | Path, steps: list[StepRecord], backend: str, *, profile_id: str, world: int,

@@ -77,7 +77,7 @@ def test_profile_requests_follow_sglang(tmp_path):
 def test_traces_by_stage_per_rank_with_backend_kernels(tmp_path, monkeypatch):
     monkeypatch.setenv("SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR", str(tmp_path / "experts"))
     args = FAST + ["--tp-size", "2", "--ep-size", "2", "--moe-runner-backend", "triton",
-                   "--expert-distribution-recorder-mode", "stat"]
+                   "--expert-distribution-recorder-mode", "stat", "--expert-distribution-recorder-buffer-size", "64"]
     with sim_server(args) as sim:  # the emulator inherits the recorder folder from the environment
         base = sim.base_url
         assert httpx.post(base + "/start_expert_distribution_record").status_code == 200
@@ -99,8 +99,13 @@ def test_traces_by_stage_per_rank_with_backend_kernels(tmp_path, monkeypatch):
     dumps = list((tmp_path / "experts").glob("expert_distribution_recorder_*.pt"))
     assert len(dumps) == 1
     load = expert_load(dumps[0])
-    assert load.experts == 256 and len(load.layers) == 75  # GLM-5: 78 layers, the first 3 dense
+    # one row per model layer, as 0.5.23 dumps: GLM-5's 78 layers, the first 3 dense (zero), 75 MoE
+    assert load.experts == 256 and len(load.layers) == 78 and load.moe_layers == 75
+    assert [lay.tokens for lay in load.layers[:3]] == [0, 0, 0] and load.layers[3].tokens > 0
     assert load.steps > 6
+    import zipfile  # the whole circular buffer: 64 rows, the unused ones zero
+    with zipfile.ZipFile(dumps[0]) as z:
+        assert z.getinfo("archive/data/0").file_size == 64 * 78 * 256 * 4
     assert 1.2 < (load.mean_imbalance or 0) < 5
 
 

@@ -12,11 +12,13 @@ from types import SimpleNamespace
 
 from moe_tui.sim.model import DEFAULT_ROW, StepPlan, load_backends
 from moe_tui.sim.profiler import SimProfiler, parse_profile_request
+from moe_tui.sim.traces import COMMON_SPLIT, LAYER_GROUPS
 
 
 def _engine() -> SimpleNamespace:
     args = SimpleNamespace(sim_backends_file=None, sim_moe_slowdown_ms=0.0, tp_size=2, ep_size=1)
     return SimpleNamespace(args=args, completed_step=-1, time_scale=1.0, board=SimpleNamespace(speed=1.0),
+                           decode_graph_max_bs=512,
                            perf=load_backends()[DEFAULT_ROW], prefix="", resolved_backend="flashinfer_cutlass",
                            sim_seed=1)
 
@@ -41,8 +43,9 @@ class Driver:
         out = {}
         for p in sorted(self.out.glob("*-TP-0*.trace.json.gz")):
             data = json.loads(gzip.open(p).read())
-            steps = [e for e in data["traceEvents"] if e.get("name") == "cudaGraphLaunch"]
-            out[p.name.split("-TP-0")[1]] = len(steps)
+            # every step (b=8 decodes in each) runs the common dense GEMM once per layer group
+            dense = [e for e in data["traceEvents"] if e.get("cat") == "kernel" and e["name"] == COMMON_SPLIT[4][1]]
+            out[p.name.split("-TP-0")[1]] = len(dense) // LAYER_GROUPS
         return out
 
 
@@ -94,3 +97,47 @@ def test_stop_profile_names_no_stage_and_disarm_captures_nothing(tmp_path):
 def test_unknown_fields_are_ignored_bad_types_refused():
     assert parse_profile_request({"num_steps": 3, "profile_stages": ["decode"], "shape_discovery": True,
                                   "no_such_field": "x"}) == {"num_steps": 3, "profile_stages": ["decode"]}
+
+
+def _events(path: Path) -> list[dict]:
+    return json.loads(gzip.open(path).read())["traceEvents"]
+
+
+def test_decode_above_the_captured_batch_runs_eagerly_and_prefill_as_graph_segments(tmp_path):
+    import pytest
+
+    from moe_tui.explain import TraceError, read_rank
+
+    d = Driver(tmp_path)
+    d.e.decode_graph_max_bs = 4  # the batch of 8 is above it: eager decode
+    d.p.start(parse_profile_request({"output_dir": str(tmp_path), "num_steps": 2, "profile_by_stage": True}))
+    d.batches("PDDD")
+    extend = next(tmp_path.glob("*-TP-0-EXTEND.trace.json.gz"))
+    decode = next(tmp_path.glob("*-TP-0-DECODE.trace.json.gz"))
+    ev = _events(decode)
+    launches = {e["args"]["correlation"] for e in ev if e.get("name") == "cudaLaunchKernel"}
+    kernels = [e for e in ev if e.get("cat") == "kernel"]
+    assert not [e for e in ev if e.get("name") == "cudaGraphLaunch"]  # no graph: one launch per kernel
+    assert len(launches) == len(kernels) and {k["args"]["correlation"] for k in kernels} == launches
+    with pytest.raises(TraceError, match="no CUDA-graph launches"):
+        read_rank(decode)
+    assert read_rank(decode, steps=2).n_steps == 2
+    # the prefill: breakable CUDA graphs, a launch per segment, attention eager between them
+    ev = _events(extend)
+    assert len([e for e in ev if e.get("name") == "cudaGraphLaunch"]) == LAYER_GROUPS
+    eager = {e["args"]["correlation"] for e in ev if e.get("name") == "cudaLaunchKernel"}
+    attention = {e["args"]["correlation"] for e in ev if e.get("cat") == "kernel" and "Prefill" in e["name"]}
+    assert attention and attention <= eager
+    assert read_rank(extend, steps=1).n_steps == 1  # segments are not steps
+
+
+def test_decode_within_the_captured_batch_is_one_graph_a_step(tmp_path):
+    from moe_tui.explain import read_rank
+
+    d = Driver(tmp_path)
+    d.p.start(parse_profile_request({"output_dir": str(tmp_path), "num_steps": 3, "profile_by_stage": True}))
+    d.batches("DDDD")
+    decode = next(tmp_path.glob("*-TP-0-DECODE.trace.json.gz"))
+    assert len([e for e in _events(decode) if e.get("name") == "cudaGraphLaunch"]) == 3
+    assert not [e for e in _events(decode) if e.get("name") == "cudaLaunchKernel"]
+    assert read_rank(decode).n_steps == 3

@@ -198,3 +198,22 @@ def test_flagged_runs_are_a_caution_in_words():
     plan = plan_investigation(grid([c]), 256)
     (caution,) = plan.cautions
     assert "baseline runs are flagged (client_bound" in caution and "could not keep up" in caution
+
+
+def test_a_client_bound_cell_gets_a_remeasure_that_says_what_to_change():
+    """The demo's c=256/1024 on a 2-core box: every run client-bound, so no clean run and no verdict; the
+    investigation proposes fresh starts (concurrency 2 first) and names what to change."""
+    advice = "what to change: fewer concurrent requests than 256 per client, or a faster client host"
+    lost = dataclasses.replace(cell(256, 700.0, 500.0, n=0, verdict=judgement.UNRELIABLE),
+                               baseline=dataclasses.replace(side("A", 700.0, 0), client_bound_runs=(1, 2, 3),
+                                                            client_advice=advice),
+                               candidate=dataclasses.replace(side("B", 500.0, 1), client_bound_runs=(4, 5)))
+    plan = plan_investigation(grid([lost]), 256)
+    rem = next(p for p in plan.proposals if p.kind == "remeasure")
+    cell_items = [i for i in rem.items if i.concurrency == 256]
+    assert sum(i.side == "baseline" for i in cell_items) == 3  # every lost run measured again
+    assert sum(i.side == "candidate" for i in cell_items) == 2
+    assert all(i.fresh_start and i.concurrency == 2 for i in rem.items if i.role == "control")
+    assert "client-bound run(s) left out" in rem.reason and advice in rem.reason
+    # no client-bound runs: nothing to re-measure
+    assert "remeasure" not in kinds(plan_investigation(grid([cell(256, 700.0, 500.0, n=3)]), 256))

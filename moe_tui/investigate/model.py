@@ -52,9 +52,10 @@ DEFAULT_CAP = 10  # repeats per side the planner will ever ask for at one cell
 PILOT_N = 3  # runs a side that measure the noise when nothing else does
 BISECT_REPEATS = 2
 
-KINDS = ("repeats", "control", "bisect", "cold_warm", "prefix_cache", "restart")
+KINDS = ("repeats", "control", "remeasure", "bisect", "cold_warm", "prefix_cache", "restart")
 KIND_TITLES = {
-    "repeats": "more repeats", "control": "control concurrency", "bisect": "bisection",
+    "repeats": "more repeats", "control": "control concurrency", "remeasure": "re-measure (client-bound)",
+    "bisect": "bisection",
     "cold_warm": "cold / warm pair", "prefix_cache": "prefix-cache pair", "restart": "server restarts",
 }
 SIDES = ("baseline", "candidate")
@@ -78,6 +79,8 @@ class SideEvidence:
     warmup_pass: tuple[bool, ...] = ()  # one per run: did a warmup pass precede it
     run_seconds: float | None = None  # mean wall time of one timed run here
     warmup_seconds: float | None = None  # mean wall time of its warmup pass
+    client_bound_runs: tuple[int, ...] = ()  # complete runs left out because the client set the pace
+    client_advice: str = ""  # what to change so the client keeps up (bench.live.client_bound_advice)
 
     @property
     def cv_pct(self) -> float | None:

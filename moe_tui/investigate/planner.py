@@ -189,6 +189,32 @@ def propose_control(grid: GridEvidence, cell: CellEvidence, costs: CostModel, *,
     return make_proposal("control", reason, items, costs, "the cell judged against the control on its own starts")
 
 
+def propose_remeasure(grid: GridEvidence, cell: CellEvidence, costs: CostModel, *, cap: int,
+                      notes: list[str]) -> Proposal | None:
+    """Fresh starts that re-measure a cell whose runs the client could not drive (client-bound: left out, so
+    the cell has too few clean runs for a verdict): as many a side as were lost, at least enough for the
+    cell's clean minimum, each measuring concurrency 2 first; the reason says what to change first."""
+    lost = {side: cell.side(side).client_bound_runs for side in SIDES}
+    if cell.spec is None or not any(lost.values()):
+        return None
+    counts = {side: min(cap, max(len(lost[side]), judgement.MIN_CLEAN_RUNS - cell.side(side).n, 0))
+              for side in SIDES}
+    if not any(counts.values()):
+        return None
+    control, _ = spec_at(grid, cell.spec, CONTROL_CONCURRENCIES[0])
+    items = _interleave(grid, cell.concurrency, cell.spec, counts, "remeasure",
+                        {"baseline": cell.baseline.n, "candidate": cell.candidate.n}, control)
+    advice = next((cell.side(s).client_advice for s in SIDES if cell.side(s).client_advice), "")
+    said = "; ".join(f"{side}: {len(lost[side])} client-bound run(s) left out ({cell.side(side).n} clean)"
+                     for side in SIDES if lost[side])
+    reason = (f"{said}: the benchmark client, not the server, set their pace, so the cell has no verdict; "
+              f"{counts['baseline']} and {counts['candidate']} fresh start(s) re-measure it (concurrency "
+              f"{CONTROL_CONCURRENCIES[0]} first on each)" + (f"; {advice}" if advice else ""))
+    notes.append("remeasure: an emulator profile re-runs a cell its client cannot drive at a slower time scale "
+                 "(judgement.sim_cell_time_scale), the same on both sides")
+    return make_proposal("remeasure", reason, items, costs, "clean runs of the cell, judged against the control")
+
+
 def propose_bisect(grid: GridEvidence, cell: CellEvidence, costs: CostModel, *, min_effect: float,
                     notes: list[str]) -> Proposal | None:
     if cell.spec is None or cell.delta_pct is None:
@@ -315,6 +341,7 @@ def plan_investigation(grid: GridEvidence, concurrency: int, metric: str = PRIMA
     found = [
         repeats,
         propose_control(grid, cell, costs, covered=repeats is not None, notes=notes),
+        propose_remeasure(grid, cell, costs, cap=cap, notes=notes),
         propose_bisect(grid, cell, costs, min_effect=min_effect_pct, notes=notes),
         propose_cold_warm(grid, cell, costs, notes),
         propose_prefix_cache(grid, cell, costs, notes),

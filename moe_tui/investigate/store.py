@@ -58,7 +58,9 @@ def evidence_from_grid(grid: ComparisonGrid, store: Store) -> GridEvidence:
         for side in SIDES:
             point, stats = grid.point(side, c.concurrency), getattr(c, side)
             recs = [runs[r] for r in point.run_ids if r in runs]
+            bound, advice = _client_bound(store, point.flagged_run_ids)
             sides[side] = SideEvidence(
+                client_bound_runs=bound, client_advice=advice,
                 profile=grid.baseline_name if side == "baseline" else grid.candidate_name,
                 n=stats.n, mean=stats.mean, std=stats.std, run_ids=tuple(point.run_ids),
                 server_start_ids=tuple(r.server_start_id for r in recs),
@@ -208,6 +210,21 @@ def diagnostic_run_ids(store: Store, profiles: Sequence[str] | None = None) -> s
     (`runs.diagnostic`, set when the investigation's item gets its run), so clearing the queue
     cannot put them back; an indexed read of the marked runs (of `profiles` when given)."""
     return set(store.diagnostic_run_ids(profiles))
+
+
+def _client_bound(store: Store, run_ids: tuple[int, ...]) -> tuple[tuple[int, ...], str]:
+    """The flagged runs the client could not drive, and what to change (the first run's advice)."""
+    from moe_tui.bench.live import client_advice_for_run
+
+    bound: list[int] = []
+    advice = ""
+    for rid in run_ids:
+        rec = store.run(rid)
+        if rec is None or judgement.FLAG_CLIENT_BOUND not in {judgement.normalise_flag(f) for f in rec.flags}:
+            continue
+        bound.append(rid)
+        advice = advice or client_advice_for_run(dict(rec.selfcheck or {}), dict(rec.spec or {}), dict(rec.profile or {}))
+    return tuple(bound), advice
 
 
 def _planning_delta(cell: GridCell) -> float | None:

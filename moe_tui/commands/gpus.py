@@ -59,7 +59,9 @@ def run(args: argparse.Namespace) -> int:
                 if args.watch is not None and sys.stdout.isatty():
                     print("\x1b[H\x1b[2J", end="")
                 print(render_snapshot(snapshot), flush=True)
-            if args.watch is None or not snapshot.available:
+            if not snapshot.available:
+                return 1  # no driver, no GPUs to read: a script must not take the empty answer as a reading
+            if args.watch is None:
                 return 0
             time.sleep(args.watch)
     except KeyboardInterrupt:

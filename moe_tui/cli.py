@@ -84,6 +84,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Only the chosen subcommand's module is imported; --help imports the light command modules.
     chosen = next((a for a in argv if not a.startswith("-")), None)
+    if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
+        # `moe-tui queu list`: the default command takes no words, so this is a mistyped command
+        import difflib
+
+        close = difflib.get_close_matches(argv[0], list(COMMANDS), n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        print(f"moe-tui: unknown command {argv[0]!r}{hint} (commands: {', '.join(COMMANDS)}; "
+              "`moe-tui --help` says what each does)", file=sys.stderr)
+        return 2
     if chosen not in COMMANDS:
         chosen = None
     if chosen is None and (not argv or argv[0] not in ("-h", "--help", "--version")):

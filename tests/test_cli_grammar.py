@@ -110,3 +110,42 @@ def test_queue_add_warns_when_a_cell_cannot_reach_its_concurrency(tmp_path):
     assert "warning: concurrency 1024 with num_prompts 100: fewer prompts than the concurrency" in res.stderr
     assert "concurrency 64 with" not in res.stderr
     assert json.loads(res.stdout)["dry_run"] is True  # stdout stays one JSON document
+
+
+def test_exit_codes_as_the_readme_says_and_words_not_errnos(tmp_path):
+    typo = cli(tmp_path, "queu", "list")
+    assert typo.returncode == 2 and "unknown command 'queu'; did you mean 'queue'?" in typo.stderr, typo.stderr
+    for bad in (("--concurrency", "1,x"), ("--concurrency", "1", "--num-prompts", "-4"),
+                ("--concurrency", "1", "--repeats", "0")):
+        res = cli(tmp_path, "queue", "add", "--profiles", A, *bad)
+        assert res.returncode == 2, (bad, res.returncode, res.stderr)
+    assert json.loads(cli(tmp_path, "queue", "list", "--json").stdout)["items"] == []  # nothing stored
+    same = cli(tmp_path, "compare", A, A)
+    assert same.returncode == 2 and "two different profiles" in same.stderr
+    status = cli(tmp_path, "run", "--status")
+    assert status.returncode == 1 and "no runner works" in status.stderr and "Errno" not in status.stderr
+    assert " run --detach`" in status.stderr
+    gpus = cli(tmp_path, "gpus")
+    if "no NVIDIA driver" in gpus.stdout:  # this machine has no driver: the answer is a failure, not a reading
+        assert gpus.returncode == 1
+
+
+def test_ctrl_c_on_a_foreground_runner_exits_130(tmp_path):
+    import signal
+    import time
+
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["MOE_TUI_HOME"] = str(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "moe_tui", "run", "--stay"], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "data" / "runner.json").exists():  # serving: the signal handlers are in place
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.stdout else ""
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

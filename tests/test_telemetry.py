@@ -77,16 +77,18 @@ def test_sampler_without_driver_reports_unavailable_and_never_raises():
 
 @pytest.mark.integration
 @no_driver_only
-def test_gpus_command_without_driver_exits_zero_with_reason():
+def test_gpus_command_without_driver_exits_one_with_reason():
+    """No driver is a failure a script must see (issue 33), with the reason in words, and the JSON
+    document still printed."""
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
     text = subprocess.run([sys.executable, "-m", "moe_tui", "gpus"], capture_output=True,
                           text=True, timeout=60, env=env)
-    assert text.returncode == 0, text.stderr
+    assert text.returncode == 1, text.stderr
     assert text.stdout.strip() == "no NVIDIA driver: NVML Shared Library Not Found"
     js = subprocess.run([sys.executable, "-m", "moe_tui", "gpus", "--json"], capture_output=True,
                         text=True, timeout=60, env=env)
-    assert js.returncode == 0, js.stderr
+    assert js.returncode == 1, js.stderr
     data = json.loads(js.stdout)
     assert data["available"] is False and data["gpus"] == []
 

@@ -60,6 +60,10 @@ def load_grid(args: argparse.Namespace, command: str) -> tuple[Any, int]:
     from moe_tui.store.errors import StoreError
 
     missing: list[str] = []
+    if args.baseline == args.candidate:
+        print(f"moe-tui {command}: baseline and candidate are both {args.baseline!r}: name two different profiles",
+              file=sys.stderr)
+        return None, EXIT_USAGE
     try:
         settings = settings_from_args(args)
         with Store.open_for_reading() as store:

@@ -61,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
 
                     raw_stdout().write("\x1b[H\x1b[2J")  # our own escape: past the CLI's escaping
                 print(render_snapshot(snapshot), flush=True)
-            if args.watch is None or not snapshot.available:
+            if not snapshot.available:
+                return 1  # no driver, no GPUs to read: a script must not take the empty answer as a reading
+            if args.watch is None:
                 return 0
             time.sleep(args.watch)
     except KeyboardInterrupt:

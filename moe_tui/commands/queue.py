@@ -23,10 +23,13 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from moe_tui.commands.common import EXIT_NOT_FOUND, add_exit_codes, add_profiles_dir, profiles_dir_for
+from moe_tui.commands.common import EXIT_NOT_FOUND, EXIT_USAGE, add_exit_codes, add_profiles_dir, profiles_dir_for
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from moe_tui.store.db import Store
+    from moe_tui.store.queue import CampaignPlan
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
@@ -109,7 +112,8 @@ def _csv(text: str, kind: type, what: str) -> list[Any]:
     try:
         return [kind(x) for x in parts]
     except ValueError:
-        raise SystemExit(f"moe-tui queue add: {what} expects comma-separated {kind.__name__}s, got {text!r}") from None
+        print(f"moe-tui queue add: {what} expects comma-separated {kind.__name__}s, got {text!r}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
 
 
 def _spec_dict(args: argparse.Namespace) -> dict[str, Any]:
@@ -140,15 +144,16 @@ def run(args: argparse.Namespace) -> int:
             return _edit(args, store)
     except (QueueError, SpecError, StoreError) as exc:
         print(f"moe-tui queue {action}: {exc}", file=sys.stderr)
-        return EXIT_NOT_FOUND if isinstance(exc, QueueNotFound) else 1
+        if isinstance(exc, QueueNotFound):
+            return EXIT_NOT_FOUND
+        return EXIT_USAGE if isinstance(exc, SpecError) else 1  # a bad value given is usage, as the README says
 
 
 def _add(args: argparse.Namespace, store: Store) -> int:
     from pathlib import Path
 
     from moe_tui.profiles import load_profiles
-    from moe_tui.spec import BenchmarkSpec
-    from moe_tui.store.queue import CampaignPlan, RunQueue
+    from moe_tui.store.queue import QueueError
 
     names = _csv(args.profiles, str, "--profiles")
     profiles_dir = Path(profiles_dir_for(args.profiles_dir, names))
@@ -161,12 +166,31 @@ def _add(args: argparse.Namespace, store: Store) -> int:
             for problem in loaded.problems:
                 print(f"  {problem}", file=sys.stderr)
             return EXIT_NOT_FOUND
-    plan = CampaignPlan(
+    try:
+        plan = _plan(args, store, names, profiles_dir)
+    except QueueError as exc:  # a value out of its range (repeats 0, an unknown order): usage
+        print(f"moe-tui queue add: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return _queue_plan(args, store, plan, names, profiles_dir)
+
+
+def _plan(args: argparse.Namespace, store: Store, names: list[str], profiles_dir: Path) -> CampaignPlan:
+    from moe_tui.grids.pair import control_noise_pct
+    from moe_tui.spec import BenchmarkSpec
+    from moe_tui.store.queue import CampaignPlan
+
+    return CampaignPlan(
         profiles=tuple(names), concurrencies=tuple(_csv(args.concurrency, int, "--concurrency")),
         repeats=args.repeats, base_spec=BenchmarkSpec.from_dict(_spec_dict(args), "moe-tui queue add flags"),
         policy=args.order, prompts_per_concurrency=args.prompts_per_concurrency,
         warmup_pass=not args.no_warmup_pass, profiles_dir=str(profiles_dir), control=not args.no_control,
     )
+
+
+def _queue_plan(args: argparse.Namespace, store: Store, plan: CampaignPlan, names: list[str],
+                profiles_dir: Path) -> int:
+    from moe_tui.store.queue import RunQueue
+
     cap = campaign_cap()
     if plan.size > cap and not args.yes and not args.dry_run:
         print(f"moe-tui queue add: this campaign is {plan.size:,} items ({len(names)} profile(s) x "

@@ -193,7 +193,14 @@ def _status(data_dir: Path, as_json: bool = False) -> int:
         print(f"moe-tui run --status: {exc}", file=sys.stderr)
         return 1
     except (RunnerUnavailable, RunnerOpError) as exc:
-        print(f"moe-tui run --status: no runner: {exc}", file=sys.stderr)
+        from moe_tui.control.launch import moe_tui_command
+        from moe_tui.run.rendezvous import runner_is_running
+
+        if runner_is_running(data_dir) is None:  # the usual case: say so in words, not as an errno
+            print(f"moe-tui run --status: no runner works {data_dir} (start one with "
+                  f"`{moe_tui_command('run', '--detach')}`)", file=sys.stderr)
+        else:
+            print(f"moe-tui run --status: the runner of {data_dir} does not answer: {exc}", file=sys.stderr)
         return 1
     if as_json:
         print(json.dumps(snap, indent=2, sort_keys=True, default=str))

@@ -17,7 +17,8 @@ outlives the terminal and SSH session. Either way:
   and then every event follows as one `events.to_json()` line (objects with a "type" key).
   Ops are exactly `controller.OPS` plus `ping`, `subscribe` and `shutdown`.
 - **Signals.** SIGHUP is ignored (a dropped SSH session must not stop a campaign). SIGTERM and
-  SIGINT stop the running benchmark, mark its item `interrupted`, stop the servers and exit 0;
+  SIGINT stop the running benchmark, mark its item `interrupted`, stop the servers and exit (0 after
+  SIGTERM, the way `run --stop` ends a runner; 130 after SIGINT, Ctrl-C, as shells expect);
   they are always obeyed: a watchdog exits hard `STOP_DEADLINE_S` after the signal if the clean
   stop hangs, and a second signal exits at once (the next runner stops what was left).
 - **Watchdog.** Once it holds the lock, the runner starts `moe_tui.run.watchdog`, which stops
@@ -236,7 +237,7 @@ async def serve(controller: Controller, data_dir: str | Path, *, until_empty: bo
         with contextlib.suppress(Exception):
             print(f"moe-tui run: stopped with an error: {fatal}", file=sys.stderr, flush=True)
         return 1
-    return 0
+    return 130 if reason_box and reason_box[0] == "got SIGINT" else 0
 
 
 # A stop asked by signal must end the process even if the loop is stuck (a hung store write, a

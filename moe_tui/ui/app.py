@@ -391,7 +391,19 @@ class MoeTuiApp(App[None]):
         self.queue_command("resume the queue", self.client.resume)
 
     def action_skip(self) -> None:
-        self.queue_command("skip the running item", self.client.skip)
+        """Stopping a benchmark loses its run: asked first (`n` is also what vim and less users press
+        after `/`); `n` again or Esc backs out."""
+        if isinstance(self.screen, ConfirmScreen):
+            return
+        item = self.live.current_item
+        what = f"item {item}" if item is not None else "the running benchmark"
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.queue_command("skip the running item", self.client.skip)
+
+        self.push_screen(ConfirmScreen(f"Skip {what}?", "Its benchmark stops now and the item is marked skipped "
+                                       "(retry brings it back).", confirm="Skip"), answer)
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):

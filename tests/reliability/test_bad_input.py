@@ -137,6 +137,7 @@ def test_impossible_spec_queue_add(env, seeded_store, store_digest, flags, needl
     before = store_digest(seeded_store)
     result = env.run("queue", "add", "--profiles", "ok", "--profiles-dir", str(env.profiles), *flags)
     _assert_refused(result, needle)
+    assert result.returncode == 2, result.stdout  # a bad value is a usage error (README: exit codes)
     assert store_digest(seeded_store) == before
 
 

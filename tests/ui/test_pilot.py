@@ -170,6 +170,16 @@ async def test_pause_resume_skip_follow_controller_state(make_app):
         await emit(pilot, app, ControllerStatus(activity="benchmarking", queue_item_id=3))
         await pilot.press("n")
         await settle(pilot, app)
+        # Skipping stops a benchmark: asked first, and `n` again (or Esc) backs out, nothing sent.
+        assert isinstance(app.screen, ConfirmScreen) and "Skip item 3?" in plain(app.screen.query_one("#confirm-question"))
+        assert adapter.calls[-1] == ("resume",)
+        await pilot.press("n")
+        await settle(pilot, app)
+        assert not isinstance(app.screen, ConfirmScreen) and adapter.calls[-1] == ("resume",)
+        await pilot.press("n")
+        await settle(pilot, app)
+        await pilot.press("y")
+        await settle(pilot, app)
         assert adapter.calls[-1] == ("skip",)
 
 

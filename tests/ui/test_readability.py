@@ -115,3 +115,31 @@ async def test_gpu_panel_says_why_when_the_snapshot_brought_no_gpus(make_app):
         note = str(app.screen.query_one(GpuPanel).query_one("#gpu-unavailable", Static).render())
         assert "waiting" not in note
         assert "no NVIDIA driver" in note and "simulated GPUs appear" in note, note
+
+
+async def test_compare_cells_never_run_into_the_next_column_at_120(make_app):
+    """`2072.7 ± 83.02 (n=42265.7 ± 81.99 (n=`: a cell longer than its column was cut with no mark
+    and no gap, so two numbers read as one. Now the run count goes first, then the end is marked …,
+    and one blank always parts a cell from the next."""
+    from types import SimpleNamespace
+
+    from moe_tui.ui.widgets.compare_grid import COLUMNS, CompareGrid, cell_cells
+
+    side = SimpleNamespace
+    cell = SimpleNamespace(concurrency=1024, metric="output_throughput", label="Output tok/s", verdict="no_data",
+                           delta_text="-12.34% (-1234.56 tok/s)", comparable=True, ci_text="[-123.4%, +118.5%] 98.33%",
+                           baseline=side(text="2072.7 ± 83.02 (n=42)"), candidate=side(text="2265.7 ± 81.99 (n=42)"),
+                           baseline_flags=(), candidate_flags=(), spec_diffs=(), confounders=(), uncontrolled="",
+                           flagged=False, investigation="")
+    app, _ = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        grid = CompareGrid()
+        await app.screen.mount(grid)
+        grid.sync({"1024/output_throughput": cell_cells(cell, True)})
+        await pilot.pause()
+        for key, _, width in COLUMNS:
+            shown = grid.get_cell("1024/output_throughput", key).plain
+            assert len(shown) <= width - 1, (key, shown, width)
+        assert grid.get_cell("1024/output_throughput", "baseline").plain == "2072.7 ± 83.02"
+        assert grid.get_cell("1024/output_throughput", "candidate").plain == "2265.7 ± 81.99"
+        assert grid.get_cell("1024/output_throughput", "delta").plain.endswith("…")

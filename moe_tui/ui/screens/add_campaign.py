@@ -213,7 +213,10 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
         except NoMatches:
             return  # the form is being closed (or a spare dropped): nothing to count for
         except FormError as exc:
-            self.query_one("#campaign-costs", Label).update(Text(str(exc), style="yellow"))
+            try:  # a select's first Changed can come before the whole form is mounted
+                self.query_one("#campaign-costs", Label).update(Text(str(exc), style="yellow"))
+            except NoMatches:
+                pass
             return
         self.control.call_core("plan the campaign", self.control.client.campaign_preview, request,
                                done=functools.partial(self._show_costs, request), group="campaign-costs")

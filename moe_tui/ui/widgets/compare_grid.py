@@ -29,6 +29,7 @@ COLUMNS = (
     ("baseline", "Baseline", 19),  # "181.0 ± 0.835 (n=3)"; longer ones are whole in the detail line
     ("candidate", "Candidate", 18),
 )  # 115 cells: a 120-column terminal less the panel's border and the scrollbar
+WIDTHS = {key: width for key, _, width in COLUMNS}
 # The interval as the grid labels it (the family-corrected one the verdict used), wherever it is named.
 CI_LABEL = next(label for key, label, _ in COLUMNS if key == "ci")
 # 80 columns: Conc, Metric, Delta and a verdict column as wide as what is left (borders and the
@@ -93,6 +94,24 @@ def cell_cells(cell: Any, first_of_concurrency: bool, changed: bool = False) -> 
     )
 
 
+def fit(text: Text, room: int) -> Text:
+    """A cell cut to `room` cells, so that one blank always parts it from the next column (a cut
+    with no mark read `2072.7 ± 83.02 (n=42265.7`, two numbers run together): the run count
+    `(n=…)` goes first (the detail line under the grid has it), then the end, marked `…`."""
+    if text.cell_len <= room:
+        return text
+    words = text.plain
+    start = words.find(" (n=")
+    end = words.find(")", start) if start > 0 else -1
+    if end > 0:
+        text = text[:start] + text[end + 1:]
+        if text.cell_len <= room:
+            return text
+    out = text.copy()
+    out.truncate(room, overflow="ellipsis")
+    return out
+
+
 def cell_detail(cell: Any, numbers: bool = False, change: str = "") -> Text:
     """The highlighted cell in full: verdict or refusal with the spec fields, flags in words;
     `numbers` adds the means and the interval (a narrow grid does not show their columns)."""
@@ -121,6 +140,11 @@ class CompareGrid(KeyedTable):
 
     def set_narrow(self, narrow: bool) -> None:
         self.show_columns(NARROW_COLUMNS if narrow else None)
+
+    def _cell(self, key: str, value: Any) -> Any:
+        text = super()._cell(key, value)
+        width = self._widths.get(key) or WIDTHS.get(key)
+        return fit(text, width - 1) if isinstance(text, Text) and width else text  # the last cell is the gap
 
     def show(self, grid: Any | None, changes: Mapping[tuple[int, str], str] | None = None,
              keep: Callable[[Any], bool] | None = None) -> None:

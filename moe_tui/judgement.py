@@ -172,14 +172,15 @@ CELL_CLOCK_FREE_STREAMS = 64
 CELL_CLOCK_BUDGET = 20.0
 
 
-def sim_cell_time_scale(launch_scale: float, concurrency: int) -> float:
+def sim_cell_time_scale(launch_scale: float, concurrency: int, stream_interval: int = 1) -> float:
     """The time scale an emulator runs a cell at: the profile's, or slower where the concurrency's
-    bursts of chunks would out-run the client (see CELL_CLOCK_BUDGET)."""
+    bursts of chunks would out-run the client (see CELL_CLOCK_BUDGET). With `--stream-interval k`
+    a burst comes every k steps (one chunk of k tokens per request): k times the room."""
     import math
 
     if not (0 < launch_scale < float("inf")) or concurrency <= CELL_CLOCK_FREE_STREAMS:
         return launch_scale
-    cap = CELL_CLOCK_BUDGET / math.sqrt(concurrency)
+    cap = max(1, stream_interval) * CELL_CLOCK_BUDGET / math.sqrt(concurrency)
     if cap >= launch_scale:
         return launch_scale
     digits = 1 - math.floor(math.log10(cap))

@@ -173,6 +173,21 @@ def test_the_collector_stays_out_of_the_timed_phase(monkeypatch):
 def test_a_cell_the_client_cannot_drive_runs_at_a_slower_clock(concurrency, scale):
     assert J.sim_cell_time_scale(10, concurrency) == scale
     assert J.sim_cell_time_scale(0.5, concurrency) == 0.5  # never faster than the profile asks
+    # one chunk every 16 tokens: a burst every 16 steps, 16 times the room
+    assert J.sim_cell_time_scale(5, concurrency, stream_interval=16) == 5
+
+
+def test_the_cell_clock_reads_the_profile_and_is_a_property_of_the_run():
+    from moe_tui.run.sim_clock import cell_clock, cell_scale
+
+    sim = {"engine": "sim", "sim": {"time_scale": 10}, "extra_args": ["--enable-metrics"]}
+    assert cell_scale(sim, 64) == 10 and cell_clock(sim, 64) is None  # as before: nothing recorded
+    assert cell_clock(sim, 1024)["time_scale"] == 0.62 and cell_clock(sim, 1024)["launch_time_scale"] == 10
+    chunky = {**sim, "extra_args": ["--enable-metrics", "--stream-interval", "16"]}
+    assert cell_scale(chunky, 1024) == 10
+    assert cell_scale({"engine": "sglang", "model_path": "m"}, 1024) is None
+    assert J.run_time_scale(sim, {"sim_clock": cell_clock(sim, 1024)}) == 0.62
+    assert J.run_time_scale(sim, {}) == 10 and J.run_time_scale(sim, {"sim_clock": {"time_scale": "x"}}) == 10
 
 
 def test_a_burst_of_chunks_per_decode_step_is_judged_against_the_step_it_times():

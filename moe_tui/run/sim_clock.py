@@ -40,7 +40,18 @@ def cell_scale(profile: dict[str, Any], concurrency: int) -> float | None:
     """The time scale a profile (snapshot or `to_dict()`) runs a cell at; None for a real server."""
     if profile.get("engine") != SIM_ENGINE:
         return None
-    return sim_cell_time_scale(sim_time_scale(profile), concurrency)
+    return sim_cell_time_scale(sim_time_scale(profile), concurrency, stream_interval(profile))
+
+
+def stream_interval(profile: dict[str, Any]) -> int:
+    """The profile's `--stream-interval` (SGLang's: one chunk every N tokens), 1 when not given."""
+    from moe_tui.profiles import _flag_map
+
+    value = _flag_map(tuple(str(a) for a in profile.get("extra_args") or ())).get("--stream-interval")
+    try:
+        return max(1, int(str(value)))
+    except (TypeError, ValueError):
+        return 1
 
 
 def cell_clock(profile: dict[str, Any], concurrency: int) -> dict[str, Any] | None:

@@ -33,12 +33,12 @@ PROFILES = ROOT / "server_profiles" / "demo"
 ARMS = {"before (collector on)": {"MOE_TUI_BENCH_GC": "auto"}, "after (QuietGc)": {}}
 
 
-def campaign(home: Path, extra_env: dict[str, str], concurrency: str, repeats: int) -> list[dict]:
+def campaign(home: Path, extra_env: dict[str, str], concurrency: str, repeats: int, output_len: int) -> list[dict]:
     env = {**os.environ, "MOE_TUI_HOME": str(home), **extra_env}
     moe = [sys.executable, "-m", "moe_tui"]
     subprocess.run([*moe, "queue", "add", "--profiles", "sim-flashinfer-cutlass,sim-flashinfer-cutedsl",
                     "--concurrency", concurrency, "--repeats", str(repeats), "--input-len", "128",
-                    "--output-len", "32", "--num-prompts", "16", "--prompts-per-concurrency", "2",
+                    "--output-len", str(output_len), "--num-prompts", "4", "--prompts-per-concurrency", "2",
                     "--no-control", "--profiles-dir", str(PROFILES)], env=env, check=True, capture_output=True)
     subprocess.run([*moe, "run", "--until-empty", "--profiles-dir", str(PROFILES)], env=env, check=False,
                    capture_output=True, timeout=1800)
@@ -56,6 +56,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--sleepers", type=int, default=300)
     ap.add_argument("--concurrency", default="1,2,10")
+    ap.add_argument("--output-len", type=int, default=128)
     args = ap.parse_args()
     sleepers = [subprocess.Popen(["sleep", "3600"]) for _ in range(args.sleepers)]
     runs: dict[str, list[dict]] = {arm: [] for arm in ARMS}
@@ -66,7 +67,7 @@ def main() -> int:
                 order = list(ARMS) if r % 2 == 0 else list(reversed(ARMS))
                 for arm in order:
                     home = Path(tmp) / f"r{r}-{'after' if not ARMS[arm] else 'before'}"
-                    runs[arm] += campaign(home, ARMS[arm], args.concurrency, args.repeats)
+                    runs[arm] += campaign(home, ARMS[arm], args.concurrency, args.repeats, args.output_len)
     finally:
         for p in sleepers:
             p.kill()
@@ -74,7 +75,7 @@ def main() -> int:
     lines = [f"# client_gc {dt.date.today()}: the client's loop lag in a campaign, collector on vs kept out",
              "", f"{os.cpu_count()} CPUs, load1 {os.getloadavg()[0]:.1f} at the end, {args.rounds} rounds "
              f"(arms alternated), campaign: two sim profiles x c={args.concurrency} x {args.repeats} repeats, "
-             f"in=128 out=32, 2 prompts per concurrency, {args.sleepers} idle processes in the table, "
+             f"in=128 out={args.output_len}, max(4, 2 x concurrency) prompts, {args.sleepers} idle processes in the table, "
              f"simulated GPU telemetry on; {time.time() - t0:.0f} s in all.", "",
              "| arm | runs | own lag max ms, median | p90 | runs with a late own wake-up | collections in timed phase (runs) "
              "| longest collector pause ms | client-bound | re-measure |", "|---|---|---|---|---|---|---|---|---|"]

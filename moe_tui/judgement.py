@@ -134,6 +134,18 @@ def sim_time_scale(profile: Mapping[str, Any]) -> float:
     return scale if 0 < scale < float("inf") else 1.0
 
 
+def run_time_scale(profile: Mapping[str, Any], provenance: Mapping[str, Any] | None = None) -> float:
+    """The time scale a run's server clock ran at: its provenance's `sim_clock` (a cell the runner
+    slowed, `moe_tui.run.sim_clock`), else its profile's (`sim_time_scale`)."""
+    clock = (provenance or {}).get("sim_clock")
+    value = clock.get("time_scale") if isinstance(clock, Mapping) else None
+    try:
+        scale = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return sim_time_scale(profile)
+    return scale if 0 < scale < float("inf") else sim_time_scale(profile)
+
+
 def sim_time_scale_of_server(server_info: Mapping[str, Any]) -> float | None:
     """The time scale an emulator says it runs at now (`/server_info`'s `sim.sim_time_scale`); None
     for a real server or a value that is not a positive finite number."""
@@ -145,25 +157,30 @@ def sim_time_scale_of_server(server_info: Mapping[str, Any]) -> float | None:
     return scale if 0 < scale < float("inf") else None
 
 
-# The emulator's clock for one cell: at a high concurrency and a fast time scale the emulator
-# streams more chunks per real second than one client thread can parse (every demo run at
-# concurrency 256 and 1024 was client-bound on a 2-core box at time scale 10: loop lag p99 97-108
-# ms). The client's work per real second grows with concurrent streams x time scale, so a cell
-# runs at most CLIENT_STREAM_BUDGET / concurrency times faster than real time (640: the demo's
-# concurrency 64 keeps its 10; 256 runs at 2.5, 1024 at 0.62) (never faster than
-# the profile asks), rounded down to two significant figures. It depends on the concurrency and
-# the profile's scale only, never on the backend, so both sides of a cell run at the same scale.
-CLIENT_STREAM_BUDGET = 640.0
+# The emulator's clock for one cell. Every decode step sends one chunk per running request, all at
+# once, and one client thread parses that burst in about concurrency x 50-100 us (10-14 ms at 256
+# streams, 17-28 ms at 1024, on the 2-core box). Up to CELL_CLOCK_FREE_STREAMS streams the burst
+# stays under the client's 10 ms lag floor at any clock; above, the step (the ITL) must be ten
+# times the burst (`bench.live.LAG_ITL_FRACTION`). The burst grows with the concurrency and the
+# emulator's step only as about its 0.4th power (backends.toml: 356 -> 640 ms from 256 to 1024
+# streams), so the clock may run at most CELL_CLOCK_BUDGET / sqrt(concurrency) times faster than
+# real time: 256 streams at 1.2, 1024 at 0.62 (at time scale 10 every demo run at 256 and 1024 was
+# client-bound: loop lag p99 97-108 ms). Never faster than the profile asks; rounded down to two
+# significant figures; a function of the concurrency and the profile's scale only, never of the
+# backend, so both sides of a cell run at the same clock.
+CELL_CLOCK_FREE_STREAMS = 64
+CELL_CLOCK_BUDGET = 20.0
 
 
-def sim_cell_time_scale(launch_scale: float, concurrency: int) -> float:
-    """The time scale an emulator runs a cell at: the profile's, or slower where the concurrency
-    would out-run the client (`CLIENT_STREAM_BUDGET`)."""
+def sim_cell_time_scale(launch_scale: float, concurrency: int, stream_interval: int = 1) -> float:
+    """The time scale an emulator runs a cell at: the profile's, or slower where the concurrency's
+    bursts of chunks would out-run the client (see CELL_CLOCK_BUDGET). With `--stream-interval k`
+    a burst comes every k steps (one chunk of k tokens per request): k times the room."""
     import math
 
-    if not (0 < launch_scale < float("inf")) or concurrency < 1:
+    if not (0 < launch_scale < float("inf")) or concurrency <= CELL_CLOCK_FREE_STREAMS:
         return launch_scale
-    cap = CLIENT_STREAM_BUDGET / concurrency
+    cap = max(1, stream_interval) * CELL_CLOCK_BUDGET / math.sqrt(concurrency)
     if cap >= launch_scale:
         return launch_scale
     digits = 1 - math.floor(math.log10(cap))

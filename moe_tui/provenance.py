@@ -100,9 +100,12 @@ def build_provenance(
     started_at: float | None = None,
     finished_at: float | None = None,
     telemetry: Mapping[str, Any] | None = None,
+    sim_clock: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The whole provenance dict. `server` is `ManagedServer.describe()`
-    plus `server_info` (the resolved args); `profile` is `ServerProfile.snapshot()`."""
+    plus `server_info` (the resolved args); `profile` is `ServerProfile.snapshot()`; `sim_clock`
+    (an emulator's run on a per-cell clock, `moe_tui.run.sim_clock`) the run's time scale beside
+    the launch's: a property of the run, never of the launch settings."""
     server = dict(server or {})
     server_info = server.get("server_info") or {}
     engine = profile.get("engine", "sglang")
@@ -135,6 +138,7 @@ def build_provenance(
         "warmup_pass": dict(warmup) if warmup else None,
         "started_at": started_at,
         "finished_at": finished_at,
+        **({"sim_clock": dict(sim_clock)} if sim_clock else {}),
     }
 
 

@@ -24,18 +24,19 @@ from moe_tui.bench.live import (
     attach_advice,
     client_advice_for_run,
     client_bound_advice,
+    lag_limit_ms,
     remeasure_reasons,
     selfcheck_flags,
 )
 
 
-def lag_check(lags_ms: list[float], own_ms: list[float] | None = None) -> dict:
+def lag_check(lags_ms: list[float], own_ms: list[float] | None = None, median_itl_ms: float | None = None) -> dict:
     """The probe's summary for these wake-up lateness samples; `own_ms`: the part the loop's own
-    work explains (default: all of it, a busy client)."""
+    work explains (default: all of it, a busy client); `median_itl_ms`: the run's, for the limit."""
     probe = LoopLagProbe()
     probe.lags = [ms / 1000 for ms in lags_ms]
     probe.own = [ms / 1000 for ms in (lags_ms if own_ms is None else own_ms)]
-    return probe.summary()
+    return probe.summary(limit_ms=lag_limit_ms(median_itl_ms))
 
 
 def test_lateness_the_host_caused_is_recorded_but_is_not_client_bound():
@@ -114,7 +115,13 @@ def test_a_quiet_run_or_a_client_bound_one_has_nothing_to_re_measure():
     assert remeasure_reasons(lag_check([1.5] * 41)) == []
     assert remeasure_reasons(lag_check([1.5] * 39 + [30.0, 40.0])) == []  # client-bound instead
     assert remeasure_reasons(lag_check([1.5] * 40 + [LAG_SINGLE_LIMIT_MS + 1])) == []
-    assert remeasure_reasons(lag_check([1.5] * 150 + [60.0])) == []  # long enough: its p99 judges it
+    assert remeasure_reasons(lag_check([1.5] * 1000 + [60.0])) == []  # its p99 stays under the limit
+
+
+def test_two_late_wake_ups_in_a_run_of_150_are_a_tail_by_its_p99():
+    (two,) = selfcheck_flags(lag_check([1.5] * 149 + [60.0, 60.0]))
+    assert "p99 30.8 ms > 10 ms" in two, two
+    assert remeasure_reasons(lag_check([1.5] * 149 + [60.0, 60.0])) == []
 
 
 def test_a_starved_client_is_still_client_bound_with_what_to_change():
@@ -137,9 +144,9 @@ def test_the_advice_is_the_last_reason_of_a_client_bound_run_so_the_grid_shows_i
     attach_advice(check, 256, {"simulated": True, "sim": {"sim_time_scale": 3.9}})
     assert check["client_bound_reasons"][-1].startswith("what to change: fewer concurrent requests than 256")
     assert "slower time scale than 3.9" in check["client_bound_reasons"][-1]
-    stored = client_advice_for_run(check, {"max_concurrency": 256},
-                                   {"engine": "sim", "sim": {"time_scale": 10}})
-    assert "slower time scale than 10" in stored
+    stored = client_advice_for_run(check, {"max_concurrency": 256}, {"engine": "sim", "sim": {"time_scale": 10}},
+                                   {"sim_clock": {"time_scale": 1.2, "launch_time_scale": 10}})
+    assert "slower time scale than 1.2" in stored
 
 
 def test_the_collector_stays_out_of_the_timed_phase(monkeypatch):
@@ -162,7 +169,34 @@ def test_the_collector_stays_out_of_the_timed_phase(monkeypatch):
     assert before.summary()["gc_timed"] == "auto" and before.collections > 0
 
 
-@pytest.mark.parametrize(("concurrency", "scale"), [(1, 10), (2, 10), (64, 10), (256, 2.5), (1024, 0.62)])
+@pytest.mark.parametrize(("concurrency", "scale"), [(1, 10), (2, 10), (64, 10), (100, 2.0), (256, 1.2), (1024, 0.62)])
 def test_a_cell_the_client_cannot_drive_runs_at_a_slower_clock(concurrency, scale):
     assert J.sim_cell_time_scale(10, concurrency) == scale
     assert J.sim_cell_time_scale(0.5, concurrency) == 0.5  # never faster than the profile asks
+    # one chunk every 16 tokens: a burst every 16 steps, 16 times the room
+    assert J.sim_cell_time_scale(5, concurrency, stream_interval=16) == 5
+
+
+def test_the_cell_clock_reads_the_profile_and_is_a_property_of_the_run():
+    from moe_tui.run.sim_clock import cell_clock, cell_scale
+
+    sim = {"engine": "sim", "sim": {"time_scale": 10}, "extra_args": ["--enable-metrics"]}
+    assert cell_scale(sim, 64) == 10 and cell_clock(sim, 64) is None  # as before: nothing recorded
+    assert cell_clock(sim, 1024)["time_scale"] == 0.62 and cell_clock(sim, 1024)["launch_time_scale"] == 10
+    chunky = {**sim, "extra_args": ["--enable-metrics", "--stream-interval", "16"]}
+    assert cell_scale(chunky, 1024) == 10
+    assert cell_scale({"engine": "sglang", "model_path": "m"}, 1024) is None
+    assert J.run_time_scale(sim, {"sim_clock": cell_clock(sim, 1024)}) == 0.62
+    assert J.run_time_scale(sim, {}) == 10 and J.run_time_scale(sim, {"sim_clock": {"time_scale": "x"}}) == 10
+
+
+def test_a_burst_of_chunks_per_decode_step_is_judged_against_the_step_it_times():
+    # concurrency 1024 on the 2-core box: 1024 chunks per step, own-lag p99 17-28 ms with the client's
+    # CPU at 5%, against a ~950 ms step (emulator at 0.62): the client finishes each burst long before
+    # the next step, so it is not the pace-setter
+    bursts = [2.0] * 1700 + [25.0] * 72
+    assert selfcheck_flags(lag_check(bursts, median_itl_ms=945.0)) == []
+    # the same lateness against a 36 ms step (concurrency 256 at time scale 10): behind the server
+    (reason,) = selfcheck_flags(lag_check(bursts, median_itl_ms=36.0))
+    assert "p99 25.0 ms > 10 ms" in reason, reason
+    assert lag_limit_ms(None) == LAG_P99_LIMIT_MS and lag_limit_ms(945.0) == pytest.approx(94.5)

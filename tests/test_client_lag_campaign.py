@@ -4,8 +4,8 @@ runner, its simulated GPU telemetry, emulators and the benchmark child.
 - A campaign with telemetry sampling on a busy process table: no collector pause runs in any timed
   phase (`QuietGc`), and no run is lost to one late wake-up.
 - A cell the client cannot drive at the profile's clock runs slower on the same server start: both
-  sides at the same scale, recorded in each run's profile snapshot (the emulator said so in
-  /server_info), the warmup pause in that clock, and the grid sees no launch difference.
+  sides at the same scale, recorded as a property of the run (provenance `sim_clock`), the
+  warmup pause in that clock, and the grid sees no launch difference and no edited profile.
 - A client starved of its core (pinned beside busy loops) is still client-bound, and says what to
   change.
 Timing figures (loop lag with and without the change) are in benches/results/client_gc-*.md, not
@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from runner_support import Env
@@ -50,9 +51,9 @@ def runs_of(env: Env) -> list[dict]:
 def test_a_campaign_with_telemetry_on_a_busy_process_table_keeps_the_collector_out_and_slows_the_big_cell(env):
     a = env.profile("sim-a", "flashinfer_cutlass")
     b = env.profile("sim-b", "flashinfer_cutedsl")
-    big = 128  # FAST_SIM's clock (50x) is too fast for 128 streams: 640 / 128 = 5x
+    big = 128  # FAST_SIM's clock (50x) is too fast for 128 streams: 20 / sqrt(128) = 1.7x
     cell_scale = J.sim_cell_time_scale(50, big)
-    assert cell_scale == 5.0
+    assert cell_scale == 1.7
     with busy_process_table(150):
         added = env.run("queue", "add", "--profiles", f"{a},{b}", "--concurrency", f"2,{big}", "--repeats", "1",
                         "--input-len", "32", "--output-len", "8", "--num-prompts", "8",
@@ -74,11 +75,15 @@ def test_a_campaign_with_telemetry_on_a_busy_process_table_keeps_the_collector_o
     by_cell: dict[int, list[dict]] = {}
     for r in runs:
         by_cell.setdefault(r["spec"]["max_concurrency"], []).append(r)
-    for r in by_cell[2]:  # the control concurrency keeps the profile's clock: its snapshot as before
-        assert r["snapshot"]["sim"]["time_scale"] == 50 and "launch_time_scale" not in r["snapshot"]["sim"]
+    for r in runs:  # the snapshot is the launch settings, whatever the cell's clock
+        assert r["snapshot"]["sim"]["time_scale"] == 50, r["snapshot"]
+    for r in by_cell[2]:  # the control concurrency keeps the profile's clock: its provenance as before
+        assert "sim_clock" not in r["provenance"] and J.run_time_scale(r["snapshot"], r["provenance"]) == 50
         assert r["check"]["warmup_pause_s"] == pytest.approx(1 / 50)
     for r in by_cell[big]:  # both sides at the cell's clock, set on the server they started
-        assert r["snapshot"]["sim"]["time_scale"] == cell_scale and r["snapshot"]["sim"]["launch_time_scale"] == 50
+        assert r["provenance"]["sim_clock"]["time_scale"] == cell_scale, r["provenance"].get("sim_clock")
+        assert r["provenance"]["sim_clock"]["launch_time_scale"] == 50
+        assert J.run_time_scale(r["snapshot"], r["provenance"]) == cell_scale
         assert r["check"]["warmup_pause_s"] == pytest.approx(1 / cell_scale)
     assert {r["provenance"]["server"]["start_id"] for r in runs if r["profile"] == a} == \
         {r["provenance"]["server"]["start_id"] for r in by_cell[2] if r["profile"] == a}, "one start per side"
@@ -86,7 +91,8 @@ def test_a_campaign_with_telemetry_on_a_busy_process_table_keeps_the_collector_o
     assert grid.returncode == 0, grid.stdout
     cells = json.loads(grid.stdout)["cells"]
     assert cells and not [c for c in cells if c["verdict"] == J.CONFOUNDED], cells
-    assert "time_scale" not in grid.stdout
+    text = env.run("compare", a, b, "--include-flagged", "--accept-uncontrolled")
+    assert "profile snapshots" not in text.stdout and "time_scale" not in text.stdout, text.stdout
 
 
 def test_a_client_starved_of_its_core_is_still_client_bound_and_says_what_to_change(tmp_path):
@@ -118,3 +124,37 @@ def test_a_client_starved_of_its_core_is_still_client_bound_and_says_what_to_cha
     assert J.FLAG_CLIENT_BOUND in result["flags"] and check["client_bound"], check
     assert check["client_bound_reasons"][-1].startswith("what to change: fewer concurrent requests than 64"), check
     assert "slower time scale than 200" in check["client_bound_reasons"][-1]
+
+
+def test_the_emulator_takes_a_new_clock_between_runs_only():
+    import threading
+
+    import httpx
+    from sim_helpers import sim_server, stream_generate
+
+    with sim_server(["--moe-runner-backend", "flashinfer_cutlass", "--sim-time-scale", "20",
+                     "--sim-load-seconds", "0.1"]) as sim:
+        with httpx.Client(base_url=sim.base_url, trust_env=False, timeout=30) as http:
+            for bad in ({"time_scale": 0}, {"time_scale": "fast"}, {}):
+                assert http.post("/sim/time_scale", json=bad).status_code == 400, bad
+            assert http.get("/server_info").json()["sim"]["sim_time_scale"] == 20  # nothing changed
+            # a long request at a slow clock: while it runs, the clock stays
+            assert http.post("/sim/time_scale", json={"time_scale": 0.5}).json() == \
+                {"time_scale": 0.5, "launch_time_scale": 20.0}
+            running = threading.Thread(target=stream_generate, args=(sim.base_url, {
+                "input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 40, "ignore_eos": True},
+                "stream": True}))
+            running.start()
+            try:
+                refused = None
+                for _ in range(300):  # the same clock again: taken while idle, refused once the request runs
+                    resp = http.post("/sim/time_scale", json={"time_scale": 0.5})
+                    if resp.status_code == 409:
+                        refused = resp
+                        break
+                    time.sleep(0.01)
+                assert refused is not None and "requests are running" in refused.text
+            finally:
+                running.join(60)
+            assert http.post("/sim/time_scale", json={"time_scale": 7}).status_code == 200
+            assert http.get("/server_info").json()["sim"]["sim_time_scale"] == 7

@@ -1,8 +1,9 @@
 """`moe-tui demo`: the control room on the bundled simulated profiles, with a campaign ready.
 
 Uses a separate data home (`<data dir>/demo-home`, or $MOE_TUI_HOME/demo-home) so simulated runs
-never mix with real ones, and queues "sim cutlass vs cutedsl at concurrency 1, 2, 10, 64 x 2
-repeats, small prompts, interleaved", paused: press `r` to start it. No GPU needed. Like `moe-tui`,
+never mix with real ones, and queues "sim cutlass vs cutedsl at concurrency 1, 2, 10, 64, 256,
+1024 x 2 repeats, small prompts" (256 and 1024 at the emulator's slower per-cell clock, so one
+client keeps up: `judgement.sim_cell_time_scale`), paused: press `r` to start it. No GPU needed. Like `moe-tui`,
 it runs the campaign in a detached runner (started if none holds the demo data dir, attached to
 otherwise), so closing the terminal leaves it running; `--in-process` keeps it inside the TUI.
 """

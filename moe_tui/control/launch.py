@@ -36,7 +36,7 @@ from moe_tui.control.api import CampaignRequest, ControlClient
 DEMO_CAMPAIGN = CampaignRequest(
     name="demo: sim cutlass vs cutedsl",
     profiles=("sim-flashinfer-cutlass", "sim-flashinfer-cutedsl"),
-    concurrencies=(1, 2, 10, 64),
+    concurrencies=(1, 2, 10, 64, 256, 1024),  # the seed's question; 256 and 1024 run on a slower clock
     repeats=2,
     spec={"input_len": 128, "output_len": 32, "num_prompts": 16, "range_ratio": 1.0, "seed": 42},
     policy="abba",

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from moe_tui.judgement import sim_time_scale
+from moe_tui.judgement import run_time_scale
 
 if TYPE_CHECKING:
     from moe_tui.compare.model import ComparisonGrid
@@ -263,7 +263,7 @@ def _moe_floor_ms(store: Store, run_id: int, concurrency: int) -> tuple[float, f
         spec = run.spec or {}
         context = mean_decode_context(int(spec.get("input_len", 1024)), int(spec.get("output_len", 1024)))
         setup = roofline_setup(run.profile, context=context)
-        scale = sim_time_scale(run.profile)
+        scale = run_time_scale(run.profile, run.provenance)  # a slowed cell's own clock
         gpu = replace(setup.gpu, hbm_gbps=setup.gpu.hbm_gbps / scale)  # traces hold modelled time
         roof = replace(setup, gpu=gpu).at(concurrency)
     except (RooflineInputError, ValueError, OSError):

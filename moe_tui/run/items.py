@@ -262,16 +262,18 @@ class ItemRunner:
             self._ctx.finish_item(item, "failed", f"spec cannot be run by this client: {exc}")
             return None
         started = time.time()
-        from moe_tui.run.sim_clock import cell_snapshot
+        from moe_tui.run.sim_clock import cell_clock
 
-        snapshot = cell_snapshot(profile.snapshot(), spec.max_concurrency)  # the clock the cell runs at
+        snapshot = profile.snapshot()
+        clock = cell_clock(snapshot, spec.max_concurrency)  # a slowed cell's clock: the run's, not the launch's
         server_facts = self._server_facts(server)
         # The item keeps the spec as asked; the run is stored under the spec as run (client
         # version filled in), the fingerprint every other moe-tui run of it carries too.
         queue_facts = {"id": item.id, "campaign_id": item.campaign_id, "repeat_index": item.repeat_index,
                        "attempt": item.attempts, "requested_fingerprint": item.fingerprint}
         provenance = build_provenance(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
-                                      bench_client=self.client_limits(spec), warmup=warmup_info, started_at=started)
+                                      bench_client=self.client_limits(spec), warmup=warmup_info, started_at=started,
+                                      sim_clock=clock)
         run_id = self._ctx.store.create_run(
             profile_name=profile.name, spec_json=spec.canonical_json(), fingerprint=spec.fingerprint,
             client=spec.client, profile=snapshot, provenance=provenance, queue_item_id=item.id,
@@ -280,7 +282,7 @@ class ItemRunner:
         self._ctx.work.current_run_id = run_id
         self._ctx.queue.attach_run(item.id, run_id)
         return spec, run_id, dict(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
-                                  warmup=warmup_info, started_at=started)
+                                  warmup=warmup_info, started_at=started, sim_clock=clock)
 
     async def _timed_run(self, item: QueueItem, profile: ServerProfile, server: ManagedServer,
                          warmup_info: dict[str, Any] | None) -> None:

@@ -5,10 +5,11 @@ run for one cell (the profile's scale, or slower at a high concurrency); it depe
 else, so both sides of a comparison run a cell at the same scale. The runner sets it on the
 emulator before every benchmark of a cell (`set_cell_clock`: `POST /sim/time_scale`, refused by
 the emulator while requests run), on the same server start: the start's noise stays the start's,
-only the clock changes. The run records it where every reader looks: its profile snapshot's
-`sim.time_scale` is the scale the run ran at, with `sim.launch_time_scale` beside it when that
-differs from the launch (`cell_snapshot`); the figures stay labelled simulated, and readers that
-turn emulator figures back into the modelled box's (explain, roofline) use the run's scale.
+only the clock changes. The run records it as a property of the run, not of its launch: its
+provenance's `sim_clock` (`cell_clock`: the cell's time scale beside the launch's), the same on
+both sides of a cell; the profile snapshot stays the launch settings, so the grid sees neither a
+confounder nor an edited profile. The figures stay labelled simulated; readers that turn emulator
+figures back into the modelled box's use `judgement.run_time_scale(profile, provenance)`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from moe_tui.judgement import SIM_ENGINE, sim_cell_time_scale, sim_time_scale
+from moe_tui.judgement import (
+    CELL_CLOCK_BUDGET,
+    CELL_CLOCK_FREE_STREAMS,
+    SIM_ENGINE,
+    sim_cell_time_scale,
+    sim_time_scale,
+)
 
 if TYPE_CHECKING:
     from moe_tui.servers.managed import ManagedServer
@@ -33,20 +40,30 @@ def cell_scale(profile: dict[str, Any], concurrency: int) -> float | None:
     """The time scale a profile (snapshot or `to_dict()`) runs a cell at; None for a real server."""
     if profile.get("engine") != SIM_ENGINE:
         return None
-    return sim_cell_time_scale(sim_time_scale(profile), concurrency)
+    return sim_cell_time_scale(sim_time_scale(profile), concurrency, stream_interval(profile))
 
 
-def cell_snapshot(snapshot: dict[str, Any], concurrency: int) -> dict[str, Any]:
-    """The profile snapshot as the cell ran: `sim.time_scale` the cell's scale, and the launch's
-    kept as `sim.launch_time_scale` when they differ. Unchanged for a real server or the launch
-    scale (a snapshot stored before per-cell clocks reads alike)."""
-    scale = cell_scale(snapshot, concurrency)
-    launch = sim_time_scale(snapshot)
+def stream_interval(profile: dict[str, Any]) -> int:
+    """The profile's `--stream-interval` (SGLang's: one chunk every N tokens), 1 when not given."""
+    from moe_tui.profiles import _flag_map
+
+    value = _flag_map(tuple(str(a) for a in profile.get("extra_args") or ())).get("--stream-interval")
+    try:
+        return max(1, int(str(value)))
+    except (TypeError, ValueError):
+        return 1
+
+
+def cell_clock(profile: dict[str, Any], concurrency: int) -> dict[str, Any] | None:
+    """The run's `sim_clock` provenance: the cell's time scale beside the launch's, and why; None
+    for a real server or a cell at the launch's scale (such runs read as before)."""
+    scale = cell_scale(profile, concurrency)
+    launch = sim_time_scale(profile)
     if scale is None or scale == launch:
-        return snapshot
-    sim = dict(snapshot.get("sim") or {})
-    sim.update(time_scale=scale, launch_time_scale=launch)
-    return {**snapshot, "sim": sim}
+        return None
+    return {"time_scale": scale, "launch_time_scale": launch, "concurrency": concurrency,
+            "rule": f"judgement.sim_cell_time_scale: above {CELL_CLOCK_FREE_STREAMS} streams at most "
+                    f"{CELL_CLOCK_BUDGET:g}/sqrt(concurrency) times real time, so one client keeps up"}
 
 
 async def set_cell_clock(server: ManagedServer, concurrency: int) -> float | None:
@@ -68,8 +85,8 @@ async def set_cell_clock(server: ManagedServer, concurrency: int) -> float | Non
             except httpx.HTTPError as exc:
                 raise ClockError(f"'{server.name}': could not set the emulator's time scale to {scale:g}: "
                                  f"{type(exc).__name__}: {exc}") from None
-            if resp.status_code == 200:
-                return scale
+            if resp.status_code == 200 or (resp.status_code == 404 and scale == sim_time_scale(server.profile.snapshot())):
+                return scale  # 404: an emulator without a settable clock, which the launch's scale suits
             last = f"HTTP {resp.status_code}: {resp.text.strip()[:200]}"
             if resp.status_code != 409:
                 break

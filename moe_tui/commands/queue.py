@@ -175,7 +175,6 @@ def _add(args: argparse.Namespace, store: Store) -> int:
 
 
 def _plan(args: argparse.Namespace, store: Store, names: list[str], profiles_dir: Path) -> CampaignPlan:
-    from moe_tui.grids.pair import control_noise_pct
     from moe_tui.spec import BenchmarkSpec
     from moe_tui.store.queue import CampaignPlan
 

@@ -27,8 +27,8 @@ def test_small_campaign_runs_headless_to_the_end(env):
     added = env.run("queue", "add", "--profiles", f"{a},{b}", "--concurrency", "1,4", "--repeats", "2",
                     "--profiles-dir", str(env.profiles), "--no-control", *SMALL)
     assert added.returncode == 0, added.stdout
-    # Interleaved is the default order (repeats independent of one start): 4 starts instead of 2.
-    assert "grouped 2, interleaved 4 (chosen), alternating 8" in added.stdout
+    # ABBA is the default order (repeats independent of one start, counterbalanced): 4 starts instead of 2.
+    assert "abba 4 (chosen), interleaved 4, grouped 2, alternating 8" in added.stdout
     assert "added campaign 1: 8 item(s)" in added.stdout
 
     done = env.run("run", "--profiles-dir", str(env.profiles), timeout=150)

@@ -85,25 +85,24 @@ async def test_key_opens_proposals_and_confirm_queues_them(make_app, store):
         assert screen.cell == (A, B, 10, "output_throughput")
         options = screen.query_one("#investigate-proposals", SelectionList)
         kinds = [options.get_option_at_index(i).value for i in range(options.option_count)]
-        # 2 runs a side (0.5% spread) settle +57%, so no repeats; the cell's own starts never measured
-        # concurrency 2 (each import its own start), so paired starts are proposed; 2 (+0.3%) -> 10 (+57%)
-        # crosses the 2% minimum effect;
-        # cutedsl compiles per shape. No prefix pair: the imported runs have no server start.
-        assert kinds == ["control", "bisect", "cold_warm"], kinds
+        # 2 runs a side (0.5% spread) settle +57%, so no repeats; each start measured concurrency 2 beside
+        # the cell, so no control is proposed; 2 (+0.3%) -> 10 (+57%) crosses the 2% minimum effect;
+        # cutedsl compiles per shape. No prefix pair: the repeats never shared a server start.
+        assert kinds == ["bisect", "cold_warm"], kinds
         detail = str(screen.query_one("#investigate-detail", Static).render())
-        assert "why:" in detail and "also measured concurrency 2" in detail
+        assert "why:" in detail and "concurrency 4 (their geometric midpoint" in detail
         total = str(screen.query_one("#investigate-total", Static).render())
         plan = screen.plan
         assert f"selected: {len(plan.items)} runs, {plan.server_starts} server starts" in total
-        control = plan.proposals[0]
-        assert "bisect" not in detail  # the highlighted (first) proposal's reason is shown
+        bisect = plan.proposals[0]
+        assert "JIT" not in detail  # the highlighted (first) proposal's reason is shown
 
         await pilot.press("down")
         await settle(pilot, app)
-        assert "concurrency 4 (their geometric midpoint" in str(screen.query_one("#investigate-detail", Static).render())
-        await pilot.press("space", "down", "space")  # keep only the control
+        assert "JIT" in str(screen.query_one("#investigate-detail", Static).render())
+        await pilot.press("space")  # keep only the bisection
         await settle(pilot, app)
-        assert (f"selected: {len(control.items)} runs, {control.server_starts} server starts"
+        assert (f"selected: {len(bisect.items)} runs, {bisect.server_starts} server starts"
                 in str(screen.query_one("#investigate-total", Static).render()))
         await pilot.press("y")
         await settle(pilot, app)
@@ -112,11 +111,10 @@ async def test_key_opens_proposals_and_confirm_queues_them(make_app, store):
 
     (record,) = investigations(store, A, B)
     assert record.state == "under investigation"
-    assert len(record.items) == len(control.items) and {i.spec.max_concurrency for i in record.items} == {2, 10}
-    assert [p["kind"] for p in record.definition["proposals"]] == ["control"]
-    # +57% with no concurrency 2 on the cell's own starts: no verdict stands yet; the paired starts
-    # queued here (concurrency 2, then the cell, on each) are what can let it.
-    assert record.definition["before"]["verdict"] == "uncontrolled"
+    assert len(record.items) == len(bisect.items) and {i.spec.max_concurrency for i in record.items} == {4}
+    assert [p["kind"] for p in record.definition["proposals"]] == ["bisect"]
+    # +57% judged against concurrency 2 on its own two starts a side: the verdict stands before it
+    assert record.definition["before"]["verdict"] == "better"
 
 
 async def test_escape_backs_out_and_queues_nothing(make_app, store):

@@ -169,3 +169,36 @@ async def test_a_screen_key_lands_on_the_screen_not_on_a_detail_left_open(make_a
         await pilot.press("1")  # from the detail itself
         await settle(pilot)
         assert isinstance(app.screen, DashboardScreen)
+
+
+async def test_one_navigation_scheme_on_every_table_and_on_help(make_app):
+    """g/Home first, G/End last, j/k, on the compare grid (where g was Reload and G did nothing), the
+    server table and help (which scrolled with Down only); Reload is ctrl+r; help lists the keys."""
+    app, adapter = make_app()
+    asked: list[tuple] = []
+    comparison = adapter.comparison
+    adapter.comparison = lambda *a, **k: asked.append(a) or comparison(*a, **k)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("3")
+        await settle(pilot)
+        grid = app.screen.query_one("#compare-grid", DataTable)
+        reloads = len(asked)
+        for key, row in (("G", grid.row_count - 1), ("g", 0), ("end", grid.row_count - 1), ("home", 0)):
+            await pilot.press(key)
+            await settle(pilot)
+            assert grid.cursor_row == row, key
+        assert len(asked) == reloads  # g is not Reload
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert len(asked) > reloads
+        await pilot.press("question_mark")
+        await settle(pilot)
+        table = app.screen.query_one("#help-table", DataTable)
+        assert app.focused is table
+        words = [table.get_row_at(r)[1].plain for r in range(table.row_count)]
+        assert "Move" in words and "Reload" in words
+        await pilot.press("G")
+        assert table.cursor_row == table.row_count - 1
+        await pilot.press("k", "g")
+        assert table.cursor_row == 0

@@ -26,7 +26,6 @@ from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 
 from moe_tui.ui.render import middle_truncate, plain
 
-
 # One way to move in every table, help's included (k9s, lazygit, less): j/k as the arrows, g/Home
 # the first row, G/End the last, PgUp/PgDn a page (DataTable's own). A screen never binds these.
 NAVIGATION = [

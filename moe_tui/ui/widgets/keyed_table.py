@@ -20,7 +20,7 @@ from typing import Any
 
 from rich.style import Style
 from rich.text import Text
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 
@@ -28,7 +28,7 @@ from moe_tui.ui.render import middle_truncate, plain
 
 # One way to move in every table, help's included (k9s, lazygit, less): j/k as the arrows, g/Home
 # the first row, G/End the last, PgUp/PgDn a page (DataTable's own). A screen never binds these.
-NAVIGATION = [
+NAVIGATION: list[BindingType] = [
     Binding("j", "cursor_down", "Down", show=False),
     Binding("k", "cursor_up", "Up", show=False),
     Binding("home,g", "scroll_top", "First", show=False),

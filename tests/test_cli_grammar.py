@@ -149,3 +149,28 @@ def test_ctrl_c_on_a_foreground_runner_exits_130(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_queue_retry_takes_several_ids_a_campaign_or_all(tmp_path):
+    added = cli(tmp_path, "queue", "add", "--profiles", A, "--concurrency", "1,2,4", "--no-control",
+                "--no-warmup-pass", "--json")
+    assert added.returncode == 0, added.stderr
+    answer = json.loads(added.stdout)
+    ids, campaign = answer["item_ids"], answer["campaign_id"]
+
+    def states() -> list[str]:
+        return [i["state"] for i in json.loads(cli(tmp_path, "queue", "list", "--json").stdout)["items"]]
+
+    for item in ids:
+        assert cli(tmp_path, "queue", "cancel", str(item)).returncode == 0
+    every = cli(tmp_path, "queue", "retry", "--campaign", str(campaign))
+    assert every.returncode == 0 and "retried 3 of 3 item(s)" in every.stdout, every.stdout + every.stderr
+    assert states() == ["pending"] * 3
+    for item in ids[:2]:
+        assert cli(tmp_path, "queue", "cancel", str(item)).returncode == 0
+    assert cli(tmp_path, "queue", "retry", "--all").returncode == 0 and states() == ["pending"] * 3
+    assert cli(tmp_path, "queue", "retry", "--campaign", "999").returncode == EXIT_NOT_FOUND
+    assert cli(tmp_path, "queue", "retry").returncode == 2
+    assert cli(tmp_path, "queue", "cancel", str(ids[0])).returncode == 0
+    both = cli(tmp_path, "queue", "retry", str(ids[0]), str(ids[1]))  # the second is pending: refused, not fatal
+    assert both.returncode == 1 and "retried 1 of 2 item(s)" in both.stdout and states() == ["pending"] * 3

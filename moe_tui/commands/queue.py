@@ -80,8 +80,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
 
     actions.add_parser("pause", help="pause the queue (takes effect between items)")
     actions.add_parser("resume", help="resume the queue")
-    for verb, text in (("retry", "put a failed/interrupted/skipped/cancelled item back to pending"),
-                       ("cancel", "withdraw an item (a running one is stopped)"),
+    retry = actions.add_parser("retry", help="put failed/interrupted/skipped/cancelled items back to pending")
+    retry.add_argument("id", type=int, nargs="*", help="item ids (or --campaign / --all)")
+    which = retry.add_mutually_exclusive_group()
+    which.add_argument("--campaign", type=int, metavar="ID", help="every retryable item of this campaign")
+    which.add_argument("--all", action="store_true", help="every retryable item in the queue")
+    for verb, text in (("cancel", "withdraw an item (a running one is stopped)"),
                        ("skip", "pass over an item for now (a running one is stopped)"),
                        ("delete", "remove an item that is not running")):
         a = actions.add_parser(verb, help=text)
@@ -257,6 +261,44 @@ def _list(args: argparse.Namespace, store: Store) -> int:
     return 0
 
 
+RETRYABLE = ("failed", "interrupted", "skipped", "cancelled")
+
+
+def _retry(args: argparse.Namespace, store: Store) -> int:
+    """`queue retry ID...`, `--campaign ID` or `--all`: each item as `queue retry ID` does it."""
+    from moe_tui.store.queue import QueueError, QueueNotFound, RunQueue
+
+    ids = list(args.id)
+    if args.campaign is not None or args.all:
+        if ids:
+            print("moe-tui queue retry: give item ids or --campaign/--all, not both", file=sys.stderr)
+            return EXIT_USAGE
+        queue = RunQueue(store)
+        if args.campaign is not None and args.campaign not in queue.campaign_names():
+            print(f"moe-tui queue retry: no campaign {args.campaign} (moe-tui queue list shows them)", file=sys.stderr)
+            return EXIT_NOT_FOUND
+        ids = [i.id for i in queue.items(RETRYABLE, campaign_id=args.campaign)]
+        if not ids:
+            print("moe-tui queue retry: nothing to retry (no failed, interrupted, skipped or cancelled item"
+                  + (f" in campaign {args.campaign})" if args.campaign is not None else ")"))
+            return 0
+    if not ids:
+        print("moe-tui queue retry: give item ids, --campaign ID or --all", file=sys.stderr)
+        return EXIT_USAGE
+    worst, retried = 0, 0
+    for item_id in ids:  # one item refused (not retryable, gone) does not stop the others
+        args.item = item_id
+        try:
+            code = _edit(args, store)
+        except QueueError as exc:
+            print(f"moe-tui queue retry: {exc}", file=sys.stderr)
+            code = EXIT_NOT_FOUND if isinstance(exc, QueueNotFound) else 1
+        worst, retried = max(worst, code), retried + (code == 0)
+    if len(ids) > 1:
+        print(f"retried {retried} of {len(ids)} item(s)")
+    return worst
+
+
 def _edit(args: argparse.Namespace, store: Store) -> int:
     from moe_tui import paths
     from moe_tui.run.client import RunnerOpError, call_runner_sync
@@ -264,9 +306,11 @@ def _edit(args: argparse.Namespace, store: Store) -> int:
     from moe_tui.store.queue import RunQueue
 
     action = args.queue_action
+    if action == "retry" and not hasattr(args, "item"):
+        return _retry(args, store)
     ops: dict[str, tuple[str, dict[str, Any]]] = {  # action -> the runner's op and its arguments
         "pause": ("pause", {}), "resume": ("resume", {}),
-        "retry": ("retry_item", {"item_id": getattr(args, "id", None)}),
+        "retry": ("retry_item", {"item_id": getattr(args, "item", None)}),
         "cancel": ("cancel_item", {"item_id": getattr(args, "id", None)}),
         "skip": ("skip_item", {"item_id": getattr(args, "id", None)}),
         "delete": ("delete_item", {"item_id": getattr(args, "id", None)}),
@@ -292,7 +336,7 @@ def _edit(args: argparse.Namespace, store: Store) -> int:
         queue.resume()
         result = {"paused": False}
     elif action == "retry":
-        result = queue.retry(args.id).to_dict()
+        result = queue.retry(args.item).to_dict()
     elif action == "cancel":
         result = queue.cancel(args.id).to_dict()
     elif action == "skip":

@@ -174,3 +174,28 @@ def test_queue_retry_takes_several_ids_a_campaign_or_all(tmp_path):
     assert cli(tmp_path, "queue", "cancel", str(ids[0])).returncode == 0
     both = cli(tmp_path, "queue", "retry", str(ids[0]), str(ids[1]))  # the second is pending: refused, not fatal
     assert both.returncode == 1 and "retried 1 of 2 item(s)" in both.stdout and states() == ["pending"] * 3
+
+
+def _parsers(parser):
+    import argparse
+
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                yield from _parsers(child)
+
+
+def test_format_json_everywhere_with_json_as_its_alias(tmp_path):
+    from moe_tui.cli import build_parser
+
+    with_json = [p for p in _parsers(build_parser()) if "--json" in p._option_string_actions]
+    assert len(with_json) >= 12
+    for p in with_json:
+        assert "--format" in p._option_string_actions, p.prog
+        assert "json" in p._option_string_actions["--format"].choices, p.prog
+    for argv in (("queue", "list"), ("profiles", "show", A)):
+        long, short = cli(tmp_path, *argv, "--format", "json"), cli(tmp_path, *argv, "--json")
+        assert long.returncode == short.returncode == 0, (argv, long.stderr, short.stderr)
+        assert json.loads(long.stdout) == json.loads(short.stdout)
+    assert not cli(tmp_path, "queue", "list", "--format", "text").stdout.startswith("{")

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from moe_tui.commands.common import EXIT_NOT_FOUND, add_exit_codes, add_profiles_dir, profiles_dir_for
+from moe_tui.commands.common import EXIT_NOT_FOUND, add_exit_codes, add_format, add_profiles_dir, profiles_dir_for
 
 if TYPE_CHECKING:
     from moe_tui.profiles import ServerProfile
@@ -77,12 +77,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     add_profiles_dir(check)
     check.add_argument("--no-sglang", action="store_true",
                        help="skip SGLang's own parser even where it is importable")
-    check.add_argument("--json", action="store_true",
-                       help="print one JSON document: folder, profiles, problems, warnings, notes")
+    add_format(check, "folder, profiles, problems, warnings, notes")
     show = actions.add_parser("show", help="print a profile's launch command and settings")
     show.add_argument("name")
     add_profiles_dir(show, "--dir")
-    show.add_argument("--json", action="store_true", help="print one JSON document: argv, env (redacted), settings")
+    add_format(show, "argv, env (redacted), settings")
     for q in (check, show):
         add_exit_codes(q)
     p.set_defaults(run=run, _parser=p)

@@ -23,7 +23,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from moe_tui.commands.common import EXIT_NOT_FOUND, EXIT_USAGE, add_exit_codes, add_profiles_dir, profiles_dir_for
+from moe_tui.commands.common import EXIT_NOT_FOUND, EXIT_USAGE, add_exit_codes, add_format, add_profiles_dir, profiles_dir_for
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -69,13 +69,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
                      help="leave out the control concurrency (2) and its extra server starts; every verdict of "
                           "the comparison then says uncontrolled")
     add.add_argument("--dry-run", action="store_true", help="print the plan, add nothing")
-    add.add_argument("--json", action="store_true",
-                     help="print one JSON document: campaign id and name, item ids and specs (the plan goes to stderr)")
+    add_format(add, "campaign id and name, item ids and specs (the plan goes to stderr)")
     add.add_argument("--yes", action="store_true",
                      help=f"add a campaign larger than the cap (MOE_TUI_CAMPAIGN_CAP, default {CAMPAIGN_CAP})")
 
     ls = actions.add_parser("list", help="list the queue")
-    ls.add_argument("--json", action="store_true")
+    add_format(ls)
     ls.add_argument("--state", action="append", default=None, help="only items in this state (repeatable)")
 
     actions.add_parser("pause", help="pause the queue (takes effect between items)")

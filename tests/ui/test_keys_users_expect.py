@@ -202,3 +202,20 @@ async def test_one_navigation_scheme_on_every_table_and_on_help(make_app):
         assert table.cursor_row == table.row_count - 1
         await pilot.press("k", "g")
         assert table.cursor_row == 0
+
+
+async def test_the_slash_filter_shows_what_is_typed_at_80x24(make_app):
+    """At 80x24 the focused filter drew Input's focus border in its one row: two border lines and no text."""
+    from moe_tui.ui.widgets.filter_bar import FilterBar
+
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        await pilot.press("slash", *"failed")
+        await settle(pilot)
+        bar = app.screen.query_one(FilterBar)
+        assert app.focused is bar and bar.content_region.height >= 1, bar.content_region
+        shown = "".join(segment.text for segment in bar.render_line(0))
+        assert "failed" in shown, shown

@@ -87,6 +87,10 @@ def test_compare_and_export_say_not_found_with_one_code_and_export_answers_json(
     assert out.returncode == 0, out.stderr
     written = json.loads(out.stdout)
     assert written["csv"].endswith(".csv") and all(Path(p).is_file() for p in written["all"])
+    # One output flag on every command that writes: -o/--output (export's --dir kept as its old spelling).
+    out = cli(tmp_path, "export", A, B, "-o", str(tmp_path / "out2"), "--format", "json")
+    assert out.returncode == 0, out.stderr
+    assert all(Path(p).parent == tmp_path / "out2" for p in json.loads(out.stdout)["all"])
 
 
 def test_run_status_is_words_by_default_and_json_on_request(tmp_path):

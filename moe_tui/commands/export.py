@@ -22,7 +22,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
 
     p = sub.add_parser(name, help=help_text, description=help_text)
     add_pair_arguments(p)
-    p.add_argument("--dir", metavar="DIR", default=None, help="folder for the files (default: data dir exports/)")
+    p.add_argument("-o", "--output", "--dir", dest="dir", metavar="DIR", default=None,
+                   help="folder for the files (default: data dir exports/); -o/--output as on compare and explain, "
+                        "--dir its old spelling")
     add_format(p, '{"markdown", "csv", "png", "svg", "extra": [...], "all": [...]}')
     p.set_defaults(run=run)
     return p

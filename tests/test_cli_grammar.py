@@ -203,3 +203,14 @@ def test_format_json_everywhere_with_json_as_its_alias(tmp_path):
         assert long.returncode == short.returncode == 0, (argv, long.stderr, short.stderr)
         assert json.loads(long.stdout) == json.loads(short.stdout)
     assert not cli(tmp_path, "queue", "list", "--format", "text").stdout.startswith("{")
+
+
+def test_a_typo_gets_the_close_name_from_every_folder_searched(tmp_path):
+    """From the repo root ./server_profiles holds the real-GPU profiles: a sim name's typo used to be
+    offered 'glm5-nvfp4-flashinfer-cutlass', the close name of the first folder only."""
+    root = Path(__file__).resolve().parents[1]
+    for argv in (("queue", "add", "--profiles", "sim-flashinfer-cutlas", "--concurrency", "1"),
+                 ("profiles", "show", "sim-flashinfer-cutlas")):
+        res = cli(tmp_path, *argv, cwd=root)
+        assert res.returncode == EXIT_NOT_FOUND, res.stderr
+        assert "did you mean 'sim-flashinfer-cutlass' (in " in res.stderr and "glm5" not in res.stderr, res.stderr

@@ -83,6 +83,25 @@ def profile_folders(value: str | Path | None, *, bundled: bool = True) -> list[P
     return folders
 
 
+def unknown_profile(name: str, value: str | Path | None, *, bundled: bool = True) -> str:
+    """'no profile named X in A, B; did you mean 'Y' (in B)?': the close names come from every
+    folder the rule searched (a sim name's typo must not suggest the real-GPU profile of the first)."""
+    import difflib
+
+    from moe_tui.profiles import load_profiles
+
+    folders = profile_folders(value, bundled=bundled)
+    where: dict[str, Path] = {}
+    for folder in folders:
+        if folder.is_dir():
+            for profile in load_profiles(folder).profiles:
+                where.setdefault(profile.name, folder)
+    hint = difflib.get_close_matches(name, list(where), n=1, cutoff=0.5)
+    extra = (f"; did you mean '{hint[0]}' (in {where[hint[0]]})?" if hint
+             else f"; known: {', '.join(sorted(where)) or 'none'}")
+    return f"no profile named '{name}' in {', '.join(map(str, folders))}{extra}"
+
+
 def profiles_dir_for(value: str | Path | None, names: Iterable[str] = (), *, bundled: bool = True) -> Path:
     """The one folder a command uses (see the module docstring). With no folder holding every
     named profile, the first existing one: the command then says which profile is missing there."""

@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_NOT_FOUND
         return check(directory, use_sglang=not args.no_sglang, as_json=args.json)
     if args.profiles_action == "show":
-        return show(args.name, profiles_dir_for(args.profiles_dir, [args.name]), as_json=args.json)
+        return show(args.name, profiles_dir_for(args.profiles_dir, [args.name]), as_json=args.json,
+                    given=args.profiles_dir)
     args._parser.print_help()
     return 2
 
@@ -241,14 +242,18 @@ class _ParseFailed(Exception):
     pass
 
 
-def show(name: str, directory: Path, as_json: bool = False) -> int:
+def show(name: str, directory: Path, as_json: bool = False, given: str | None = None) -> int:
+    from moe_tui.commands.common import unknown_profile
     from moe_tui.profiles import UnknownProfileError, load_profiles
 
     loaded = load_profiles(directory)
     try:
         profile = loaded.by_name(name)
     except UnknownProfileError as exc:
-        print(f"error: {directory}: {exc}", file=sys.stderr)
+        if "did you mean" in str(exc) or "known:" in str(exc):  # not found: close names from every folder
+            print(f"error: {unknown_profile(name, given)}", file=sys.stderr)
+        else:
+            print(f"error: {directory}: {exc}", file=sys.stderr)
         return EXIT_NOT_FOUND
     if as_json:
         print(json.dumps({"name": profile.name, "profiles_dir": str(directory), "argv": profile.argv(),

@@ -23,7 +23,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from moe_tui.commands.common import EXIT_NOT_FOUND, EXIT_USAGE, add_exit_codes, add_format, add_profiles_dir, profiles_dir_for
+from moe_tui.commands.common import EXIT_NOT_FOUND, EXIT_USAGE, add_exit_codes, add_format, add_profiles_dir, profiles_dir_for, unknown_profile
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -163,8 +163,8 @@ def _add(args: argparse.Namespace, store: Store) -> int:
     for name in names:
         try:
             loaded.by_name(name)
-        except KeyError as exc:
-            print(f"moe-tui queue add: {exc.args[0]} in {profiles_dir}", file=sys.stderr)
+        except KeyError:
+            print(f"moe-tui queue add: {unknown_profile(name, args.profiles_dir)}", file=sys.stderr)
             for problem in loaded.problems:
                 print(f"  {problem}", file=sys.stderr)
             return EXIT_NOT_FOUND

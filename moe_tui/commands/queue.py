@@ -23,7 +23,15 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from moe_tui.commands.common import EXIT_NOT_FOUND, EXIT_USAGE, add_exit_codes, add_format, add_profiles_dir, profiles_dir_for, unknown_profile
+from moe_tui.commands.common import (
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    add_exit_codes,
+    add_format,
+    add_profiles_dir,
+    profiles_dir_for,
+    unknown_profile,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path

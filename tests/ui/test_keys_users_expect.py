@@ -219,3 +219,19 @@ async def test_the_slash_filter_shows_what_is_typed_at_80x24(make_app):
         assert app.focused is bar and bar.content_region.height >= 1, bar.content_region
         shown = "".join(segment.text for segment in bar.render_line(0))
         assert "failed" in shown, shown
+
+
+async def test_the_line_under_the_grid_follows_the_filtered_cursor(make_app):
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("3")
+        await settle(pilot)
+        grid = app.screen.query_one("#compare-grid", DataTable)
+        assert grid.cursor_row == 0 and grid.highlighted_cell.metric == "output_throughput"
+        await pilot.press("slash", *"ttft")
+        await settle(pilot)
+        cell = grid.highlighted_cell
+        assert "ttft" in cell.metric
+        line = str(app.screen.query_one("#compare-cell").render())
+        assert line.startswith(f"conc {cell.concurrency} {cell.label}"), line

@@ -277,6 +277,9 @@ class CompareScreen(LiveScreen):
     def on_input_changed(self, event: Any) -> None:
         if isinstance(event.input, FilterBar) and self.grid is not None:
             self.query_one(CompareGrid).show(self.grid, self._changes, self._filter())
+            # The cursor's row index can stay while its cell changes (no highlight event): the
+            # line under the grid follows the cell the cursor is on now.
+            self._show_cell()
 
     def on_filter_bar_done(self) -> None:
         self.query_one(CompareGrid).focus()

@@ -235,3 +235,30 @@ async def test_the_line_under_the_grid_follows_the_filtered_cursor(make_app):
         assert "ttft" in cell.metric
         line = str(app.screen.query_one("#compare-cell").render())
         assert line.startswith(f"conc {cell.concurrency} {cell.label}"), line
+
+
+async def test_add_form_on_real_profiles_starts_from_the_clis_defaults(make_app):
+    """The form said 128/32 n=16 where `moe-tui queue add` plans 1024/1024 n=100: a campaign from
+    each then had two fingerprints and never compared. On real profiles both start from the spec's."""
+    from dataclasses import replace
+
+    from moe_tui.spec import BenchmarkSpec
+    from tests.ui.fakes import RecordingAdapter
+
+    adapter = RecordingAdapter()
+    adapter.servers = tuple(replace(row, profile=row.profile.replace("sim-", "glm5-"), engine="sglang")
+                            for row in adapter.servers)
+    app, _ = make_app(adapter=adapter)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        await pilot.press("a")
+        await settle(pilot)
+        form = app.screen
+        assert isinstance(form, AddCampaignScreen)
+        value = lambda wid: form.query_one(wid, Input).value  # noqa: E731
+        spec = BenchmarkSpec()
+        assert (value("#spec-input_len"), value("#spec-output_len"), value("#spec-num_prompts")) == \
+            (str(spec.input_len), str(spec.output_len), str(spec.num_prompts))
+        assert value("#campaign-ppc") == ""  # the CLI's --prompts-per-concurrency default: none

@@ -87,6 +87,10 @@ def test_compare_and_export_say_not_found_with_one_code_and_export_answers_json(
     assert out.returncode == 0, out.stderr
     written = json.loads(out.stdout)
     assert written["csv"].endswith(".csv") and all(Path(p).is_file() for p in written["all"])
+    # One output flag on every command that writes: -o/--output (export's --dir kept as its old spelling).
+    out = cli(tmp_path, "export", A, B, "-o", str(tmp_path / "out2"), "--format", "json")
+    assert out.returncode == 0, out.stderr
+    assert all(Path(p).parent == tmp_path / "out2" for p in json.loads(out.stdout)["all"])
 
 
 def test_run_status_is_words_by_default_and_json_on_request(tmp_path):
@@ -149,3 +153,64 @@ def test_ctrl_c_on_a_foreground_runner_exits_130(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_queue_retry_takes_several_ids_a_campaign_or_all(tmp_path):
+    added = cli(tmp_path, "queue", "add", "--profiles", A, "--concurrency", "1,2,4", "--no-control",
+                "--no-warmup-pass", "--json")
+    assert added.returncode == 0, added.stderr
+    answer = json.loads(added.stdout)
+    ids, campaign = answer["item_ids"], answer["campaign_id"]
+
+    def states() -> list[str]:
+        return [i["state"] for i in json.loads(cli(tmp_path, "queue", "list", "--json").stdout)["items"]]
+
+    for item in ids:
+        assert cli(tmp_path, "queue", "cancel", str(item)).returncode == 0
+    every = cli(tmp_path, "queue", "retry", "--campaign", str(campaign))
+    assert every.returncode == 0 and "retried 3 of 3 item(s)" in every.stdout, every.stdout + every.stderr
+    assert states() == ["pending"] * 3
+    for item in ids[:2]:
+        assert cli(tmp_path, "queue", "cancel", str(item)).returncode == 0
+    assert cli(tmp_path, "queue", "retry", "--all").returncode == 0 and states() == ["pending"] * 3
+    assert cli(tmp_path, "queue", "retry", "--campaign", "999").returncode == EXIT_NOT_FOUND
+    assert cli(tmp_path, "queue", "retry").returncode == 2
+    assert cli(tmp_path, "queue", "cancel", str(ids[0])).returncode == 0
+    both = cli(tmp_path, "queue", "retry", str(ids[0]), str(ids[1]))  # the second is pending: refused, not fatal
+    assert both.returncode == 1 and "retried 1 of 2 item(s)" in both.stdout and states() == ["pending"] * 3
+
+
+def _parsers(parser):
+    import argparse
+
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                yield from _parsers(child)
+
+
+def test_format_json_everywhere_with_json_as_its_alias(tmp_path):
+    from moe_tui.cli import build_parser
+
+    with_json = [p for p in _parsers(build_parser()) if "--json" in p._option_string_actions]
+    assert len(with_json) >= 12
+    for p in with_json:
+        assert "--format" in p._option_string_actions, p.prog
+        assert "json" in p._option_string_actions["--format"].choices, p.prog
+    for argv in (("queue", "list"), ("profiles", "show", A)):
+        long, short = cli(tmp_path, *argv, "--format", "json"), cli(tmp_path, *argv, "--json")
+        assert long.returncode == short.returncode == 0, (argv, long.stderr, short.stderr)
+        assert json.loads(long.stdout) == json.loads(short.stdout)
+    assert not cli(tmp_path, "queue", "list", "--format", "text").stdout.startswith("{")
+
+
+def test_a_typo_gets_the_close_name_from_every_folder_searched(tmp_path):
+    """From the repo root ./server_profiles holds the real-GPU profiles: a sim name's typo used to be
+    offered 'glm5-nvfp4-flashinfer-cutlass', the close name of the first folder only."""
+    root = Path(__file__).resolve().parents[1]
+    for argv in (("queue", "add", "--profiles", "sim-flashinfer-cutlas", "--concurrency", "1"),
+                 ("profiles", "show", "sim-flashinfer-cutlas")):
+        res = cli(tmp_path, *argv, cwd=root)
+        assert res.returncode == EXIT_NOT_FOUND, res.stderr
+        assert "did you mean 'sim-flashinfer-cutlass' (in " in res.stderr and "glm5" not in res.stderr, res.stderr

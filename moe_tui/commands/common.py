@@ -28,6 +28,26 @@ class NotFound(LookupError):
     """A named thing (profile, item, run, file) does not exist; the message says where it looked."""
 
 
+class _Format(argparse.Action):
+    """`--format text|json` into the same yes/no as `--json`: one grammar on every command."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values == "json")
+
+
+def add_format(p: argparse.ArgumentParser, what: str = "machine-readable output") -> None:
+    """`--format {text,json}` (the default text) with `--json` as its alias (`args.json`)."""
+    p.add_argument("--format", dest="json", choices=("text", "json"), action=_Format, default=False,
+                   help=f"json: {what} (default: text)")
+    p.add_argument("--json", dest="json", action="store_true", help="the same as --format json")
+
+
+def add_json_alias(p: argparse.ArgumentParser) -> None:
+    """`--json` for a command whose `--format` has more choices than text and json."""
+    p.add_argument("--json", dest="format", action="store_const", const="json", help="the same as --format json")
+
+
 def add_profiles_dir(p: argparse.ArgumentParser, *aliases: str) -> None:
     """`--profiles-dir DIR` (old spellings as `aliases`, kept working)."""
     p.add_argument("--profiles-dir", *aliases, dest="profiles_dir", metavar="DIR", default=None, help=PROFILES_DIR_HELP)
@@ -61,6 +81,25 @@ def profile_folders(value: str | Path | None, *, bundled: bool = True) -> list[P
     if bundled:
         folders.append(paths.bundled_demo_profiles_dir().resolve())
     return folders
+
+
+def unknown_profile(name: str, value: str | Path | None, *, bundled: bool = True) -> str:
+    """'no profile named X in A, B; did you mean 'Y' (in B)?': the close names come from every
+    folder the rule searched (a sim name's typo must not suggest the real-GPU profile of the first)."""
+    import difflib
+
+    from moe_tui.profiles import load_profiles
+
+    folders = profile_folders(value, bundled=bundled)
+    where: dict[str, Path] = {}
+    for folder in folders:
+        if folder.is_dir():
+            for profile in load_profiles(folder).profiles:
+                where.setdefault(profile.name, folder)
+    hint = difflib.get_close_matches(name, list(where), n=1, cutoff=0.5)
+    extra = (f"; did you mean '{hint[0]}' (in {where[hint[0]]})?" if hint
+             else f"; known: {', '.join(sorted(where)) or 'none'}")
+    return f"no profile named '{name}' in {', '.join(map(str, folders))}{extra}"
 
 
 def profiles_dir_for(value: str | Path | None, names: Iterable[str] = (), *, bundled: bool = True) -> Path:

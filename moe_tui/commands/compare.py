@@ -15,6 +15,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from moe_tui.commands.common import add_json_alias
+
 if TYPE_CHECKING:
     from moe_tui.compare.model import CompareSettings
 
@@ -94,6 +96,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     p = sub.add_parser(name, help=help_text, description=help_text)
     add_pair_arguments(p)
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    add_json_alias(p)
     p.add_argument("-o", "--output", metavar="FILE", default=None, help="write to FILE instead of stdout")
     p.set_defaults(run=run)
     return p

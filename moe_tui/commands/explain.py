@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from moe_tui.commands.common import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE
+from moe_tui.commands.common import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE, add_json_alias
 
 if TYPE_CHECKING:
     from moe_tui.compare.model import ComparisonGrid
@@ -46,6 +46,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     add_profiles_dir(p)
     p.add_argument("--yes", "-y", action="store_true", help="queue without asking")
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    add_json_alias(p)
     p.add_argument("-o", "--output", metavar="FILE", default=None, help="write the table to FILE")
     p.add_argument("--plot", metavar="FILE", default=None, help="a stacked bar per side, .png or .svg")
     p.set_defaults(run=run)

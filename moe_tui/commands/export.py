@@ -14,15 +14,18 @@ from __future__ import annotations
 import argparse
 import sys
 
+from moe_tui.commands.common import add_format
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     from moe_tui.commands.compare import add_pair_arguments
 
     p = sub.add_parser(name, help=help_text, description=help_text)
     add_pair_arguments(p)
-    p.add_argument("--dir", metavar="DIR", default=None, help="folder for the files (default: data dir exports/)")
-    p.add_argument("--json", action="store_true",
-                   help='print one JSON document: {"markdown", "csv", "png", "svg", "extra": [...], "all": [...]}')
+    p.add_argument("-o", "--output", "--dir", dest="dir", metavar="DIR", default=None,
+                   help="folder for the files (default: data dir exports/); -o/--output as on compare and explain, "
+                        "--dir its old spelling")
+    add_format(p, '{"markdown", "csv", "png", "svg", "extra": [...], "all": [...]}')
     p.set_defaults(run=run)
     return p
 

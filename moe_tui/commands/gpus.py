@@ -11,13 +11,15 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from moe_tui.commands.common import add_format
+
 if TYPE_CHECKING:
     from moe_tui.telemetry.data import TelemetrySnapshot
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
-    p.add_argument("--json", action="store_true", help="print the snapshot as JSON")
+    add_format(p, "the snapshot as JSON")
     p.add_argument(
         "--watch",
         type=float,

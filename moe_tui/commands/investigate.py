@@ -16,7 +16,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from moe_tui.commands.common import EXIT_NOT_FOUND
+from moe_tui.commands.common import EXIT_NOT_FOUND, add_format
 
 if TYPE_CHECKING:
     from moe_tui.investigate.model import InvestigationPlan
@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     p.add_argument("--yes", "-y", action="store_true", help="queue without asking")
     p.add_argument("--dry-run", action="store_true", help="print the proposal, queue nothing")
     p.add_argument("--report", action="store_true", help="only show earlier investigations of this cell")
-    p.add_argument("--json", action="store_true", help="print the plan (and reports) as JSON")
+    add_format(p, "the plan (and reports) as JSON")
     p.set_defaults(run=run)
     return p
 

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from moe_tui.commands.common import EXIT_NOT_FOUND, add_exit_codes, add_profiles_dir, profiles_dir_for
+from moe_tui.commands.common import EXIT_NOT_FOUND, add_exit_codes, add_format, add_profiles_dir, profiles_dir_for
 
 if TYPE_CHECKING:
     from moe_tui.profiles import ServerProfile
@@ -77,12 +77,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     add_profiles_dir(check)
     check.add_argument("--no-sglang", action="store_true",
                        help="skip SGLang's own parser even where it is importable")
-    check.add_argument("--json", action="store_true",
-                       help="print one JSON document: folder, profiles, problems, warnings, notes")
+    add_format(check, "folder, profiles, problems, warnings, notes")
     show = actions.add_parser("show", help="print a profile's launch command and settings")
     show.add_argument("name")
     add_profiles_dir(show, "--dir")
-    show.add_argument("--json", action="store_true", help="print one JSON document: argv, env (redacted), settings")
+    add_format(show, "argv, env (redacted), settings")
     for q in (check, show):
         add_exit_codes(q)
     p.set_defaults(run=run, _parser=p)
@@ -96,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_NOT_FOUND
         return check(directory, use_sglang=not args.no_sglang, as_json=args.json)
     if args.profiles_action == "show":
-        return show(args.name, profiles_dir_for(args.profiles_dir, [args.name]), as_json=args.json)
+        return show(args.name, profiles_dir_for(args.profiles_dir, [args.name]), as_json=args.json,
+                    given=args.profiles_dir)
     args._parser.print_help()
     return 2
 
@@ -242,14 +242,18 @@ class _ParseFailed(Exception):
     pass
 
 
-def show(name: str, directory: Path, as_json: bool = False) -> int:
+def show(name: str, directory: Path, as_json: bool = False, given: str | None = None) -> int:
+    from moe_tui.commands.common import unknown_profile
     from moe_tui.profiles import UnknownProfileError, load_profiles
 
     loaded = load_profiles(directory)
     try:
         profile = loaded.by_name(name)
     except UnknownProfileError as exc:
-        print(f"error: {directory}: {exc}", file=sys.stderr)
+        if "did you mean" in str(exc) or "known:" in str(exc):  # not found: close names from every folder
+            print(f"error: {unknown_profile(name, given)}", file=sys.stderr)
+        else:
+            print(f"error: {directory}: {exc}", file=sys.stderr)
         return EXIT_NOT_FOUND
     if as_json:
         print(json.dumps({"name": profile.name, "profiles_dir": str(directory), "argv": profile.argv(),

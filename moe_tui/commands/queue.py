@@ -23,7 +23,15 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from moe_tui.commands.common import EXIT_NOT_FOUND, EXIT_USAGE, add_exit_codes, add_profiles_dir, profiles_dir_for
+from moe_tui.commands.common import (
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    add_exit_codes,
+    add_format,
+    add_profiles_dir,
+    profiles_dir_for,
+    unknown_profile,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -70,19 +78,22 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
                      help="leave out the control concurrency (2) from the sweeps; every verdict of the "
                           "comparison then says uncontrolled (each cell is judged against it on its own starts)")
     add.add_argument("--dry-run", action="store_true", help="print the plan, add nothing")
-    add.add_argument("--json", action="store_true",
-                     help="print one JSON document: campaign id and name, item ids and specs (the plan goes to stderr)")
+    add_format(add, "campaign id and name, item ids and specs (the plan goes to stderr)")
     add.add_argument("--yes", action="store_true",
                      help=f"add a campaign larger than the cap (MOE_TUI_CAMPAIGN_CAP, default {CAMPAIGN_CAP})")
 
     ls = actions.add_parser("list", help="list the queue")
-    ls.add_argument("--json", action="store_true")
+    add_format(ls)
     ls.add_argument("--state", action="append", default=None, help="only items in this state (repeatable)")
 
     actions.add_parser("pause", help="pause the queue (takes effect between items)")
     actions.add_parser("resume", help="resume the queue")
-    for verb, text in (("retry", "put a failed/interrupted/skipped/cancelled item back to pending"),
-                       ("cancel", "withdraw an item (a running one is stopped)"),
+    retry = actions.add_parser("retry", help="put failed/interrupted/skipped/cancelled items back to pending")
+    retry.add_argument("id", type=int, nargs="*", help="item ids (or --campaign / --all)")
+    which = retry.add_mutually_exclusive_group()
+    which.add_argument("--campaign", type=int, metavar="ID", help="every retryable item of this campaign")
+    which.add_argument("--all", action="store_true", help="every retryable item in the queue")
+    for verb, text in (("cancel", "withdraw an item (a running one is stopped)"),
                        ("skip", "pass over an item for now (a running one is stopped)"),
                        ("delete", "remove an item that is not running")):
         a = actions.add_parser(verb, help=text)
@@ -161,8 +172,8 @@ def _add(args: argparse.Namespace, store: Store) -> int:
     for name in names:
         try:
             loaded.by_name(name)
-        except KeyError as exc:
-            print(f"moe-tui queue add: {exc.args[0]} in {profiles_dir}", file=sys.stderr)
+        except KeyError:
+            print(f"moe-tui queue add: {unknown_profile(name, args.profiles_dir)}", file=sys.stderr)
             for problem in loaded.problems:
                 print(f"  {problem}", file=sys.stderr)
             return EXIT_NOT_FOUND
@@ -256,6 +267,44 @@ def _list(args: argparse.Namespace, store: Store) -> int:
     return 0
 
 
+RETRYABLE = ("failed", "interrupted", "skipped", "cancelled")
+
+
+def _retry(args: argparse.Namespace, store: Store) -> int:
+    """`queue retry ID...`, `--campaign ID` or `--all`: each item as `queue retry ID` does it."""
+    from moe_tui.store.queue import QueueError, QueueNotFound, RunQueue
+
+    ids = list(args.id)
+    if args.campaign is not None or args.all:
+        if ids:
+            print("moe-tui queue retry: give item ids or --campaign/--all, not both", file=sys.stderr)
+            return EXIT_USAGE
+        queue = RunQueue(store)
+        if args.campaign is not None and args.campaign not in queue.campaign_names():
+            print(f"moe-tui queue retry: no campaign {args.campaign} (moe-tui queue list shows them)", file=sys.stderr)
+            return EXIT_NOT_FOUND
+        ids = [i.id for i in queue.items(RETRYABLE, campaign_id=args.campaign)]
+        if not ids:
+            print("moe-tui queue retry: nothing to retry (no failed, interrupted, skipped or cancelled item"
+                  + (f" in campaign {args.campaign})" if args.campaign is not None else ")"))
+            return 0
+    if not ids:
+        print("moe-tui queue retry: give item ids, --campaign ID or --all", file=sys.stderr)
+        return EXIT_USAGE
+    worst, retried = 0, 0
+    for item_id in ids:  # one item refused (not retryable, gone) does not stop the others
+        args.item = item_id
+        try:
+            code = _edit(args, store)
+        except QueueError as exc:
+            print(f"moe-tui queue retry: {exc}", file=sys.stderr)
+            code = EXIT_NOT_FOUND if isinstance(exc, QueueNotFound) else 1
+        worst, retried = max(worst, code), retried + (code == 0)
+    if len(ids) > 1:
+        print(f"retried {retried} of {len(ids)} item(s)")
+    return worst
+
+
 def _edit(args: argparse.Namespace, store: Store) -> int:
     from moe_tui import paths
     from moe_tui.run.client import RunnerOpError, call_runner_sync
@@ -263,9 +312,11 @@ def _edit(args: argparse.Namespace, store: Store) -> int:
     from moe_tui.store.queue import RunQueue
 
     action = args.queue_action
+    if action == "retry" and not hasattr(args, "item"):
+        return _retry(args, store)
     ops: dict[str, tuple[str, dict[str, Any]]] = {  # action -> the runner's op and its arguments
         "pause": ("pause", {}), "resume": ("resume", {}),
-        "retry": ("retry_item", {"item_id": getattr(args, "id", None)}),
+        "retry": ("retry_item", {"item_id": getattr(args, "item", None)}),
         "cancel": ("cancel_item", {"item_id": getattr(args, "id", None)}),
         "skip": ("skip_item", {"item_id": getattr(args, "id", None)}),
         "delete": ("delete_item", {"item_id": getattr(args, "id", None)}),
@@ -291,7 +342,7 @@ def _edit(args: argparse.Namespace, store: Store) -> int:
         queue.resume()
         result = {"paused": False}
     elif action == "retry":
-        result = queue.retry(args.id).to_dict()
+        result = queue.retry(args.item).to_dict()
     elif action == "cancel":
         result = queue.cancel(args.id).to_dict()
     elif action == "skip":

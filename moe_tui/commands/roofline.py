@@ -14,7 +14,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from moe_tui.commands.common import EXIT_NOT_FOUND, add_profiles_dir
+from moe_tui.commands.common import EXIT_NOT_FOUND, add_json_alias, add_profiles_dir
 
 if TYPE_CHECKING:
     from moe_tui.roofline.decode import Roofline
@@ -54,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     p.add_argument("--output-len", type=_positive, default=1024, help="output tokens per request (default 1024)")
     p.add_argument("--kv-cache-dtype", default=None, help="override the KV cache dtype (auto, fp8_e4m3, ...)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+    add_json_alias(p)
     p.set_defaults(run=run)
     return p
 

@@ -23,7 +23,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from moe_tui.commands.common import add_profiles_dir, profiles_dir_for
+from moe_tui.commands.common import add_format, add_profiles_dir, profiles_dir_for
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -49,7 +49,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
                         "(default: the client's, 120 s); frees the queue from a hung server")
     p.add_argument("--status", action="store_true",
                    help="print the running runner's state in words and exit (--json: its whole snapshot)")
-    p.add_argument("--json", action="store_true", help="with --status: the runner's snapshot as JSON")
+    add_format(p, "with --status: the runner's snapshot as JSON")
     p.add_argument("--stop", action="store_true", help="stop the running runner (its servers too) and exit")
     p.set_defaults(run=run)
     return p

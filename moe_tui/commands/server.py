@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from moe_tui.commands.common import EXIT_NOT_FOUND, add_exit_codes, add_profiles_dir
+from moe_tui.commands.common import EXIT_NOT_FOUND, add_exit_codes, add_format, add_profiles_dir
 from moe_tui.judgement import is_live
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
                       help="seconds between SIGTERM and SIGKILL (default: 20 for sglang, 3 for sim)")
 
     status = verbs.add_parser("status", help="recorded servers and whether they still run")
-    status.add_argument("--json", action="store_true", help="print JSON")
+    add_format(status, "JSON")
     status.add_argument("--all", action="store_true", help="every recorded start, not only the latest per profile")
 
     logs = verbs.add_parser("logs", help="print the log of a profile's latest start")

@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from moe_tui.commands.common import add_format
+
 if TYPE_CHECKING:
     from moe_tui.store.db import Store
 
@@ -38,7 +40,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     p = sub.add_parser(name, help=help_text, description=help_text)
     actions = p.add_subparsers(dest="store_action", metavar="ACTION")
     usage = actions.add_parser("usage", help="runs and bytes per profile and per campaign")
-    usage.add_argument("--json", action="store_true", help="machine-readable output")
+    add_format(usage, "machine-readable output")
     archive = actions.add_parser("archive", help="write runs to a file that `moe-tui import` reads back")
     archive.add_argument("file", help="the archive to write (JSON lines; refused if it exists)")
     _selectors(archive)

@@ -42,6 +42,21 @@ DEMO_CAMPAIGN = CampaignRequest(
     policy="abba",
     prompts_per_concurrency=2,
 )
+
+
+def campaign_defaults(simulated: bool) -> tuple[dict[str, Any], int | None]:
+    """The spec fields and prompts per concurrency a new campaign starts from in the add form. On
+    real profiles they are the spec's own defaults, which `moe-tui queue add` uses too (a campaign
+    queued from the form and one from the CLI then share a fingerprint and compare); on simulated
+    profiles, the demo's (what a new user has just seen run, fast on the emulator)."""
+    if simulated:
+        return dict(DEMO_CAMPAIGN.spec), DEMO_CAMPAIGN.prompts_per_concurrency
+    from moe_tui.spec import BenchmarkSpec
+
+    base = BenchmarkSpec()
+    return {k: getattr(base, k) for k in ("input_len", "output_len", "num_prompts", "range_ratio", "seed")}, None
+
+
 # Where the TUI's own settings (key remaps) live; the UI asks here rather than importing paths.
 config_file = paths.config_file
 

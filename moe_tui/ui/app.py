@@ -215,6 +215,10 @@ class MoeTuiApp(App[None]):
             self.notify(event.message, severity=severity, markup=False)  # type: ignore[arg-type]
         elif isinstance(event, RunFinished):
             self.refresh_queue()
+            for screen in self.screen_stack:  # a dialog waiting on runs (explain's profiled ones) reads again
+                hook = getattr(screen, "run_finished", None)
+                if callable(hook):
+                    hook()
         self.mark_dirty(topic)
 
     def refresh_queue(self) -> None:

@@ -88,3 +88,23 @@ async def test_x_shows_the_breakdown_of_kept_traces(make_app, store):
         assert "kernels that moved most" in body
         assert "MoE GEMM +0.011 ms/step moved beyond its noise" in body
     assert build_grid(store, A, B).cells == grid.cells  # the profiled runs stay out of the cell
+
+
+async def test_the_breakdown_reads_again_when_a_run_finishes(make_app, store):
+    from moe_tui.events import RunFinished
+    from moe_tui.ui.messages import CoreEventArrived
+
+    adapter = ExplainAdapter(store)
+    reads: list[tuple] = []
+    explain_cell = adapter.explain_cell
+    adapter.explain_cell = lambda *a, **k: reads.append(a) or explain_cell(*a, **k)
+    app, _ = make_app(adapter=adapter)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _open(pilot, app)
+        await pilot.press("y")
+        await settle(pilot, app)
+        assert screen.view is not None and screen.view.get("state") == "pending"
+        before = len(reads)
+        app.post_message(CoreEventArrived(RunFinished(run_id=99, queue_item_id=1, profile=A, status="complete")))
+        await settle(pilot, app)
+        assert len(reads) == before + 1  # read again without `r`

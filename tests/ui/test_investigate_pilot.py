@@ -131,3 +131,21 @@ async def test_escape_backs_out_and_queues_nothing(make_app, store):
         assert isinstance(app.screen, CompareScreen)
     assert not [c for c in adapter.calls if c[0] == "queue_investigation"]
     assert investigations(store, A, B) == []
+
+
+async def test_the_dialogs_keys_are_on_screen_at_80x24(make_app, store):
+    """At 80x24 the reasons pushed the totals and their key line (space, y, esc) below the dialog."""
+    adapter = StoreBackedAdapter(store)
+    app, _ = make_app(adapter=adapter)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        await open_cell(pilot, app, 1)
+        await pilot.press("i")
+        await settle(pilot, app)
+        screen = app.screen
+        assert isinstance(screen, InvestigateScreen)
+        dialog = screen.query_one("#investigate-dialog")
+        total = screen.query_one("#investigate-total", Static)
+        assert "y queues" in str(total.render())
+        assert total.region.height >= 1 and dialog.content_region.contains_region(total.region), \
+            (dialog.content_region, total.region)

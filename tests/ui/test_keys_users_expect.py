@@ -169,3 +169,96 @@ async def test_a_screen_key_lands_on_the_screen_not_on_a_detail_left_open(make_a
         await pilot.press("1")  # from the detail itself
         await settle(pilot)
         assert isinstance(app.screen, DashboardScreen)
+
+
+async def test_one_navigation_scheme_on_every_table_and_on_help(make_app):
+    """g/Home first, G/End last, j/k, on the compare grid (where g was Reload and G did nothing), the
+    server table and help (which scrolled with Down only); Reload is ctrl+r; help lists the keys."""
+    app, adapter = make_app()
+    asked: list[tuple] = []
+    comparison = adapter.comparison
+    adapter.comparison = lambda *a, **k: asked.append(a) or comparison(*a, **k)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("3")
+        await settle(pilot)
+        grid = app.screen.query_one("#compare-grid", DataTable)
+        reloads = len(asked)
+        for key, row in (("G", grid.row_count - 1), ("g", 0), ("end", grid.row_count - 1), ("home", 0)):
+            await pilot.press(key)
+            await settle(pilot)
+            assert grid.cursor_row == row, key
+        assert len(asked) == reloads  # g is not Reload
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert len(asked) > reloads
+        await pilot.press("question_mark")
+        await settle(pilot)
+        table = app.screen.query_one("#help-table", DataTable)
+        assert app.focused is table
+        words = [table.get_row_at(r)[1].plain for r in range(table.row_count)]
+        assert "Move" in words and "Reload" in words
+        await pilot.press("G")
+        assert table.cursor_row == table.row_count - 1
+        await pilot.press("k", "g")
+        assert table.cursor_row == 0
+
+
+async def test_the_slash_filter_shows_what_is_typed_at_80x24(make_app):
+    """At 80x24 the focused filter drew Input's focus border in its one row: two border lines and no text."""
+    from moe_tui.ui.widgets.filter_bar import FilterBar
+
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        await pilot.press("slash", *"failed")
+        await settle(pilot)
+        bar = app.screen.query_one(FilterBar)
+        assert app.focused is bar and bar.content_region.height >= 1, bar.content_region
+        shown = "".join(segment.text for segment in bar.render_line(0))
+        assert "failed" in shown, shown
+
+
+async def test_the_line_under_the_grid_follows_the_filtered_cursor(make_app):
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("3")
+        await settle(pilot)
+        grid = app.screen.query_one("#compare-grid", DataTable)
+        assert grid.cursor_row == 0 and grid.highlighted_cell.metric == "output_throughput"
+        await pilot.press("slash", *"ttft")
+        await settle(pilot)
+        cell = grid.highlighted_cell
+        assert "ttft" in cell.metric
+        line = str(app.screen.query_one("#compare-cell").render())
+        assert line.startswith(f"conc {cell.concurrency} {cell.label}"), line
+
+
+async def test_add_form_on_real_profiles_starts_from_the_clis_defaults(make_app):
+    """The form said 128/32 n=16 where `moe-tui queue add` plans 1024/1024 n=100: a campaign from
+    each then had two fingerprints and never compared. On real profiles both start from the spec's."""
+    from dataclasses import replace
+
+    from moe_tui.spec import BenchmarkSpec
+    from tests.ui.fakes import RecordingAdapter
+
+    adapter = RecordingAdapter()
+    adapter.servers = tuple(replace(row, profile=row.profile.replace("sim-", "glm5-"), engine="sglang")
+                            for row in adapter.servers)
+    app, _ = make_app(adapter=adapter)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        await pilot.press("a")
+        await settle(pilot)
+        form = app.screen
+        assert isinstance(form, AddCampaignScreen)
+        value = lambda wid: form.query_one(wid, Input).value  # noqa: E731
+        spec = BenchmarkSpec()
+        assert (value("#spec-input_len"), value("#spec-output_len"), value("#spec-num_prompts")) == \
+            (str(spec.input_len), str(spec.output_len), str(spec.num_prompts))
+        assert value("#campaign-ppc") == ""  # the CLI's --prompts-per-concurrency default: none

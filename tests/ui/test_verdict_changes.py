@@ -93,7 +93,7 @@ async def test_the_grid_marks_the_changed_cell_and_clears_it_once_seen(make_app)
         was = J.VERDICT_WORDS[grids()[0].cell(10, "output_throughput").verdict]
         assert table.get_cell("10/output_throughput", "verdict").plain == was
         adapter.now = 1  # a run was replaced
-        await pilot.press("g")  # reload: the second grid arrives
+        await pilot.press("ctrl+r")  # reload: the second grid arrives
         await _settle(pilot)
         assert table.get_cell("10/output_throughput", "verdict").plain.startswith("↻ ")
         table.focus()

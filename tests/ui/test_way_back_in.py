@@ -126,3 +126,19 @@ async def test_an_80_column_header_keeps_demo_and_the_data_dirs_tail(make_app, t
         header = app.screen.query_one("HeaderTitle")
         shown = "".join(segment.text for segment in header.render_line(0))
         assert "DEMO" in shown and "/moe-tui/demo-home/data" in shown and "attached" in shown, shown
+
+
+async def test_toasts_leave_the_quit_dialogs_buttons_visible_at_80x24(make_app, tmp_path):
+    """Toasts stack at the bottom right, over the quit dialog's buttons at 80x24: the dialog clears
+    them (they came before the question; what is printed on leaving says the rest)."""
+    app, _ = make_app(adapter=Attached(tmp_path / "data"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await workers_finished(app)
+        for n in range(3):
+            app.notify(f"toast number {n} with words enough to take a few lines of the rack", timeout=30)
+        await pilot.pause()
+        assert len(app._notifications) == 3
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, QuitScreen)
+        assert len(app._notifications) == 0

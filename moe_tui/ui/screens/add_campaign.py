@@ -22,13 +22,14 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Select, SelectionList
 
 from moe_tui.control import CampaignPreview, CampaignRequest
-from moe_tui.control.launch import DEMO_CAMPAIGN
+from moe_tui.control.launch import DEMO_CAMPAIGN, campaign_defaults
 from moe_tui.ui.prepare import KeepStyles, prerender_soon
 from moe_tui.ui.room import Room, room
 from moe_tui.ui.widgets.check_list import CheckList
 
-# (spec field, label, default) for the fields a campaign usually varies. The defaults are the demo
-# campaign's (`control.launch.DEMO_CAMPAIGN`): what a new user has just seen run is what they get.
+# (spec field, label, default) for the fields a campaign usually varies. The form fills them from
+# `control.launch.campaign_defaults`: the CLI's on real profiles, the demo's on simulated ones; these
+# defaults (the demo campaign's) only stand in for a field that table leaves out.
 SPEC_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("input_len", "Input tokens", str(DEMO_CAMPAIGN.spec["input_len"])),
     ("output_len", "Output tokens", str(DEMO_CAMPAIGN.spec["output_len"])),
@@ -39,7 +40,6 @@ SPEC_FIELDS: tuple[tuple[str, str, str], ...] = (
 )
 DEFAULT_CONCURRENCIES = ",".join(map(str, DEMO_CAMPAIGN.concurrencies))
 DEFAULT_REPEATS = str(DEMO_CAMPAIGN.repeats)
-DEFAULT_PROMPTS_PER_CONC = str(DEMO_CAMPAIGN.prompts_per_concurrency or "")
 # Server starts are counted once typing pauses, not on every key (each count is a worker and a
 # repaint; a burst of Backspace then typing must never lose a key to that work).
 COSTS_DEBOUNCE_S = 0.3
@@ -124,8 +124,11 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
 
     def compose(self) -> ComposeResult:
         d = self.defaults
-        names = list(self.control.live.servers)
+        servers = self.control.live.servers
+        names = list(servers)
         chosen = set(d.profiles) if d else set(names)
+        # Real profiles start from the CLI's defaults, simulated ones from the demo's (control.launch)
+        spec_defaults, ppc_default = campaign_defaults(all(servers[n].row.simulated for n in names if n in chosen))
         with VerticalScroll(id="campaign-dialog", classes="dialog"):
             yield Label("Add a campaign", classes="dialog-title")
             yield Label("Profiles")
@@ -142,11 +145,11 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
                 yield Label("Repeats")
                 yield Input(str(d.repeats) if d else DEFAULT_REPEATS, id="campaign-repeats")
                 for field, label, default in SPEC_FIELDS:
-                    value = str(d.spec.get(field, default)) if d else default
+                    value = str(d.spec.get(field, default)) if d else str(spec_defaults.get(field, default))
                     yield Label(label)
                     yield Input(value, id=f"spec-{field}")
                 yield Label("Prompts / conc")
-                yield Input(str(d.prompts_per_concurrency or "") if d else DEFAULT_PROMPTS_PER_CONC,
+                yield Input(str(d.prompts_per_concurrency or "") if d else str(ppc_default or ""),
                             placeholder="(none)", id="campaign-ppc")
                 yield Label("Ordering")
                 yield Select([], id="campaign-policy", allow_blank=True, prompt="ordering policy")

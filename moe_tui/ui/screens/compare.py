@@ -96,7 +96,8 @@ class CompareScreen(LiveScreen):
                 tooltip="Include flagged runs in the means (their cells then say unreliable)"),
         Binding("u", "toggle_uncontrolled", "Uncontrolled", id="compare.uncontrolled", show=False,
                 tooltip="Show verdicts the control check did not back, labelled 'uncontrolled'"),
-        Binding("g", "reload", "Reload", id="compare.reload", tooltip="Re-read the runs and rebuild the grid"),
+        Binding("ctrl+r", "reload", "Reload", id="compare.reload", key_display="^r",
+                tooltip="Re-read the runs and rebuild the grid (g is the first row, as in every table)"),
         Binding("i", "investigate", "Investigate", id="compare.investigate",
                 tooltip="Propose and queue the runs that would settle the highlighted cell"),
         Binding("enter,o", "open_cell", "Runs", id="compare.runs", key_display="⏎",
@@ -276,6 +277,9 @@ class CompareScreen(LiveScreen):
     def on_input_changed(self, event: Any) -> None:
         if isinstance(event.input, FilterBar) and self.grid is not None:
             self.query_one(CompareGrid).show(self.grid, self._changes, self._filter())
+            # The cursor's row index can stay while its cell changes (no highlight event): the
+            # line under the grid follows the cell the cursor is on now.
+            self._show_cell()
 
     def on_filter_bar_done(self) -> None:
         self.query_one(CompareGrid).focus()

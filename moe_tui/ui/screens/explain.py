@@ -71,6 +71,12 @@ class ExplainScreen(ModalScreen[None]):
                                                                                         "r reads again · esc backs out")
         self.query_one("#explain-hint", Static).update(Text(hint, style="dim"))
 
+    def run_finished(self) -> None:
+        """A run finished (the App says so): while this cell's profiled runs are awaited, read again,
+        so the breakdown appears without `r`."""
+        if self.view is not None and self.view.get("state") == "pending" and self.is_mounted:
+            self.action_reload()
+
     def action_queue(self) -> None:
         if self.view is None or self.view.get("state") not in ("none", "failed"):
             self.notify("explain: this cell's profiled runs are queued or done already", severity="warning")

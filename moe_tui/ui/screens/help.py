@@ -20,6 +20,7 @@ from textual.widgets import DataTable, Label
 
 from moe_tui.ui.prepare import KeepStyles
 from moe_tui.ui.screens.base import composed
+from moe_tui.ui.widgets.keyed_table import NAVIGATION_HELP, NavTable
 
 HELP_MAX_WIDTH = 110  # the dialog's max-width (app.tcss #help-dialog)
 # The dialog's border and padding, the table's cell padding (1 a side, 3 columns) and its scrollbar.
@@ -43,6 +44,7 @@ def help_rows(app: Any, under: Screen[Any]) -> tuple[HelpRow, ...]:
         seen.add(binding.id)
         rows.append((app.get_key_display(binding), binding.description, binding.tooltip, binding.id,
                      bool(active.enabled)))
+    rows.append((*NAVIGATION_HELP, "", True))  # the tables' own keys, the same on every screen
     return tuple(rows)
 
 
@@ -50,7 +52,8 @@ def _cells(row: HelpRow) -> tuple[Text, Text, Text]:
     key, action, tooltip, binding_id, enabled = row
     style = "" if enabled else "dim"
     what = Text(tooltip + ("" if enabled else " (not now)"), style=style)
-    what.append(f"  {binding_id}", style="dim italic")
+    if binding_id:
+        what.append(f"  {binding_id}", style="dim italic")
     return Text(key, style=f"bold {style}"), Text(action, style=style), what
 
 
@@ -77,7 +80,7 @@ class HelpScreen(KeepStyles, ModalScreen[Any]):
     def compose(self) -> ComposeResult:
         with Vertical(id="help-dialog", classes="dialog"):
             yield Label("Keys", id="help-title", classes="dialog-title", markup=False)
-            yield DataTable(id="help-table", cursor_type="row", zebra_stripes=True)
+            yield NavTable(id="help-table", cursor_type="row", zebra_stripes=True)
             yield Label("Remap a key in config.toml: [keys] <id> = \"<key>\" (the id ends each line)",
                         classes="dialog-detail", markup=False)
 
@@ -123,7 +126,7 @@ class HelpScreen(KeepStyles, ModalScreen[Any]):
             else:
                 table.clear()
             for row in rows:
-                table.add_row(*_cells(row), height=_height(row, width), key=row[3])
+                table.add_row(*_cells(row), height=_height(row, width), key=row[3] or "navigation")
             table.move_cursor(row=0, animate=False)
             table.scroll_home(animate=False)
 
@@ -134,7 +137,7 @@ class HelpScreen(KeepStyles, ModalScreen[Any]):
             return False
         for new in (new for old, new in zip(before, rows) if old != new):
             for column, cell in zip(("key", "action", "what"), _cells(new)):
-                table.update_cell(new[3], column, cell)
+                table.update_cell(new[3] or "navigation", column, cell)
         return True
 
     def action_dismiss_help(self) -> None:

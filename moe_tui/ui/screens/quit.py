@@ -49,6 +49,11 @@ class QuitScreen(ModalScreen[str | None]):
                     yield Button("Leave campaign running (l)", variant="primary", id="quit-leave")
                 yield Button("Cancel (esc)", id="quit-cancel")
 
+    def on_mount(self) -> None:
+        # Toasts stack over the bottom right, where the dialog's buttons are at 80x24: the question
+        # is what matters now, and a toast that came before it is old news.
+        self.app.clear_notifications()
+
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss({"quit-stop": "stop", "quit-leave": "leave"}.get(event.button.id or ""))
 

@@ -20,18 +20,31 @@ from typing import Any
 
 from rich.style import Style
 from rich.text import Text
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 
 from moe_tui.ui.render import middle_truncate, plain
 
+# One way to move in every table, help's included (k9s, lazygit, less): j/k as the arrows, g/Home
+# the first row, G/End the last, PgUp/PgDn a page (DataTable's own). A screen never binds these.
+NAVIGATION: list[BindingType] = [
+    Binding("j", "cursor_down", "Down", show=False),
+    Binding("k", "cursor_up", "Up", show=False),
+    Binding("home,g", "scroll_top", "First", show=False),
+    Binding("end,G", "scroll_bottom", "Last", show=False),
+]
+NAVIGATION_HELP = ("j k g G", "Move", "Down, up, first, last row of a table (also ↑ ↓ Home End; PgUp PgDn a page); "
+                   "Tab the next field, Esc back")
 
-class KeyedTable(DataTable[Any]):
-    BINDINGS = [  # k9s/lazygit users move with j/k as well as the arrows
-        Binding("j", "cursor_down", "Down", show=False),
-        Binding("k", "cursor_up", "Up", show=False),
-    ]
+
+class NavTable(DataTable[Any]):
+    """A DataTable with the one navigation scheme."""
+
+    BINDINGS = NAVIGATION
+
+
+class KeyedTable(NavTable):
 
     def __init__(self, columns: Sequence[tuple[str, str, int | None]], *,
                  middle_cut: Collection[str] = (), **kwargs: Any) -> None:

@@ -61,7 +61,7 @@ def queue_cells(n: int, row: QueueRow, current: int | None) -> tuple[object, ...
 
 
 class QueueTable(KeyedTable):
-    BINDINGS = [  # the whole queue's first and last item (less users' g/G as well as Home/End)
+    BINDINGS = [  # the keys of NAVIGATION, over the whole queue rather than the window shown
         Binding("home,g", "scroll_top", "First", show=False),
         Binding("end,G", "scroll_bottom", "Last", show=False),
     ]

@@ -328,7 +328,7 @@ class MoeTuiApp(App[None]):
                      preview: CampaignPreview | None = None) -> None:
         def added(count: Any) -> None:
             name = request.name or (preview.name if preview else "") or ", ".join(request.profiles)
-            control = f", {preview.control_items} of them control repeats" if preview and preview.control_items else ""
+            control = f", {preview.control_items} of them control runs" if preview and preview.control_items else ""
             self.notify(f"added campaign {name!r}: {count} item(s){control}", markup=False)
             self.refresh_queue()
             if done is not None:

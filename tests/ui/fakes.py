@@ -158,7 +158,7 @@ class RecordingAdapter(ControlClient):
                             prompts_per_concurrency=request.prompts_per_concurrency, control=request.control)
         items = [{"concurrency": p.spec.max_concurrency, "num_prompts": p.spec.num_prompts} for p in plan.items()]
         answer = {"name": plan.default_name(), "control": plan.control_plan(), "items": items,
-                  "server_starts": self.restart_counts(request)}
+                  "server_starts": plan.start_costs()}
         return campaign_preview(request, answer)
 
     def compared_profiles(self):

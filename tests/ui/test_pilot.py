@@ -304,7 +304,8 @@ async def test_add_campaign_form_validates_and_submits(make_app):
         assert isinstance(form, AddCampaignScreen)
         assert form.query_one("#campaign-policy", Select).value == "grouped"
         costs = plain(form.query_one("#campaign-costs"))
-        assert "Queues 28 items" in costs and "= 16 + 12 control repeats" in costs and "interleaved 4" in costs
+        # concurrency 2 is in the sweep: it is the control, no items added for it
+        assert "Queues 24 items" in costs and "conc 2 in every sweep is the control" in costs and "abba 4" in costs
         form.query_one("#campaign-concurrencies", Input).value = "1,two,64"
         await settle(pilot, app)
         await pilot.press("ctrl+s")
@@ -530,11 +531,14 @@ async def test_add_form_shows_what_will_be_queued_with_control_toggle_and_baseli
         await settle(pilot, app)
         form = app.screen
         await settle(pilot, app, 0.5)
+        # a sweep without concurrency 2: the control adds it to every sweep (2 profiles x 2 repeats)
+        form.query_one("#campaign-concurrencies", Input).value = "1,10,64"
+        await settle(pilot, app, 0.5)
         request, planned = form._preview  # the request the form shows and the core's plan of it
         assert planned == adapter.campaign_preview(request)
-        assert planned.control_items > 0  # the demo's 2 profiles x 2 repeats: the control needs more starts
+        assert planned.control_items == 4
         costs = plain(form.query_one("#campaign-costs"))
-        assert f"Queues {planned.items} items" in costs and f"+ {planned.control_items} control repeats" in costs
+        assert f"Queues {planned.items} items" in costs and "+ 4 control runs at conc 2 (one per sweep)" in costs
         baseline = form.query_one("#campaign-baseline", Select)
         assert baseline.value == "sim-flashinfer-cutlass" and "Baseline sim-flashinfer-cutlass" in costs
         baseline.value = "sim-flashinfer-cutedsl"

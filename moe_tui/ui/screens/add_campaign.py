@@ -230,10 +230,10 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
         text.append(f"{len(request.profiles)} profiles x {len(request.concurrencies)} concurrencies x "
                     f"{request.repeats} repeats = {preview.grid_items}")
         if preview.control_items:
-            text.append(f" + {preview.control_items} control repeats at conc {preview.control_concurrency}",
+            text.append(f" + {preview.control_items} control runs at conc {preview.control_concurrency} (one per sweep)",
                         style="bold")
         elif request.control and len(request.profiles) > 1:
-            text.append(" (no control repeats needed)")
+            text.append(f" (conc {preview.control_concurrency or 2} in every sweep is the control)")
         elif not request.control:
             text.append(" (no control: verdicts uncontrolled)", style="yellow")
         if preview.short_cells:

@@ -32,8 +32,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     action.add_argument("--backup", action="store_true", help="take a checked backup of the store now")
     action.add_argument("--box", action="store_true",
                         help="check the GPU box for the profiles: driver, GPUs, SGLang, ports, disk (one line each)")
-    p.add_argument("--json", action="store_true", help="with --box: the checks as JSON")
-    from moe_tui.commands.common import add_profiles_dir
+    from moe_tui.commands.common import add_format, add_profiles_dir
+
+    add_format(p, "with --box: the checks as JSON")
 
     add_profiles_dir(p)
     p.set_defaults(run=run)

@@ -196,9 +196,16 @@ def _status(data_dir: Path, as_json: bool = False) -> int:
         from moe_tui.control.launch import moe_tui_command
         from moe_tui.run.rendezvous import runner_is_running
 
-        if runner_is_running(data_dir) is None:  # the usual case: say so in words, not as an errno
-            print(f"moe-tui run --status: no runner works {data_dir} (start one with "
-                  f"`{moe_tui_command('run', '--detach')}`)", file=sys.stderr)
+        # Nothing answering is the usual case, said in words, not as an errno; a socket folder or a
+        # runner of another user is a refusal, and its reason is said as it is.
+        absent = "no moe-tui runner answers on "
+        refused = not str(exc).startswith(absent)
+        if runner_is_running(data_dir) is None and not refused:
+            where = str(exc)[len(absent):].rsplit(": ", 1)[0]  # the socket asked, without the errno
+            print(f"moe-tui run --status: no runner works {data_dir} (nothing answers on {where}; start one "
+                  f"with `{moe_tui_command('run', '--detach')}`)", file=sys.stderr)
+        elif refused:
+            print(f"moe-tui run --status: {exc}", file=sys.stderr)
         else:
             print(f"moe-tui run --status: the runner of {data_dir} does not answer: {exc}", file=sys.stderr)
         return 1

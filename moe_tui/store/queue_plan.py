@@ -147,14 +147,16 @@ class CampaignPlan:
         last: tuple[str, int] | None = None
         for p, c, r in order_keys(self.profiles, self.concurrencies, self.repeats, policy):
             # ABBA puts one profile's two sweeps side by side: each sweep is still its own server start.
-            fresh = policy == "abba" and last is not None and last != (p, r) and last[0] == p
+            fresh = (policy == "abba" and len(self.profiles) > 1 and last is not None and last != (p, r)
+                     and last[0] == p)
             items.append(PlannedItem(p, specs[c], r, self.warmup_pass, fresh_start=fresh))
             last = (p, r)
         return items
 
     def start_costs(self, running: str | None = None) -> dict[str, int]:
         """Server starts each policy needs for this campaign (given the server already up)."""
-        return {policy: server_starts([(p, r) if policy == "abba" else p for p, _, r in order_keys(
+        sweeps = len(self.profiles) > 1  # ABBA restarts between one profile's two sweeps (comparisons only)
+        return {policy: server_starts([(p, r) if policy == "abba" and sweeps else p for p, _, r in order_keys(
             self.profiles, self.concurrencies, self.repeats, policy)], running) for policy in ORDER_POLICIES}
 
     def definition(self) -> dict[str, Any]:

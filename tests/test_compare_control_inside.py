@@ -172,3 +172,26 @@ def test_missing_evidence_is_never_agreement(what, kw, words):
     c = grid(a, b).cell(64, "output_throughput")
     assert c.verdict == J.UNVERIFIED, what
     assert any(words in r for r in c.reasons), (what, c.reasons)
+
+
+def test_percent_and_absolute_delta_agree_in_sign_and_say_what_they_are_on():
+    """The issue's '-1.0% (+0.354 ms)': the % is on per-start geometric means, the absolute was on run
+    means. Now the absolute is the same ratio on the baseline's mean, and a reason says which is which."""
+    def one(rid: int, name: str, snap: dict, v: float, start: int) -> object:
+        return make_run(rid, name, concurrency=64, summary=summary(v), profile=snap, when=float(rid), start=start)
+
+    a = [one(1, "a", SNAP_A, 100.0, 1), one(2, "a", SNAP_A, 100.0, 1), one(3, "a", SNAP_A, 100.0, 1),
+         one(4, "a", SNAP_A, 110.0, 2)]
+    b = [one(5, "b", SNAP_B, 103.0, 3), one(6, "b", SNAP_B, 104.0, 4)]
+    c = grid(a, b, settings=CompareSettings(accept_uncontrolled=True)).cell(64, "output_throughput")
+    assert c.delta_pct is not None and c.delta is not None and c.delta_pct < 0 < c.candidate.mean - c.baseline.mean
+    assert (c.delta < 0) == (c.delta_pct < 0)
+    assert any("per-start geometric means" in r and "not of the run means shown" in r for r in c.reasons)
+
+
+def test_within_noise_clear_of_zero_says_it_is_short_of_the_minimum_effect():
+    a = sweeps("a", SNAP_A, range(0, 8, 2), LEVELS, first_id=1)
+    b = sweeps("b", SNAP_B, range(1, 8, 2), LEVELS, first_id=100, factor_at={64: 1.021})
+    c = grid(a, b, settings=CompareSettings(min_effect_pct=5.0)).cell(64, "output_throughput")
+    assert c.verdict == J.WITHIN_NOISE and c.ci_low_pct is not None and c.ci_low_pct > 0
+    assert "clear of 0, not of the ±5% minimum effect" in c.verdict_text

@@ -271,21 +271,31 @@ def finish(d: Draft, settings: CompareSettings) -> GridCell:
     """The frozen cell, with its texts; a delta and interval only with a verdict (tested cells)."""
     sa, sb, m = d.sa, d.sb, d.metric
     delta = delta_pct = lo = hi = lo_pct = hi_pct = None
-    delta_text = ci_text = ""
+    delta_text = ci_text = short_of = ""
     repeats = None
     if d.verdict in TESTED and d.test is not None and sa.mean is not None and sb.mean is not None and d.confidence:
-        delta = sb.mean - sa.mean
         delta_pct = d.test.delta_pct
+        # The % is the ratio of the sides' per-start geometric means (the test's scale); the absolute
+        # delta is that ratio on the baseline's mean, so the two never disagree in sign. Where the run
+        # means on screen say otherwise, a reason says which is which.
+        delta = sa.mean * delta_pct / 100.0
         delta_text = f"{format_pct(delta_pct)} ({signed(delta, format_number(delta))} {m.unit})"
+        arithmetic = (sb.mean - sa.mean) / sa.mean * 100.0 if sa.mean else delta_pct
+        if abs(arithmetic - delta_pct) > 0.5:
+            d.reasons.append(f"the delta is the ratio of the sides' per-start geometric means "
+                             f"({len(d.starts[0])} vs {len(d.starts[1])} starts: {format_pct(delta_pct)}), not of the "
+                             f"run means shown ({format_pct(arithmetic)})")
         lo_pct, hi_pct = d.test.interval_pct(d.confidence)
         lo, hi = sa.mean * lo_pct / 100.0, sa.mean * hi_pct / 100.0
         ci_text = f"[{format_pct(lo_pct)}, {format_pct(hi_pct)}] {d.confidence:.1%}"  # the family-corrected level
         if d.verdict == J.WITHIN_NOISE and abs(delta_pct) >= settings.min_effect_pct:
             repeats = repeats_to_settle(sa.std or 0.0, sb.std or 0.0, delta)
+        if d.verdict == J.WITHIN_NOISE and not repeats and (lo_pct > 0 or hi_pct < 0):
+            short_of = f"clear of 0, not of the ±{settings.min_effect_pct:g}% minimum effect"
     assert d.verdict is not None, "every draft is decided before it is finished"
     words = J.VERDICT_WORDS[d.verdict] + (" (uncontrolled)" if d.uncontrolled and d.verdict in TESTED else "")
-    detail = f"~{repeats} repeats/side to settle" if repeats else (d.reasons[0] if d.reasons and d.verdict not in (
-        J.BETTER, J.WORSE, J.WITHIN_NOISE) else "")
+    detail = f"~{repeats} repeats/side to settle" if repeats else short_of or (
+        d.reasons[0] if d.reasons and d.verdict not in (J.BETTER, J.WORSE, J.WITHIN_NOISE) else "")
     refusal = "; ".join(d.reasons) if d.verdict in (J.NO_DATA, J.REFUSED) else ""
     diffs = (spec_field_diffs(d.pa.spec or {}, d.pb.spec or {}, d.pa.fingerprint or "", d.pb.fingerprint or "")
              if d.verdict == J.REFUSED else ())

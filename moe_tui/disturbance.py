@@ -21,6 +21,10 @@ from typing import Any
 
 from moe_tui import judgement as J
 
+# The server manager's own /health probe (a one-token generate in SGLang 0.5.23) is at most one request
+# at the server beside the client's: not someone else.
+HEALTH_PROBES_IN_FLIGHT = 1
+
 
 def client_cap(max_concurrency: int | None, num_prompts: int) -> int:
     """The most requests the client can have at the server at once."""

@@ -71,9 +71,9 @@ def test_small_campaign_runs_headless_to_the_end(env):
     for run in runs.values():
         by_conc.setdefault(json.loads(run[5])["spec"]["max_concurrency"], set()).add(run[3])
     assert all(len(fps) == 1 for fps in by_conc.values()) and len(by_conc) == 2
-    # Interleaved order (the default): A's sweep, B's, A's, B's: one server start each.
+    # ABBA order (the default): A's sweep, B's, B's again on a fresh start, A's: one server start each.
     starts = env.query("SELECT profile_name, state FROM server_starts ORDER BY id")
-    assert [s[0] for s in starts] == [a, b, a, b]
+    assert [s[0] for s in starts] == [a, b, b, a]
     assert all(s[1] == "stopped" for s in starts)
     # Requests were kept per run.
     assert env.query("SELECT COUNT(*) FROM requests")[0][0] == 8 * 4

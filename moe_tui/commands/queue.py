@@ -172,8 +172,11 @@ def _add(args: argparse.Namespace, store: Store) -> int:
     for name in names:
         try:
             loaded.by_name(name)
-        except KeyError:
-            print(f"moe-tui queue add: {unknown_profile(name, args.profiles_dir)}", file=sys.stderr)
+        except KeyError as exc:
+            # a name two files carry is named as such (which one is meant cannot be guessed); else the
+            # close names from every folder searched
+            why = exc.args[0] if name in loaded.duplicates else unknown_profile(name, args.profiles_dir)
+            print(f"moe-tui queue add: {why}", file=sys.stderr)
             for problem in loaded.problems:
                 print(f"  {problem}", file=sys.stderr)
             return EXIT_NOT_FOUND

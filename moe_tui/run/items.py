@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from moe_tui.disturbance import ServerLoadWatch, client_cap
+from moe_tui.disturbance import HEALTH_PROBES_IN_FLIGHT, ServerLoadWatch, client_cap
 from moe_tui.events import BenchProgress, RunFinished, RunStarted
 from moe_tui.judgement import SIM_ENGINE
 from moe_tui.profiles import ServerProfile, load_profiles
@@ -298,7 +298,13 @@ class ItemRunner:
 
         # The server's own running + queued count during the run: more than this client's cap is
         # someone else's load (moe_tui.disturbance).
-        load_watch = ServerLoadWatch(profile.name, client_cap(spec.max_concurrency, spec.num_prompts))
+        # The runner's own health probe is a generate request (SGLang 0.5.23's /health makes one token):
+        # at concurrency 1024, where it waits a step in the queue, it sat in the server's count half the
+        # time (foreign_load on every run), so the cap counts it. It keeps probing during the run: a
+        # server that stops answering (a full disk broke the emulator mid-run) fails within seconds,
+        # not at the stall timeout.
+        load_watch = ServerLoadWatch(profile.name, client_cap(spec.max_concurrency, spec.num_prompts)
+                                     + HEALTH_PROBES_IN_FLIGHT)
         unsub_load = server.subscribe(load_watch)
         collector: SnapshotCollector | None = None
         unsub: Callable[[], None] | None = None
@@ -311,11 +317,6 @@ class ItemRunner:
             our_pids = expand_descendants([server.pid]) if server.pid else set()
         result: BenchResult | None = None
         bench_error: str | None = None
-        # The health probe is a generate request (SGLang 0.5.23's /health makes one token): during
-        # the timed run it would join the measured batch and, at concurrency 1024 where it waits a
-        # step in the queue, sit in the server's count half the time (foreign_load on every run).
-        # The run's own streams and stall watch say whether the server lives meanwhile.
-        server.health_paused = True
         try:
             result = await self.run_bench(spec, server, run_id=run_id, phase="timed")
         except asyncio.CancelledError:
@@ -323,7 +324,6 @@ class ItemRunner:
         except Exception as exc:
             result, bench_error = None, f"benchmark could not run: {type(exc).__name__}: {exc}"
         finally:
-            server.health_paused = False
             if unsub is not None:
                 unsub()
             unsub_load()

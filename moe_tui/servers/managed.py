@@ -91,10 +91,6 @@ class ManagedServer(ServerWatchMixin):
         self.metrics_interval_s = metrics_interval_s
         self.gpu_probe = gpu_probe
         self.stop_on_failure = stop_on_failure
-        # SGLang's /health pushes a 1-token generation through the scheduler: a controller may
-        # pause the probes during a timed run so they do not share the batch with it. Exit
-        # detection goes on regardless.
-        self.health_paused = False
         self.python = python
         self.log_lines: collections.deque[str] = collections.deque(maxlen=ring_lines)
         self.warnings: list[str] = []

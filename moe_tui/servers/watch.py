@@ -42,7 +42,6 @@ class ServerWatchMixin:
         health_interval_s: float
         health_timeout_s: float
         health_failures: int
-        health_paused: bool
         metrics_interval_s: float
         _client: httpx.AsyncClient | None
         _ready_event: asyncio.Event | None
@@ -134,9 +133,6 @@ class ServerWatchMixin:
             await asyncio.sleep(self.health_interval_s)
             if self.state != READY:
                 return
-            if self.health_paused:
-                failures = 0
-                continue
             error = None
             try:
                 resp = await self._http.get("/health", timeout=self.health_timeout_s)

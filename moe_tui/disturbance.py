@@ -34,9 +34,10 @@ def client_cap(max_concurrency: int | None, num_prompts: int) -> int:
 class ServerLoadWatch:
     """Keeps (time, running + queued) of every metrics sample of one server while a run lasts."""
 
-    def __init__(self, profile: str, cap: int):
+    def __init__(self, profile: str, cap: int, allowance: int = 0):
         self.profile = profile
         self.cap = cap
+        self.allowance = allowance  # requests of the runner's own beside the client's (its health probe)
         self.samples: list[tuple[float, float]] = []
 
     def __call__(self, event: Any) -> None:
@@ -48,21 +49,25 @@ class ServerLoadWatch:
         self.samples.append((time.time(), float(running or 0.0) + float(queued or 0.0)))
 
     def summary(self) -> dict[str, Any]:
-        return load_summary(self.samples, self.cap)
+        return load_summary(self.samples, self.cap, self.allowance)
 
 
-def load_summary(samples: list[tuple[float, float]], cap: int) -> dict[str, Any]:
+def load_summary(samples: list[tuple[float, float]], cap: int, allowance: int = 0) -> dict[str, Any]:
     """Self-check fields: the client's cap, how many samples were read, the server's largest
-    running + queued count, and (when over the cap) the excess and when it was seen."""
+    running + queued count, and (when over the cap and the runner's own `allowance`) the excess over
+    the client's cap and when it was seen."""
     out: dict[str, Any] = {"client_cap": cap, "samples": len(samples), "server_max_requests": None,
                            "foreign_requests_max": 0, "foreign_seen_at": None}
+    if allowance:
+        out["runner_requests_allowed"] = allowance
     if not samples:
         return out
     at, peak = max(samples, key=lambda s: s[1])
-    over = sum(1 for _t, n in samples if n > cap)
+    limit = cap + allowance
+    over = sum(1 for _t, n in samples if n > limit)
     out["server_max_requests"] = peak
     out["samples_over_cap"] = over
-    if peak > cap + lag_slack(cap) or over >= max(OVER_CAP_MIN_SAMPLES, OVER_CAP_FRACTION * len(samples)):
+    if peak > limit + lag_slack(cap) or over >= max(OVER_CAP_MIN_SAMPLES, OVER_CAP_FRACTION * len(samples)):
         out["foreign_requests_max"] = peak - cap
         out["foreign_seen_at"] = at
     return out

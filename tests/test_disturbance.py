@@ -60,3 +60,17 @@ def test_one_short_freeze_is_not_a_stall_and_one_long_one_is():
     assert one["server_stall"] is None and one["pauses"]["count"] == 1
     long = stall_check([_stream(0.0, 50.0, [(10.0, 17.0)])], 50.0, 0.0, 0.0, 50.0)
     assert long["server_stall"]["cumulative"] is False and long["server_stall"]["length_s"] >= 6.9
+
+
+def test_the_runners_own_health_probe_is_not_someone_else():
+    """The runner's /health (a one-token generate) sits beside the client's streams: at cap 1024 it was
+    in the server's count in 30 of 64 samples and flagged foreign_load on every run."""
+    from moe_tui.disturbance import load_summary
+
+    samples = [(float(t), 1025.0 if t % 2 else 1024.0) for t in range(64)]
+    assert load_summary(samples, 1024)["foreign_requests_max"] == 1  # without the allowance: flagged
+    allowed = load_summary(samples, 1024, allowance=1)
+    assert allowed["foreign_requests_max"] == 0 and allowed["runner_requests_allowed"] == 1
+    # someone else's streams beyond the probe are still seen, as the excess over the client's cap
+    busy = load_summary([(float(t), 1040.0) for t in range(64)], 1024, allowance=1)
+    assert busy["foreign_requests_max"] == 16 and busy["client_cap"] == 1024

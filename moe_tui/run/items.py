@@ -303,8 +303,8 @@ class ItemRunner:
         # time (foreign_load on every run), so the cap counts it. It keeps probing during the run: a
         # server that stops answering (a full disk broke the emulator mid-run) fails within seconds,
         # not at the stall timeout.
-        load_watch = ServerLoadWatch(profile.name, client_cap(spec.max_concurrency, spec.num_prompts)
-                                     + HEALTH_PROBES_IN_FLIGHT)
+        load_watch = ServerLoadWatch(profile.name, client_cap(spec.max_concurrency, spec.num_prompts),
+                                     allowance=HEALTH_PROBES_IN_FLIGHT)
         unsub_load = server.subscribe(load_watch)
         collector: SnapshotCollector | None = None
         unsub: Callable[[], None] | None = None

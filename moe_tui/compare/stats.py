@@ -221,24 +221,30 @@ def fit_priors(cells: Sequence[tuple[float, float, float]]) -> list[Prior]:
     (smaller when cells disagree more than sampling explains) and never more than the information the
     fitted trend holds at this cell (its leverage): a grid of few cells borrows little.
     """
-    from scipy.special import digamma, polygamma
 
     k = len(cells)
     if k < 2:
         return [Prior(0.0, 0.0)] * k
     x = np.array([c[0] for c in cells], dtype=float)
-    d = np.array([c[2] for c in cells], dtype=float)
-    e = np.log([c[1] for c in cells]) - digamma(d / 2.0) + np.log(d / 2.0)
-    trig = polygamma(1, d / 2.0)
     design = np.column_stack([np.ones(k), x]) if k >= 3 and len(set(x.tolist())) >= 3 else np.ones((k, 1))
+    return _priors(design, [c[1] for c in cells], [c[2] for c in cells])
+
+
+def _priors(design: np.ndarray, variances: Sequence[float], dfs: Sequence[float]) -> list[Prior]:
+    """limma's scaled-F fit of the variances (log scale, digamma-corrected) on `design`: each row's prior."""
+    from scipy.special import digamma, polygamma
+
+    d = np.asarray(dfs, dtype=float)
+    e = np.log(np.asarray(variances, dtype=float)) - digamma(d / 2.0) + np.log(d / 2.0)
+    trig = polygamma(1, d / 2.0)
     beta, *_ = np.linalg.lstsq(design, e, rcond=None)
     fitted = design @ beta
-    resid_df = k - design.shape[1]
+    resid_df = len(e) - design.shape[1]
     evar = float(((e - fitted) ** 2).sum() / resid_df) - float(trig.mean()) if resid_df > 0 else 0.0
     spread = max(evar, 0.0)
     leverage = np.einsum("ij,jk,ik->i", design, np.linalg.pinv(design.T @ design), design)
     out = []
-    for i in range(k):
+    for i in range(len(e)):
         # Uncertainty of the prior's level at this cell: the true variance's scatter around the trend
         # (evar) plus the trend's own estimation error (leverage x the scatter of the e's).
         var_log = spread + float(leverage[i]) * (float(trig.mean()) + spread)
@@ -303,35 +309,17 @@ def fit_side_priors(cells: Sequence[tuple[float, int, float, float]]) -> list[Pr
     each: a side that is noisier everywhere (another machine, fewer and louder starts) keeps its level
     instead of being shrunk toward the quieter side's, which a pooled variance would do (5 v 2 starts at
     5% vs 1% noise: anti-conservative)."""
-    from scipy.special import digamma, polygamma
-
     k = len(cells)
     if k < 2:
         return [Prior(0.0, 0.0)] * k
     x = np.array([c[0] for c in cells], dtype=float)
     side = np.array([c[1] for c in cells], dtype=float)
-    d = np.array([c[3] for c in cells], dtype=float)
-    e = np.log([c[2] for c in cells]) - digamma(d / 2.0) + np.log(d / 2.0)
-    trig = polygamma(1, d / 2.0)
     cols = [np.ones(k)]
     if len(set(x.tolist())) >= 3 and k >= 4:
         cols.append(x)
     if min(int((side == 0).sum()), int((side == 1).sum())) >= 2 and k >= len(cols) + 2:
         cols.append(side)
-    design = np.column_stack(cols)
-    beta, *_ = np.linalg.lstsq(design, e, rcond=None)
-    fitted = design @ beta
-    resid_df = k - design.shape[1]
-    evar = float(((e - fitted) ** 2).sum() / resid_df) - float(trig.mean()) if resid_df > 0 else 0.0
-    spread = max(evar, 0.0)
-    leverage = np.einsum("ij,jk,ik->i", design, np.linalg.pinv(design.T @ design), design)
-    out = []
-    for i in range(k):
-        var_log = spread + float(leverage[i]) * (float(trig.mean()) + spread)
-        df0 = 2.0 * trigamma_inverse(var_log) if var_log > 0 else 0.0
-        s2 = float(math.exp(fitted[i] + digamma(df0 / 2.0) - math.log(df0 / 2.0))) if df0 > 0 else 0.0
-        out.append(Prior(s2, df0))
-    return out
+    return _priors(np.column_stack(cols), [c[2] for c in cells], [c[3] for c in cells])
 
 
 def side_variance(values: np.ndarray) -> tuple[float, float]:

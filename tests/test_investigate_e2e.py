@@ -134,11 +134,18 @@ def test_seed_sign_change_is_bisected_and_a_jit_stall_is_flagged_by_the_cold_war
     # grid says client_bound, and nothing can be bisected from it; the cold/warm pair still stands.
     client_bound_at_256 = "client_bound" in grid and "bisect" not in by_kind
     assert "cold_warm" in by_kind, (list(by_kind), plan["notes"], grid)
+    raw = _raw_deltas(grid, (64, 256))  # the measured means' difference, what the planner brackets
     if client_bound_at_256:
         assert any("client_bound" in n or "client-bound" in n for n in plan["notes"]) or "client_bound" in out
+    elif "bisect" not in by_kind:
+        # One short run a side on a loaded 2-core box can miss the seed's +14% at 64: then nothing
+        # flips or crosses the minimum effect between 64 and 256, and rightly nothing is bisected.
+        d64, d256 = raw[64], raw[256]
+        assert d64 is not None and d256 is not None and (d64 > 0) == (d256 > 0) and min(abs(d64), abs(d256)) >= 2.0, (
+            raw, plan["notes"], grid)
     else:
         assert {i["concurrency"] for i in by_kind["bisect"]["items"]} == {128}
-        assert "changes sign between concurrency 64" in by_kind["bisect"]["reason"]
+        assert "between concurrency 64" in by_kind["bisect"]["reason"], (raw, by_kind["bisect"]["reason"])
     cold, warm = by_kind["cold_warm"]["items"]
     assert (cold["profile"], cold["fresh_start"], cold["warmup"]) == (b, True, False)
     assert (warm["profile"], warm["fresh_start"], warm["warmup"]) == (b, False, True)
@@ -163,3 +170,16 @@ def test_seed_sign_change_is_bisected_and_a_jit_stall_is_flagged_by_the_cold_war
     assert "warmup_effect" in done["flags"], done["lines"]
     if not client_bound_at_256:
         assert any(ln.startswith("bisect   concurrency 128: ") and "no data" not in ln for ln in done["lines"])
+
+
+def _raw_deltas(grid_csv: str, concurrencies: tuple[int, ...]) -> dict[int, float | None]:
+    """Candidate vs baseline mean output tok/s per concurrency, in %, from `compare --format csv`."""
+    import csv
+    import io
+
+    out: dict[int, float | None] = {c: None for c in concurrencies}
+    for row in csv.DictReader(io.StringIO(grid_csv)):
+        conc = int(row["concurrency"])
+        if row["metric"] == "output_throughput" and conc in out and row["baseline_mean"] and row["candidate_mean"]:
+            out[conc] = (float(row["candidate_mean"]) / float(row["baseline_mean"]) - 1.0) * 100.0
+    return out

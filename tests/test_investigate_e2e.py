@@ -151,7 +151,7 @@ def test_seed_sign_change_is_bisected_and_a_jit_stall_is_flagged_by_the_cold_war
     assert (warm["profile"], warm["fresh_start"], warm["warmup"]) == (b, False, True)
     assert by_kind["cold_warm"]["minutes"] is not None  # priced from the runs already measured
 
-    only = "cold_warm" if client_bound_at_256 else "bisect,cold_warm"
+    only = "bisect,cold_warm" if "bisect" in by_kind else "cold_warm"
     ok(env.run("investigate", a, b, "--concurrency", "256", "--only", only, "--yes", *pdir))
     fresh = env.query("SELECT fresh_start, warmup FROM queue_items WHERE state = 'pending' ORDER BY id")
     assert (1, 0) in fresh  # the cold item: fresh server start, no warmup pass

@@ -195,3 +195,15 @@ def test_within_noise_clear_of_zero_says_it_is_short_of_the_minimum_effect():
     c = grid(a, b, settings=CompareSettings(min_effect_pct=5.0)).cell(64, "output_throughput")
     assert c.verdict == J.WITHIN_NOISE and c.ci_low_pct is not None and c.ci_low_pct > 0
     assert "clear of 0, not of the ±5% minimum effect" in c.verdict_text
+
+
+def test_the_control_concurrency_takes_no_share_of_the_familys_alpha():
+    # Concurrencies 2 and 64: only 64 can carry a verdict, so the primary family is one cell and its
+    # interval is the plain 95% one (the control cell read at the same level, never a verdict).
+    a = sweeps("a", SNAP_A, range(0, 8, 2), LEVELS, first_id=1)
+    b = sweeps("b", SNAP_B, range(1, 8, 2), LEVELS, first_id=100, factor_at={64: 1.20})
+    g = grid(a, b)
+    cell, control = g.cell(64, "output_throughput"), g.cell(2, "output_throughput")
+    assert cell.ci_confidence == pytest.approx(0.95) and control.ci_confidence == pytest.approx(0.95)
+    assert any("over 1 primary cell(s)" in r for r in cell.reasons)
+    assert control.verdict != J.BETTER and control.verdict != J.WORSE

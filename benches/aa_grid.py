@@ -14,15 +14,13 @@ Usage: nice python benches/aa_grid.py [--grids 400] [--out benches/results/aa_gr
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
-from grid_sim import SEED_CONCS, SEED_EFFECT, Builder, Scenario, draw, verdicts
+from grid_sim import SEED_CONCS, SEED_EFFECT, Builder, Scenario, draw, publish, study_args, verdicts
 
 POWER_EFFECT = 0.15
 
@@ -101,10 +99,7 @@ def rate_text(p: float, n: int) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--grids", type=int, default=400, help="grids per row")
-    ap.add_argument("--out", default=None, help="write the Markdown table here")
-    ap.add_argument("--date", default=time.strftime("%Y-%m-%d"))
+    ap = study_args(__doc__.splitlines()[0], 400)
     ap.add_argument("--only", default=None, help="run only rows whose name contains this")
     args = ap.parse_args()
     started = time.perf_counter()
@@ -161,10 +156,7 @@ def main() -> int:
               "as a user's fixed design of three sweeps a side, one server start each, c=2 inside:", "",
               "| design | four big cells right | any false verdict |", "|---|---:|---:|"]
     lines += [f"| {s[0]} | {'-' if s[1] is None else rate_text(s[1], n)} | {rate_text(s[2], n)} |" for s in seeds]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    publish(lines, args.out)
     return 0
 
 

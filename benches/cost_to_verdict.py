@@ -21,14 +21,12 @@ Usage: nice python benches/cost_to_verdict.py [--grids 200] [--out benches/resul
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
-from grid_sim import CONTROL, SEED_CONCS, SEED_EFFECT, Builder, Scenario, verdicts
+from grid_sim import CONTROL, SEED_CONCS, SEED_EFFECT, Builder, Scenario, publish, study_args, verdicts
 
 from moe_tui import judgement as J
 from moe_tui.compare import CompareSettings
@@ -114,14 +112,11 @@ def sequential(looks: tuple[tuple[int, float], ...]) -> Callable[[np.random.Gene
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--grids", type=int, default=200)
+    ap = study_args(__doc__.splitlines()[0], 200)
     ap.add_argument("--looks", action="append", default=None,
                     help="a sequential plan's looks, STARTS_A_SIDE:ALPHA,... (alphas add up to at most 0.05); "
                          "repeatable (default: 2:0.01,3:0.04 and 2:0.01,5:0.04)")
     ap.add_argument("--futility", action="store_true", help="stop cells that cannot settle by the cap")
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--date", default=time.strftime("%Y-%m-%d"))
     args = ap.parse_args()
     n = args.grids
     global FUTILITY
@@ -166,10 +161,7 @@ def main() -> int:
     for r in rows:
         lines.append(f"| {r[0]} | {r[1]:g}, {r[2]:.1f} | {r[2] / base[2]:.0%} | {r[3]:.0f} | {r[3] / base[3]:.0%} | "
                      f"{r[4]:.0%} | {r[5]:.1%} | {r[6]:.1%} | {r[7]:.1%} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    publish(lines, args.out)
     return 0
 
 

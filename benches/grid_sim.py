@@ -10,8 +10,10 @@ that includes the control concurrency 2 (as `queue_plan` plans it).
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -181,3 +183,20 @@ def verdicts(g: ComparisonGrid, effect: dict[int, float]) -> tuple[bool, bool, f
             found_g += not cell.uncontrolled
     n = max(1, len(targets))
     return false_gated, false_acc, found_g / n, found_a / n
+
+
+def study_args(description: str, grids: int) -> argparse.ArgumentParser:
+    """The options every grid study takes: draws a row, where its Markdown goes, the date it is stamped with."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--grids", type=int, default=grids, help="synthetic grids per row")
+    ap.add_argument("--out", default=None, help="write the Markdown table here")
+    ap.add_argument("--date", default=time.strftime("%Y-%m-%d"))
+    return ap
+
+
+def publish(lines: list[str], out: str | None) -> None:
+    """Print a study's Markdown and write it where --out says."""
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if out:
+        Path(out).write_text(text)

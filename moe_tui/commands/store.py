@@ -58,9 +58,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
 
 
 def run(args: argparse.Namespace) -> int:
+    from moe_tui.store.archive import ArchiveError
     from moe_tui.store.db import Store
     from moe_tui.store.errors import StoreError
-    from moe_tui.store.retention import ArchiveError
 
     action = getattr(args, "store_action", None)
     if action is None:
@@ -169,9 +169,10 @@ def _publish(tmp: Path, path: Path) -> None:
 
 
 def _prune_ids(store: Store, ids: list[int]) -> None:
+    before = store.file_bytes()
     deleted = store.delete_runs(ids)
-    before, after = store.reclaim()
-    print(f"deleted {deleted:,} run(s) with their requests and GPU samples; store {_mb(before)} -> {_mb(after)}")
+    print(f"deleted {deleted:,} run(s) with their requests and GPU samples; "
+          f"store {store.reclaim(before=before).words()}")
 
 
 def _archive(store: Store, args: argparse.Namespace) -> int:
@@ -201,8 +202,7 @@ def _prune(store: Store, args: argparse.Namespace) -> int:
 
 
 def _vacuum(store: Store, args: argparse.Namespace) -> int:
-    before, after = store.reclaim(full=args.full)
-    print(f"store {store.path}: {_mb(before)} -> {_mb(after)}")
+    print(f"store {store.path}: {store.reclaim(full=args.full).words()}")
     return 0
 
 
@@ -216,10 +216,11 @@ def _keep_samples(store: Store, args: argparse.Namespace) -> int:
         n = int(text)
     except ValueError:
         raise ValueError(f"keep-samples {args.runs!r}: a whole number of runs, or 'all'") from None
+    before = store.file_bytes()
     store.set_keep_samples_runs(n)
     dropped = store.apply_sample_retention()
     print(f"per-request samples: kept for the last {n} run(s); dropped from {dropped:,} older run(s) "
-          "(their summaries and flags stay; `moe-tui store vacuum` frees the space)")
+          f"(their summaries and flags stay); store {store.reclaim(before=before).words()}")
     return 0
 
 

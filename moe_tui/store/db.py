@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from moe_tui.store.archive import ArchiveRecords
 from moe_tui.store.errors import StoreBusy, StoreError, StoreReadOnly
 from moe_tui.store.records import StartAndGateRecords, _dump, _json_default, _server_start_dict  # noqa: F401  (re-exported)
 from moe_tui.store.retention import REQUEST_ROW_BYTES, RUN_BYTES, SAMPLE_ROW_BYTES, RetentionRecords
@@ -109,7 +110,7 @@ class RunRecord:
         return self.fingerprint[:12]
 
 
-class Store(StartAndGateRecords, RetentionRecords, SummaryRecords):
+class Store(StartAndGateRecords, RetentionRecords, ArchiveRecords, SummaryRecords):
     """A handle on the SQLite store. Thread-safe: one connection guarded by a lock."""
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float | None = None,

@@ -5,6 +5,7 @@
     moe-tui store prune [SELECTORS] --yes [--archive FILE]
     moe-tui store vacuum [--full]                       give freed pages back to the file system
     moe-tui store keep-samples N|all                    per-request samples for the last N runs only
+    moe-tui store backup                                renew the one checked backup beside the store
 
 SELECTORS (every one given must hold): --older-than DAYS, --profile NAME, --campaign ID. A running
 run is never selected. `prune` needs at least one selector and --yes, deletes the runs (their
@@ -53,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     vacuum.add_argument("--full", action="store_true", help="VACUUM (rewrites the whole file; needs its size free)")
     keep = actions.add_parser("keep-samples", help="keep per-request samples for the last N runs only")
     keep.add_argument("runs", help="N (0 keeps none), or 'all' (the default: keep every run's)")
+    actions.add_parser("backup", help="renew the one checked backup beside the store (doctor --repair restores it)")
     p.set_defaults(run=run)
     return p
 
@@ -64,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
     action = getattr(args, "store_action", None)
     if action is None:
-        print("moe-tui store: say what to do: usage, archive, prune, vacuum or keep-samples", file=sys.stderr)
+        print("moe-tui store: say what to do: usage, archive, prune, vacuum, keep-samples or backup", file=sys.stderr)
         return 2
     from moe_tui.commands.common import EXIT_NOT_FOUND, NotFound
 
@@ -102,6 +104,9 @@ def _usage(store: Store, args: argparse.Namespace) -> int:
                   f"{_mb(c['bytes']):>12}")
     keep = store.keep_samples_runs()
     print(f"\nper-request samples kept: {'every run' if keep is None else f'the last {keep} runs'}")
+    from moe_tui.store.backup import backup_words
+
+    print(backup_words(store.path))
     return 0
 
 
@@ -224,4 +229,13 @@ def _keep_samples(store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
-ACTIONS = {"usage": _usage, "archive": _archive, "prune": _prune, "vacuum": _vacuum, "keep-samples": _keep_samples}
+def _backup(store: Store, args: argparse.Namespace) -> int:
+    from moe_tui.store.backup import backup_store
+
+    taken = backup_store(store)
+    print(taken.words() if taken else "no backup taken")
+    return 0
+
+
+ACTIONS = {"usage": _usage, "archive": _archive, "prune": _prune, "vacuum": _vacuum, "keep-samples": _keep_samples,
+           "backup": _backup}

@@ -38,7 +38,7 @@ def _args(**kw) -> argparse.Namespace:
 
 def test_pruning_half_the_store_frees_at_least_40_percent_of_the_file(tmp_path, capsys):
     with Store(tmp_path / "s.sqlite3") as store:
-        _fill(store, 60)
+        _fill(store, 60, itl=150)
         store.query("PRAGMA wal_checkpoint(TRUNCATE)")
         before = store.file_bytes()
         assert store_cmd._prune(store, _args(profile="a")) == 0
@@ -117,3 +117,43 @@ def test_an_archive_is_restored_one_line_at_a_time_all_or_nothing_and_only_once(
             with pytest.raises(ArchiveError, match=r"c\.jsonl:8: not JSON"):
                 fresh.restore_archive(iter(lines + ["{broken"]), "c.jsonl")
             assert fresh.runs() == []
+
+
+def test_per_request_samples_are_bounded_by_default_and_usage_says_what_grows(tmp_path, capsys, monkeypatch):
+    """Per-run bytes grew without a limit: now the newest DEFAULT_KEEP_SAMPLES_RUNS runs keep their
+    per-request samples unless the user says otherwise, latencies are stored to the microsecond, and
+    `store usage` names what grows with every run and what is bounded."""
+    from moe_tui.store import retention
+
+    monkeypatch.setattr(retention, "DEFAULT_KEEP_SAMPLES_RUNS", 4)
+    with Store(tmp_path / "s.sqlite3") as store:
+        assert store.keep_samples_runs() == 4
+        ids = _fill(store, 6, requests=2, itl=3)
+        assert [bool(store.requests(i)) for i in ids] == [False, False, True, True, True, True]
+        assert store.requests(ids[-1])[1]["itl"] == [round(0.0021 + (5 + k) * 1e-7, 6) for k in range(3)]
+        text = store.query("SELECT itl_json FROM requests WHERE run_id = ? AND idx = 1", (ids[-1],))[0][0]
+        assert text == "[0.0021,0.002101,0.002101]"  # 0.0021 + 5e-7 * k to the microsecond
+        store_cmd._usage(store, _args())
+        out = capsys.readouterr().out
+        assert "what grows" in out and "per run, every run adds it" in out
+        assert "kept: the last 4 runs' (the default): bounded" in out
+        store.set_keep_samples_runs(None)
+        assert store.keep_samples_runs() is None
+        _fill(store, 1, requests=2, itl=3)
+        assert bool(store.requests(ids[0])) is False and len(store.requests(ids[-1] + 1)) == 2
+        store_cmd._usage(store, _args())
+        assert "kept: every run's: grows with every run" in capsys.readouterr().out
+
+
+def test_the_runner_drops_a_backlog_of_samples_a_batch_at_a_time(tmp_path, monkeypatch):
+    from moe_tui.store import retention, runs
+
+    with Store(tmp_path / "s.sqlite3") as store:
+        store.set_keep_samples_runs(None)
+        ids = _fill(store, 8, requests=1, itl=2)
+        store.set_keep_samples_runs(1)
+        monkeypatch.setattr(runs, "RETENTION_BATCH", 3)
+        _fill(store, 1, requests=1, itl=2)  # the runner's next run: 3 of the 8 older runs lose theirs
+        assert [bool(store.requests(i)) for i in ids] == [False] * 3 + [True] * 5
+        assert store.apply_sample_retention() == 5  # the command: the rest at once
+        assert retention.DEFAULT_KEEP_SAMPLES_RUNS == 500

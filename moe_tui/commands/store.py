@@ -89,7 +89,10 @@ def _mb(n: float | None) -> str:
 def _usage(store: Store, args: argparse.Namespace) -> int:
     usage = store.usage()
     if args.json:
-        print(json.dumps(usage.to_dict(), indent=2, sort_keys=True))
+        from moe_tui.store.space import bytes_by_kind
+
+        print(json.dumps({**usage.to_dict(), "bytes_by_kind": bytes_by_kind(store),
+                          "keep_samples_runs": store.keep_samples_runs()}, indent=2, sort_keys=True))
         return 0
     print(f"store {store.path}: {_mb(usage.file_bytes)} on disk ({_mb(usage.free_bytes)} free pages), "
           f"{usage.runs:,} runs")
@@ -102,12 +105,29 @@ def _usage(store: Store, args: argparse.Namespace) -> int:
         for c in usage.campaigns:
             print(f"{('#' + str(c['id']) + ' ' + c['name'])[:40]:<40} {c['items']:>7,} {c['runs']:>7,} "
                   f"{_mb(c['bytes']):>12}")
-    keep = store.keep_samples_runs()
-    print(f"\nper-request samples kept: {'every run' if keep is None else f'the last {keep} runs'}")
+    _growth(store, usage.runs)
     from moe_tui.store.backup import backup_words
 
     print(backup_words(store.path))
     return 0
+
+
+def _growth(store: Store, runs: int) -> None:
+    """What grows with every run, and what is bounded (issue 34: per-run bytes grew without a limit)."""
+    from moe_tui.store.retention import DEFAULT_KEEP_SAMPLES_RUNS
+    from moe_tui.store.space import bytes_by_kind
+
+    kinds = bytes_by_kind(store)
+    keep = store.keep_samples_runs()
+    default = " (the default)" if keep == DEFAULT_KEEP_SAMPLES_RUNS else ""
+    bound = ("every run's: grows with every run" if keep is None else
+             f"the last {keep:,} runs'{default}: bounded")
+    print("\nwhat grows (pages on disk):")
+    print(f"  {'runs, summaries, starts':<26} {_mb(kinds['runs']):>12}  {kinds['runs'] / max(runs, 1) / 1e3:,.1f} KB "
+          "per run, every run adds it (`store archive --prune` removes old runs)")
+    print(f"  {'per-request samples':<26} {_mb(kinds['samples']):>12}  kept: {bound} (`store keep-samples N|all`)")
+    print(f"  {'queue and campaigns':<26} {_mb(kinds['queue']):>12}  `queue clear --finished` removes finished items")
+    print(f"  {'free pages':<26} {_mb(kinds['free']):>12}  `store vacuum` gives them back")
 
 
 def _selected(store: Store, args: argparse.Namespace) -> list[int]:

@@ -22,6 +22,11 @@ from moe_tui.store.schema import StoreAccess
 from moe_tui.store.space import Reclaimed, file_bytes, reclaim
 
 KEEP_SAMPLES_KEY = "keep_samples_runs"  # queue_settings: per-request samples kept for the last N runs
+KEEP_ALL = "all"  # that setting's value for "every run's"
+# Without a setting: the newest 500 runs keep their per-request samples (what Run details' latency
+# histograms read; the grid reads run summaries only), about 1 GB at the default spec.
+DEFAULT_KEEP_SAMPLES_RUNS = 500
+RETENTION_BATCH = 200  # runs whose samples the runner drops after one run at most
 DEFAULT_WARN_BYTES = 20 * 1024**3  # the TUI says so past this (MOE_TUI_STORE_WARN_GB changes it)
 _CHUNK = 500  # ids per statement (SQLite's variable limit is far above; keeps statements small)
 
@@ -160,23 +165,26 @@ class RetentionRecords(StoreAccess):
 
     # -- per-request samples for the last N runs --------------------------------------------------
     def keep_samples_runs(self) -> int | None:
+        """Runs whose per-request samples are kept (the newest); None: every run's. Without a setting,
+        `DEFAULT_KEEP_SAMPLES_RUNS`: per-run bytes (3.9 MB at the default spec) were kept without bound."""
         rows = self.query("SELECT value FROM queue_settings WHERE key = ?", (KEEP_SAMPLES_KEY,))
-        return int(rows[0][0]) if rows else None
+        if not rows:
+            return DEFAULT_KEEP_SAMPLES_RUNS
+        return None if rows[0][0] == KEEP_ALL else int(rows[0][0])
 
     def set_keep_samples_runs(self, n: int | None) -> None:
         """Keep per-request samples (requests, GPU samples) of the last `n` runs only; None: all."""
         if n is not None and n < 0:
             raise ValueError(f"keep samples for the last N runs: N must be >= 0, got {n}")
         with self.transaction() as tx:
-            if n is None:
-                tx.execute("DELETE FROM queue_settings WHERE key = ?", (KEEP_SAMPLES_KEY,))
-            else:
-                tx.execute("INSERT INTO queue_settings (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE"
-                           " SET value = excluded.value", (KEEP_SAMPLES_KEY, str(int(n))))
+            tx.execute("INSERT INTO queue_settings (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE"
+                       " SET value = excluded.value", (KEEP_SAMPLES_KEY, KEEP_ALL if n is None else str(int(n))))
 
-    def apply_sample_retention(self) -> int:
+    def apply_sample_retention(self, *, batch: int | None = None) -> int:
         """Drop per-request samples of every run older than the last N (the setting); the runs, their
-        summaries and flags stay. Returns how many runs lost samples (0 when no setting)."""
+        summaries and flags stay. With `batch`, of at most that many runs, oldest first (the runner
+        after each run: a backlog drains over the next runs, never in one long write). Returns how
+        many runs lost samples (0 when every run's are kept)."""
         n = self.keep_samples_runs()
         if n is None:
             return 0
@@ -185,13 +193,17 @@ class RetentionRecords(StoreAccess):
             if row is None:
                 return 0
             bound = int(row[0]) + (1 if n == 0 else 0)  # runs below it lose their samples
-            owners = {r[0] for r in tx.execute("SELECT DISTINCT run_id FROM requests WHERE run_id < ?", (bound,))}
-            owners |= {r[0] for r in tx.execute("SELECT DISTINCT run_id FROM gpu_samples WHERE run_id < ?", (bound,))}
-            tx.execute(f"UPDATE runs SET stored_bytes = {RUN_BYTES} WHERE stored_bytes IS NOT NULL AND id IN ("
-                       "SELECT run_id FROM requests WHERE run_id < ? UNION SELECT run_id FROM gpu_samples"
-                       " WHERE run_id < ?)", (bound, bound))  # what is left of them: the run row
-            tx.execute("DELETE FROM requests WHERE run_id < ?", (bound,))
-            tx.execute("DELETE FROM gpu_samples WHERE run_id < ?", (bound,))
+            limit = -1 if batch is None else int(batch)
+            owners = sorted({r[0] for table in ("requests", "gpu_samples") for r in tx.execute(
+                f"SELECT DISTINCT run_id FROM {table} WHERE run_id < ? ORDER BY run_id LIMIT ?", (bound, limit))})
+            if batch is not None:
+                owners = owners[:batch]
+            for chunk in _chunks(owners):
+                marks = ",".join("?" * len(chunk))
+                tx.execute(f"UPDATE runs SET stored_bytes = {RUN_BYTES} WHERE stored_bytes IS NOT NULL"
+                           f" AND id IN ({marks})", chunk)  # what is left of them: the run row
+                tx.execute(f"DELETE FROM requests WHERE run_id IN ({marks})", chunk)
+                tx.execute(f"DELETE FROM gpu_samples WHERE run_id IN ({marks})", chunk)
         return len(owners)
 
 

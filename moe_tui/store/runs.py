@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from moe_tui.store.errors import StoreError
 from moe_tui.store.records import _dump
-from moe_tui.store.retention import REQUEST_ROW_BYTES, RUN_BYTES, SAMPLE_ROW_BYTES
+from moe_tui.store.retention import REQUEST_ROW_BYTES, RETENTION_BATCH, RUN_BYTES, SAMPLE_ROW_BYTES
 from moe_tui.store.schema import StoreAccess
 from moe_tui.store.summaries import fill_facts
 
@@ -57,7 +57,7 @@ class RunRecords(StoreAccess):
     """Run writes and reads (mixed into Store)."""
 
     if TYPE_CHECKING:  # provided by Store (store.retention)
-        def apply_sample_retention(self) -> int: ...
+        def apply_sample_retention(self, *, batch: int | None = None) -> int: ...
 
     def create_run(
         self, *, profile_name: str, spec_json: str, fingerprint: str, client: str,
@@ -102,7 +102,7 @@ class RunRecords(StoreAccess):
         request_rows = [
             (run_id, i if r.get("idx") is None else r["idx"], int(bool(r.get("ok"))), r.get("sent_at"),
              r.get("prompt_len"), r.get("output_len"), r.get("ttft"), r.get("latency"),
-             _dump(list(r.get("itl") or [])), r.get("finish_reason"), r.get("error") or "")
+             compact_itl(r.get("itl")), r.get("finish_reason"), r.get("error") or "")
             for i, r in enumerate(requests)]
         sample_rows = [(run_id, t, _dump(s)) for t, s in gpu_samples]
         samples_bytes = (sum(len(r[8]) + REQUEST_ROW_BYTES for r in request_rows)
@@ -126,7 +126,7 @@ class RunRecords(StoreAccess):
                                  " WHERE id = ? AND state = 'running'", (state, item_error, run_id, time.time(), item_id))
                 closed = cur.rowcount == 1
         try:
-            self.apply_sample_retention()  # per-request samples for the last N runs only, when set
+            self.apply_sample_retention(batch=RETENTION_BATCH)  # per-request samples of the last N runs only
         except StoreError:
             pass  # the run is stored; older samples go at the next run's end
         return closed
@@ -216,6 +216,12 @@ class RunRecords(StoreAccess):
                 (status, error, time.time()),
             )
             return cur.rowcount
+
+
+def compact_itl(itl: Iterable[float] | None) -> str:
+    """Inter-token latencies as JSON to the microsecond: `0.0123456789012345` became 18 bytes of
+    text where 9 say all a latency histogram can show (a clock's jitter is larger)."""
+    return json.dumps([round(x, 6) if isinstance(x, float) else x for x in itl or ()], separators=(",", ":"))
 
 
 def _shared_json(text: str, decoded: dict[str, Any] | None) -> Any:

@@ -74,6 +74,26 @@ def reclaim(store: StoreAccess, *, full: bool = False, before: int | None = None
     return Reclaimed(before, file_bytes(store.path), "vacuum" if rewrite else "incremental")
 
 
+SAMPLE_TABLES = ("requests", "gpu_samples")
+QUEUE_TABLES = ("queue_items", "campaigns", "campaign_profiles", "queue_settings")
+
+
+def bytes_by_kind(store: StoreAccess) -> dict[str, int]:
+    """Bytes on disk (pages, indexes included) of what grows: "runs" (run rows, summaries, server
+    starts: every run adds to them), "samples" (per-request data: bounded by keep-samples), "queue"
+    and "free" (pages `store vacuum` gives back). A walk over every page (SQLite's dbstat): a
+    command's read, not a screen's."""
+    owner = {r[0]: r[1] for r in store.query("SELECT name, tbl_name FROM sqlite_master")}
+    out = {"runs": 0, "samples": 0, "queue": 0, "free": 0}
+    for name, size in store.query("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name"):
+        table = owner.get(name, name)
+        kind = "samples" if table in SAMPLE_TABLES else "queue" if table in QUEUE_TABLES else "runs"
+        out[kind] += int(size or 0)
+    page = int(store.query("PRAGMA page_size")[0][0])
+    out["free"] = int(store.query("PRAGMA freelist_count")[0][0]) * page
+    return out
+
+
 def _check_room(path: Path, conn: sqlite3.Connection) -> None:
     page = int(conn.execute("PRAGMA page_size").fetchone()[0])
     used = (int(conn.execute("PRAGMA page_count").fetchone()[0])

@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     age = _age_words(backup)
     _say(f"store {shown}: " + ("sound (integrity_check ok)" if not problems else
                               "DAMAGED: " + "; ".join(problems[:5])))
-    _say(f"backup {backup}: {age}" if age else f"backup {backup}: none yet (the runner takes one hourly)")
+    _say(f"backup {backup}: {age}" if age else f"backup {backup}: none yet (the runner takes one daily; `moe-tui store backup` now)")
     _report_spill(named)
     if args.backup:
         return _backup(named, problems)
@@ -134,7 +134,7 @@ def _backup(path: Path, problems: list[str]) -> int:
     except StoreError as exc:
         _say(str(exc))
         return 1
-    _say(f"backup taken: {where}")
+    _say(f"backup taken: {where.words() if where else 'none'}")
     return 0
 
 

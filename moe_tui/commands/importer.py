@@ -330,7 +330,7 @@ def _not_a_file(file: str) -> str | None:
 
 def _is_archive(file: str) -> bool:
     """A `moe-tui store archive` file (its first line is the archive header)."""
-    from moe_tui.store.retention import ARCHIVE_KIND
+    from moe_tui.store.archive import ARCHIVE_KIND
 
     try:
         with open(file, encoding="utf-8") as fh:
@@ -342,9 +342,9 @@ def _is_archive(file: str) -> bool:
 
 def _restore(file: str) -> int:
     """Every run of an archive back, with its requests, GPU samples and server start: all or none."""
+    from moe_tui.store.archive import ArchiveError
     from moe_tui.store.db import Store
     from moe_tui.store.errors import StoreError
-    from moe_tui.store.retention import ArchiveError
 
     try:
         with open(file, encoding="utf-8") as fh, Store.open_default() as store:

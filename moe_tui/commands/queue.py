@@ -82,9 +82,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     add.add_argument("--yes", action="store_true",
                      help=f"add a campaign larger than the cap (MOE_TUI_CAMPAIGN_CAP, default {CAMPAIGN_CAP})")
 
-    ls = actions.add_parser("list", help="list the queue")
+    ls = actions.add_parser("list", help=f"list the queue, a page at a time ({LIST_PAGE} items unless --limit/--all)")
     add_format(ls)
     ls.add_argument("--state", action="append", default=None, help="only items in this state (repeatable)")
+    ls.add_argument("--campaign", type=int, metavar="ID", default=None, help="only this campaign's items")
+    ls.add_argument("--profile", default=None, help="only this profile's items")
+    ls.add_argument("--page", type=int, default=1, help="which page (1: the first)")
+    ls.add_argument("--limit", type=int, default=LIST_PAGE, help=f"items per page (default {LIST_PAGE})")
+    ls.add_argument("--all", action="store_true", help="every item the filters keep, no pages")
 
     actions.add_parser("pause", help="pause the queue (takes effect between items)")
     actions.add_parser("resume", help="resume the queue")
@@ -109,6 +114,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
 
 CAMPAIGN_CAP = 2_000  # items; a typo (an extra zero in --repeats) must not queue a month of runs
 CAP_ENV = "MOE_TUI_CAMPAIGN_CAP"
+LIST_PAGE = 50  # `queue list` items per page unless --limit or --all (a queue of months holds 100,000)
 
 
 def campaign_cap() -> int:
@@ -251,16 +257,30 @@ def _queue_plan(args: argparse.Namespace, store: Store, plan: CampaignPlan, name
 
 
 def _list(args: argparse.Namespace, store: Store) -> int:
-    from moe_tui.store.queue import RunQueue
+    """One page of the items the filters keep (a queue of months holds 100,000; all came out)."""
+    from moe_tui.store.queue import QueueError, RunQueue
+    from moe_tui.store.queue_item import list_page
 
+    if args.page < 1 or args.limit < 1:
+        raise QueueError(f"queue list: --page and --limit must be at least 1 (got --page {args.page} "
+                         f"--limit {args.limit})")
     queue = RunQueue(store)
-    items = queue.items(args.state)
+    if args.campaign is not None:
+        queue.campaign(args.campaign)  # QueueNotFound names it
+    offset = 0 if args.all else (args.page - 1) * args.limit
+    total, items = list_page(store, states=args.state, campaign_id=args.campaign, profile=args.profile,
+                             offset=offset, limit=None if args.all else args.limit)
+    more = offset + len(items) < total
     if args.json:
-        print(json.dumps({"summary": queue.summary(), "items": [i.to_dict() for i in items]}, sort_keys=True))
+        print(json.dumps({"summary": queue.summary(), "items": [i.to_dict() for i in items], "total": total,
+                          "offset": offset, "more": more}, sort_keys=True))
         return 0
     summary = queue.summary()
     counts = ", ".join(f"{k} {v}" for k, v in summary["counts"].items() if v)
     print(f"queue {'PAUSED' if summary['paused'] else 'active'}: {counts or 'empty'}")
+    if total and (more or offset):
+        print(f"items {offset + 1 if items else offset}-{offset + len(items)} of {total:,}"
+              + (f"; next: --page {args.page + 1} (or --all)" if more else ""))
     if items:
         print(f"{'id':>5}  {'state':<11} {'profile':<28} {'conc':>5} {'n':>6} {'rep':>3} {'try':>3} {'run':>5}  note")
     for i in items:

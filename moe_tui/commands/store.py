@@ -5,6 +5,7 @@
     moe-tui store prune [SELECTORS] --yes [--archive FILE]
     moe-tui store vacuum [--full]                       give freed pages back to the file system
     moe-tui store keep-samples N|all                    per-request samples for the last N runs only
+    moe-tui store backup                                renew the one checked backup beside the store
 
 SELECTORS (every one given must hold): --older-than DAYS, --profile NAME, --campaign ID. A running
 run is never selected. `prune` needs at least one selector and --yes, deletes the runs (their
@@ -53,18 +54,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     vacuum.add_argument("--full", action="store_true", help="VACUUM (rewrites the whole file; needs its size free)")
     keep = actions.add_parser("keep-samples", help="keep per-request samples for the last N runs only")
     keep.add_argument("runs", help="N (0 keeps none), or 'all' (the default: keep every run's)")
+    actions.add_parser("backup", help="renew the one checked backup beside the store (doctor --repair restores it)")
     p.set_defaults(run=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
+    from moe_tui.store.archive import ArchiveError
     from moe_tui.store.db import Store
     from moe_tui.store.errors import StoreError
-    from moe_tui.store.retention import ArchiveError
 
     action = getattr(args, "store_action", None)
     if action is None:
-        print("moe-tui store: say what to do: usage, archive, prune, vacuum or keep-samples", file=sys.stderr)
+        print("moe-tui store: say what to do: usage, archive, prune, vacuum, keep-samples or backup", file=sys.stderr)
         return 2
     from moe_tui.commands.common import EXIT_NOT_FOUND, NotFound
 
@@ -87,7 +89,10 @@ def _mb(n: float | None) -> str:
 def _usage(store: Store, args: argparse.Namespace) -> int:
     usage = store.usage()
     if args.json:
-        print(json.dumps(usage.to_dict(), indent=2, sort_keys=True))
+        from moe_tui.store.space import bytes_by_kind
+
+        print(json.dumps({**usage.to_dict(), "bytes_by_kind": bytes_by_kind(store),
+                          "keep_samples_runs": store.keep_samples_runs()}, indent=2, sort_keys=True))
         return 0
     print(f"store {store.path}: {_mb(usage.file_bytes)} on disk ({_mb(usage.free_bytes)} free pages), "
           f"{usage.runs:,} runs")
@@ -100,9 +105,29 @@ def _usage(store: Store, args: argparse.Namespace) -> int:
         for c in usage.campaigns:
             print(f"{('#' + str(c['id']) + ' ' + c['name'])[:40]:<40} {c['items']:>7,} {c['runs']:>7,} "
                   f"{_mb(c['bytes']):>12}")
-    keep = store.keep_samples_runs()
-    print(f"\nper-request samples kept: {'every run' if keep is None else f'the last {keep} runs'}")
+    _growth(store, usage.runs)
+    from moe_tui.store.backup import backup_words
+
+    print(backup_words(store.path))
     return 0
+
+
+def _growth(store: Store, runs: int) -> None:
+    """What grows with every run, and what is bounded (issue 34: per-run bytes grew without a limit)."""
+    from moe_tui.store.retention import DEFAULT_KEEP_SAMPLES_RUNS
+    from moe_tui.store.space import bytes_by_kind
+
+    kinds = bytes_by_kind(store)
+    keep = store.keep_samples_runs()
+    default = " (the default)" if keep == DEFAULT_KEEP_SAMPLES_RUNS else ""
+    bound = ("every run's: grows with every run" if keep is None else
+             f"the last {keep:,} runs'{default}: bounded")
+    print("\nwhat grows (pages on disk):")
+    print(f"  {'runs, summaries, starts':<26} {_mb(kinds['runs']):>12}  {kinds['runs'] / max(runs, 1) / 1e3:,.1f} KB "
+          "per run, every run adds it (`store archive --prune` removes old runs)")
+    print(f"  {'per-request samples':<26} {_mb(kinds['samples']):>12}  kept: {bound} (`store keep-samples N|all`)")
+    print(f"  {'queue and campaigns':<26} {_mb(kinds['queue']):>12}  `queue clear --finished` removes finished items")
+    print(f"  {'free pages':<26} {_mb(kinds['free']):>12}  `store vacuum` gives them back")
 
 
 def _selected(store: Store, args: argparse.Namespace) -> list[int]:
@@ -169,9 +194,10 @@ def _publish(tmp: Path, path: Path) -> None:
 
 
 def _prune_ids(store: Store, ids: list[int]) -> None:
+    before = store.file_bytes()
     deleted = store.delete_runs(ids)
-    before, after = store.reclaim()
-    print(f"deleted {deleted:,} run(s) with their requests and GPU samples; store {_mb(before)} -> {_mb(after)}")
+    print(f"deleted {deleted:,} run(s) with their requests and GPU samples; "
+          f"store {store.reclaim(before=before).words()}")
 
 
 def _archive(store: Store, args: argparse.Namespace) -> int:
@@ -201,8 +227,7 @@ def _prune(store: Store, args: argparse.Namespace) -> int:
 
 
 def _vacuum(store: Store, args: argparse.Namespace) -> int:
-    before, after = store.reclaim(full=args.full)
-    print(f"store {store.path}: {_mb(before)} -> {_mb(after)}")
+    print(f"store {store.path}: {store.reclaim(full=args.full).words()}")
     return 0
 
 
@@ -216,11 +241,21 @@ def _keep_samples(store: Store, args: argparse.Namespace) -> int:
         n = int(text)
     except ValueError:
         raise ValueError(f"keep-samples {args.runs!r}: a whole number of runs, or 'all'") from None
+    before = store.file_bytes()
     store.set_keep_samples_runs(n)
     dropped = store.apply_sample_retention()
     print(f"per-request samples: kept for the last {n} run(s); dropped from {dropped:,} older run(s) "
-          "(their summaries and flags stay; `moe-tui store vacuum` frees the space)")
+          f"(their summaries and flags stay); store {store.reclaim(before=before).words()}")
     return 0
 
 
-ACTIONS = {"usage": _usage, "archive": _archive, "prune": _prune, "vacuum": _vacuum, "keep-samples": _keep_samples}
+def _backup(store: Store, args: argparse.Namespace) -> int:
+    from moe_tui.store.backup import backup_store
+
+    taken = backup_store(store)
+    print(taken.words() if taken else "no backup taken")
+    return 0
+
+
+ACTIONS = {"usage": _usage, "archive": _archive, "prune": _prune, "vacuum": _vacuum, "keep-samples": _keep_samples,
+           "backup": _backup}

@@ -191,17 +191,23 @@ class Recovery:
         await self.backup_if_due()
 
     async def backup_if_due(self) -> None:
-        """A safe point (recovered, nothing in flight): a rolling backup of the store if the last
-        is older than `store_integrity.BACKUP_EVERY_S` (`moe-tui doctor --repair` restores it)."""
+        """A safe point (recovered, nothing in flight): the store's one backup renewed if it is
+        older than `store.backup.backup_every_s()` (a day; `moe-tui doctor --repair` restores it),
+        in a thread, from a connection of its own (the store stays free for the runner)."""
         if self._ctx.lock is None:
             return
+        from moe_tui.store.backup import backup_every_s, backup_store
         from moe_tui.store.errors import StoreError
-        from moe_tui.store.integrity import BACKUP_EVERY_S, backup_store
 
         try:
-            await asyncio.to_thread(backup_store, self._ctx.store, if_older_than_s=BACKUP_EVERY_S)
+            every = backup_every_s()
+            taken = None if every is None else await asyncio.to_thread(
+                backup_store, self._ctx.store, if_older_than_s=every)
         except StoreError as exc:
             self._ctx.notice("warning", str(exc))
+            return
+        if taken is not None:
+            self._ctx.notice("info", taken.words())
 
     async def _sweep_orphans(self) -> None:
         """Stop what a dead runner of this data dir left (servers, benchmark children), found by

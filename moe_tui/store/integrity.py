@@ -1,14 +1,10 @@
-"""The store's health: a quick integrity check at open, a rolling backup, and restoring from it.
+"""The store's health: a quick integrity check at open, and restoring from the backup.
 
 - `quick_check(conn)`: SQLite's `PRAGMA quick_check` (every page and b-tree, not the indices'
-  contents: linear in the file, about a second per few hundred MB). `Store` runs it on every
-  writable open and refuses to write into a damaged file (`StoreDamaged`, with the recovery hint),
-  so a corrupted page is never built on.
-- `take_backup(store)`: SQLite's online backup API copies a consistent snapshot (other
-  connections may keep writing) to `<store>.backup.tmp`, checks the copy, and renames it over
-  `<store>.backup` (the one before is kept as `<store>.backup.prev`): rolling, never half-written.
-  `backup_store(store, if_older_than_s=BACKUP_EVERY_S)` takes one only when the last is older;
-  the runner calls it at safe points (at start after recovery, and after each stored run).
+  contents: linear in the file, about a second per few hundred MB). `Store` runs it on a writable
+  open after an unclean stop (`store.cleanstop` says when) and refuses to write into a damaged
+  file (`StoreDamaged`, with the recovery hint), so a corrupted page is never built on.
+- The one backup kept beside the store is taken by `store.backup` (re-exported here).
 - `restore(store_path)` (`moe-tui doctor --repair`): moves the damaged file (and its WAL/SHM)
   aside under a name no earlier repair took, puts the backup's copy in its place, and says what
   was lost: the runs, queue items and campaigns the damaged file still lets us read beyond the
@@ -21,7 +17,6 @@ Files are owner-only (0600) like the store. No Textual, no controller: the core.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
 import time
@@ -29,16 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from moe_tui.store.schema import StoreAccess
+from moe_tui.store.backup import BACKUP_EVERY_S as BACKUP_EVERY_S  # re-exported
+from moe_tui.store.backup import BACKUP_SUFFIX as BACKUP_SUFFIX  # re-exported
+from moe_tui.store.backup import backup_path as backup_path  # re-exported
+from moe_tui.store.backup import backup_store as backup_store  # re-exported
 
-BACKUP_SUFFIX = ".backup"
-BACKUP_EVERY_S = 3600.0
 # quick_check lists at most this many problems (the first ones say enough).
 CHECK_MAX_PROBLEMS = 20
-
-
-def backup_path(store_path: Path) -> Path:
-    return Path(str(store_path) + BACKUP_SUFFIX)
 
 
 def quick_check(conn: sqlite3.Connection, *, full: bool = False) -> list[str]:
@@ -160,51 +152,6 @@ def _age_words(path: Path) -> str:
     return f"taken {time.strftime('%Y-%m-%d %H:%M', time.localtime(taken))}, {(time.time() - taken) / 3600:.1f} h ago"
 
 
-def take_backup(conn: sqlite3.Connection, store_path: Path) -> Path:
-    """A checked online backup of the store behind `conn` at `<store>.backup` (rolling: the one
-    before becomes `.backup.prev`). Raises OSError / sqlite3.Error; the old backup then stays."""
-    target = backup_path(store_path)
-    tmp = Path(str(target) + ".tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    os.close(fd)
-    dst = sqlite3.connect(str(tmp))
-    try:
-        conn.backup(dst, pages=1024)  # in steps: other connections are not blocked for the whole copy
-        problems = quick_check(dst)
-    finally:
-        dst.close()
-    if problems:
-        tmp.unlink()
-        raise sqlite3.DatabaseError(f"the backup copy failed its check: {'; '.join(problems[:3])}")
-    if target.exists():
-        os.replace(target, Path(str(target) + ".prev"))
-    os.replace(tmp, target)
-    return target
-
-
-def backup_store(store: StoreAccess, *, if_older_than_s: float | None = None) -> Path | None:
-    """A checked online backup of the open `Store` (rolling); with `if_older_than_s`, only when the
-    last is older. Returns its path, or None when none was due. Raises StoreError."""
-    from moe_tui.store.errors import StoreError
-
-    if if_older_than_s is not None and not backup_due(store.path, if_older_than_s):
-        return None
-    with store._lock:
-        try:
-            return take_backup(store._conn, store.path)
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"backup of store file {store.path} failed, the previous one is kept: {exc}") from None
-
-
-def backup_due(store_path: Path, every_s: float = BACKUP_EVERY_S) -> bool:
-    try:
-        return time.time() - backup_path(store_path).stat().st_mtime >= every_s
-    except OSError:
-        return True
-
-
 @dataclass
 class Restored:
     """What `restore` did: where the damaged file went, and what it held that the backup lacks."""
@@ -286,7 +233,8 @@ def restore(store_path: Path, backup: Path | None = None) -> Restored:
     finally:
         b.close()
     if problems:
-        raise RuntimeError(f"the backup {backup} is damaged too ({'; '.join(problems[:3])}); try {backup}.prev")
+        raise RuntimeError(f"the backup {backup} is damaged too ({'; '.join(problems[:3])}); nothing changed: try "
+                           f"`sqlite3 {store_path} .recover`")
     aside = _free_aside_name(store_path)
     if store_path.exists():
         lost = lost_since_backup(store_path, backup)

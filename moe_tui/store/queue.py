@@ -24,6 +24,7 @@ changes nothing. After a crash, `recover_interrupted()` turns items left `runnin
 `interrupted` (offered for retry); it must be called only by the process holding the runner lock
 (the controller does), never by a reader such as the TUI, or it would interrupt a live run.
 
+The item as read (`QueueItem`), its states and a filtered page of items: `moe_tui.store.queue_item`.
 Ordering policies and their server-start costs: see `moe_tui.store.queue_plan`. The pause flag lives in
 the store's `queue_settings` table.
 """
@@ -31,16 +32,15 @@ the store's `queue_settings` table.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from moe_tui.events import Subscribers
-from moe_tui.spec import BenchmarkSpec, SpecError
+from moe_tui.spec import BenchmarkSpec
 from moe_tui.store.db import Store
+from moe_tui.store.queue_item import FINISHED_STATES, ITEM_STATES, RETRYABLE_STATES, QueueItem, _check_states, _item
 from moe_tui.store.queue_plan import (
     ORDER_POLICIES,
     WARMUP_MIN_PROMPTS,
@@ -61,48 +61,9 @@ __all__ = [
     "QueueItem", "QueueNotFound", "RunQueue", "order_keys", "server_starts", "warmup_spec",
 ]
 
-ITEM_STATES = ("pending", "running", "done", "failed", "skipped", "cancelled", "interrupted")
-RETRYABLE_STATES = frozenset({"failed", "interrupted", "skipped", "cancelled"})
-FINISHED_STATES = frozenset({"done", "failed", "skipped", "cancelled", "interrupted"})
 MOVE_DIRECTIONS = ("up", "down", "top", "bottom")
 
 ChangeListener = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class QueueItem:
-    id: int
-    position: float
-    campaign_id: int | None
-    profile_name: str
-    spec: BenchmarkSpec
-    fingerprint: str
-    repeat_index: int
-    warmup: bool
-    state: str
-    attempts: int
-    run_id: int | None
-    error: str
-    created_at: float
-    updated_at: float
-    fresh_start: bool = False  # stop and start its server before it, even if that server is up
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe (the spec in canonical form)."""
-        return {
-            "id": self.id, "position": self.position, "campaign_id": self.campaign_id,
-            "profile_name": self.profile_name, "spec": self.spec.canonical_dict(),
-            "fingerprint": self.fingerprint, "repeat_index": self.repeat_index,
-            "warmup": self.warmup, "state": self.state, "attempts": self.attempts,
-            "run_id": self.run_id, "error": self.error, "created_at": self.created_at,
-            "updated_at": self.updated_at, "concurrency": self.spec.max_concurrency,
-            "num_prompts": self.spec.num_prompts, "fresh_start": self.fresh_start,
-        }
-
-    def describe(self) -> str:
-        return (f"#{self.id} {self.profile_name} conc={self.spec.max_concurrency} "
-                f"n={self.spec.num_prompts} rep={self.repeat_index} [{self.state}]")
-
 
 
 class RunQueue:
@@ -470,31 +431,3 @@ def _refusal(item_id: int, state: str, verb: str, allowed: Iterable[str]) -> str
     if verb == "retry" and state == "done":
         return f"queue item {item_id} is done: a done item is not retried (add a new item to measure again)"
     return f"queue item {item_id} is {state}: cannot {verb} it (only {', '.join(sorted(allowed))} items)"
-
-
-def _check_states(states: Iterable[str]) -> None:
-    for s in states:
-        if s not in ITEM_STATES:
-            raise QueueError(f"unknown queue item state {s!r}; states: {', '.join(ITEM_STATES)}")
-
-
-@functools.lru_cache(maxsize=4096)
-def _spec_from_json(text: str) -> BenchmarkSpec:
-    """A queue holds few distinct specs and many items of each: parse each one once (specs are immutable)."""
-    return BenchmarkSpec.from_json(text)
-
-
-def _item(row: Any) -> QueueItem:
-    try:
-        spec = _spec_from_json(row["spec_json"])
-    except SpecError:
-        BenchmarkSpec.from_json(row["spec_json"], f"queue item {row['id']}")  # the same error, naming the item
-        raise
-    return QueueItem(
-        id=row["id"], position=row["position"], campaign_id=row["campaign_id"],
-        profile_name=row["profile_name"], spec=spec,
-        fingerprint=row["fingerprint"], repeat_index=row["repeat_index"], warmup=bool(row["warmup"]),
-        state=row["state"], attempts=row["attempts"], run_id=row["run_id"], error=row["error"],
-        created_at=row["created_at"], updated_at=row["updated_at"],
-        fresh_start=bool(row["fresh_start"]) if "fresh_start" in row.keys() else False,
-    )

@@ -1,40 +1,34 @@
 """Retention for a store kept for months (issue 26): how big it is per profile and campaign, which
-runs an age/profile/campaign selects, an archive of them that `moe-tui import` reads back with
-nothing lost, pruning them (their requests and GPU samples go with them, by trigger) and giving the
-space back, and keeping per-request samples for the last N runs only (a setting the runner applies
+runs an age/profile/campaign selects, pruning them (their requests and GPU samples go with them, by
+trigger) and giving the space back (`store.space`), and keeping per-request samples for the last N runs only (a setting the runner applies
 after each run it stores). Also the reads that must not grow with the store: marked diagnostic
 runs, the profiles with runs, and `generation` (what caches of store reads are keyed by).
 
 `RetentionRecords` is a mixin of `moe_tui.store.db.Store` (like `store.records`; what it uses of it
 is declared by `store.schema.StoreAccess`): writes go through the store's `transaction()`, reads
-through `query()`. The archive is JSON lines: a header line
-(`ARCHIVE_KIND`, the schema), then one line per run with every column, its requests, its GPU
-samples and the server start that measured it.
+through `query()`. Archives (what `moe-tui import` reads back) live in `store.archive`.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import sqlite3
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from moe_tui.store.errors import StoreError
-from moe_tui.store.schema import SCHEMA_VERSION, StoreAccess, _Tx
-from moe_tui.store.summaries import fill_facts
+from moe_tui.store.archive import ARCHIVE_KIND as ARCHIVE_KIND  # re-exported
+from moe_tui.store.archive import ArchiveError as ArchiveError  # re-exported
+from moe_tui.store.schema import StoreAccess
+from moe_tui.store.space import Reclaimed, file_bytes, reclaim
 
-ARCHIVE_KIND = "moe-tui-archive"
 KEEP_SAMPLES_KEY = "keep_samples_runs"  # queue_settings: per-request samples kept for the last N runs
+KEEP_ALL = "all"  # that setting's value for "every run's"
+# Without a setting: the newest 500 runs keep their per-request samples (what Run details' latency
+# histograms read; the grid reads run summaries only), about 1 GB at the default spec.
+DEFAULT_KEEP_SAMPLES_RUNS = 500
+RETENTION_BATCH = 200  # runs whose samples the runner drops after one run at most
 DEFAULT_WARN_BYTES = 20 * 1024**3  # the TUI says so past this (MOE_TUI_STORE_WARN_GB changes it)
 _CHUNK = 500  # ids per statement (SQLite's variable limit is far above; keeps statements small)
-
-
-class ArchiveError(ValueError):
-    """An archive file that cannot be restored; the message names the file and line."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +88,7 @@ class RetentionRecords(StoreAccess):
     # -- how big ----------------------------------------------------------------------------------
     def file_bytes(self) -> int:
         """The store file and its WAL on disk."""
-        return sum(p.stat().st_size for p in (self.path, Path(str(self.path) + "-wal")) if p.exists())
+        return file_bytes(self.path)
 
     def usage(self) -> Usage:
         """Runs and bytes per profile and per campaign (a full read: a command's, not a screen's)."""
@@ -147,70 +141,6 @@ class RetentionRecords(StoreAccess):
             params += [campaign_id, campaign_id]
         return [int(r[0]) for r in self.query(f"SELECT id FROM runs WHERE {' AND '.join(where)} ORDER BY id", params)]
 
-    # -- archive ----------------------------------------------------------------------------------
-    def archive_runs(self, run_ids: Sequence[int], out: IO[str]) -> int:
-        """Every column of the runs, their requests, GPU samples and server start, as JSON lines."""
-        out.write(json.dumps({"kind": ARCHIVE_KIND, "schema": SCHEMA_VERSION, "created_at": time.time(),
-                              "runs": len(run_ids)}) + "\n")
-        for rid in run_ids:
-            rows = self.query("SELECT * FROM runs WHERE id = ?", (rid,))
-            if not rows:
-                continue
-            run = dict(rows[0])
-            start = None
-            if run.get("server_start_id") is not None:
-                found = self.query("SELECT * FROM server_starts WHERE id = ?", (run["server_start_id"],))
-                start = dict(found[0]) if found else None
-            record = {
-                "run": run, "server_start": start,
-                "requests": [dict(r) for r in self.query("SELECT * FROM requests WHERE run_id = ? ORDER BY idx", (rid,))],
-                "gpu_samples": [[r[0], r[1]] for r in self.query(
-                    "SELECT t, sample_json FROM gpu_samples WHERE run_id = ? ORDER BY t, id", (rid,))],
-            }
-            out.write(json.dumps(record, allow_nan=True) + "\n")
-        return len(run_ids)
-
-    def restore_archive(self, lines: Iterable[str], where: str) -> tuple[list[int], list[int]]:
-        """An archive's runs back into this store, in ONE transaction (all or nothing). A run keeps
-        its id when that id is free; a run already here (same profile, fingerprint and creation
-        time) is skipped. Returns (restored ids, skipped ids). Raises ArchiveError naming the file and line."""
-        records = _read_archive(lines, where)
-        restored: list[int] = []
-        skipped: list[int] = []
-        with self.transaction() as tx:
-            columns = {r[1] for r in tx.execute("PRAGMA table_info(runs)")}
-            for line, rec in records:
-                run = dict(rec["run"])
-                same = tx.execute("SELECT id FROM runs WHERE profile_name = ? AND fingerprint = ? AND created_at = ?",
-                                  (run["profile_name"], run["fingerprint"], run.get("created_at"))).fetchone()
-                if same is not None:  # restored before, or never pruned
-                    skipped.append(int(same[0]))
-                    continue
-                _mark_restored(run, where, line)
-                if tx.execute("SELECT 1 FROM runs WHERE id = ?", (run["id"],)).fetchone() is not None:
-                    run.pop("id")  # the id is taken by another run: a new one
-                run["server_start_id"] = _restore_start(tx, rec.get("server_start"))
-                unknown = set(run) - columns
-                if unknown:
-                    raise ArchiveError(f"{where}:{line}: run columns this store does not have: {sorted(unknown)}")
-                cur = tx.execute(f"INSERT INTO runs ({', '.join(run)}) VALUES ({', '.join('?' * len(run))})",
-                                 tuple(run.values()))
-                rid = int(cur.lastrowid or 0)
-                tx.executemany(
-                    "INSERT INTO requests (run_id, idx, ok, sent_at, prompt_len, output_len, ttft, latency,"
-                    " itl_json, finish_reason, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    [(rid, q["idx"], q["ok"], q.get("sent_at"), q.get("prompt_len"), q.get("output_len"),
-                      q.get("ttft"), q.get("latency"), q.get("itl_json", "[]"), q.get("finish_reason"),
-                      q.get("error", "")) for q in rec.get("requests") or ()])
-                tx.executemany("INSERT INTO gpu_samples (run_id, t, sample_json) VALUES (?,?,?)",
-                               [(rid, t, s) for t, s in rec.get("gpu_samples") or ()])
-                if run.get("queue_item_id") is not None:  # its item lost the run id when it was pruned
-                    tx.execute("UPDATE queue_items SET run_id = ?, error = ltrim(error || '; restored as run ' || ?, '; ')"
-                               " WHERE id = ? AND run_id IS NULL", (rid, rid, run["queue_item_id"]))
-                restored.append(rid)
-            fill_facts(tx, restored)
-        return restored, skipped
-
     # -- prune and give the space back ------------------------------------------------------------
     def delete_runs(self, run_ids: Sequence[int]) -> int:
         """Delete runs (their requests, GPU samples and summaries go by trigger), in one transaction.
@@ -229,42 +159,32 @@ class RetentionRecords(StoreAccess):
                 deleted += tx.execute(f"DELETE FROM runs WHERE id IN ({marks})", chunk).rowcount
         return deleted
 
-    def reclaim(self, *, full: bool = False) -> tuple[int, int]:
-        """Give freed pages back to the file system: incremental vacuum where the store was made
-        with it, else (or with `full`) VACUUM, which rewrites the file. Returns (bytes before, after)."""
-        before = self.file_bytes()
-        incremental = int(self.query("PRAGMA auto_vacuum")[0][0]) == 2
-        with self._lock:
-            try:
-                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                if incremental and not full:
-                    self._conn.execute("PRAGMA incremental_vacuum")
-                else:
-                    self._conn.execute("VACUUM")
-                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except sqlite3.Error as exc:  # SQLite undid it: the store is as it was
-                raise StoreError(_reclaim_failed(self.path, exc, full or not incremental)) from None
-        return before, self.file_bytes()
+    def reclaim(self, *, full: bool = False, before: int | None = None) -> Reclaimed:
+        """Give freed pages back to the file system (`store.space.reclaim`): how much came back."""
+        return reclaim(self, full=full, before=before)
 
     # -- per-request samples for the last N runs --------------------------------------------------
     def keep_samples_runs(self) -> int | None:
+        """Runs whose per-request samples are kept (the newest); None: every run's. Without a setting,
+        `DEFAULT_KEEP_SAMPLES_RUNS`: per-run bytes (3.9 MB at the default spec) were kept without bound."""
         rows = self.query("SELECT value FROM queue_settings WHERE key = ?", (KEEP_SAMPLES_KEY,))
-        return int(rows[0][0]) if rows else None
+        if not rows:
+            return DEFAULT_KEEP_SAMPLES_RUNS
+        return None if rows[0][0] == KEEP_ALL else int(rows[0][0])
 
     def set_keep_samples_runs(self, n: int | None) -> None:
         """Keep per-request samples (requests, GPU samples) of the last `n` runs only; None: all."""
         if n is not None and n < 0:
             raise ValueError(f"keep samples for the last N runs: N must be >= 0, got {n}")
         with self.transaction() as tx:
-            if n is None:
-                tx.execute("DELETE FROM queue_settings WHERE key = ?", (KEEP_SAMPLES_KEY,))
-            else:
-                tx.execute("INSERT INTO queue_settings (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE"
-                           " SET value = excluded.value", (KEEP_SAMPLES_KEY, str(int(n))))
+            tx.execute("INSERT INTO queue_settings (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE"
+                       " SET value = excluded.value", (KEEP_SAMPLES_KEY, KEEP_ALL if n is None else str(int(n))))
 
-    def apply_sample_retention(self) -> int:
+    def apply_sample_retention(self, *, batch: int | None = None) -> int:
         """Drop per-request samples of every run older than the last N (the setting); the runs, their
-        summaries and flags stay. Returns how many runs lost samples (0 when no setting)."""
+        summaries and flags stay. With `batch`, of at most that many runs, oldest first (the runner
+        after each run: a backlog drains over the next runs, never in one long write). Returns how
+        many runs lost samples (0 when every run's are kept)."""
         n = self.keep_samples_runs()
         if n is None:
             return 0
@@ -273,26 +193,18 @@ class RetentionRecords(StoreAccess):
             if row is None:
                 return 0
             bound = int(row[0]) + (1 if n == 0 else 0)  # runs below it lose their samples
-            owners = {r[0] for r in tx.execute("SELECT DISTINCT run_id FROM requests WHERE run_id < ?", (bound,))}
-            owners |= {r[0] for r in tx.execute("SELECT DISTINCT run_id FROM gpu_samples WHERE run_id < ?", (bound,))}
-            tx.execute(f"UPDATE runs SET stored_bytes = {RUN_BYTES} WHERE stored_bytes IS NOT NULL AND id IN ("
-                       "SELECT run_id FROM requests WHERE run_id < ? UNION SELECT run_id FROM gpu_samples"
-                       " WHERE run_id < ?)", (bound, bound))  # what is left of them: the run row
-            tx.execute("DELETE FROM requests WHERE run_id < ?", (bound,))
-            tx.execute("DELETE FROM gpu_samples WHERE run_id < ?", (bound,))
+            limit = -1 if batch is None else int(batch)
+            owners = sorted({r[0] for table in ("requests", "gpu_samples") for r in tx.execute(
+                f"SELECT DISTINCT run_id FROM {table} WHERE run_id < ? ORDER BY run_id LIMIT ?", (bound, limit))})
+            if batch is not None:
+                owners = owners[:batch]
+            for chunk in _chunks(owners):
+                marks = ",".join("?" * len(chunk))
+                tx.execute(f"UPDATE runs SET stored_bytes = {RUN_BYTES} WHERE stored_bytes IS NOT NULL"
+                           f" AND id IN ({marks})", chunk)  # what is left of them: the run row
+                tx.execute(f"DELETE FROM requests WHERE run_id IN ({marks})", chunk)
+                tx.execute(f"DELETE FROM gpu_samples WHERE run_id IN ({marks})", chunk)
         return len(owners)
-
-
-def _reclaim_failed(path: Path, exc: sqlite3.Error, rewrite: bool) -> str:
-    """Words for a vacuum SQLite gave up on (it rolled back: nothing changed)."""
-    text = str(exc)
-    if "locked" in text or "busy" in text:
-        why = "another process holds the store's lock (a runner, a TUI mid-write, a sqlite3 shell); try again later"
-    elif "full" in text or "too large" in text:
-        why = ("the disk is full" + (": VACUUM rewrites the whole file and needs about its size free" if rewrite else ""))
-    else:
-        why = text
-    return f"vacuum of store file {path} failed, nothing changed: {why} ({text})"
 
 
 def _chunks(ids: Sequence[int]) -> Iterable[list[int]]:
@@ -300,120 +212,3 @@ def _chunks(ids: Sequence[int]) -> Iterable[list[int]]:
         yield list(ids[i:i + _CHUNK])
 
 
-def _read_archive(lines: Iterable[str], where: str) -> list[tuple[int, dict[str, Any]]]:
-    records: list[tuple[int, dict[str, Any]]] = []
-    header: dict[str, Any] | None = None
-    for n, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ArchiveError(f"{where}:{n}: not JSON ({exc.msg})") from None
-        except RecursionError:  # a line of 100,000 brackets: no record is shaped like that
-            raise ArchiveError(f"{where}:{n}: JSON nested too deeply to be a moe-tui archive record") from None
-        if header is None:
-            if not isinstance(value, dict) or value.get("kind") != ARCHIVE_KIND:
-                raise ArchiveError(f"{where}:{n}: not a moe-tui archive (no {ARCHIVE_KIND!r} header)")
-            if not isinstance(value.get("schema"), int) or value["schema"] > SCHEMA_VERSION:
-                raise ArchiveError(f"{where}:{n}: archive schema {value.get('schema')!r} is newer than this "
-                                   f"moe-tui's ({SCHEMA_VERSION})")
-            header = value
-            continue
-        run = value.get("run") if isinstance(value, dict) else None
-        if not isinstance(run, dict) or not isinstance(run.get("id"), int) or not all(
-                isinstance(run.get(k), str) for k in ("profile_name", "fingerprint", "spec_json", "status")):
-            raise ArchiveError(f"{where}:{n}: a run record needs run.id, profile_name, fingerprint, spec_json, status")
-        if not all(isinstance(k, str) and k.isidentifier() for k in run):
-            raise ArchiveError(f"{where}:{n}: run column names must be plain names")
-        for key in ("requests", "gpu_samples"):
-            if not isinstance(value.get(key) or [], list):
-                raise ArchiveError(f"{where}:{n}: {key} must be a list")
-        _check_json_text(run, where, n, "run")
-        _check_times(run, where, n)
-        for q in value.get("requests") or ():
-            if not isinstance(q, dict) or not isinstance(q.get("idx"), int):
-                raise ArchiveError(f"{where}:{n}: a request needs an idx")
-            _check_json_text(q, where, n, f"request {q['idx']}")
-        for sample in value.get("gpu_samples") or ():
-            if not (isinstance(sample, list) and len(sample) == 2 and _sane_time(sample[0])):
-                raise ArchiveError(f"{where}:{n}: a GPU sample is [t, sample_json], t a time in seconds "
-                                   f"between 0 and {MAX_TIME_S:g}")
-            _check_json_text({"sample_json": sample[1]}, where, n, "GPU sample")
-        records.append((n, value))
-    if header is None:
-        raise ArchiveError(f"{where}: empty file, not a moe-tui archive")
-    return records
-
-
-def _mark_restored(run: dict[str, Any], where: str, line: int) -> None:
-    """A restored run is an import wherever it appears: an archive is a file anyone can edit (10x
-    the throughput, flags removed), so what comes back is never passed off as measured here. Its
-    `source` becomes "import" (exports, the imported-run index) and its provenance names the file
-    (`source_file`, what the grid and run details read as "imported") and what it was before."""
-    try:
-        provenance = json.loads(run.get("provenance_json") or "{}")
-    except ValueError:
-        provenance = {}
-    if not isinstance(provenance, dict):
-        provenance = {"archived_provenance": provenance}
-    provenance["source_file"] = where
-    provenance["restored_from"] = {"file": where, "line": line, "id": run.get("id"),
-                                   "source": provenance.get("restored_from", {}).get("source", run.get("source"))
-                                   if isinstance(provenance.get("restored_from"), dict) else run.get("source")}
-    run["provenance_json"] = json.dumps(provenance, allow_nan=True)
-    run["source"] = "import"
-
-
-# Times are Unix seconds: anything past this (the year 2286) or not finite is not a time moe-tui
-# wrote, and would break every date a reader formats (1e308 ends in OverflowError).
-MAX_TIME_S = 1e10
-
-
-def _sane_time(value: object) -> bool:
-    return (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-            and 0 <= value <= MAX_TIME_S)
-
-
-def _check_times(run: Mapping[str, Any], where: str, line: int) -> None:
-    """A run's `*_at` columns are None or sane times (created_at must be one)."""
-    for key, value in run.items():
-        if key.endswith("_at") and not (value is None and key != "created_at") and not _sane_time(value):
-            raise ArchiveError(f"{where}:{line}: run {key} {str(value)[:40]} is not a time in seconds "
-                               f"between 0 and {MAX_TIME_S:g}")
-
-
-def _check_json_text(row: Mapping[str, Any], where: str, line: int, what: str) -> None:
-    """Columns the store decodes on every read (`*_json`) must hold JSON text, or a restored run
-    would break every later read of it."""
-    for key, text in row.items():
-        if not key.endswith("_json"):
-            continue
-        try:
-            json.loads(text if isinstance(text, str) else "\u0000")
-        except (TypeError, ValueError, RecursionError):
-            raise ArchiveError(f"{where}:{line}: {what} {key} is not JSON text (or nested too deeply)") from None
-
-
-_START_COLUMNS = ("profile_name", "profile_json", "argv_json", "env_json", "log_path", "pid", "started_at",
-                  "ready_at", "stopped_at", "state", "reason", "resolved_backend", "backend_mismatch",
-                  "sglang_version", "server_info_json", "model_info_json", "exit_code", "exit_signal", "log_tail")
-
-
-def _restore_start(tx: _Tx, start: Mapping[str, Any] | None) -> int | None:
-    """The archived server start's id here: the same row when this store still has it, else a new
-    row with the archived columns (so a run's server start, the grid's unit, is never lost)."""
-    if not isinstance(start, Mapping) or not isinstance(start.get("id"), int):
-        return None
-    here = tx.execute("SELECT id FROM server_starts WHERE id = ? AND profile_name = ? AND started_at = ?",
-                      (start["id"], start.get("profile_name"), start.get("started_at"))).fetchone()
-    if here is not None:
-        return int(here[0])
-    same = tx.execute("SELECT id FROM server_starts WHERE profile_name = ? AND started_at = ?",
-                      (start.get("profile_name"), start.get("started_at"))).fetchone()
-    if same is not None:  # restored earlier, under a new id
-        return int(same[0])
-    values = [start.get(c) for c in _START_COLUMNS]
-    cur = tx.execute(f"INSERT INTO server_starts ({', '.join(_START_COLUMNS)}) VALUES ({', '.join('?' * len(values))})",
-                     values)
-    return int(cur.lastrowid or 0)

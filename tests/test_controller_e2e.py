@@ -63,6 +63,8 @@ def test_small_campaign_runs_headless_to_the_end(env):
         assert prov["started_at"] < prov["finished_at"]
         # bench_serving's 1 s pause after the flush, in the emulator's time (50x faster: 20 ms).
         assert json.loads(selfchecks[run_id])["warmup_pause_s"] == 1.0 / 50
+        # One client process per item: the timed run was its second run, after the warmup pass.
+        assert json.loads(selfchecks[run_id])["client_process_run"] == 2
         flags = json.loads(run[6])
         # client_bound may appear on a loaded CI box; nothing else may.
         assert "simulated" in flags and set(flags) <= {"simulated", "client_bound"}, flags

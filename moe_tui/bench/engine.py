@@ -5,7 +5,7 @@ Phases, as sglang.bench_serving 0.5.23 runs them:
    concurrency cap; excluded from results. If every warmup request fails the run is "failed".
 2. optional `POST /flush_cache?timeout=60`, then a 1 s pause (bench_serving's; `warmup_pause_s`).
    Then the connection pool is opened to min(concurrency, prompts) connections
-   (`client.open_connections`: concurrent GET /v1/models), so the timed phase measures the
+   (`transport.open_connections`: concurrent GET /v1/models), so the timed phase measures the
    server and not TCP setup; not part of the spec (it changes no server work), recorded in the
    self-check (`connections_preopen_*`, and `connections_opened_timed`: what the timed phase
    still had to open). Done last, just before the timed phase: SGLang's uvicorn closes
@@ -48,18 +48,10 @@ from typing import Any
 import aiohttp
 
 from moe_tui.bench.cancel import until_stopped
-from moe_tui.bench.client import (
-    API_KEY_ENV,
-    DEFAULT_STALL_TIMEOUT_S,
-    RequestOutcome,
-    build_payload,
-    connections_opened,
-    open_connections,
-    open_session,
-    stream_request,
-)
+from moe_tui.bench.client import DEFAULT_STALL_TIMEOUT_S, RequestOutcome, build_payload, stream_request
 from moe_tui.bench.live import LiveStats, LoopLagProbe, QuietGc, attach_advice, judge_client, lag_limit_ms
 from moe_tui.bench.stall import stall_check
+from moe_tui.bench.transport import API_KEY_ENV, connections_opened, open_connections, open_session
 from moe_tui.bench.workload import WorkItem, Workload, WorkloadError, build_workload, resolve_vocab_size
 from moe_tui.events import BenchProgress
 from moe_tui.judgement import FLAG_SERVER_STALL

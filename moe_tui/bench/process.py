@@ -1,17 +1,20 @@
 """Run the load generator in its own process and read its event stream (what a UI should call).
 
-`run_benchmark_subprocess(spec, base_url, on_progress)` starts
-`python -m moe_tui bench --events jsonl --spec-file F --base-url U ...` in a new session, so a busy
-UI event loop can never delay a request or a timestamp. The child writes one JSON object per line
-on stdout: `{"type": "BenchProgress", ...}` about every 250 ms (the fields of
-`moe_tui.events.BenchProgress`) and finally `{"type": "BenchResult", ...}` (`BenchResult.to_dict()`).
-Other lines are ignored; stderr is kept (tail) for error messages.
+`ClientProcess` is one benchmark client process (`python -m moe_tui.bench.worker`, in a new
+session, so a busy UI event loop can never delay a request or a timestamp) that runs benchmarks
+one after another: the runner gives each queue item one, started when the item begins, for its
+warmup pass and its timed run. `run_benchmark_subprocess(spec, base_url, on_progress)` is one run
+in a process of its own. Per run the child writes one JSON object per line on stdout:
+`{"type": "BenchProgress", ...}` about every 250 ms (the fields of `moe_tui.events.BenchProgress`)
+and finally `{"type": "BenchResult", ...}` (`BenchResult.to_dict()`). Other lines are ignored;
+stderr is kept (tail) for error messages.
 
 To end a run early and keep what it measured, set the `stop` event: the child gets SIGTERM, stops
-sending, and reports status "incomplete" with its partial records. Cancelling the awaiting task
-instead kills the child (SIGTERM, then SIGKILL of its group after a grace period) and re-raises.
-The stdout pipe is drained continuously and progress is handed on latest-wins by a separate task,
-so a slow `on_progress` can never block the child's writes (and with them its event loop).
+sending, and reports status "incomplete" with its partial records (and stays for the next run).
+Cancelling the awaiting task instead kills the child (SIGTERM, then SIGKILL of its group after a
+grace period) and re-raises. During a run the stdout pipe is drained continuously and progress is
+handed on latest-wins by a separate task, so a slow `on_progress` can never block the child's
+writes (and with them its event loop).
 """
 
 from __future__ import annotations
@@ -21,38 +24,16 @@ import json
 import os
 import signal
 import sys
-import tempfile
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 from moe_tui.bench.engine import BenchResult, ProgressCallback, _emit, native_spec
+from moe_tui.bench.transport import API_KEY_ENV
 from moe_tui.events import BenchProgress, event_from_dict
 from moe_tui.spec import BenchmarkSpec
 
 STOP_GRACE_S = 10.0
 STDERR_TAIL_LINES = 30
-
-
-def bench_argv(spec_file: str, base_url: str, *, python: str | None = None, run_id: int | None = None,
-               request_timeout: float | None = None, stall_timeout: float | None = None,
-               vocab_size: int | None = None, tokenizer: str | None = None,
-               warmup_pause: float | None = None) -> list[str]:
-    argv = [python or sys.executable, "-m", "moe_tui", "bench", "--events", "jsonl",
-            "--spec-file", spec_file, "--base-url", base_url]
-    if run_id is not None:
-        argv += ["--run-id", str(run_id)]
-    if request_timeout is not None:
-        argv += ["--request-timeout", repr(float(request_timeout))]
-    if stall_timeout is not None:
-        argv += ["--stall-timeout", repr(float(stall_timeout))]
-    if vocab_size is not None:
-        argv += ["--vocab-size", str(vocab_size)]
-    if tokenizer is not None:
-        argv += ["--tokenizer", str(tokenizer)]
-    if warmup_pause is not None:
-        argv += ["--warmup-pause", repr(float(warmup_pause))]
-    return argv
 
 
 async def _read_lines(stream: asyncio.StreamReader) -> AsyncIterator[bytes]:
@@ -86,76 +67,155 @@ async def run_benchmark_subprocess(
     env: dict[str, str] | None = None,
     stop: asyncio.Event | None = None,
 ) -> BenchResult:
-    """Run `spec` against `base_url` in a child process; progress events go to `on_progress`
-    (sync or async callable taking a BenchProgress). Returns the child's BenchResult, or a
-    "failed" BenchResult naming the exit code and stderr tail if the child produced none.
-    `request_timeout` / `stall_timeout` (seconds, None: the client's defaults) are the child's
-    `--request-timeout` / `--stall-timeout`; `warmup_pause` (seconds, None: 1 s) its `--warmup-pause`.
-    The spec runs as `native_spec(spec)` (client version filled in): store the run under that
-    fingerprint. Raises SpecError (before starting anything) for a spec of another client."""
+    """Run `spec` against `base_url` in a child process of its own (a `ClientProcess` for one run);
+    progress events go to `on_progress` (sync or async callable taking a BenchProgress). Returns the
+    child's BenchResult, or a "failed" BenchResult naming the exit code and stderr tail if the child
+    produced none. `request_timeout` / `stall_timeout` (seconds, None: the client's defaults);
+    `warmup_pause` (seconds, None: 1 s). The spec runs as `native_spec(spec)` (client version filled
+    in): store the run under that fingerprint. Raises SpecError (before starting anything) for a
+    spec of another client."""
     spec = native_spec(spec)
-    with tempfile.TemporaryDirectory(prefix="moe-tui-bench-") as tmp:
-        spec_file = Path(tmp) / "spec.json"
-        spec_file.write_text(spec.to_json())
-        argv = bench_argv(str(spec_file), base_url, python=python, run_id=run_id,
-                          request_timeout=request_timeout, stall_timeout=stall_timeout, vocab_size=vocab_size,
-                          tokenizer=tokenizer, warmup_pause=warmup_pause)
-        child_env = dict(os.environ if env is None else env)
+    async with ClientProcess(python=python, env=env) as client:
+        return await client.run(spec, base_url, on_progress, run_id=run_id, request_timeout=request_timeout,
+                                stall_timeout=stall_timeout, vocab_size=vocab_size, tokenizer=tokenizer,
+                                warmup_pause=warmup_pause, stop=stop)
+
+
+class ClientProcess:
+    """One benchmark client process (`moe_tui.bench.worker`) that runs benchmarks one after another:
+    a queue item's warmup pass and its timed run share one. `start()` may come well before the first
+    `run()` (the imports then overlap whatever the caller waits for); `close()` ends it (end of
+    stdin, then SIGTERM/SIGKILL of its group). A child that died between runs is started again by
+    the next `run()`."""
+
+    def __init__(self, *, python: str | None = None, env: dict[str, str] | None = None) -> None:
+        self.python = python or sys.executable
+        self.env = env
+        self.proc: asyncio.subprocess.Process | None = None
+        self.starts = 0
+        self._lines: AsyncIterator[bytes] | None = None
+        self._stderr_lines: list[str] = []
+        self._stderr_task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> ClientProcess:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None
+
+    async def start(self) -> None:
+        if self.alive:
+            return
+        child_env = dict(os.environ if self.env is None else self.env)
         child_env["PYTHONUNBUFFERED"] = "1"
-        proc = await asyncio.create_subprocess_exec(
-            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            stdin=asyncio.subprocess.DEVNULL, start_new_session=True, env=child_env)
+        child_env.pop(API_KEY_ENV, None)  # a run's key comes with its request, never from here
+        self.proc = await asyncio.create_subprocess_exec(
+            self.python, "-m", "moe_tui.bench.worker", stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True, env=child_env)
+        self.starts += 1
+        assert self.proc.stdout is not None
+        self._lines = _read_lines(self.proc.stdout).__aiter__()
+        self._stderr_lines = []
+        self._stderr_task = asyncio.create_task(self._drain_stderr(self.proc))
+
+    async def close(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.returncode is None:
+            assert proc.stdin is not None
+            proc.stdin.close()  # end of requests: the child exits by itself
+            try:
+                await asyncio.wait_for(proc.wait(), 5.0)
+            except TimeoutError:
+                await _stop(proc)
+        if self._stderr_task is not None:
+            self._stderr_task.cancel()
+
+    def stderr_tail(self) -> str:
+        return "\n".join(self._stderr_lines[-STDERR_TAIL_LINES:])
+
+    async def _drain_stderr(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stderr is not None
+        async for raw in _read_lines(proc.stderr):
+            self._stderr_lines.append(raw.decode("utf-8", "replace"))
+            del self._stderr_lines[:-STDERR_TAIL_LINES]
+
+    async def run(self, spec: BenchmarkSpec, base_url: str, on_progress: ProgressCallback | None = None, *,
+                  run_id: int | None = None, request_timeout: float | None = None,
+                  stall_timeout: float | None = None, vocab_size: int | None = None, tokenizer: str | None = None,
+                  warmup_pause: float | None = None, api_key: str | None = None,
+                  stop: asyncio.Event | None = None) -> BenchResult:
+        """One benchmark in this process, as `run_benchmark_subprocess` describes; `api_key` is the
+        server's key (None: the one in this process's environment, if any)."""
+        spec = native_spec(spec)
+        await self.start()
+        proc = self.proc
+        assert proc is not None and proc.stdin is not None
+        request = {"spec": spec.canonical_dict(), "base_url": base_url, "run_id": run_id,
+                   "request_timeout": request_timeout, "stall_timeout": stall_timeout, "vocab_size": vocab_size,
+                   "tokenizer": tokenizer, "warmup_pause": warmup_pause,
+                   "api_key": api_key or (self.env if self.env is not None else os.environ).get(API_KEY_ENV)}
         child = _ChildRun(proc, on_progress)
-        code, result = await child.run(stop)
+        try:
+            proc.stdin.write((json.dumps(request) + "\n").encode())
+            await proc.stdin.drain()
+            assert self._lines is not None
+            result = await child.run(self._lines, stop)
+        except (BrokenPipeError, ConnectionResetError):
+            result = None
+        except asyncio.CancelledError:
+            self.proc = None
+            await _stop(proc)
+            raise
         if result is None:
+            code = await proc.wait()
+            if self._stderr_task is not None:
+                await asyncio.wait({self._stderr_task}, timeout=5.0)
+            self.proc = None
             result = BenchResult(status="failed", spec=spec.canonical_dict(), fingerprint=spec.fingerprint,
                                  error=f"benchmark process exited with code {code} without a result:\n"
-                                       f"{child.stderr_tail()}",
+                                       f"{self.stderr_tail()}",
                                  errors_by_kind={"client_process": 1})
         return result
 
 
 class _ChildRun:
-    """One benchmark child: its stdout read as events, its stderr tail kept, progress handed on
-    latest-wins by its own task, and SIGTERM to its group when `stop` is set."""
+    """One run in a benchmark child: its events read until the result, progress handed on
+    latest-wins by its own task, and SIGTERM to the child's group when `stop` is set."""
 
     def __init__(self, proc: asyncio.subprocess.Process, on_progress: ProgressCallback | None):
         self.proc = proc
         self.on_progress = on_progress
-        self.stderr_lines: list[str] = []
         self.latest: list[BenchProgress] = []
         self.wake = asyncio.Event()
         self.finished = False
 
-    def stderr_tail(self) -> str:
-        return "\n".join(self.stderr_lines[-STDERR_TAIL_LINES:])
-
-    async def run(self, stop: asyncio.Event | None) -> tuple[int, BenchResult | None]:
-        """Read the child to its end: (exit code, its BenchResult or None). Cancelling kills it."""
-        stderr_task = asyncio.create_task(self._drain_stderr())
+    async def run(self, lines: AsyncIterator[bytes], stop: asyncio.Event | None) -> BenchResult | None:
+        """Read the child's events to this run's result (None: the child ended without one)."""
         deliver_task = asyncio.create_task(self._deliver())
         stop_task = asyncio.create_task(self._stop_on_request(stop)) if stop is not None else None
         try:
-            result = await self._read_events()
-            code = await self.proc.wait()
-            await stderr_task
+            result = await self._read_events(lines)
             self.finished = True
             self.wake.set()
             await deliver_task
-        except asyncio.CancelledError:
-            await _stop(self.proc)
-            for task in (stderr_task, deliver_task):
-                task.cancel()
+        except BaseException:
+            deliver_task.cancel()
             raise
         finally:
             if stop_task is not None:
                 stop_task.cancel()
-        return code, result
+        return result
 
-    async def _read_events(self) -> BenchResult | None:
-        result: BenchResult | None = None
-        assert self.proc.stdout is not None
-        async for raw in _read_lines(self.proc.stdout):
+    async def _read_events(self, lines: AsyncIterator[bytes]) -> BenchResult | None:
+        # Not closed when this run's result is read: the same lines carry the process's next run.
+        async for raw in lines:
             obj = _parse(raw)
             if obj is None:
                 continue
@@ -170,14 +230,8 @@ class _ChildRun:
                 self.wake.set()
             elif kind == "BenchResult":
                 obj.pop("type", None)
-                result = BenchResult.from_dict(obj)
-        return result
-
-    async def _drain_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        async for raw in _read_lines(self.proc.stderr):
-            self.stderr_lines.append(raw.decode("utf-8", "replace"))
-            del self.stderr_lines[:-STDERR_TAIL_LINES]
+                return BenchResult.from_dict(obj)
+        return None
 
     async def _deliver(self) -> None:
         while not self.finished or self.latest:

@@ -71,16 +71,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from moe_tui.events import Event, QueueChanged
 from moe_tui.profiles import ProfileSet, load_profiles
-from moe_tui.run.context import RunContext
-from moe_tui.run.items import (  # noqa: F401  (re-exported: the controller's benchmark functions)
-    BENCH_STOP_GRACE_S,
-    BenchFn,
-    ItemRunner,
+from moe_tui.run.benchmarks import (  # noqa: F401  (re-exported: the controller's benchmark functions)
     bench_serving_bench,
     default_bench,
     spec_as_run,
     tokenizer_for,
 )
+from moe_tui.run.context import RunContext
+from moe_tui.run.items import BENCH_STOP_GRACE_S, BenchFn, ItemRunner  # noqa: F401
 from moe_tui.run.ops import ControllerError, QueueOps, Recovery
 from moe_tui.run.recording import RunSpilled, release_memory
 from moe_tui.run.telemetry import TelemetryRelay

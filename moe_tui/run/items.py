@@ -3,25 +3,23 @@ controller's `moe_tui.run.context.RunContext` (the item, its run and an abort as
 
 For an item: its profile read fresh, exactly its server ready (others stopped), an optional
 warmup pass at its concurrency, the timed run out of process with GPU telemetry, and the run
-stored with its item closed (`moe_tui.run.recording`). Also the benchmark functions the controller
-runs by default (`default_bench`: moe-tui's client in a child process, or sglang.bench_serving).
+stored with its item closed (`moe_tui.run.recording`). The benchmark functions it runs (`default_bench`:
+moe-tui's client in the item's client process, or sglang.bench_serving) live in `moe_tui.run.benchmarks`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import time
 from collections.abc import Callable, Coroutine
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from moe_tui.disturbance import HEALTH_PROBES_IN_FLIGHT, ServerLoadWatch, client_cap
 from moe_tui.events import BenchProgress, RunFinished, RunStarted
-from moe_tui.judgement import SIM_ENGINE
 from moe_tui.profiles import ServerProfile, load_profiles
 from moe_tui.provenance import build_provenance
+from moe_tui.run.benchmarks import default_bench, spec_as_run, tokenizer_for
 from moe_tui.run.context import RunContext
 from moe_tui.run.ops import Recovery
 from moe_tui.run.recording import finished_run
@@ -31,6 +29,7 @@ from moe_tui.store.queue import QueueItem, warmup_spec
 
 if TYPE_CHECKING:
     from moe_tui.bench.engine import BenchResult
+    from moe_tui.bench.process import ClientProcess
     from moe_tui.servers.managed import ManagedServer
     from moe_tui.telemetry import SnapshotCollector
 
@@ -56,8 +55,26 @@ class ItemRunner:
         self._bench = bench
         self.request_timeout_s = request_timeout_s
         self.stall_timeout_s = stall_timeout_s
+        # moe-tui's client: one process per item, for its warmup pass and its timed run, started as
+        # the item begins so its imports overlap the server's start (moe_tui.bench.worker).
+        self._client_per_item = bench is default_bench
+        self._client: ClientProcess | None = None
 
     async def work_item(self, item: QueueItem) -> None:
+        if not (self._client_per_item and item.spec.client == "moe-tui"):
+            await self._work_item(item)
+            return
+        from moe_tui.bench.process import ClientProcess
+
+        self._client = ClientProcess()
+        try:
+            await self._client.start()
+            await self._work_item(item)
+        finally:
+            client, self._client = self._client, None
+            await client.close()
+
+    async def _work_item(self, item: QueueItem) -> None:
         ctx = self._ctx
         ctx.work.current = item
         ctx.work.abort_verdict = None
@@ -193,6 +210,8 @@ class ItemRunner:
             self._ctx.emit(event)
 
         kwargs: dict[str, Any] = {"on_progress": on_progress, "stop": stop, "run_id": run_id}
+        if self._client is not None and spec.client == "moe-tui":
+            kwargs["client"] = self._client
         if spec.client != "moe-tui":
             kwargs["tokenizer"] = tokenizer_for(server.profile)
         if self.request_timeout_s is not None:
@@ -352,85 +371,3 @@ class ItemRunner:
         ctx.work.last_finished = finished_event
         ctx.emit(finished_event)
         await self._recovery.backup_if_due()  # a safe point: the run and its item are stored together
-
-
-def spec_as_run(spec: BenchmarkSpec) -> BenchmarkSpec:
-    """The spec as the benchmark client will run it, its version filled in: moe-tui's own, or the
-    sglang.bench_serving client's. A spec for another version is refused (ValueError) rather than
-    silently re-labelled."""
-    if spec.client == "moe-tui":
-        from moe_tui.bench.engine import native_spec
-
-        return native_spec(spec)
-    from moe_tui.bench.sglang_adapter import check_spec_matches_client, require_client
-
-    client = require_client()
-    check_spec_matches_client(spec, client)
-    return spec if spec.client_version else spec.replace(client_version=client.version)
-
-
-def tokenizer_for(profile: ServerProfile) -> str:
-    """What sglang.bench_serving loads as the tokenizer: the emulator's bundled one, or the
-    model's own folder (offline: the client must not reach a hub)."""
-    if profile.engine == SIM_ENGINE:
-        return str(Path(__file__).resolve().parents[1] / "sim" / "tokenizer")
-    return profile.model_path
-
-
-async def bench_serving_bench(spec: BenchmarkSpec, base_url: str, *,
-                              on_progress: Callable[[BenchProgress], None] | None = None,
-                              stop: asyncio.Event | None = None, run_id: int | None = None,
-                              tokenizer: str | None = None) -> BenchResult:
-    """SGLang's own client (`moe_tui.bench.sglang_adapter.run_bench_serving`), unmodified, as a
-    BenchResult. No live progress and no early stop: bench_serving offers neither; a skip waits
-    for it (up to the controller's grace period) and then abandons the result."""
-    import tempfile
-
-    from moe_tui import paths
-    from moe_tui.bench.engine import BenchResult
-    from moe_tui.bench.sglang_adapter import BenchServingError, require_client, run_bench_serving
-
-    client = require_client()
-    started = time.time()
-    log_file = paths.logs_dir() / f"bench_serving-run{run_id if run_id is not None else 'warmup'}-{int(started)}.log"
-    with tempfile.TemporaryDirectory(prefix="moe-tui-bench-serving-") as tmp:
-        try:
-            record = await asyncio.to_thread(
-                run_bench_serving, spec, base_url=base_url, output_file=Path(tmp) / "out.jsonl",
-                log_file=log_file, tokenizer=tokenizer, client=client, output_details=False)
-        except BenchServingError as exc:
-            return BenchResult(status="failed", error=str(exc), spec=spec.canonical_dict(),
-                               fingerprint=spec.fingerprint, client="sglang.bench_serving",
-                               client_version=client.version, started_at=started, finished_at=time.time())
-    completed = int(record.get("completed") or 0)
-    status = "complete" if completed >= spec.num_prompts else "incomplete" if completed else "failed"
-    summary = {k: v for k, v in record.items() if k != "server_info"}
-    summary.setdefault("failed", max(0, spec.num_prompts - completed))
-    return BenchResult(status=status, summary=summary, spec=spec.canonical_dict(), fingerprint=spec.fingerprint,
-                       client="sglang.bench_serving", client_version=client.version, started_at=started,
-                       finished_at=time.time(), server_info=record.get("server_info"),
-                       error="" if status == "complete" else f"{completed} of {spec.num_prompts} completed; "
-                                                                 f"log {log_file}")
-
-
-async def default_bench(spec: BenchmarkSpec, base_url: str, *, on_progress: Callable[[BenchProgress], None],
-                        stop: asyncio.Event, run_id: int | None, tokenizer: str | None = None,
-                        request_timeout: float | None = None, stall_timeout: float | None = None,
-                        warmup_pause: float | None = None) -> BenchResult:
-    """The benchmark, out of process (`moe_tui.bench.process.run_benchmark_subprocess`): a busy
-    or crashing client cannot stall the controller or the TUI, and its CPU is its own.
-    sglang.bench_serving takes neither timeout (it has no such options): they apply to moe-tui's
-    client only."""
-    if spec.client == "sglang.bench_serving":
-        return await bench_serving_bench(spec, base_url, on_progress=on_progress, stop=stop, run_id=run_id,
-                                         tokenizer=tokenizer)
-    from moe_tui.bench.client import API_KEY_ENV
-    from moe_tui.bench.process import run_benchmark_subprocess
-    from moe_tui.servers.keys import key_for
-
-    key = key_for(base_url)  # the server's API key reaches the child in its environment only
-    child_env = {**os.environ, API_KEY_ENV: key} if key else None
-
-    return await run_benchmark_subprocess(spec, base_url, on_progress=on_progress, stop=stop, run_id=run_id,
-                                          request_timeout=request_timeout, stall_timeout=stall_timeout,
-                                          warmup_pause=warmup_pause, env=child_env)

@@ -36,37 +36,22 @@ from moe_tui.compare.model import (
     SidePoint,
     ThroughputSeries,
 )
-from moe_tui.compare.points import SideRuns, choose_fingerprints, side_point
+from moe_tui.compare.points import Keyed, SideRuns, choose_fingerprints, side_point
 from moe_tui.compare.runs import (
     NOT_RECORDED,
     PROVENANCE_ORDER,
     Run,
-    concurrency_of,
-    is_simulated,
     normalise,
     side_provenance,
     snapshot_diff,
     snapshot_text,
 )
+from moe_tui.compare.sources import RunSource, memory_source
 from moe_tui.compare.verdict import run_tests
 from moe_tui.profiles import SettingDiff
 
 
-def _group(runs: Sequence[Run], name: str, warnings: list[str]) -> dict[int, list[Run]]:
-    by_conc: dict[int, list[Run]] = {}
-    bad = []
-    for run in runs:
-        conc = concurrency_of(run)
-        if conc is None:
-            bad.append(run.id)
-        else:
-            by_conc.setdefault(conc, []).append(run)
-    if bad:
-        warnings.append(f"{name}: run(s) {', '.join(map(str, bad))} have no max_concurrency in their spec; left out")
-    return by_conc
-
-
-def _concurrencies(by_conc: Mapping[str, Mapping[int, list[Run]]], fingerprint: str | None,
+def _concurrencies(by_conc: Mapping[str, Mapping[int, Sequence[Keyed]]], fingerprint: str | None,
                    names: tuple[str, str]) -> list[int]:
     concs = sorted(set(by_conc[BASELINE]) | set(by_conc[CANDIDATE]))
     if fingerprint is None:
@@ -99,14 +84,36 @@ def build_grid_from_runs(
 def _build(baseline_runs: Iterable[object], candidate_runs: Iterable[object], baseline_name: str,
            candidate_name: str, fingerprint: str | None, metrics: Sequence[MetricDef],
            settings: CompareSettings | None, plan: Mapping[tuple[str, str], PlanCount] | None) -> ComparisonGrid:
-    settings = settings or CompareSettings()
     if fingerprint is not None and len(fingerprint) < 6:
         raise CompareError(f"--fingerprint {fingerprint!r}: give at least 6 characters of the fingerprint")
-    names = (baseline_name, candidate_name)
-    runs = {BASELINE: [normalise(r, f"{baseline_name} run") for r in baseline_runs],
-            CANDIDATE: [normalise(r, f"{candidate_name} run") for r in candidate_runs]}
+    sources = {BASELINE: memory_source([normalise(r, f"{baseline_name} run") for r in baseline_runs]),
+               CANDIDATE: memory_source([normalise(r, f"{candidate_name} run") for r in candidate_runs])}
+    return build_from_sources(sources, (baseline_name, candidate_name), fingerprint, metrics, settings, plan)
+
+
+def build_grid_from_sources(baseline: RunSource, candidate: RunSource, *, baseline_name: str, candidate_name: str,
+                            fingerprint: str | None = None, metrics: Sequence[MetricDef] = METRICS,
+                            settings: CompareSettings | None = None,
+                            plan: Mapping[tuple[str, str], PlanCount] | None = None) -> ComparisonGrid:
+    """The grid from two `RunSource`s (keys first, the chosen specs' runs read whole after): the same
+    grid `build_grid_from_runs` makes of the same runs, reading only what it judges."""
+    if fingerprint is not None and len(fingerprint) < 6:
+        raise CompareError(f"--fingerprint {fingerprint!r}: give at least 6 characters of the fingerprint")
+    with build_scope():
+        return build_from_sources({BASELINE: baseline, CANDIDATE: candidate}, (baseline_name, candidate_name),
+                                  fingerprint, metrics, settings, plan)
+
+
+def build_from_sources(sources: Mapping[str, RunSource], names: tuple[str, str], fingerprint: str | None,
+                       metrics: Sequence[MetricDef], settings: CompareSettings | None,
+                       plan: Mapping[tuple[str, str], PlanCount] | None) -> ComparisonGrid:
+    settings = settings or CompareSettings()
     warnings: list[str] = []
-    by_conc = {s: _group(runs[s], n, warnings) for s, n in ((BASELINE, baseline_name), (CANDIDATE, candidate_name))}
+    for side, name in ((BASELINE, names[0]), (CANDIDATE, names[1])):
+        if sources[side].bad:
+            warnings.append(f"{name}: run(s) {', '.join(map(str, sources[side].bad))} have no max_concurrency in "
+                            "their spec; left out")
+    by_conc = {s: sources[s].keys for s in (BASELINE, CANDIDATE)}
     concurrencies = _concurrencies(by_conc, fingerprint, names)
     points: dict[tuple[str, int], SidePoint] = {}
     side_runs: dict[tuple[str, int], SideRuns] = {}
@@ -114,7 +121,8 @@ def _build(baseline_runs: Iterable[object], candidate_runs: Iterable[object], ba
         fa, fb = choose_fingerprints(by_conc[BASELINE].get(conc, []), by_conc[CANDIDATE].get(conc, []), fingerprint)
         for side, fp, other in ((BASELINE, fa, fb), (CANDIDATE, fb, fa)):
             points[(side, conc)], side_runs[(side, conc)] = side_point(
-                side, conc, by_conc[side].get(conc, []), fp, other, settings.include_flagged)
+                side, conc, by_conc[side].get(conc, []), fp, other, settings.include_flagged,
+                sources[side].of_spec(conc, fp) if fp is not None else ())
     drafts = _drafts(concurrencies, metrics, points, side_runs, names, settings, plan or {})
     control = control_check(points, {k: sr.averaged for k, sr in side_runs.items()}, settings.control_margin_pct,
                             environment_beside(side_runs))
@@ -123,7 +131,7 @@ def _build(baseline_runs: Iterable[object], candidate_runs: Iterable[object], ba
     for d in drafts:
         gate(d, control, settings)
     cells = tuple(finish(d, settings) for d in drafts)
-    return _assemble(names, metrics, concurrencies, cells, points, side_runs, runs, control, warnings,
+    return _assemble(names, metrics, concurrencies, cells, points, side_runs, sources, control, warnings,
                      settings, families)
 
 
@@ -159,14 +167,14 @@ def _drafts(concurrencies: Sequence[int], metrics: Sequence[MetricDef], points: 
 
 def _assemble(names: tuple[str, str], metrics: Sequence[MetricDef], concurrencies: Sequence[int],
               cells: tuple[GridCell, ...], points: Mapping[tuple[str, int], SidePoint],
-              side_runs: Mapping[tuple[str, int], SideRuns], runs: Mapping[str, list[Run]], control: ControlCheck,
+              side_runs: Mapping[tuple[str, int], SideRuns], sources: Mapping[str, RunSource], control: ControlCheck,
               warnings: list[str], settings: CompareSettings, families: list[FamilySummary]) -> ComparisonGrid:
     used = {s: [r for (side, _), sr in side_runs.items() if side == s for r in sr.complete]
             for s in (BASELINE, CANDIDATE)}
     if control.failed:
         warnings.insert(0, control.text)
-    snaps, diffs = _profiles(names, used, runs, warnings, settings)
-    provenance = _provenance_rows(names, used, runs, warnings)
+    snaps, diffs = _profiles(names, used, sources, warnings, settings)
+    provenance = _provenance_rows(names, used, sources, warnings)
     conf = tuple(dict.fromkeys(c for cell in cells for c in cell.confounders))
     if conf:
         warnings.insert(0, f"confounded: {len(conf)} difference(s) besides {', '.join(sorted(settings.vary))}: "
@@ -196,17 +204,17 @@ def _assemble(names: tuple[str, str], metrics: Sequence[MetricDef], concurrencie
         baseline_profile=snaps[BASELINE], candidate_profile=snaps[CANDIDATE], provenance=provenance,
         control=control, warnings=tuple(warnings),
         flags=(J.FLAG_ENVIRONMENT_DIFFERS,) if control.failed else (),
-        simulated=any(is_simulated(r) for r in runs[BASELINE] + runs[CANDIDATE]), specs=specs,
+        simulated=sources[BASELINE].simulated() or sources[CANDIDATE].simulated(), specs=specs,
         spec_users={k: tuple(v) for k, v in spec_users.items()}, settings=settings, confounders=conf,
         families=tuple(families), method=method_lines(settings, families),
     )
 
 
-def _profiles(names: tuple[str, str], used: Mapping[str, list[Run]], runs: Mapping[str, list[Run]],
+def _profiles(names: tuple[str, str], used: Mapping[str, list[Run]], sources: Mapping[str, RunSource],
               warnings: list[str], settings: CompareSettings) -> tuple[dict[str, dict[str, Any]], list[SettingDiff]]:
     snaps: dict[str, dict[str, Any]] = {}
     for side, name in ((BASELINE, names[0]), (CANDIDATE, names[1])):
-        pool = used[side] or runs[side]
+        pool = used[side] or sources[side].every()
         latest = max(pool, key=lambda r: r.order) if pool else None
         snaps[side] = dict(latest.profile) if latest is not None else {}
         distinct = {snapshot_text(r.profile) for r in used[side] if r.profile}
@@ -220,10 +228,10 @@ def _profiles(names: tuple[str, str], used: Mapping[str, list[Run]], runs: Mappi
     return snaps, snapshot_diff(snaps[BASELINE], snaps[CANDIDATE], settings.vary)
 
 
-def _provenance_rows(names: tuple[str, str], used: Mapping[str, list[Run]], runs: Mapping[str, list[Run]],
+def _provenance_rows(names: tuple[str, str], used: Mapping[str, list[Run]], sources: Mapping[str, RunSource],
                      warnings: list[str]) -> tuple[ProvenanceRow, ...]:
-    prov_a = side_provenance(used[BASELINE] or runs[BASELINE])
-    prov_b = side_provenance(used[CANDIDATE] or runs[CANDIDATE])
+    prov_a = side_provenance(used[BASELINE] or sources[BASELINE].every())
+    prov_b = side_provenance(used[CANDIDATE] or sources[CANDIDATE].every())
     keys = [k for k in PROVENANCE_ORDER if k in prov_a or k in prov_b]
     keys += sorted((set(prov_a) | set(prov_b)) - set(keys))
     rows = []

@@ -2,17 +2,33 @@
 
 `choose_fingerprints` picks one spec per side (forced, else shared, else most recent);
 `side_point` splits that spec's runs into averaged, flagged and not-complete, in words.
+Both choose from what any run key says (`Keyed`: a whole `Run`, or the store's `grid_rows.CellRow`,
+read from an index), so a grid reads whole only the runs of the spec it chose (issue 34).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from moe_tui import judgement as J
 from moe_tui.compare.model import SidePoint
 from moe_tui.compare.runs import Run, run_flags_in_words, snapshot_text, unknown_spec_fields
+
+
+class Keyed(Protocol):
+    """What choosing a spec reads of a run."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def fingerprint(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def order(self) -> tuple[float, int]: ...
+
 
 
 @dataclass(frozen=True)
@@ -25,20 +41,20 @@ class SideRuns:
     flagged: tuple[Run, ...]  # complete runs with a suspect flag
 
 
-def _rank(runs: Sequence[Run]) -> tuple[bool, tuple[float, int]]:
+def _rank(runs: Sequence[Keyed]) -> tuple[bool, tuple[float, int]]:
     return (any(r.status == "complete" for r in runs), max(r.order for r in runs))
 
 
-def choose_fingerprints(a: Sequence[Run], b: Sequence[Run], forced: str | None) -> tuple[str | None, str | None]:
+def choose_fingerprints(a: Sequence[Keyed], b: Sequence[Keyed], forced: str | None) -> tuple[str | None, str | None]:
     """Deterministic spec choice per side: the forced one, else a shared one, else the most recent."""
-    ga: dict[str, list[Run]] = {}
-    gb: dict[str, list[Run]] = {}
+    ga: dict[str, list[Keyed]] = {}
+    gb: dict[str, list[Keyed]] = {}
     for r in a:
         ga.setdefault(r.fingerprint, []).append(r)
     for r in b:
         gb.setdefault(r.fingerprint, []).append(r)
 
-    def best(groups: dict[str, list[Run]]) -> str | None:
+    def best(groups: dict[str, list[Keyed]]) -> str | None:
         return max(groups, key=lambda fp: (_rank(groups[fp]), fp)) if groups else None
 
     fa = fb = None
@@ -63,11 +79,12 @@ def choose_fingerprints(a: Sequence[Run], b: Sequence[Run], forced: str | None) 
     return fa, fb
 
 
-def side_point(side: str, conc: int, runs: Sequence[Run], fp: str | None, other_has: str | None,
-               include_flagged: bool) -> tuple[SidePoint, SideRuns]:
+def side_point(side: str, conc: int, runs: Sequence[Keyed], fp: str | None, other_has: str | None,
+               include_flagged: bool, of_spec: Sequence[Run] = ()) -> tuple[SidePoint, SideRuns]:
+    """`runs`: the side's runs at `conc` (keys); `of_spec`: those of `fp`, whole."""
     if fp is None:
         return SidePoint(side, conc, None, None, (), (), (), (), (), (), ()), SideRuns((), (), (), ())
-    chosen = sorted((r for r in runs if r.fingerprint == fp), key=lambda r: r.order)
+    chosen = sorted(of_spec, key=lambda r: r.order)
     complete = [r for r in chosen if r.status == "complete"]
     words: dict[str, list[str]] = {}
     flagged = []
@@ -95,11 +112,11 @@ def side_point(side: str, conc: int, runs: Sequence[Run], fp: str | None, other_
     return point, SideRuns(tuple(averaged), tuple(complete), tuple(chosen), tuple(flagged))
 
 
-def _other_specs(runs: Sequence[Run], fp: str) -> tuple[str, ...]:
+def _other_specs(runs: Sequence[Keyed], fp: str) -> tuple[str, ...]:
     return tuple(sorted({r.fingerprint for r in runs if r.fingerprint != fp}))
 
 
-def _notes(runs: Sequence[Run], fp: str, other_has: str | None) -> tuple[str, ...]:
+def _notes(runs: Sequence[Keyed], fp: str, other_has: str | None) -> tuple[str, ...]:
     others: dict[str, int] = {}
     for r in runs:
         if r.fingerprint != fp:

@@ -14,10 +14,12 @@ grid is built once per change of the store (`Store.generation`), then served fro
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from moe_tui.compare import (
@@ -27,18 +29,22 @@ from moe_tui.compare import (
     ComparisonGrid,
     MetricDef,
     PlanCount,
-    build_grid_from_runs,
     plan_counts,
     unknown_profiles,
 )
+from moe_tui.compare.build import build_grid_from_sources
 from moe_tui.grids.extras import apply_gate, build_extras
+from moe_tui.grids.rows import RUN_STATUSES, ProfileRows  # noqa: F401  (re-exported)
 from moe_tui.investigate.model import describe_cell
 from moe_tui.investigate.report import report
 from moe_tui.investigate.store import evidence_from_grid, under_investigation
 from moe_tui.store.db import Store
 
-RUN_STATUSES = ("complete", "incomplete", "failed")
 CACHED_GRIDS = 8  # per store handle: the pairs a session flips between
+CACHED_PROFILES = 8  # per store handle: the profiles whose grid rows are kept up to date
+
+_rows_lock = threading.RLock()  # one grid read at a time per process (the rows are refreshed in place)
+_rows: weakref.WeakKeyDictionary[Store, dict[str, ProfileRows]] = weakref.WeakKeyDictionary()
 
 _cache_lock = threading.Lock()
 _cache: weakref.WeakKeyDictionary[Store, dict[tuple[Any, ...], ComparisonGrid]] = weakref.WeakKeyDictionary()
@@ -76,17 +82,49 @@ def _build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str
     # The pair's run summaries (`store.summaries`), nothing else: no provenance, telemetry or samples.
     # Cold runs of an investigation (no warmup pass, on purpose) are evidence about warmup, and profiled
     # runs (`explain`) ran under the profiler: marked on the run (`diagnostic`), they are left out here.
+    # Only what the grid judges is read whole (issue 34): each profile's cell rows come from an index
+    # (`store.grid_rows`), kept per store and brought up to date by what changed (`grids.rows`); the
+    # runs of the spec chosen at each concurrency are then read whole, once, and kept while unchanged.
+    # No provenance, telemetry or samples. Cold runs of an investigation (no warmup pass, on purpose)
+    # and profiled runs (`explain`) are marked on the run (`diagnostic`) and left out.
     pair = (baseline, candidate)
-    every = {name: store.run_summaries(profile_name=name, statuses=RUN_STATUSES, exclude_diagnostic=True)
-             for name in dict.fromkeys(pair)}
-    grid = build_grid_from_runs(
-        every[baseline], every[candidate], baseline_name=baseline, candidate_name=candidate,
-        fingerprint=fingerprint, metrics=metrics, settings=settings, plan=plan_of(store, pair))
+    with _rows_lock, frozen_gc():
+        rows = {name: _profile_rows(store, name) for name in dict.fromkeys(pair)}
+        sources = {name: rows[name].source(store) for name in rows}
+        grid = build_grid_from_sources(
+            sources[baseline], sources[candidate], baseline_name=baseline, candidate_name=candidate,
+            fingerprint=fingerprint, metrics=metrics, settings=settings, plan=plan_of(store, pair))
+        every = {name: list(rows[name].summaries.values()) for name in rows}  # what the points may name
     grid = mark_investigations(store, grid)
     if not extras:
         return grid
     gated: ComparisonGrid = apply_gate(grid, build_extras(store, baseline, candidate, runs=averaged_runs(grid, every)))
     return gated
+
+
+def _profile_rows(store: Store, profile: str) -> ProfileRows:
+    """The profile's grid rows for this store handle, brought up to date (`grids.rows`)."""
+    held = _rows.setdefault(store, {})
+    rows = held.pop(profile, None) or ProfileRows(profile)
+    held[profile] = rows  # most recently used last
+    while len(held) > CACHED_PROFILES:
+        del held[next(iter(held))]
+    rows.refresh(store)
+    return rows
+
+
+@contextlib.contextmanager
+def frozen_gc() -> Iterator[None]:
+    """The cyclic collector off during a build: a build allocates many small objects and frees
+    none of them in cycles, and the collector's passes over them were about 45% of a grid's CPU
+    (issue 34); what the build left is collected once after it, outside the grid's time."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def averaged_runs(grid: ComparisonGrid, runs: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:

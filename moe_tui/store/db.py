@@ -252,7 +252,7 @@ class Store(RunRecords, StartAndGateRecords, RetentionRecords, ArchiveRecords, S
             with self.transaction() as conn:
                 conn.executescript_in_tx(_MIGRATIONS[target])
                 conn.execute(f"PRAGMA user_version = {target}")
-        if 0 < version < 8:  # the run summaries made by the upgrade: their grid facts, once
+        if 0 < version < 9:  # the run summaries made by the upgrade: their grid facts (and simulated mark), once
             self.fill_missing_facts()
 
     @contextmanager

@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 _ADD_COLUMN = re.compile(r"\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)", re.IGNORECASE)
 
 # Months of data (issue 26). Indices for every read that must not grow with the store: a pair of
@@ -139,6 +139,40 @@ _SUMMARY_MIGRATION = f"""
         FROM campaigns c, json_each(CASE WHEN json_valid(c.definition_json) THEN c.definition_json ELSE '{{}}' END,
                                     '$.planned_items') p
         WHERE json_type(p.value) = 'array' AND json_type(p.value, '$[0]') = 'text';
+"""
+
+# A grid that reads what it judges (issue 34): each summary row carries its concurrency (from the spec,
+# NULL where the spec has none a grid can read: such a row is read whole), whether it is simulated (the
+# grid's banner; set with the grid facts by the write path, NULL while unknown: computed at read time)
+# and `seq`, bumped on every insert and update, so an open grid reads only what changed since it was
+# built. `run_summaries_cells` covers the grid's first read: per profile, each run's concurrency, spec,
+# status and times, without a table row (the spec is then chosen per concurrency, and only the chosen
+# spec's runs are read whole).
+_CONCURRENCY = """CASE WHEN json_valid({spec}) AND json_type({spec}, '$.max_concurrency') IN ('integer', 'real')
+            THEN CAST(json_extract({spec}, '$.max_concurrency') AS INTEGER) END"""
+_NEXT_SEQ = "(SELECT IFNULL(MAX(seq), 0) + 1 FROM run_summaries)"
+_CELLS_MIGRATION = f"""
+    ALTER TABLE run_summaries ADD COLUMN concurrency INTEGER;
+    ALTER TABLE run_summaries ADD COLUMN simulated INTEGER;
+    ALTER TABLE run_summaries ADD COLUMN seq INTEGER;
+    UPDATE run_summaries SET concurrency = {_CONCURRENCY.format(spec="spec_json")}, seq = run_id;
+    DROP TRIGGER IF EXISTS runs_summary_insert;
+    DROP TRIGGER IF EXISTS runs_summary_update;
+    CREATE TRIGGER runs_summary_insert AFTER INSERT ON runs BEGIN
+        INSERT OR REPLACE INTO run_summaries (run_id, {_SUMMARY_COLUMNS}, facts_json, concurrency, simulated, seq)
+        VALUES (NEW.id, {_SUMMARY_VALUES}, NULL, {_CONCURRENCY.format(spec="NEW.spec_json")}, NULL, {_NEXT_SEQ});
+    END;
+    CREATE TRIGGER runs_summary_update AFTER UPDATE OF {_SUMMARY_COLUMNS}, provenance_json,
+        telemetry_json, selfcheck_json ON runs BEGIN
+        UPDATE run_summaries SET ({_SUMMARY_COLUMNS}, facts_json, concurrency, simulated, seq) = ({_SUMMARY_VALUES},
+            CASE WHEN NEW.provenance_json IS OLD.provenance_json AND NEW.telemetry_json IS OLD.telemetry_json
+                 AND NEW.selfcheck_json IS OLD.selfcheck_json THEN facts_json END,
+            {_CONCURRENCY.format(spec="NEW.spec_json")}, NULL, {_NEXT_SEQ})
+        WHERE run_id = NEW.id;
+    END;
+    CREATE INDEX IF NOT EXISTS run_summaries_cells ON run_summaries(profile_name, diagnostic, status, concurrency,
+        fingerprint, finished_at, created_at, simulated, run_id);
+    CREATE UNIQUE INDEX IF NOT EXISTS run_summaries_seq ON run_summaries(seq);
 """
 
 _MIGRATIONS: dict[int, str] = {
@@ -268,6 +302,7 @@ _MIGRATIONS: dict[int, str] = {
     CREATE INDEX IF NOT EXISTS queue_items_position ON queue_items(position, id);
     """,
     8: _SUMMARY_MIGRATION,
+    9: _CELLS_MIGRATION,
 }
 
 

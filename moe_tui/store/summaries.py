@@ -77,9 +77,37 @@ def fill_facts(tx: _Tx, run_ids: Iterable[int] | None = None) -> int:
             chunk = ids[start:start + _BATCH]
             rows += tx.execute("SELECT id, provenance_json, telemetry_json, selfcheck_json FROM runs"
                                f" WHERE id IN ({','.join('?' * len(chunk))})", chunk).fetchall()
+    facts = {int(r[0]): facts_of(r[1], r[2], r[3]) for r in rows}
     tx.executemany("UPDATE run_summaries SET facts_json = ? WHERE run_id = ?",
-                   [(_dump(facts_of(r[1], r[2], r[3])), r[0]) for r in rows])
+                   [(_dump(f), rid) for rid, f in facts.items()])
+    fill_simulated(tx, facts)
     return len(rows)
+
+
+def simulated_of(profile_json: str | None, facts: Mapping[str, Any], flags_json: str | None) -> bool:
+    """The grid's "simulated" mark of one run, from what its Run holds (`compare.runs.is_simulated`)."""
+    from moe_tui.judgement import is_simulated
+
+    return is_simulated(profile=_loads(profile_json, {}), provenance=facts.get("provenance") or {},
+                        flags=_loads(flags_json, []))
+
+
+def fill_simulated(tx: _Tx, facts: Mapping[int, Mapping[str, Any]] | None = None) -> int:
+    """Store the simulated mark of runs whose grid facts are known: those of `facts` (run id -> facts,
+    just computed), else every row whose mark is unknown (the upgrade to schema 9). Returns how many."""
+    if facts is None:
+        rows = tx.execute("SELECT run_id, facts_json FROM run_summaries WHERE simulated IS NULL"
+                          " AND facts_json IS NOT NULL LIMIT ?", (_BATCH,)).fetchall()
+        facts = {int(r[0]): json.loads(r[1]) for r in rows}
+    ids = sorted(facts)
+    marks: list[tuple[int, int]] = []
+    for start in range(0, len(ids), _BATCH):
+        chunk = ids[start:start + _BATCH]
+        for r in tx.execute("SELECT run_id, profile_json, flags_json FROM run_summaries"
+                            f" WHERE run_id IN ({','.join('?' * len(chunk))})", chunk).fetchall():
+            marks.append((int(simulated_of(r[1], facts[int(r[0])], r[2])), int(r[0])))
+    tx.executemany("UPDATE run_summaries SET simulated = ? WHERE run_id = ?", marks)
+    return len(marks)
 
 
 class SummaryRecords:
@@ -97,9 +125,13 @@ class SummaryRecords:
             ids = [int(r[0]) for r in self.query(
                 "SELECT run_id FROM run_summaries WHERE facts_json IS NULL ORDER BY run_id LIMIT ?", (_BATCH,))]
             if not ids:
-                return filled
+                break
             with self.transaction() as tx:
                 filled += fill_facts(tx, ids)
+        while True:  # facts known, simulated mark not (the upgrade to schema 9)
+            with self.transaction() as tx:
+                if not fill_simulated(tx):
+                    return filled
 
     def run_summaries(self, *, profile_name: str, statuses: Sequence[str] | None = None,
                       exclude_diagnostic: bool = False) -> list[RunSummary]:
@@ -123,7 +155,7 @@ class SummaryRecords:
         # state): each distinct text is decoded once, and what a grid derives from it is derived once
         # (`compare.memo`). The decoded dicts are shared between runs: read them, never mutate them.
         shared: dict[str, Any] = {}
-        return [_summary(r, shared, computed) for r in rows]
+        return [summary_of_row(r, shared, computed) for r in rows]
 
 
 def _shared(text: str, shared: dict[str, Any]) -> Any:
@@ -132,7 +164,8 @@ def _shared(text: str, shared: dict[str, Any]) -> Any:
     return shared[text]
 
 
-def _summary(row: sqlite3.Row, shared: dict[str, Any], computed: Mapping[int, dict[str, Any]]) -> RunSummary:
+def summary_of_row(row: sqlite3.Row, shared: dict[str, Any], computed: Mapping[int, dict[str, Any]]) -> RunSummary:
+    """One run_summaries row as a RunSummary (`shared`: decoded JSON texts, shared between rows)."""
     rid = int(row["run_id"])
     facts = computed.get(rid) or (_shared(row["facts_json"], shared) if row["facts_json"] else {})
     return RunSummary(

@@ -1,0 +1,126 @@
+"""The grid's reads of the store (issue 34): a pair's cell rows through an index, the chosen runs by id,
+and what changed since a grid was built.
+
+A comparison grid first needs, per profile, only each run's concurrency, spec fingerprint, status and
+times (to choose the spec per concurrency and say which others exist); it reads those from the covering
+index `run_summaries_cells` (schema 9, `moe_tui.store.schema`), no table row and no JSON. It then reads
+whole summaries (`store.summaries`) of the runs it judges alone: the chosen spec's runs at each
+concurrency. An open grid asks `changed_since` for the rows whose `seq` moved since it was built, so a
+new run is one indexed read, not a re-read of the pair.
+
+`CellRow` is a slots dataclass: typed for mypy, no per-instance dict (a tenth of a dict's memory and no
+hashing of field names per read); the rows hold only scalars, so a build with the collector frozen
+(`compare.build`) does not walk them. All SQL of the grid lives here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from moe_tui.store.summaries import RunSummary, facts_of, simulated_of, summary_of_row
+
+if TYPE_CHECKING:
+    from moe_tui.store.db import Store
+
+_BATCH = 500  # ids per statement
+_CELL_COLUMNS = "run_id, concurrency, fingerprint, status, created_at, finished_at, simulated, seq"
+
+
+@dataclass(frozen=True, slots=True)
+class CellRow:
+    """One run as the grid's first read sees it: the names a spec choice reads (`compare.points`)."""
+
+    id: int
+    profile_name: str
+    concurrency: int | None  # None: the spec has no readable max_concurrency (the run is read whole)
+    fingerprint: str
+    status: str
+    order: tuple[float, int]  # (finished or created time, id), as `compare.runs.Run.order`
+    simulated: bool | None  # None: not known yet (a foreign writer's row): read from the row itself
+    seq: int
+
+
+def _row(profile: str, r: Any) -> CellRow:
+    when = r[5] or r[4] or 0.0
+    return CellRow(id=int(r[0]), profile_name=profile, concurrency=r[1], fingerprint=r[2], status=r[3],
+                   order=(float(when), int(r[0])), simulated=None if r[6] is None else bool(r[6]),
+                   seq=int(r[7] or 0))
+
+
+def _where(statuses: Sequence[str]) -> str:
+    return f"profile_name = ? AND diagnostic = '' AND status IN ({','.join('?' * len(statuses))})"
+
+
+def cell_rows(store: Store, profile: str, statuses: Sequence[str]) -> list[CellRow]:
+    """Every run of `profile` a grid may use (not diagnostic, one of `statuses`), in id order."""
+    rows = store.query(f"SELECT {_CELL_COLUMNS} FROM run_summaries WHERE {_where(statuses)} ORDER BY run_id",
+                       (profile, *statuses))
+    return [_row(profile, r) for r in rows]
+
+
+def last_seq(store: Store) -> int:
+    """The highest change mark of any summary row (read before the rows a grid is built from)."""
+    return int(store.query("SELECT IFNULL(MAX(seq), 0) FROM run_summaries")[0][0])
+
+
+def run_count(store: Store, profile: str) -> int:
+    """Summary rows of `profile`, whatever their status: fewer than a grid counted means some were deleted."""
+    return int(store.query("SELECT COUNT(*) FROM run_summaries WHERE profile_name = ?", (profile,))[0][0])
+
+
+def changed_since(store: Store, profile: str, seq: int, statuses: Sequence[str]) -> list[tuple[int, CellRow | None]]:
+    """(run id, its cell row, or None when it does not count for a grid: diagnostic, or another status)
+    for every row of `profile` inserted or updated after `seq`, in seq order (an index range of `seq`)."""
+    rows = store.query(f"SELECT {_CELL_COLUMNS}, diagnostic FROM run_summaries WHERE seq > ? AND profile_name = ?"
+                       " ORDER BY seq", (seq, profile))
+    return [(int(r[0]), _row(profile, r) if r[8] == "" and r[3] in statuses else None) for r in rows]
+
+
+def summaries_by_id(store: Store, ids: Iterable[int]) -> list[RunSummary]:
+    """Whole summaries of `ids` (in id order), each distinct JSON text decoded once."""
+    wanted = sorted(set(ids))
+    shared: dict[str, Any] = {}
+    out: list[RunSummary] = []
+    for start in range(0, len(wanted), _BATCH):
+        chunk = wanted[start:start + _BATCH]
+        rows = store.query(f"SELECT * FROM run_summaries WHERE run_id IN ({','.join('?' * len(chunk))})"
+                           " ORDER BY run_id", chunk)
+        missing = [int(r["run_id"]) for r in rows if r["facts_json"] is None]
+        computed = _computed_facts(store, missing) if missing else {}
+        out += [summary_of_row(r, shared, computed) for r in rows]
+    return out
+
+
+def simulated_unknown(store: Store, ids: Sequence[int]) -> bool:
+    """Whether any of `ids` (rows whose simulated mark is not stored yet) is simulated, from its row."""
+    for start in range(0, len(ids), _BATCH):
+        chunk = list(ids[start:start + _BATCH])
+        rows = store.query("SELECT run_id, profile_json, facts_json, flags_json FROM run_summaries"
+                           f" WHERE run_id IN ({','.join('?' * len(chunk))})", chunk)
+        computed = _computed_facts(store, [int(r[0]) for r in rows if r[2] is None])
+        for r in rows:
+            facts = computed.get(int(r[0])) or (json.loads(r[2]) if r[2] else {})
+            if simulated_of(r[1], facts, r[3]):
+                return True
+    return False
+
+
+def _computed_facts(store: Store, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """Grid facts a foreign writer left empty, computed here (a reader never writes them)."""
+    out: dict[int, dict[str, Any]] = {}
+    for start in range(0, len(ids), _BATCH):
+        chunk = list(ids[start:start + _BATCH])
+        for r in store.query("SELECT id, provenance_json, telemetry_json, selfcheck_json FROM runs"
+                             f" WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+            out[int(r[0])] = facts_of(r[1], r[2], r[3])
+    return out
+
+
+def other_ids(store: Store, profile: str, statuses: Sequence[str]) -> list[int]:
+    """Ids of `profile`'s rows that do not count for a grid (diagnostic, or another status: running)."""
+    return [int(r[0]) for r in store.query(
+        f"SELECT run_id FROM run_summaries WHERE profile_name = ? AND NOT ({_where(statuses)})",
+        (profile, profile, *statuses))]

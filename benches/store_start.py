@@ -39,7 +39,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# MOE_TUI_BENCH_TREE: a child measuring another checkout's code (--base), side by side with this one.
+sys.path.insert(0, os.environ.get("MOE_TUI_BENCH_TREE") or str(ROOT))
 
 BASELINE = "baseline"
 CANDIDATES = tuple(f"cand-{i:02d}" for i in range(19))
@@ -99,8 +100,9 @@ def build(path: Path, n_runs: int) -> None:
         k += 1
         shift = BASE_RUNS * k
         conn.execute("BEGIN")
-        conn.execute(f"INSERT INTO runs (id, {', '.join(run_cols)}) SELECT id + {shift}, {', '.join(run_cols)}"
-                     f" FROM runs WHERE id <= {BASE_RUNS}")
+        picked = ", ".join(f"created_at + {k} * 0.001" if c == "created_at" else c for c in run_cols)
+        conn.execute(f"INSERT INTO runs (id, {', '.join(run_cols)}) SELECT id + {shift}, {picked}"
+                     f" FROM runs WHERE id <= {BASE_RUNS}")  # (a copy is another run: its own creation time)
         conn.execute(f"INSERT INTO requests (run_id, {', '.join(req_cols)}) SELECT run_id + {shift},"
                      f" {', '.join(req_cols)} FROM requests WHERE run_id <= {BASE_RUNS}")
         conn.execute(f"INSERT INTO gpu_samples (run_id, t, sample_json) SELECT run_id + {shift}, t, sample_json"
@@ -126,7 +128,7 @@ def child_open(path: str) -> dict:
     t = time.monotonic()
     store = Store(Path(path))
     opened = time.monotonic() - t
-    checked = store.integrity_checked
+    checked = getattr(store, "integrity_checked", "every writable open (before issue 34)")
     store.close()
     return {"open_s": opened, "checked": checked}
 
@@ -157,9 +159,12 @@ def child_attach(profiles: str) -> dict:
     return {"attach_s": attach_s, "paint_s": paint_s}
 
 
-def _child(kind: str, arg: str, env: dict[str, str]) -> dict:
+def _child(kind: str, arg: str, env: dict[str, str], tree: str | None = None) -> dict:
+    env = dict(env, MOE_TUI_BENCH_SPAWNED_AT=repr(time.time()))
+    if tree:
+        env["MOE_TUI_BENCH_TREE"] = tree
     out = subprocess.run([sys.executable, __file__, "--child", kind, arg], capture_output=True, text=True,
-                         timeout=900, env=dict(env, MOE_TUI_BENCH_SPAWNED_AT=repr(time.time())))
+                         timeout=900, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"{kind} failed: {out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -179,7 +184,22 @@ def _cli(env: dict[str, str], *args: str) -> tuple[float, float, str]:
     return wall, usage.ru_maxrss / 1024, out
 
 
-def measure(n: int, base: Path, repeats: int) -> dict:
+def _side_by_side(kind: str, arg: str, env: dict[str, str], repeats: int, tree: str | None) -> tuple[list, list]:
+    """`repeats` children of this checkout and, with `tree`, as many of that one, alternating
+    (A B, B A, ...) so that a shared box's load falls on both alike."""
+    mine: list = []
+    theirs: list = []
+    for i in range(repeats):
+        order = [None, tree] if i % 2 == 0 else [tree, None]
+        for which in order:
+            if which is None:
+                mine.append(_child(kind, arg, env))
+            elif tree:
+                theirs.append(_child(kind, arg, env, tree))
+    return mine, theirs
+
+
+def measure(n: int, base: Path, repeats: int, tree: str | None = None) -> dict:
     from moe_tui.paths import bundled_demo_profiles_dir
 
     home = base / str(n)
@@ -191,20 +211,25 @@ def measure(n: int, base: Path, repeats: int) -> dict:
                  "load": [os.getloadavg()[0]]}
     print(f"{n:,} runs: {row['file_mb']:,.0f} MB built in {row['build_s']:.0f} s", flush=True)
     env = dict(os.environ, MOE_TUI_HOME=str(home), MOE_TUI_BACKUP_EVERY_H="0")
-    opens = [_child("open", str(path), env) for _ in range(repeats)]
+    opens, before = _side_by_side("open", str(path), env, repeats, tree)
     row["open_s"] = statistics.median(o["open_s"] for o in opens)
     row["open_checked"] = [o["checked"] for o in opens]
+    if before:
+        row["base_open_s"] = statistics.median(o["open_s"] for o in before)
     row["check_s"] = statistics.median(_child("check", str(path), env)["check_s"] for _ in range(repeats))
     profiles = home / "profiles"
     shutil.copytree(bundled_demo_profiles_dir(), profiles)
     subprocess.run([sys.executable, "-m", "moe_tui", "run", "--detach", "--profiles-dir", str(profiles)], env=env,
                    check=True, capture_output=True, timeout=300)
     try:
-        attaches = [_child("attach", str(profiles), env) for _ in range(repeats)]
+        attaches, before = _side_by_side("attach", str(profiles), env, repeats, tree)
     finally:
         subprocess.run([sys.executable, "-m", "moe_tui", "run", "--stop"], env=env, capture_output=True, timeout=300)
     row["attach_s"] = statistics.median(a["attach_s"] for a in attaches)
     row["paint_s"] = statistics.median(a["paint_s"] for a in attaches)
+    if before:
+        row["base_attach_s"] = statistics.median(a["attach_s"] for a in before)
+        row["base_paint_s"] = statistics.median(a["paint_s"] for a in before)
     print(f"  open {row['open_s']:.3f} s (check {row['check_s']:.2f} s), attach {row['attach_s']:.2f} s, "
           f"paint {row['paint_s']:.2f} s", flush=True)
     wall, _, said = _cli(env, "store", "backup")
@@ -234,9 +259,12 @@ def measure(n: int, base: Path, repeats: int) -> dict:
 ROWS = (  # key, what, unit, goal
     ("file_mb", "store file", "MB", ""),
     ("open_s", "writable open after a clean stop (TUI, then runner: each)", "s", ""),
+    ("base_open_s", "the same open, before (--base checkout)", "s", ""),
     ("check_s", "quick_check of the file: what each writable open paid before", "s", ""),
     ("attach_s", "re-attach: process start to connected to the runner", "s", "< 1 s"),
+    ("base_attach_s", "the same re-attach, before (--base checkout)", "s", ""),
     ("paint_s", "process start to the control room's first paint", "s", "< 2 s"),
+    ("base_paint_s", "the same first paint, before (--base checkout)", "s", ""),
     ("backup_s", "`store backup` (one copy kept)", "s", ""),
     ("backup_mb", "its size", "MB", ""),
     ("prune_s", "`store archive --profile baseline --prune` (half the runs)", "s", ""),
@@ -252,6 +280,8 @@ def table(rows: list[dict]) -> list[str]:
     out = [head, "|" + "---|" * (len(rows) + 3)]
     for key, what, unit, goal in ROWS:
         values = [r.get(key) for r in rows]
+        if all(v is None for v in values):
+            continue
         cells = [("-" if v is None else f"{v:,.3f}" if unit == "s" and v < 1 else f"{v:,.2f}" if unit == "s"
                   else f"{v:,.1f}") for v in values]
         growth = []
@@ -267,6 +297,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dir", default=str(Path(tempfile.gettempdir()) / "moe-tui-store-start"))
     parser.add_argument("--out-stem", default="")
+    parser.add_argument("--base", default=None, help="another checkout (e.g. main before this change), measured "
+                                                      "alternately with this one for open, re-attach and paint")
     parser.add_argument("--child", nargs=2, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -277,7 +309,7 @@ def main() -> int:
     base.mkdir(parents=True, exist_ok=True)
     rows = []
     for n in (int(x) for x in args.sizes.split(",")):
-        rows.append(measure(n, base, args.repeats))
+        rows.append(measure(n, base, args.repeats, args.base))
         write(args, rows)
     return 0
 
@@ -291,7 +323,8 @@ def write(args: argparse.Namespace, rows: list[dict]) -> None:
     sizes = ", ".join(f"{r['runs']:,}" for r in rows)
     md = [f"# Store start, backup, prune and import at {sizes} runs ({date})", "",
           f"Host {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
-          f"`nice .venv/bin/python benches/store_start.py --sizes {args.sizes} --repeats {args.repeats}`; "
+          f"`nice .venv/bin/python benches/store_start.py --sizes {args.sizes} --repeats {args.repeats}"
+          f"{' --base ' + args.base if args.base else ''}`; "
           f"timed figures are medians of {args.repeats} fresh processes, warm page cache; load average "
           + ", ".join(f"{r['load'][0]:.1f}-{r['load'][1]:.1f}" for r in rows) + ". Per-request samples about "
           f"{SAMPLE_KB} KB a run; half the runs are the baseline's.", "", *table(rows), "",

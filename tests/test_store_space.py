@@ -157,3 +157,17 @@ def test_the_runner_drops_a_backlog_of_samples_a_batch_at_a_time(tmp_path, monke
         assert [bool(store.requests(i)) for i in ids] == [False] * 3 + [True] * 5
         assert store.apply_sample_retention() == 5  # the command: the rest at once
         assert retention.DEFAULT_KEEP_SAMPLES_RUNS == 500
+
+
+def test_an_archive_line_without_an_end_is_refused_not_read_whole(tmp_path):
+    import io
+
+    from moe_tui.store.archive import ArchiveError, archive_lines
+
+    header = '{"kind": "moe-tui-archive", "schema": 1, "runs": 1}\n'
+    fh = io.StringIO(header + "[" * 5000)
+    with Store(tmp_path / "s.sqlite3") as store:
+        with pytest.raises(ArchiveError, match=r"x\.jsonl:2: a line longer than"):
+            store.restore_archive(archive_lines(fh, "x.jsonl", limit=4096), "x.jsonl")
+        assert store.runs() == []
+    assert list(archive_lines(io.StringIO("a\nb"), "y")) == ["a\n", "b"]

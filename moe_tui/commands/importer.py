@@ -342,13 +342,13 @@ def _is_archive(file: str) -> bool:
 
 def _restore(file: str) -> int:
     """Every run of an archive back, with its requests, GPU samples and server start: all or none."""
-    from moe_tui.store.archive import ArchiveError
+    from moe_tui.store.archive import ArchiveError, archive_lines
     from moe_tui.store.db import Store
     from moe_tui.store.errors import StoreError
 
-    try:
+    try:  # one line at a time, each bounded (store.archive): never the whole file in memory
         with open(file, encoding="utf-8") as fh, Store.open_default() as store:
-            restored, skipped = store.restore_archive(fh, file)
+            restored, skipped = store.restore_archive(archive_lines(fh, file), file)
     except (ArchiveError, StoreError, OSError) as exc:
         print(f"moe-tui import: {exc}; nothing imported", file=sys.stderr)
         return 1

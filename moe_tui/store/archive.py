@@ -25,6 +25,9 @@ from moe_tui.store.summaries import fill_facts
 
 ARCHIVE_KIND = "moe-tui-archive"
 _FACTS_BATCH = 500  # restored runs whose grid facts are computed together
+# The longest archive line read (one run with its per-request samples: 3.9 MB at the default spec,
+# 15 MB for the largest real runs): a longer one (a file with no newlines) is refused, not read whole.
+MAX_LINE_CHARS = 64 * 1024**2
 
 
 class ArchiveError(ValueError):
@@ -126,6 +129,19 @@ class ArchiveRecords(StoreAccess):
                     unfilled.clear()
             fill_facts(tx, unfilled)
         return restored, skipped
+
+
+def archive_lines(fh: IO[str], where: str, limit: int = MAX_LINE_CHARS) -> Iterator[str]:
+    """The lines of an open archive, each at most `limit` characters (ArchiveError past it)."""
+    n = 0
+    while True:
+        line = fh.readline(limit + 1)
+        if not line:
+            return
+        n += 1
+        if len(line) > limit and not line.endswith("\n"):
+            raise ArchiveError(f"{where}:{n}: a line longer than {limit / 1024**2:g} MB: not a moe-tui archive record")
+        yield line
 
 
 def _records(lines: Iterable[str], where: str) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -45,7 +45,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
@@ -63,6 +63,9 @@ from moe_tui.events import BenchProgress
 from moe_tui.judgement import FLAG_SERVER_STALL
 from moe_tui.metrics import calculate_metrics
 from moe_tui.spec import BenchmarkSpec, SpecError, check_feasible
+
+if TYPE_CHECKING:
+    from moe_tui.export.records import BenchRequestJson
 
 ABORT_AFTER_CONNECT_ERRORS = 10
 FLUSH_CACHE_TIMEOUT_S = 60.0  # bench_serving's default --flush-cache timeout
@@ -383,7 +386,7 @@ class _Run:
             self.result.flags.append(FLAG_SERVER_STALL)
         self.status(outcomes, stopped)
 
-    def selfcheck(self, outcomes: list[RequestOutcome], records: list[dict[str, Any]], lag_mark: int,
+    def selfcheck(self, outcomes: list[RequestOutcome], records: list[BenchRequestJson], lag_mark: int,
                   cpu_s: float, duration: float) -> None:
         finite_rate = not math.isinf(self.spec.request_rate)
         check: dict[str, Any] = dict(self.result.selfcheck)

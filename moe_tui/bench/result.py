@@ -7,11 +7,14 @@ them and re-exports these names.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moe_tui.bench.client import RequestOutcome
 from moe_tui.metrics import split_chunk_gaps
 from moe_tui.spec import BenchmarkSpec
+
+if TYPE_CHECKING:
+    from moe_tui.export.records import BenchRequestJson, BenchResultJson
 
 CLIENT_NAME = "moe-tui"
 STATUSES = ("complete", "incomplete", "failed")
@@ -23,7 +26,7 @@ class BenchResult:
 
     status: str
     summary: dict[str, Any] = field(default_factory=dict)
-    requests: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[BenchRequestJson] = field(default_factory=list)
     selfcheck: dict[str, Any] = field(default_factory=dict)
     errors_by_kind: dict[str, int] = field(default_factory=dict)
     error: str = ""
@@ -38,6 +41,14 @@ class BenchResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    def event_line(self) -> BenchResultJson:
+        """The result as the client process's last line (docs/schemas/bench-result.schema.json)."""
+        return {"type": "BenchResult", "status": self.status, "summary": self.summary,  # type: ignore[typeddict-item]
+                "requests": self.requests, "selfcheck": self.selfcheck, "errors_by_kind": self.errors_by_kind,
+                "error": self.error, "flags": self.flags, "spec": self.spec, "fingerprint": self.fingerprint,
+                "client": self.client, "client_version": self.client_version, "started_at": self.started_at,
+                "finished_at": self.finished_at, "server_info": self.server_info}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BenchResult:
@@ -69,7 +80,7 @@ def native_spec(spec: BenchmarkSpec) -> BenchmarkSpec:
     return spec if spec.client_version == version else spec.replace(client_version=version)
 
 
-def outcome_record(o: RequestOutcome, wall_anchor: float, perf_anchor: float) -> dict[str, Any]:
+def outcome_record(o: RequestOutcome, wall_anchor: float, perf_anchor: float) -> BenchRequestJson:
     """Store-ready dict; sent_at in epoch seconds; itl is the per-token list (bench_serving's)."""
     sent = None if o.sent_at is None else wall_anchor + (o.sent_at - perf_anchor)
     queued = None

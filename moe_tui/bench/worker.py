@@ -29,10 +29,11 @@ import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from moe_tui.events import BenchProgress
+    from moe_tui.export.records import BenchResultJson
 
 class _Serve:
     """The process's loop: read a request, run it, answer; SIGTERM stops the run, or the process."""
@@ -86,8 +87,8 @@ class _Serve:
             spec = BenchmarkSpec.from_dict(request["spec"], "request")
         except (ValueError, KeyError, TypeError, SpecError) as exc:
             self.stop = None
-            _write({"type": "BenchResult", **BenchResult(status="failed", error=f"bad request: {exc}",
-                                                         errors_by_kind={"client_process": 1}).to_dict()})
+            _write(BenchResult(status="failed", error=f"bad request: {exc}",
+                               errors_by_kind={"client_process": 1}).event_line())
             return
         key = request.get("api_key")
         if key:
@@ -107,7 +108,7 @@ class _Serve:
             self.stop = None
             os.environ.pop(API_KEY_ENV, None)
         result.selfcheck["client_process_run"] = self.runs
-        _write({"type": "BenchResult", **result.to_dict()})
+        _write(result.event_line())
 
 
 def _read_stdin(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[bytes]) -> None:
@@ -124,7 +125,7 @@ def _read_stdin(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[bytes]) ->
         pass
 
 
-def _write(payload: dict[str, Any]) -> None:
+def _write(payload: BenchResultJson) -> None:
     sys.stdout.write(json.dumps(payload, default=str) + "\n")
     sys.stdout.flush()
 

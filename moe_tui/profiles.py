@@ -3,8 +3,8 @@
 Profiles are TOML files in `server_profiles/`. Loading validates every key and value and names
 the file, the key and the reason; unknown keys get a "did you mean". A profile builds an argv list
 (never a shell string) for `python -m sglang.launch_server` or for the emulator `python -m
-moe_tui.sim`. `profile_diff` lists every launch setting that differs between two profiles, for
-the comparison grid. Pure data apart from reading the files it is pointed at.
+moe_tui.sim`. `profile_diff` (moe_tui.profile_diff, re-exported here) lists every launch setting that differs
+between two profiles, for the comparison grid. Pure data apart from reading the files it is pointed at.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from moe_tui.judgement import sim_time_scale
+from moe_tui.profile_diff import SettingDiff as SettingDiff  # re-exported: callers import them from here
+from moe_tui.profile_diff import flag_map as flag_map
+from moe_tui.profile_diff import profile_diff as profile_diff
 from moe_tui.redaction import REDACTED as REDACTED  # re-exported: callers import them from here
 from moe_tui.redaction import SECRET_MARKERS as SECRET_MARKERS
 from moe_tui.redaction import is_secret_name as is_secret_name
@@ -28,6 +31,7 @@ from moe_tui.redaction import redact_argv as redact_argv
 from moe_tui.redaction import redact_env as redact_env
 from moe_tui.sglang_flags import owned_conflict
 
+_flag_map = flag_map  # its older name (compare.confound and run.sim_clock import it)
 ENGINES = ("sglang", "sim")
 # moe-tui's own environment variables (server markers, settings): never set by a profile's env.
 OWN_ENV_PREFIX = "MOE_TUI_"
@@ -412,63 +416,6 @@ def load_profiles(directory: str | Path) -> ProfileSet:
             duplicates.setdefault(profile.name, [str(seen[profile.name].source)]).append(str(profile.source))
         seen[profile.name] = profile
     return ProfileSet(profiles, problems, duplicates)
-
-
-# -- diff ----------------------------------------------------------------------------------------
-_IDENTITY_KEYS = ("name", "description", "port", "host", "python")
-
-
-@dataclass(frozen=True)
-class SettingDiff:
-    key: str
-    baseline: Any
-    candidate: Any
-    kind: str  # "backend" (what is being compared), "launch" (could change speed), "identity"
-
-    def describe(self) -> str:
-        return f"{self.key}: {json.dumps(self.baseline)} vs {json.dumps(self.candidate)}"
-
-
-def profile_diff(baseline: ServerProfile, candidate: ServerProfile) -> list[SettingDiff]:
-    """Every launch setting that differs. Extra args and env are compared flag by flag."""
-    a, b = baseline.launch_settings(), candidate.launch_settings()
-    out: list[SettingDiff] = []
-    for key in a:
-        if key in ("extra_args", "env", "sim"):
-            continue
-        if a[key] != b[key]:
-            kind = "backend" if key == "moe_runner_backend" else "identity" if key in _IDENTITY_KEYS else "launch"
-            out.append(SettingDiff(key, a[key], b[key], kind))
-    fa, fb = _flag_map(baseline.extra_args), _flag_map(candidate.extra_args)
-    for flag in sorted(set(fa) | set(fb)):
-        if fa.get(flag) != fb.get(flag):
-            out.append(SettingDiff(f"extra_args {flag}", fa.get(flag), fb.get(flag), "launch"))
-    for group, da, db in (("env", a["env"], b["env"]), ("sim", a["sim"], b["sim"])):
-        for key in sorted(set(da) | set(db)):
-            if da.get(key) != db.get(key):
-                out.append(SettingDiff(f"{group} {key}", da.get(key), db.get(key), "launch"))
-    return out
-
-
-def _flag_map(args: tuple[str, ...]) -> dict[str, Any]:
-    """`--flag value`, `--flag=value` and bare `--flag` as {flag: value or True}."""
-    out: dict[str, Any] = {}
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg.startswith("--"):
-            if "=" in arg:
-                flag, value = arg.split("=", 1)
-                out[flag] = value
-            elif i + 1 < len(args) and not args[i + 1].startswith("--"):
-                out[arg] = args[i + 1]
-                i += 1
-            else:
-                out[arg] = True
-        else:
-            out.setdefault("(positional)", []).append(arg)
-        i += 1
-    return out
 
 
 def sim_flags(sim: Mapping[str, Any]) -> list[str]:

@@ -2,11 +2,14 @@
 
 - `workload`: prompts, lengths and arrivals of a BenchmarkSpec (sglang's random-ids, seeded).
 - `client`: one streamed /generate or /v1/completions request, timed like bench_serving.
+- `transport`: the run's aiohttp session and its pre-opened connection pool.
 - `live`: live figures and the client's self-checks (event-loop lag, CPU, achieved rate).
-- `engine`: `run_benchmark` (in this process) and `BenchResult`.
-- `process`: `run_benchmark_subprocess` (the load generator in its own process; for UIs).
+- `engine`: `run_benchmark` (in this process); `result`: `BenchResult` and the request records.
+- `worker`: the client process (`python -m moe_tui.bench.worker`), benchmarks one after another.
+- `process`: `ClientProcess` and `run_benchmark_subprocess` (the load generator in its own
+  process; for the runner and UIs).
 - `report`: bench_serving's printed summary block and JSONL record.
-- `sglang_adapter`: run and read sglang.bench_serving itself.
+- `sglang_adapter`: run sglang.bench_serving itself; `bench_serving_record`: read its records.
 
 Service layer. May import the core (spec, metrics, judgement, events) and the standard library
 and aiohttp/numpy; never the controller, runner, control package or Textual (import contracts in

@@ -30,7 +30,9 @@ Per-request limits: `request_timeout` (whole request, `default_request_timeout`)
 `stall_timeout` (silence, default `client.DEFAULT_STALL_TIMEOUT_S` = 120 s); both are in the
 self-check as `request_timeout_s` / `stall_timeout_s`.
 
-Use `run_benchmark_subprocess` (moe_tui.bench.process) from a UI: it runs this in its own process.
+`BenchResult`, the request records and `native_spec` live in `moe_tui.bench.result` (re-exported).
+Use `run_benchmark_subprocess` or `ClientProcess` (moe_tui.bench.process) from a UI: they run this
+in a process of its own.
 """
 
 from __future__ import annotations
@@ -42,23 +44,29 @@ import resource
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
 from moe_tui.bench.cancel import until_stopped
 from moe_tui.bench.client import DEFAULT_STALL_TIMEOUT_S, RequestOutcome, build_payload, stream_request
 from moe_tui.bench.live import LiveStats, LoopLagProbe, QuietGc, attach_advice, judge_client, lag_limit_ms
+from moe_tui.bench.result import CLIENT_NAME as CLIENT_NAME  # re-exported: callers import them from here
+from moe_tui.bench.result import BenchResult as BenchResult
+from moe_tui.bench.result import client_version, outcome_record
+from moe_tui.bench.result import native_spec as native_spec
 from moe_tui.bench.stall import stall_check
 from moe_tui.bench.transport import API_KEY_ENV, connections_opened, open_connections, open_session
 from moe_tui.bench.workload import WorkItem, Workload, WorkloadError, build_workload, resolve_vocab_size
 from moe_tui.events import BenchProgress
 from moe_tui.judgement import FLAG_SERVER_STALL
-from moe_tui.metrics import calculate_metrics, split_chunk_gaps
+from moe_tui.metrics import calculate_metrics
 from moe_tui.spec import BenchmarkSpec, SpecError, check_feasible
 
-CLIENT_NAME = "moe-tui"
+if TYPE_CHECKING:
+    from moe_tui.export.records import BenchRequestJson
+
 ABORT_AFTER_CONNECT_ERRORS = 10
 FLUSH_CACHE_TIMEOUT_S = 60.0  # bench_serving's default --flush-cache timeout
 WARMUP_PAUSE_S = 1.0
@@ -66,7 +74,6 @@ PROGRESS_INTERVAL_S = 0.25
 CONTROL_TIMEOUT = aiohttp.ClientTimeout(total=10.0)
 # What a control call (/model_info, /v1/models, /flush_cache, /server_info) may raise.
 HTTP_ERRORS = (aiohttp.ClientError, TimeoutError, OSError)
-STATUSES = ("complete", "incomplete", "failed")
 
 ProgressCallback = Callable[[BenchProgress], Awaitable[None] | None]
 
@@ -74,73 +81,6 @@ ProgressCallback = Callable[[BenchProgress], Awaitable[None] | None]
 def default_request_timeout(spec: BenchmarkSpec) -> float:
     """Generous per-request limit: 600 s, or 50 ms per prompt+output token if that is longer."""
     return max(600.0, 0.05 * (spec.input_len + spec.output_len))
-
-
-@dataclass
-class BenchResult:
-    """The outcome of one benchmark run. `requests` match `Store.finish_run(requests=...)`."""
-
-    status: str
-    summary: dict[str, Any] = field(default_factory=dict)
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    selfcheck: dict[str, Any] = field(default_factory=dict)
-    errors_by_kind: dict[str, int] = field(default_factory=dict)
-    error: str = ""
-    flags: list[str] = field(default_factory=list)
-    spec: dict[str, Any] = field(default_factory=dict)
-    fingerprint: str = ""
-    client: str = CLIENT_NAME
-    client_version: str = ""
-    started_at: float | None = None
-    finished_at: float | None = None
-    server_info: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BenchResult:
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        if known.get("status") not in STATUSES:
-            raise ValueError(f"benchmark result has status {known.get('status')!r}, expected one of {STATUSES}")
-        return cls(**known)
-
-
-def _client_version() -> str:
-    from moe_tui import __version__
-
-    return __version__
-
-
-def native_spec(spec: BenchmarkSpec) -> BenchmarkSpec:
-    """`spec` as this client runs it: client "moe-tui" and this moe-tui's version filled in.
-
-    The controller should store runs under this spec's fingerprint (the result carries the same).
-    Raises SpecError when the spec names another client or another moe-tui version.
-    """
-    from moe_tui.spec import SpecError
-
-    version = _client_version()
-    if spec.client != CLIENT_NAME:
-        raise SpecError("client", f"this is the {CLIENT_NAME} client; the spec is for {spec.client!r}")
-    if spec.client_version and spec.client_version != version:
-        raise SpecError("client_version", f"the spec is for moe-tui {spec.client_version}, this is {version}")
-    return spec if spec.client_version == version else spec.replace(client_version=version)
-
-
-def _record(o: RequestOutcome, wall_anchor: float, perf_anchor: float) -> dict[str, Any]:
-    """Store-ready dict; sent_at in epoch seconds; itl is the per-token list (bench_serving's)."""
-    sent = None if o.sent_at is None else wall_anchor + (o.sent_at - perf_anchor)
-    queued = None
-    if o.sent_at is not None and o.dispatched_at is not None:
-        queued = max(0.0, o.sent_at - o.dispatched_at)
-    return {
-        "idx": o.idx, "ok": o.ok, "sent_at": sent, "prompt_len": o.prompt_len, "output_len": o.output_len,
-        "requested_output_len": o.requested_output_len,
-        "ttft": o.ttft, "latency": o.latency, "itl": split_chunk_gaps(o.chunks) if o.chunks else [],
-        "finish_reason": o.finish_reason, "error": o.error, "error_kind": o.error_kind,
-        "http_status": o.http_status, "queued_s": queued, "chunks": len(o.chunks),
-    }
 
 
 async def _emit(callback: ProgressCallback | None, event: BenchProgress) -> None:
@@ -172,7 +112,7 @@ async def run_benchmark(
     base_url = base_url.rstrip("/")
     spec = native_spec(spec)
     result = BenchResult(status="failed", spec=spec.canonical_dict(), fingerprint=spec.fingerprint,
-                         client_version=_client_version(), started_at=time.time())
+                         client_version=client_version(), started_at=time.time())
     timeout = request_timeout or default_request_timeout(spec)
     stall = stall_timeout or DEFAULT_STALL_TIMEOUT_S
     slots = spec.max_concurrency
@@ -434,7 +374,7 @@ class _Run:
         for outcome in outcomes[len(tasks):]:
             outcome.fail("aborted" if self.aborted else "cancelled",
                          "not sent: " + ("server unreachable" if self.aborted else "run stopped"))
-        records = [_record(o, wall_anchor, t0) for o in outcomes]
+        records = [outcome_record(o, wall_anchor, t0) for o in outcomes]
         self.result.requests = records
         self.result.summary = calculate_metrics(records, duration)
         self.result.errors_by_kind = dict(sorted(Counter(o.error_kind for o in outcomes if not o.ok).items()))
@@ -446,7 +386,7 @@ class _Run:
             self.result.flags.append(FLAG_SERVER_STALL)
         self.status(outcomes, stopped)
 
-    def selfcheck(self, outcomes: list[RequestOutcome], records: list[dict[str, Any]], lag_mark: int,
+    def selfcheck(self, outcomes: list[RequestOutcome], records: list[BenchRequestJson], lag_mark: int,
                   cpu_s: float, duration: float) -> None:
         finite_rate = not math.isinf(self.spec.request_rate)
         check: dict[str, Any] = dict(self.result.selfcheck)

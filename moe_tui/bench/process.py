@@ -27,7 +27,8 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
-from moe_tui.bench.engine import BenchResult, ProgressCallback, _emit, native_spec
+from moe_tui.bench.engine import ProgressCallback, _emit
+from moe_tui.bench.result import BenchResult, native_spec
 from moe_tui.bench.transport import API_KEY_ENV
 from moe_tui.events import BenchProgress, event_from_dict
 from moe_tui.spec import BenchmarkSpec

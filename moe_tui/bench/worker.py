@@ -28,13 +28,12 @@ import json
 import os
 import signal
 import sys
-from typing import TYPE_CHECKING, Any
+import threading
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from moe_tui.events import BenchProgress
-
-REQUEST_LIMIT = 1 << 24  # one request line (a spec and a few numbers) is far below this
-
+    from moe_tui.export.records import BenchResultJson
 
 class _Serve:
     """The process's loop: read a request, run it, answer; SIGTERM stops the run, or the process."""
@@ -56,12 +55,12 @@ class _Serve:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.on_sigterm)
-        reader = asyncio.StreamReader(limit=REQUEST_LIMIT)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        lines: asyncio.Queue[bytes] = asyncio.Queue()
+        threading.Thread(target=_read_stdin, args=(loop, lines), name="requests", daemon=True).start()
         quit_wait = asyncio.create_task(self.quit.wait())
         try:
             while True:
-                line_task = asyncio.create_task(reader.readline())
+                line_task = asyncio.create_task(lines.get())
                 await asyncio.wait({line_task, quit_wait}, return_when=asyncio.FIRST_COMPLETED)
                 if not line_task.done():
                     line_task.cancel()
@@ -76,7 +75,8 @@ class _Serve:
             quit_wait.cancel()
 
     async def one(self, line: bytes) -> None:
-        from moe_tui.bench.engine import BenchResult, run_benchmark
+        from moe_tui.bench.engine import run_benchmark
+        from moe_tui.bench.result import BenchResult
         from moe_tui.bench.transport import API_KEY_ENV
         from moe_tui.spec import BenchmarkSpec, SpecError
 
@@ -87,8 +87,8 @@ class _Serve:
             spec = BenchmarkSpec.from_dict(request["spec"], "request")
         except (ValueError, KeyError, TypeError, SpecError) as exc:
             self.stop = None
-            _write({"type": "BenchResult", **BenchResult(status="failed", error=f"bad request: {exc}",
-                                                         errors_by_kind={"client_process": 1}).to_dict()})
+            _write(BenchResult(status="failed", error=f"bad request: {exc}",
+                               errors_by_kind={"client_process": 1}).event_line())
             return
         key = request.get("api_key")
         if key:
@@ -108,10 +108,24 @@ class _Serve:
             self.stop = None
             os.environ.pop(API_KEY_ENV, None)
         result.selfcheck["client_process_run"] = self.runs
-        _write({"type": "BenchResult", **result.to_dict()})
+        _write(result.event_line())
 
 
-def _write(payload: dict[str, Any]) -> None:
+def _read_stdin(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[bytes]) -> None:
+    """The request lines, then b"" at end of input. A thread of its own (blocked in read, it holds
+    no lock the loop needs): stdin may be any file, which the loop's pipe transport refuses."""
+    try:
+        for line in sys.stdin.buffer:
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+    except (OSError, ValueError):
+        pass
+    try:
+        loop.call_soon_threadsafe(lines.put_nowait, b"")
+    except RuntimeError:  # the loop already closed (SIGTERM between runs)
+        pass
+
+
+def _write(payload: BenchResultJson) -> None:
     sys.stdout.write(json.dumps(payload, default=str) + "\n")
     sys.stdout.flush()
 

@@ -166,8 +166,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
     result = asyncio.run(main())
     if events:
-        payload = {"type": "BenchResult", **result.to_dict()}
-        out.write(json.dumps(payload, default=str) + "\n")
+        out.write(json.dumps(result.event_line(), default=str) + "\n")
         out.flush()
     else:
         print(summary_block(spec, result))

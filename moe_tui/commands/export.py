@@ -55,9 +55,12 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         import json
 
-        print(json.dumps({"markdown": str(paths.markdown), "csv": str(paths.csv), "png": str(paths.png),
-                          "svg": str(paths.svg), "extra": [str(p) for p in [*paths.extra, *explained]],
-                          "all": [str(p) for p in [*paths.all(), *explained]]}, sort_keys=True))
+        from moe_tui.export.records import ExportPathsJson
+
+        written: ExportPathsJson = {  # the published contract: docs/schemas/export.schema.json
+            "markdown": str(paths.markdown), "csv": str(paths.csv), "png": str(paths.png), "svg": str(paths.svg),
+            "extra": [str(p) for p in [*paths.extra, *explained]], "all": [str(p) for p in [*paths.all(), *explained]]}
+        print(json.dumps(written, sort_keys=True))
         return 0
     for path in [*paths.all(), *explained]:
         print(path)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from moe_tui.commands.common import EXIT_NOT_FOUND, add_exit_codes, add_format, add_profiles_dir, profiles_dir_for
 
 if TYPE_CHECKING:
+    from moe_tui.export.records import ProfilesCheckJson, ProfilesShowJson
     from moe_tui.profiles import ServerProfile
 
 STUB_FILE = Path(__file__).resolve().parent.parent / "sglang_stub.py"
@@ -145,8 +146,9 @@ def check(directory: Path, use_sglang: bool = True, as_json: bool = False) -> in
             warnings.append(f"{where}: key 'host': binds {profile.host}, so the server is reachable "
                             "beyond this machine (the default is 127.0.0.1)")
     if as_json:
-        print(json.dumps({"profiles_dir": str(directory), "profiles": [p.name for p in loaded.profiles],
-                          "problems": problems, "warnings": warnings, "notes": notes}, sort_keys=True))
+        checked: ProfilesCheckJson = {"profiles_dir": str(directory), "profiles": [p.name for p in loaded.profiles],
+                                      "problems": problems, "warnings": warnings, "notes": notes}
+        print(json.dumps(checked, sort_keys=True))
         return 1 if problems else 0
     for note in notes:
         print(f"note: {note}")
@@ -256,8 +258,9 @@ def show(name: str, directory: Path, as_json: bool = False, given: str | None = 
             print(f"error: {directory}: {exc}", file=sys.stderr)
         return EXIT_NOT_FOUND
     if as_json:
-        print(json.dumps({"name": profile.name, "profiles_dir": str(directory), "argv": profile.argv(),
-                          "env": profile.redacted_env(), "settings": profile.snapshot()}, sort_keys=True))
+        shown: ProfilesShowJson = {"name": profile.name, "profiles_dir": str(directory), "argv": profile.argv(),
+                                   "env": profile.redacted_env(), "settings": profile.snapshot()}
+        print(json.dumps(shown, sort_keys=True))
         return 0
     print("argv:", json.dumps(profile.argv()))
     print("env: ", json.dumps(profile.redacted_env(), sort_keys=True))

@@ -36,6 +36,7 @@ from moe_tui.commands.common import (
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from moe_tui.export.records import QueueAddJson
     from moe_tui.store.db import Store
     from moe_tui.store.queue import CampaignPlan
 
@@ -239,8 +240,9 @@ def _queue_plan(args: argparse.Namespace, store: Store, plan: CampaignPlan, name
                 f"n={p.spec.num_prompts:<6} rep={p.repeat_index}")
         say(f"{len(planned)} item(s) planned; nothing added (--dry-run)")
         if args.json:
-            print(json.dumps({"dry_run": True, "campaign_id": None, "name": args.name or plan.default_name(),
-                              "item_ids": [], "planned": len(planned), "profiles_dir": str(profiles_dir)}))
+            planned_json: QueueAddJson = {"dry_run": True, "campaign_id": None, "name": args.name or plan.default_name(),
+                                          "item_ids": [], "planned": len(planned), "profiles_dir": str(profiles_dir)}
+            print(json.dumps(planned_json))
         return 0
     campaign_id, items = RunQueue(store).add_campaign(plan, args.name)
     for item in items:
@@ -248,11 +250,12 @@ def _queue_plan(args: argparse.Namespace, store: Store, plan: CampaignPlan, name
             f"n={item.spec.num_prompts:<6} rep={item.repeat_index}  spec {item.spec.short_fingerprint}")
     say(f"added campaign {campaign_id}: {len(items)} item(s)")
     if args.json:
-        print(json.dumps({"dry_run": False, "campaign_id": campaign_id, "name": args.name or plan.default_name(),
-                          "item_ids": [i.id for i in items], "profiles_dir": str(profiles_dir),
-                          "items": [{"id": i.id, "profile": i.profile_name, "concurrency": i.spec.max_concurrency,
-                                     "repeat": i.repeat_index, "fingerprint": i.fingerprint} for i in items]},
-                         sort_keys=True))
+        added_json: QueueAddJson = {
+            "dry_run": False, "campaign_id": campaign_id, "name": args.name or plan.default_name(),
+            "item_ids": [i.id for i in items], "profiles_dir": str(profiles_dir),
+            "items": [{"id": i.id, "profile": i.profile_name, "concurrency": i.spec.max_concurrency,
+                       "repeat": i.repeat_index, "fingerprint": i.fingerprint} for i in items]}
+        print(json.dumps(added_json, sort_keys=True))
     return 0
 
 

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     import ctypes
 
     from moe_tui.bench.engine import BenchResult
+    from moe_tui.export.records import BenchRequestJson
     from moe_tui.servers.managed import ManagedServer
     from moe_tui.store.db import RunRecord
     from moe_tui.store.queue import QueueItem
@@ -96,7 +97,7 @@ def finished_run(*, run_id: int, item: QueueItem, spec: BenchmarkSpec, server: M
     `server_load`: `disturbance.load_summary` of the run (kept in the self-check; flags foreign load)."""
     finished = time.time()
     summary: dict[str, Any] = {}
-    requests: list[dict[str, Any]] = []
+    requests: list[BenchRequestJson] = []
     selfcheck: dict[str, Any] = {}
     bench_flags: list[str] = []
     if result is None:

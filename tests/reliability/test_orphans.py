@@ -31,8 +31,10 @@ def _children_of_data_dir(data_dir: Path) -> list[psutil.Process]:
 
 
 def _bench_child_running(env) -> bool:
-    return any("bench" in " ".join(p.cmdline()) for p in _children_of_data_dir(env.data_dir)
-               if p.is_running())
+    """The emulator up and the item's benchmark process beside it (the client process starts with the
+    item, before its server is ready: alone it is not yet a benchmark in flight)."""
+    cmds = [" ".join(p.cmdline()) for p in _children_of_data_dir(env.data_dir) if p.is_running()]
+    return any("bench" in c for c in cmds) and any("moe_tui.sim" in c for c in cmds)
 
 
 def _watchdogs_of(pid: int) -> list[psutil.Process]:

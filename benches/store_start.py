@@ -268,6 +268,7 @@ ROWS = (  # key, what, unit, goal
     ("backup_s", "`store backup` (one copy kept)", "s", ""),
     ("backup_mb", "its size", "MB", ""),
     ("prune_s", "`store archive --profile baseline --prune` (half the runs)", "s", ""),
+    ("prune_rss_mb", "its peak RSS", "MB", "flat"),
     ("prune_freed_pct", "of the file given back by it", "%", ">= 40%"),
     ("archive_mb", "the archive written", "MB", ""),
     ("import_s", "`import` of that archive into an empty store", "s", ""),

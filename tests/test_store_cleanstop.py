@@ -71,36 +71,64 @@ def test_a_store_without_a_record_of_a_clean_close_is_checked_once(tmp_path, che
 _HOLD = textwrap.dedent("""
     import os, sys
     from moe_tui.store.db import Store
-    s = Store(sys.argv[1])
+    s = Store(sys.argv[1], writer=sys.argv[3] == "runner")
     print(repr(s.integrity_checked), flush=True)
     if sys.argv[2] == "die":
-        os._exit(0)  # no close: as a killed runner
+        os._exit(0)  # no close: as a killed runner, or a TUI gone with its SSH connection
     sys.stdin.readline()
     s.close()
 """)
 
 
+def _die(path, role: str) -> None:
+    died = subprocess.run([sys.executable, "-c", _HOLD, str(path), "die", role], capture_output=True, text=True,
+                          timeout=60)
+    assert died.returncode == 0 and died.stdout.strip() == "''", died.stderr
+
+
 @pytest.mark.integration
-def test_only_the_open_after_an_unclean_stop_checks(tmp_path, checks):
-    """A runner killed with the store open leaves its marker: the next open (this process) checks
-    once; a live process holding the store open (a TUI, then its runner) is no reason to check."""
+def test_only_the_runner_after_a_runner_killed_checks_and_a_tui_gone_with_ssh_is_no_reason(tmp_path, checks):
+    """A TUI that died with its SSH connection: its re-attach does not check (a killed process
+    leaves SQLite's files whole). A runner killed with the store open: the TUI's open does not
+    check either, the next runner's does, once; a live process holding the store (a TUI, then
+    its runner) is no reason to check."""
     path = tmp_path / "s.sqlite3"
     _made(path)
-    died = subprocess.run([sys.executable, "-c", _HOLD, str(path), "die"], capture_output=True, text=True,
-                          timeout=60)
-    assert died.stdout.strip() == "''", died.stderr
+    _die(path, "tui")
     with Store(path) as s:
-        assert s.integrity_checked.startswith("a process that had it open stopped without closing it")
+        assert s.integrity_checked == ""
+    _die(path, "runner")
+    with Store(path) as s:  # the TUI, starting again
+        assert s.integrity_checked == ""
+    assert checks == []
+    with Store(path, writer=True) as s:  # the next runner
+        assert s.integrity_checked == "the runner that had it open stopped without closing it"
     assert checks == ["check"]
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(path), "hold"], stdin=subprocess.PIPE,
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(path), "hold", "tui"], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "''"
-        with Store(path) as s:  # the runner opens while the TUI holds it: no second check
+        with Store(path, writer=True) as s:  # the runner opens while the TUI holds it: no second check
             assert s.integrity_checked == ""
     finally:
         holder.communicate("\n", timeout=60)
     assert holder.returncode == 0
+    with Store(path, writer=True) as s:
+        assert s.integrity_checked == ""
+    assert checks == ["check"]
+
+
+def test_a_store_left_open_when_the_machine_stopped_is_checked(tmp_path, checks):
+    """A marker from an earlier boot: the machine stopped with the store open (a write cache that
+    lied can leave a torn page), so the next open of any process checks."""
+    import json
+
+    path = tmp_path / "s.sqlite3"
+    _made(path)
+    folder = tmp_path / "s.sqlite3.open"
+    (folder / "4242").write_text(json.dumps({"started": 1.0, "boot": "an-earlier-boot", "writer": False}))
+    with Store(path) as s:
+        assert s.integrity_checked == "the machine stopped while a process had it open"
     with Store(path) as s:
         assert s.integrity_checked == ""
     assert checks == ["check"]

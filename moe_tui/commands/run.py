@@ -100,7 +100,7 @@ def _foreground(data_dir: Path, profiles_dir: Path, until_empty: bool, retry_int
     install_exit_handlers(signals=())  # atexit only: serve() handles the signals itself
     printer = ProgressPrinter()
     try:
-        store = Store.open_default()
+        store = Store.open_default(writer=True)  # the runner's open checks after an unclean stop
     except StoreError as exc:
         print(f"moe-tui run: {exc}", file=sys.stderr)
         return 1

@@ -106,7 +106,7 @@ def connect(profiles_dir: Path, *, attach: bool | None = None, demo: bool = Fals
                             " (put *.toml profiles there, pass --profiles-dir, or try `moe-tui demo`)"))
     data_dir = paths.data_dir()
     try:
-        store = Store(paths.store_path())
+        store = Store(paths.store_path(), writer=attach is False)  # in-process: this process is the runner
     except StoreError as exc:
         raise SystemExit(f"moe-tui: {exc}") from None
     started_runner: int | None = None

@@ -2,19 +2,22 @@
 
 `PRAGMA quick_check` reads the whole file: 4.7 s warm and 46.6 s cold at 5 GB. It ran on every
 writable open, so the TUI and then its runner each paid it on every start and every re-attach.
-SQLite in WAL mode survives a killed process by itself; a check is worth its cost only when the
-file may have been left or changed by something other than a clean close. So:
 
-- every process that opens the store for writing leaves a marker `<store>.open/<pid>` (holding
-  the process's start time, so a reused pid is not taken for it) and removes it when its last
-  handle closes;
+A killed process leaves SQLite's files whole (WAL: the next connection rolls the log back or
+forward); what can damage them is the machine stopping (a write cache that lied), a disk or file
+system fault, or another program writing the file. So:
+
+- every process that opens the store for writing leaves a marker `<store>.open/<pid>` (its start
+  time, so a reused pid is not taken for it; the boot it ran in; whether it is the writer, the
+  runner) and removes it when its last handle closes;
 - the process that closes last, finding no other marker, writes `<store>.clean`: the file's
   identity, size and mtime as it left them;
-- an open checks when a marker's process is gone (it stopped without closing: killed, crashed,
-  power lost), or when no other process has the store open and the file is not as the last clean
-  close left it (no stamp yet, restored, edited by another tool, bytes changed on disk). A store
-  another live process has open was checked by that process's open, and a process that has it
-  open already does not check again (the TUI and an in-process controller share one check).
+- an open checks when a marker is from an earlier boot (the machine stopped with the store open),
+  when the writer's marker is from a process that is gone and this open is the writer's (the next
+  runner after a runner was killed: once, where it matters), or when no marker is left and the file
+  is not as the last clean close left it (no stamp yet, restored, edited by another tool). A
+  TUI that died with an SSH drop is no reason for its re-attach to check; a live process holding
+  the store was checked at its own open; a process that has it open already does not check again.
 
 Missing or unwritable markers only ever cause a check, never skip one. Owner-only like the store.
 """
@@ -26,6 +29,7 @@ import json
 import os
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 OPEN_SUFFIX = ".open"
@@ -58,35 +62,52 @@ def _identity(path: Path) -> dict[str, int] | None:
             "wal": wal.stat().st_size if wal.exists() else 0}
 
 
-def _markers(path: Path) -> tuple[list[Path], list[Path]] | None:
-    """(live markers of other processes, stale markers); None when the folder is not ours."""
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
+    except OSError:
+        import psutil
+
+        return str(int(psutil.boot_time()))
+
+
+@dataclass(frozen=True)
+class _Marker:
+    path: Path
+    live: bool
+    this_boot: bool
+    writer: bool
+
+
+def _markers(path: Path) -> list[_Marker] | None:
+    """Other processes' markers; None when the folder is not this user's own."""
     folder = Path(str(path) + OPEN_SUFFIX)
     try:
         st = os.lstat(folder)
     except FileNotFoundError:
-        return [], []
+        return []
     except OSError:
         return None
     if not os.path.isdir(folder) or os.path.islink(folder) or st.st_uid != os.getuid():
         return None
-    live: list[Path] = []
-    stale: list[Path] = []
+    boot = _boot_id()
+    found = []
     for marker in folder.iterdir():
         try:
             pid = int(marker.name)
-            started = float(marker.read_text(encoding="ascii").strip() or "nan")
-        except (ValueError, OSError):
-            stale.append(marker)
-            continue
+            info = json.loads(marker.read_text(encoding="ascii"))
+            started, its_boot, writer = float(info["started"]), str(info["boot"]), bool(info["writer"])
+        except (ValueError, OSError, KeyError, TypeError):
+            continue  # not one of ours (or half-written): it proves nothing either way
         if pid == os.getpid():
             continue
-        now = _start_time(pid)
-        (live if now is not None and abs(now - started) < 1.0 else stale).append(marker)
-    return live, stale
+        now = _start_time(pid) if its_boot == boot else None
+        found.append(_Marker(marker, now is not None and abs(now - started) < 1.0, its_boot == boot, writer))
+    return found
 
 
-def check_reason(path: Path) -> str:
-    """Why this writable open must run `quick_check` first; "" when it need not."""
+def check_reason(path: Path, *, writer: bool = False) -> str:
+    """Why this writable open (the runner's when `writer`) must run `quick_check` first; "" when not."""
     if not path.exists():
         return ""  # a new store
     with _lock:
@@ -94,12 +115,13 @@ def check_reason(path: Path) -> str:
             return ""  # this process has it open (and checked it, or found no need) already
     found = _markers(path)
     if found is None:
-        return f"its open markers ({path}{OPEN_SUFFIX}) are not this user's folder"
-    live, stale = found
-    if stale:
-        return f"a process that had it open stopped without closing it (pid {stale[0].name})"
-    if live:
-        return ""  # a running process opened it after the last check
+        return f"its open markers ({path}{OPEN_SUFFIX}) are not this user's own folder"
+    if any(not m.this_boot for m in found):
+        return "the machine stopped while a process had it open"
+    if writer and any(m.writer and not m.live for m in found):
+        return "the runner that had it open stopped without closing it"
+    if found:
+        return ""  # in moe-tui's hands since the last check (a process's death leaves the file whole)
     try:
         stamp = json.loads(Path(str(path) + CLEAN_SUFFIX).read_text(encoding="ascii"))
     except (OSError, ValueError):
@@ -109,27 +131,29 @@ def check_reason(path: Path) -> str:
     return ""
 
 
-def opened(path: Path) -> None:
-    """This process has the store open for writing (one more handle); stale markers are dropped
-    (call only after a passing check or when none was needed)."""
+def opened(path: Path, *, writer: bool = False) -> None:
+    """This process has the store open for writing (one more handle); markers of processes gone are
+    dropped (call only after a passing check or when none was needed): a dead runner's only by the
+    writer, whose open is the one that checks after it."""
     key = _key(path)
     with _lock:
         _held[key] = _held.get(key, 0) + 1
-        if _held[key] > 1:
-            return
+        first = _held[key] == 1
+    if not first and not writer:
+        return
     folder = Path(str(path) + OPEN_SUFFIX)
     with contextlib.suppress(OSError):
         folder.mkdir(mode=0o700, exist_ok=True)
-        found = _markers(path)
-        for marker in found[1] if found else ():
-            marker.unlink(missing_ok=True)
-        started = _start_time(os.getpid())
-        _write(folder / str(os.getpid()), f"{started}\n")
+        for marker in _markers(path) or ():
+            if not marker.live and (writer or not marker.writer or not marker.this_boot):
+                marker.path.unlink(missing_ok=True)
+        info = {"started": _start_time(os.getpid()), "boot": _boot_id(), "writer": writer}
+        _write(folder / str(os.getpid()), json.dumps(info))
 
 
 def closed(path: Path) -> None:
     """One handle of this process closed; the last one removes its marker and, when no other
-    process has the store open, stamps the file as cleanly closed."""
+    process has the store open (nor left a marker), stamps the file as cleanly closed."""
     key = _key(path)
     with _lock:
         left = _held.get(key, 0) - 1
@@ -139,9 +163,8 @@ def closed(path: Path) -> None:
         _held.pop(key, None)
     with contextlib.suppress(OSError):
         (Path(str(path) + OPEN_SUFFIX) / str(os.getpid())).unlink(missing_ok=True)
-        found = _markers(path)
-        if found is None or found[0] or found[1]:
-            return  # another process has it open, or one stopped uncleanly: no stamp
+        if _markers(path) != []:
+            return  # another process has it open, or left a marker: no stamp
         identity = _identity(path)
         if identity is not None:
             _write(Path(str(path) + CLEAN_SUFFIX), json.dumps(identity, sort_keys=True))

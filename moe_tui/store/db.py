@@ -102,7 +102,9 @@ class Store(RunRecords, StartAndGateRecords, RetentionRecords, ArchiveRecords, S
     """A handle on the SQLite store. Thread-safe: one connection guarded by a lock."""
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float | None = None,
-                 write_retry_s: float | None = None, readonly: bool | None = None):
+                 write_retry_s: float | None = None, readonly: bool | None = None, writer: bool = False):
+        """`writer`: this is the runner's handle, the one whose open checks the file after the runner
+        before it stopped uncleanly (`store.cleanstop`)."""
         self.path = Path(path)
         self._lock = threading.RLock()
         self._commits = 0
@@ -119,7 +121,7 @@ class Store(RunRecords, StartAndGateRecords, RetentionRecords, ArchiveRecords, S
             from moe_tui.store.integrity import refuse_damaged, refuse_foreign
 
             refuse_foreign(self.path)
-            self.integrity_checked = cleanstop.check_reason(self.path)
+            self.integrity_checked = cleanstop.check_reason(self.path, writer=writer)
         try:
             if not self.readonly:
                 os.umask(os.umask(0o077) | 0o077)  # store, WAL, SHM: owner only
@@ -131,7 +133,7 @@ class Store(RunRecords, StartAndGateRecords, RetentionRecords, ArchiveRecords, S
                 self._migrate()
                 for suffix in ("", "-wal", "-shm"):
                     _tighten(Path(str(self.path) + suffix))
-                cleanstop.opened(self.path)
+                cleanstop.opened(self.path, writer=writer)
                 _OPEN.add(self)
             else:
                 self._check_schema()
@@ -166,6 +168,9 @@ class Store(RunRecords, StartAndGateRecords, RetentionRecords, ArchiveRecords, S
         if not self.readonly:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
+            # This SQLite zeroes every freed page (built with SECURE_DELETE): pruning half a 10k store
+            # wrote 409 MB of WAL for it; FAST zeroes only what costs no extra write (277 MB, 30% faster).
+            conn.execute("PRAGMA secure_delete = FAST")
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
 
@@ -176,13 +181,13 @@ class Store(RunRecords, StartAndGateRecords, RetentionRecords, ArchiveRecords, S
                              f"reads schema {SCHEMA_VERSION} (open it once writable to upgrade it)")
 
     @classmethod
-    def open_default(cls) -> Store:
-        """This user's store. A data dir that cannot be written but holds a store opens it
-        read-only (reads work, writes are refused naming the file)."""
+    def open_default(cls, *, writer: bool = False) -> Store:
+        """This user's store (`writer`: the runner's, see `__init__`). A data dir that cannot be
+        written but holds a store opens it read-only (reads work, writes are refused naming the file)."""
         from moe_tui.paths import DataDirError, store_path
 
         try:
-            return cls(store_path())
+            return cls(store_path(), writer=writer)
         except DataDirError as exc:
             try:
                 path = store_path(writable=False)

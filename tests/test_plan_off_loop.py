@@ -8,8 +8,8 @@ import asyncio
 import threading
 from pathlib import Path
 
-from moe_tui.control.reads import campaign_preview
 from moe_tui.control.api import CampaignRequest
+from moe_tui.control.reads import campaign_preview
 from moe_tui.run.controller import Controller
 from moe_tui.run.facade import PLAN_ITEMS_SHOWN
 from moe_tui.store.db import Store

@@ -42,8 +42,7 @@ The facade (what the TUI calls in-process, or as `op` names through `RunnerClien
     await start_server(name) / stop_server(name) / stop_servers()
     add_campaign(profiles, concurrencies, repeats=1, spec={}, policy="abba",
                  prompts_per_concurrency=None, warmup_pass=True, name=None) -> dict
-    await plan_campaign(same args) -> dict    items (capped) and server-start cost of every policy, no change,
-                                              built off the loop (`run.facade`)
+    await plan_campaign(same args) -> dict    items (capped), server starts per policy; no change (`run.facade`)
     queue_items(states=None) -> list[dict]
     move_item(id, direction) / skip_item(id) / cancel_item(id) / retry_item(id) / delete_item(id)
     clear_queue(finished_only=False) -> int
@@ -235,6 +234,7 @@ class Controller(QueueFacade):
                 await asyncio.gather(self._worker, return_exceptions=True)
             return
         self._shutting_down = True
+        self.close_planner()
         ctx.status("stopping", reason)
         ctx.abort_current("interrupted", f"interrupted: {reason}")
         self._wake.set()

@@ -2,21 +2,27 @@
 forwarded to `run.ops.QueueOps`.
 
 Planning never runs on the controller's loop (issue 34): that loop also drives the benchmark in flight,
-and a plan of the largest campaign the bounds allow (`run.bounds`, 999,424 items) takes seconds to
-build. `plan_campaign` builds it in a worker thread and answers with at most `PLAN_ITEMS_SHOWN` items
-(the counts and the short cells are over all of them), so neither the loop nor the control socket
-carries a million items.
+and a plan of the largest campaign the bounds allow (`run.bounds`, a million items) takes seconds to
+build. `plan_campaign` checks the profile names on the loop, then builds the plan in a worker: a thread
+for the form's usual sizes (up to `PLAN_IN_THREAD_MAX` items, milliseconds of work), a process of its
+own above (a thread would hold the GIL the loop needs for seconds: the loop's lag p99 grew by 30 ms
+during a 100k plan, benches/plan_stall.py), and answers with at most `PLAN_ITEMS_SHOWN` items (the count and the short cells are over all of
+them), so neither the loop nor the control socket carries a million items.
 """
 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
+import os
 from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from moe_tui.run.ops import QueueOps
+from moe_tui.run.ops import QueueOps, plan_answer
 
 PLAN_ITEMS_SHOWN = 2000  # items listed in a plan's answer; `item_count` says how many there are
+PLAN_IN_THREAD_MAX = 5000  # profiles x concurrencies x repeats up to which a thread builds the plan
 
 
 def capped_plan(plan: dict[str, Any], shown: int = PLAN_ITEMS_SHOWN) -> dict[str, Any]:
@@ -29,23 +35,37 @@ def capped_plan(plan: dict[str, Any], shown: int = PLAN_ITEMS_SHOWN) -> dict[str
             "short_cells": [list(c) for c in short]}
 
 
+def plan_in_worker(args: dict[str, Any]) -> dict[str, Any]:
+    """The capped answer, built in a worker thread or the planner process (`planner_pid` says which)."""
+    return {**capped_plan(plan_answer(**args)), "planner_pid": os.getpid()}
+
+
 class QueueFacade:
     """Campaigns and queue edits of the controller (mixed into Controller, which sets `_ops`)."""
 
     _ops: QueueOps
+    _planner: ProcessPoolExecutor | None = None
+
+    def close_planner(self) -> None:
+        """Stop the planner process (the controller's shutdown)."""
+        if self._planner is not None:
+            self._planner.shutdown(wait=False, cancel_futures=True)
+            self._planner = None
 
     async def plan_campaign(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
                             spec: dict[str, Any] | None = None, policy: str = "abba",
                             prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
                             control: bool = True) -> dict[str, Any]:
-        """What adding the campaign would queue (items, control, server starts per policy), built off the loop."""
-        profiles, concurrencies = list(profiles), list(concurrencies)
-
-        def plan() -> dict[str, Any]:
-            return capped_plan(self._ops.plan_campaign(profiles, concurrencies, repeats, spec, policy,
-                                                       prompts_per_concurrency, warmup_pass, control))
-
-        return await asyncio.to_thread(plan)
+        """What adding the campaign would queue (items, control, server starts per policy), built in the
+        planner process (started on first use, spawned: never a fork of a process with threads)."""
+        args = self._ops.plan_args(list(profiles), concurrencies, repeats, spec, policy, prompts_per_concurrency,
+                                   warmup_pass, control)
+        if len(args["profiles"]) * len(args["concurrencies"]) * max(1, int(repeats)) <= PLAN_IN_THREAD_MAX:
+            return await asyncio.to_thread(plan_in_worker, args)
+        if self._planner is None:
+            self._planner = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        answer: dict[str, Any] = await asyncio.get_running_loop().run_in_executor(self._planner, plan_in_worker, args)
+        return answer
 
     def add_campaign(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
                      spec: dict[str, Any] | None = None, policy: str = "abba",

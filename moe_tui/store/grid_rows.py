@@ -74,7 +74,8 @@ def run_count(store: Store, profile: str) -> int:
 def changed_since(store: Store, profile: str, seq: int, statuses: Sequence[str]) -> list[tuple[int, CellRow | None]]:
     """(run id, its cell row, or None when it does not count for a grid: diagnostic, or another status)
     for every row of `profile` inserted or updated after `seq`, in seq order (an index range of `seq`)."""
-    rows = store.query(f"SELECT {_CELL_COLUMNS}, diagnostic FROM run_summaries WHERE seq > ? AND profile_name = ?"
+    # `+profile_name`: walk the seq index from `seq` on (the few rows changed), not the profile's rows.
+    rows = store.query(f"SELECT {_CELL_COLUMNS}, diagnostic FROM run_summaries WHERE seq > ? AND +profile_name = ?"
                        " ORDER BY seq", (seq, profile))
     return [(int(r[0]), _row(profile, r) if r[8] == "" and r[3] in statuses else None) for r in rows]
 

@@ -454,7 +454,7 @@ def table(rows: list[dict], tui: bool = True, tui_only: bool = False) -> list[st
     line("the grid opened cold (worker thread, fresh handle)", core("open_grid_cold_ms"), lambda v: f"{v:.0f} ms", "")
     line("grid read + build, CPU in one process (cold)", core("grid_cpu_ms"), lambda v: f"{v:.0f} ms", "")
     line("the same grid again, no store change (cache)", core("grid_cached_ms"), lambda v: f"{v:.2f} ms", "")
-    line("pair's runs (baseline + candidate) / all runs", lambda r: r.get("pair_runs"),
+    line("runs of the compared pair (baseline + candidate)", lambda r: r.get("pair_runs"),
          lambda v: f"{v:,.0f}", "")
     line("store file", lambda r: r["store_mb"], lambda v: f"{v:,.0f} MB", "")
     if not tui:

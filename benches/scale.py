@@ -1,25 +1,24 @@
-"""Months of campaigns (issue 26): the store, the grid and the TUI at 1k / 10k / 100k runs.
+"""Months of campaigns (issues 26, 34): the grid, its CLI readers and an open grid at 1k / 10k / 100k runs.
 
-Each store is built by `benches/scale_store.py` through the runner's own store and queue API: the
-compared pair has the same 24 runs at every size, everything else is other profiles' campaigns
-(per-request data cut to ~40 KB a run so that 100k runs fit). Then, on that store:
+Each store is shaped like a team's history (`benches/history_store.py`, through the runner's store and
+queue API): one baseline against 19 candidates in turn over months (the baseline about half of all
+runs), four spec eras, investigations, one run in 50 failed. The compared pair is the baseline and the
+latest campaign's candidate (its grid reads half the store's profiles' runs before issue 34). Built once
+under `--dir` (default /tmp/moe-tui-scale) and kept there. Then, on that store:
 
 - CLI, each a fresh process, median of `--repeats` (wall s, peak RSS MB from wait4):
-  `moe-tui compare A B --format json`, `moe-tui export A B`, `moe-tui investigate A B -c 64 --dry-run`;
-- TUI, the real MoeTuiApp headless (Textual's test driver) on the real store reads
-  (`control.reads.StoreReads`: the queue view, the comparison grid), in a fresh process:
-  the longest event-loop stall from start until every screen has been built off screen (the App
-  prepares them in idle slices after its first paint; `prepared_s` says when that was done) and
-  over the whole session (a 5 ms heartbeat's largest gap), key `2` to the Queue screen painted (the key posted as a
-  terminal delivers it; the time until the screen is shown and painted), idle CPU on the Queue
-  screen over `--idle-s` seconds while GPU telemetry and controller status arrive at 1 Hz (the
-  heartbeat paused: it costs ~3% of a slow core by itself; the idle stalls are taken after, with it), key `3`
-  to the comparison grid shown (the grid built cold after the key), peak RSS.
+  `moe-tui compare A B --format json`, `moe-tui export A B`, `moe-tui investigate A B -c 64 --dry-run`,
+  `moe-tui queue add --profiles A,B ... --dry-run`;
+- core, in one process: a grid open on the pair, then a new run committed by another handle (the
+  runner's) and the grid built again in a worker thread while a 5 ms heartbeat runs on the asyncio loop:
+  the time to the new grid (the new run in its cell) and the loop's longest stall; the cold grid's CPU;
+- TUI (without `--no-tui`): the real MoeTuiApp headless on the store (`_tui`: stalls, key `3` to the
+  grid, key `2` to Queue, idle CPU, peak RSS).
 
-Writes benches/results/scale-<date>.md and .json (`--out-stem` names them otherwise; `--tui-only`
-measures the TUI rows alone).
+Each figure with its growth over the previous size. Writes benches/results/scale-<date>.md and .json
+(`--out-stem` names them otherwise).
 
-    nice .venv/bin/python benches/scale.py [--sizes 1000,10000] [--repeats 3] [--idle-s 10] [--dir /tmp/scale]
+    nice .venv/bin/python benches/scale.py [--sizes 1000,10000,100000] [--repeats 3] [--no-tui] [--dir /tmp/scale]
 """
 
 from __future__ import annotations
@@ -36,12 +35,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # MOE_TUI_BENCH_TREE: measure another checkout's code with this bench (benches/scale_tui_vs.py).
 sys.path.insert(0, os.environ.get("MOE_TUI_BENCH_TREE") or str(ROOT))
 
-from benches.scale_store import PAIR  # noqa: E402
+from benches import history_store  # noqa: E402
+
+# The compared pair: the baseline and the latest campaign's candidate of the history store (set by
+# main for its children through the environment; the baseline holds about half of all runs).
+PAIR = tuple(os.environ.get("MOE_TUI_SCALE_PAIR", f"{history_store.BASELINE},{history_store.CANDIDATES[-1]}").split(","))
 
 GOALS = {"compare_s": 2.0, "compare_mb": 300.0, "export_s": 3.0, "investigate_s": 3.0, "grid_key_ms": 1000.0,
          "stall_ms": 50.0, "queue_idle_cpu_pct": 2.0, "queue_key_ms": 100.0}
@@ -74,6 +78,9 @@ def cli_figures(home: Path, repeats: int, out_dir: Path) -> dict[str, dict[str, 
         "compare": [*moe, "compare", a, b, "--format", "json"],
         "export": [*moe, "export", a, b, "--dir", str(out_dir)],
         "investigate": [*moe, "investigate", a, b, "-c", "64", "--dry-run"],
+        "queue_add": [*moe, "queue", "add", "--profiles", f"{a},{b}", "--concurrency",
+                      ",".join(map(str, history_store.CONCS)), "--repeats", str(history_store.REPEATS),
+                      "--order", "interleaved", "--profiles-dir", str(home / "profiles"), "--dry-run", "--yes"],
     }
     figures = {}
     for name, argv in ops.items():
@@ -108,7 +115,7 @@ def _core(store_path: Path, repeats: int) -> dict[str, float]:
         first = reads.queue_window()
         reads.queue_window(offset=first.total)
 
-    return {"grid_cpu_ms": cpu_ms(lambda s: grids.build_grid(s, *PAIR)), **latest_pair_grid(store_path, repeats),
+    return {"grid_cpu_ms": cpu_ms(lambda s: grids.build_grid(s, *PAIR)), **new_run_in_open_grid(store_path, repeats),
             "grid_cached_ms": _cached_ms(store_path, repeats),
             "investigations_cpu_ms": cpu_ms(lambda s: investigations(s, *PAIR)),
             "queue_view_cpu_ms": cpu_ms(queue_view)}
@@ -149,6 +156,68 @@ def _cached_ms(store_path: Path, repeats: int) -> float:
             grids.build_grid(store, *PAIR)
             times.append((time.process_time() - t) * 1000)
     return statistics.median(times)
+
+
+def new_run_in_open_grid(store_path: Path, repeats: int) -> dict[str, float]:
+    """A grid open on the pair (built once, as the Compare screen holds it), then `repeats` times: a new
+    run of the candidate committed by another handle (the runner's), and the grid built again in a worker
+    thread while a 5 ms asyncio heartbeat runs on the loop (the TUI's shape): the time until the new grid
+    is there (with the new run in its cell) and the loop's longest stall meanwhile."""
+    from moe_tui.compare import CANDIDATE
+    from moe_tui.grids import pair as grids
+    from moe_tui.spec import BenchmarkSpec
+    from moe_tui.store.db import Store
+
+    a, b = PAIR
+    opened: Any = None
+    chosen: list[str] = []  # the spec the open grid judges at concurrency 64 (the new runs are of it)
+
+    def add_run(writer: Store, k: int) -> int:
+        prof = history_store.profile(b)
+        spec_json = BenchmarkSpec.from_dict(dict(opened.specs[chosen[0]])).canonical_json()
+        rid = writer.create_run(profile_name=b, spec_json=spec_json, fingerprint=chosen[0],
+                                client="moe-tui", profile=prof, provenance=history_store.provenance(prof, 0),
+                                server_start_id=None)
+        writer.finish_run(rid, status="complete", summary={"output_throughput": 3000.0 + k, "completed": 256,
+                                                           "failed": 0, "mean_ttft_ms": 100.0},
+                          flags=["simulated"], telemetry={}, selfcheck={"client_bound": False})
+        return rid
+
+    async def measure() -> dict[str, float]:
+        nonlocal opened
+        loop = asyncio.get_running_loop()
+        lags: list[float] = []
+        running = True
+
+        async def heartbeat() -> None:
+            while running:
+                t = loop.time()
+                await asyncio.sleep(0.005)
+                lags.append(max(0.0, loop.time() - t - 0.005))
+
+        times, stalls = [], []
+        with Store(store_path, readonly=True) as reader, Store(store_path) as writer:
+            t = time.monotonic()
+            opened = await asyncio.to_thread(grids.build_grid, reader, a, b)
+            cold = time.monotonic() - t
+            chosen.append(opened.point(CANDIDATE, 64).fingerprint)
+            beat = asyncio.create_task(heartbeat())
+            for k in range(repeats):
+                rid = await asyncio.to_thread(add_run, writer, k)
+                await asyncio.sleep(0.05)
+                lags.clear()
+                t = time.monotonic()
+                grid = await asyncio.to_thread(grids.build_grid, reader, a, b)
+                times.append(time.monotonic() - t)
+                stalls.append(max(lags, default=0.0))
+                if rid not in grid.point(CANDIDATE, 64).run_ids:
+                    raise RuntimeError(f"run {rid} is not in the open grid's cell")
+            running = False
+            await beat
+        return {"new_run_grid_ms": statistics.median(times) * 1000, "new_run_stall_ms": max(stalls) * 1000,
+                "open_grid_cold_ms": cold * 1000}
+
+    return asyncio.run(measure())
 
 
 def core_figures(store_path: Path, repeats: int) -> dict[str, float]:
@@ -321,21 +390,27 @@ def tui_figures(store_path: Path, idle_s: float, tree: Path | None = None) -> di
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-CLONE_ABOVE = 10_000  # larger stores are cloned from this one (scale_store.py --clone)
+def _profiles_dir(home: Path) -> None:
+    """The history's profiles as TOML files (`queue add --dry-run` plans from them)."""
+    where = home / "profiles"
+    where.mkdir(parents=True, exist_ok=True)
+    for name in (history_store.BASELINE, *history_store.CANDIDATES):
+        prof = history_store.profile(name)
+        (where / f"{name}.toml").write_text(
+            f'name = "{name}"\nengine = "sim"\nmodel_path = "{prof["model_path"]}"\n'
+            f'moe_runner_backend = "{prof["moe_runner_backend"]}"\ntp_size = 8\nep_size = 8\n'
+            f'quantization = "modelopt_fp4"\ngpus = [0, 1, 2, 3, 4, 5, 6, 7]\nport = 31000\n')
 
 
 def build_store(n: int, base: Path) -> tuple[Path, dict]:
+    """The history-shaped store of `n` runs under `base` (built once, kept: 100k takes minutes)."""
     home = base / f"{n}"
     path = home / "data" / "moe-tui.sqlite3"
-    if not path.exists():
-        how = [str(n), str(path)]
-        if n > CLONE_ABOVE:
-            source, _ = build_store(CLONE_ABOVE, base)
-            how = ["--clone", str(source / "data" / "moe-tui.sqlite3"), *how]
-        out = subprocess.run([sys.executable, str(ROOT / "benches" / "scale_store.py"), *how],
+    if not (home / "build.json").exists():
+        out = subprocess.run([sys.executable, str(ROOT / "benches" / "history_store.py"), str(n), str(path)],
                              capture_output=True, text=True, check=True)
-        info = json.loads(out.stdout)
-        (home / "build.json").write_text(json.dumps(info))
+        (home / "build.json").write_text(out.stdout.strip().splitlines()[-1])
+    _profiles_dir(home)
     import sqlite3
 
     from moe_tui.store.db import Store
@@ -347,60 +422,69 @@ def build_store(n: int, base: Path) -> tuple[Path, dict]:
     finally:
         conn.close()
     if version < SCHEMA_VERSION:  # a store kept from an older build is upgraded once (the figures open
-        Store(path).close()  # it read-only); not otherwise: a writable open quick-checks 6 GB first
+        Store(path).close()  # it read-only)
     return home, json.loads((home / "build.json").read_text())
 
 
 def table(rows: list[dict], tui: bool = True, tui_only: bool = False) -> list[str]:
-    head = ["operation", *(f"{r['runs']:,} runs" for r in rows), "goal"]
+    head = ["operation", *(f"{r['runs']:,} runs" for r in rows), "growth per 10x (last step)", "goal at 100k"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
-    def line(label: str, fmt, goal: str) -> None:
-        lines.append("| " + " | ".join([label, *(fmt(r) for r in rows), goal]) + " |")
+    def line(label: str, value, fmt, goal: str) -> None:
+        got = [value(r) for r in rows]
+        growth = (f"{got[-1] / got[-2]:.2f}x" if len(got) > 1 and got[-2] else "-") if None not in got[-2:] else "-"
+        lines.append("| " + " | ".join([label, *(fmt(v) if v is not None else "-" for v in got), growth, goal]) + " |")
 
     if tui_only:
         return _tui_lines(rows, lines, line)
-    line("grid read + build, CPU in one process (cold)", lambda r: f"{r['core']['grid_cpu_ms']:.0f} ms", "")
-    ref = min(rows, key=lambda r: abs(r["runs"] - 10_000))  # growth is read against the 10k store
-    line("grid CPU, x the 10k store's (same pair, same 24 runs)",
-         lambda r: f"{r['core']['grid_cpu_ms'] / ref['core']['grid_cpu_ms']:.2f}x", "< 1.5x at 100k")
-    line("grid of the latest campaign's pair, CPU, cold grid in a warm process",
-         lambda r: f"{r['core']['latest_pair_grid_cpu_ms']:.0f} ms ({r['core']['latest_pair_runs']:,.0f} runs)"
-         if "latest_pair_grid_cpu_ms" in r["core"] else "-", "TUI grid < 1 s")
-    line("the same grid again, no store change (cache)", lambda r: f"{r['core']['grid_cached_ms']:.2f} ms", "")
-    line("investigations of the pair, CPU", lambda r: f"{r['core']['investigations_cpu_ms']:.1f} ms", "")
-    line("Queue view read (first and last page of 100 items), CPU", lambda r: f"{r['core']['queue_view_cpu_ms']:.0f} ms", "")
-    line("load average (1 min) before / after", lambda r: "{:.1f} / {:.1f}".format(*r["load"]), "")
-    line("store file", lambda r: f"{r['store_mb']:,.0f} MB" + (" (cloned)" if r.get("cloned") else ""), "")
-    line("`moe-tui compare A B --format json`", lambda r: f"{r['cli']['compare']['s']:.2f} s, "
-         f"{r['cli']['compare']['mb']:.0f} MB", "< 2 s, < 300 MB")
-    line("`moe-tui export A B`", lambda r: f"{r['cli']['export']['s']:.2f} s", "< 3 s")
-    line("`moe-tui investigate A B -c 64 --dry-run`", lambda r: f"{r['cli']['investigate']['s']:.2f} s", "< 3 s")
+
+    def cli(op: str, key: str):
+        return lambda r: r["cli"].get(op, {}).get(key)
+
+    for op, label in (("compare", "`moe-tui compare A B --format json`"), ("export", "`moe-tui export A B`"),
+                      ("investigate", "`moe-tui investigate A B -c 64 --dry-run`"),
+                      ("queue_add", "`moe-tui queue add --profiles A,B ... --dry-run`")):
+        line(f"{label}, wall", cli(op, "s"), lambda v: f"{v:.2f} s", "< 2 s")
+        line(f"{label}, peak RSS", cli(op, "mb"), lambda v: f"{v:.0f} MB", "< 300 MB")
+    core = lambda key: lambda r: r["core"].get(key)  # noqa: E731
+    line("a new run in an open grid: commit to the grid rebuilt (median)", core("new_run_grid_ms"),
+         lambda v: f"{v:.0f} ms", "< 1 s")
+    line("a new run in an open grid: longest event-loop stall meanwhile", core("new_run_stall_ms"),
+         lambda v: f"{v:.1f} ms", "< 100 ms")
+    line("the grid opened cold (worker thread, fresh handle)", core("open_grid_cold_ms"), lambda v: f"{v:.0f} ms", "")
+    line("grid read + build, CPU in one process (cold)", core("grid_cpu_ms"), lambda v: f"{v:.0f} ms", "")
+    line("the same grid again, no store change (cache)", core("grid_cached_ms"), lambda v: f"{v:.2f} ms", "")
+    line("runs of the compared pair (baseline + candidate)", lambda r: r.get("pair_runs"),
+         lambda v: f"{v:,.0f}", "")
+    line("store file", lambda r: r["store_mb"], lambda v: f"{v:,.0f} MB", "")
     if not tui:
         return lines
     return _tui_lines(rows, lines, line)
 
 
 def _tui_lines(rows: list[dict], lines: list[str], line) -> list[str]:
-    line("TUI: key `3` to the grid (built in the background after start)", lambda r: f"{r['tui']['grid_key_ms']:.0f} ms", "< 1 s")
-    line("TUI: every screen built and rendered off screen, after start",
-         lambda r: f"{r['tui']['prepared_s']:.2f} s" if "prepared_s" in r["tui"] else "-", "")
-    line("TUI: event-loop stall, start incl. building the screens (max)",
-         lambda r: f"{r['tui']['start_stall_ms']:.0f} ms", "< 50 ms")
-    line("TUI: event-loop stall, first visit to Queue (max)", lambda r: f"{r['tui']['queue_visit_stall_ms']:.0f} ms",
-         "< 50 ms")
-    line("TUI: event-loop stall, idle on Queue (max)", lambda r: f"{r['tui']['queue_idle_stall_ms']:.0f} ms", "< 50 ms")
-    line("TUI: event-loop stall, first visit to the grid (max)", lambda r: f"{r['tui']['grid_visit_stall_ms']:.0f} ms",
-         "< 50 ms")
-    for key, what in (("start_slice_cpu_ms", "start incl. building the screens"),
-                      ("queue_visit_slice_cpu_ms", "first visit to Queue"), ("grid_visit_slice_cpu_ms", "first visit to the grid")):
-        line(f"TUI: longest event-loop callback, CPU, {what}",
-             lambda r, key=key: f"{r['tui'][key]:.0f} ms" if key in r["tui"] else "-", "")
-    line("TUI: key `2` (Queue) to screen", lambda r: f"{r['tui']['queue_key_ms']:.0f} ms", "< 100 ms")
-    line("TUI: idle CPU on the Queue screen", lambda r: f"{r['tui']['queue_idle_cpu_pct']:.1f}% "
-         f"({r['tui']['queue_rows']:,.0f} items)", "< 2% at 10k items")
-    line("TUI: peak RSS", lambda r: f"{r['tui']['peak_rss_mb']:.0f} MB", "")
+    tui = lambda key: lambda r: r["tui"].get(key)  # noqa: E731
+    ms = lambda v: f"{v:.0f} ms"  # noqa: E731
+    line("TUI: key `3` to the grid (built in the background after start)", tui("grid_key_ms"), ms, "< 1 s")
+    line("TUI: every screen built and rendered off screen, after start", tui("prepared_s"), lambda v: f"{v:.2f} s", "")
+    for key, what in (("start_stall_ms", "start incl. building the screens"), ("queue_visit_stall_ms",
+                      "first visit to Queue"), ("queue_idle_stall_ms", "idle on Queue"),
+                      ("grid_visit_stall_ms", "first visit to the grid")):
+        line(f"TUI: event-loop stall, {what} (max)", tui(key), ms, "< 50 ms")
+    line("TUI: key `2` (Queue) to screen", tui("queue_key_ms"), ms, "< 100 ms")
+    line("TUI: idle CPU on the Queue screen", tui("queue_idle_cpu_pct"), lambda v: f"{v:.1f}%", "< 2%")
+    line("TUI: peak RSS", tui("peak_rss_mb"), lambda v: f"{v:.0f} MB", "")
     return lines
+
+
+def _pair_runs(path: Path) -> int:
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("SELECT COUNT(*) FROM runs WHERE profile_name IN (?, ?)", PAIR).fetchone()[0])
+    finally:
+        conn.close()
 
 
 def main() -> int:
@@ -433,6 +517,9 @@ def main() -> int:
     rows = []
     for n in (int(x) for x in args.sizes.split(",")):
         home, info = build_store(n, base)
+        global PAIR
+        PAIR = tuple(info["pair"])
+        os.environ["MOE_TUI_SCALE_PAIR"] = ",".join(PAIR)  # the children's pair
         load_before = os.getloadavg()[0]
         print(f"store of {info['runs']:,} runs: {info['bytes'] / 1e6:,.0f} MB, built in {info['build_s']} s", flush=True)
         core = {} if args.tui_only else core_figures(home / "data" / "moe-tui.sqlite3", args.repeats)
@@ -442,7 +529,8 @@ def main() -> int:
         tui = {} if args.no_tui else tui_figures(home / "data" / "moe-tui.sqlite3", args.idle_s)
         print(f"  tui: {tui}", flush=True)
         rows.append({"runs": info["runs"], "store_mb": info["bytes"] / 1e6, "build_s": info["build_s"],
-                     "cloned": "cloned_from" in info, "load": (load_before, os.getloadavg()[0]),
+                     "pair": PAIR, "pair_runs": _pair_runs(home / "data" / "moe-tui.sqlite3"),
+                     "load": (load_before, os.getloadavg()[0]),
                      "core": core, "cli": cli, "tui": tui})
         write_results(args, rows)  # after each size: a run cut short keeps the sizes it finished
     return 0

@@ -18,7 +18,7 @@ from moe_tui.compare.grid import (
     pre_state,
     side_stats,
 )
-from moe_tui.compare.memo import build_scope
+from moe_tui.compare.memo import Kept, build_scope
 from moe_tui.compare.model import (
     BASELINE,
     CANDIDATE,
@@ -94,12 +94,14 @@ def _build(baseline_runs: Iterable[object], candidate_runs: Iterable[object], ba
 def build_grid_from_sources(baseline: RunSource, candidate: RunSource, *, baseline_name: str, candidate_name: str,
                             fingerprint: str | None = None, metrics: Sequence[MetricDef] = METRICS,
                             settings: CompareSettings | None = None,
-                            plan: Mapping[tuple[str, str], PlanCount] | None = None) -> ComparisonGrid:
+                            plan: Mapping[tuple[str, str], PlanCount] | None = None,
+                            kept: Kept | None = None) -> ComparisonGrid:
     """The grid from two `RunSource`s (keys first, the chosen specs' runs read whole after): the same
-    grid `build_grid_from_runs` makes of the same runs, reading only what it judges."""
+    grid `build_grid_from_runs` makes of the same runs, reading only what it judges. `kept`: what an
+    open grid derived from its runs in earlier builds (`compare.memo.Kept`)."""
     if fingerprint is not None and len(fingerprint) < 6:
         raise CompareError(f"--fingerprint {fingerprint!r}: give at least 6 characters of the fingerprint")
-    with build_scope():
+    with build_scope(kept):
         return build_from_sources({BASELINE: baseline, CANDIDATE: candidate}, (baseline_name, candidate_name),
                                   fingerprint, metrics, settings, plan)
 

@@ -59,7 +59,12 @@ def start_means(runs: Sequence[Run], metric: str) -> list[float]:
 
 def start_mean_map(runs: Sequence[Run], metric: str) -> dict[Any, float]:
     """start key -> the mean of that start's runs' finite values of `metric` (first-seen order). Runs
-    whose start is unknown (an import without one) are left out: they pair with nothing."""
+    whose start is unknown (an import without one) are left out: they pair with nothing. Once per build,
+    runs object and metric (`compare.memo`: a cell's runs and the control's are asked by every test)."""
+    return derived(f"start_means:{metric}", (runs,), lambda: _start_mean_map(runs, metric))
+
+
+def _start_mean_map(runs: Sequence[Run], metric: str) -> dict[Any, float]:
     groups: dict[Any, list[float]] = {}
     for r in runs:
         v = r.summary.get(metric)

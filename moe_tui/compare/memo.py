@@ -24,17 +24,42 @@ _Entries = dict[tuple[Any, ...], tuple[tuple[object, ...], Any]]
 _scope: contextvars.ContextVar[_Entries | None] = contextvars.ContextVar("moe_tui_grid_memo", default=None)
 
 
+# Kinds derived from one run's own (or its shared) decoded dicts alone: an open grid keeps them from one
+# build to the next (`kept_scope`), so a new run costs its own derivations, not every run's again.
+PER_RUN_KINDS = frozenset({"snapshot_text", "provenance_values", "profile_settings", "server_args", "run_flags"})
+
+
+class Kept:
+    """Derived values kept between builds of an open grid (per store handle, `grids.pair`): only the
+    per-run kinds survive a build; `limit` entries at most (past it, the next build starts afresh)."""
+
+    def __init__(self, limit: int = 400_000) -> None:
+        self.entries: _Entries = {}
+        self.limit = limit
+
+    def after_build(self) -> None:
+        if len(self.entries) > self.limit:
+            self.entries = {}
+            return
+        for key in [k for k in self.entries if k[0] not in PER_RUN_KINDS]:
+            del self.entries[key]
+
+
 @contextlib.contextmanager
-def build_scope() -> Iterator[None]:
-    """One grid build: derived values live until it ends (a nested scope shares the outer one)."""
+def build_scope(kept: Kept | None = None) -> Iterator[None]:
+    """One grid build: derived values live until it ends (a nested scope shares the outer one), or, with
+    `kept`, the per-run ones stay for the next build (their sources stay alive with them, so an id
+    is never reused while its entry lives)."""
     if _scope.get() is not None:
         yield
         return
-    token = _scope.set({})
+    token = _scope.set(kept.entries if kept is not None else {})
     try:
         yield
     finally:
         _scope.reset(token)
+        if kept is not None:
+            kept.after_build()
 
 
 def derived(kind: str, sources: tuple[object, ...], compute: Callable[[], T]) -> T:

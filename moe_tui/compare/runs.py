@@ -170,8 +170,13 @@ def requested_fingerprint(run: Run) -> str:
 
 # -- flags ------------------------------------------------------------------------------------------
 def run_flags_in_words(run: object) -> list[tuple[str, str]]:
-    """(flag code, words) for every flag of one run, from its flags and stored telemetry/selfcheck/summary."""
+    """(flag code, words) for every flag of one run, from its flags and stored telemetry/selfcheck/summary
+    (once per run within a build, and between builds of an open grid: `compare.memo`)."""
     r = normalise(run, "run")
+    return list(derived("run_flags", (r,), lambda: _run_flags_in_words(r)))
+
+
+def _run_flags_in_words(r: Run) -> list[tuple[str, str]]:
     found: dict[str, str] = {}
 
     def add(code: str, text: str) -> None:

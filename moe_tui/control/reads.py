@@ -219,9 +219,11 @@ def campaign_args(request: Any) -> dict[str, Any]:
 def campaign_preview(request: Any, plan: Mapping[str, Any]) -> CampaignPreview:
     """The plan_campaign op's answer for `request` as a CampaignPreview."""
     planned = list(plan.get("items") or ())
-    items = len(planned)
+    # The runner lists at most `run.facade.PLAN_ITEMS_SHOWN` items, with the count and short cells over all.
+    items = int(plan.get("item_count", len(planned)))
     short = sorted({(int(i["concurrency"]), int(i["num_prompts"])) for i in planned
-                    if int(i["num_prompts"]) < int(i["concurrency"])})
+                    if int(i["num_prompts"]) < int(i["concurrency"])}) if "short_cells" not in plan else \
+        sorted((int(c), int(n)) for c, n in plan["short_cells"])
     grid = len(request.profiles) * len(request.concurrencies) * request.repeats
     control = plan.get("control") or {}
     return CampaignPreview(name=request.name or str(plan.get("name") or ""), items=items, grid_items=grid,

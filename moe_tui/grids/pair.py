@@ -33,6 +33,7 @@ from moe_tui.compare import (
     unknown_profiles,
 )
 from moe_tui.compare.build import build_grid_from_sources
+from moe_tui.compare.memo import Kept
 from moe_tui.grids.extras import apply_gate, build_extras
 from moe_tui.grids.rows import RUN_STATUSES, ProfileRows  # noqa: F401  (re-exported)
 from moe_tui.investigate.model import describe_cell
@@ -45,6 +46,7 @@ CACHED_PROFILES = 8  # per store handle: the profiles whose grid rows are kept u
 
 _rows_lock = threading.RLock()  # one grid read at a time per process (the rows are refreshed in place)
 _rows: weakref.WeakKeyDictionary[Store, dict[str, ProfileRows]] = weakref.WeakKeyDictionary()
+_kept: weakref.WeakKeyDictionary[Store, Kept] = weakref.WeakKeyDictionary()  # per-run derivations, between builds
 
 _cache_lock = threading.Lock()
 _cache: weakref.WeakKeyDictionary[Store, dict[tuple[Any, ...], ComparisonGrid]] = weakref.WeakKeyDictionary()
@@ -93,7 +95,8 @@ def _build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str
         sources = {name: rows[name].source(store) for name in rows}
         grid = build_grid_from_sources(
             sources[baseline], sources[candidate], baseline_name=baseline, candidate_name=candidate,
-            fingerprint=fingerprint, metrics=metrics, settings=settings, plan=plan_of(store, pair))
+            fingerprint=fingerprint, metrics=metrics, settings=settings, plan=plan_of(store, pair),
+            kept=_kept.setdefault(store, Kept()))
         every = {name: list(rows[name].summaries.values()) for name in rows}  # what the points may name
     grid = mark_investigations(store, grid)
     if not extras:

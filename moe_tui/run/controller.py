@@ -42,7 +42,7 @@ The facade (what the TUI calls in-process, or as `op` names through `RunnerClien
     await start_server(name) / stop_server(name) / stop_servers()
     add_campaign(profiles, concurrencies, repeats=1, spec={}, policy="abba",
                  prompts_per_concurrency=None, warmup_pass=True, name=None) -> dict
-    plan_campaign(same args) -> dict          items and server-start cost of every policy, no change
+    await plan_campaign(same args) -> dict    items (capped), server starts per policy; no change (`run.facade`)
     queue_items(states=None) -> list[dict]
     move_item(id, direction) / skip_item(id) / cancel_item(id) / retry_item(id) / delete_item(id)
     clear_queue(finished_only=False) -> int
@@ -52,10 +52,9 @@ The facade (what the TUI calls in-process, or as `op` names through `RunnerClien
 Typed parts, each made with the one `RunContext` (`moe_tui.run.context`: store, queue, servers,
 recorder, profiles, data dir, lock, the worker's state and the event outlet) and nothing else it
 does not get in its constructor: the per-item steps in `run.items` (`ItemRunner`, profiled runs in
-`run.profiled`), queue ops and start-up recovery in `run.ops` (`QueueOps`, `Recovery`), the GPU
-sampler and its relay in `run.telemetry` (`TelemetryRelay`), storing a run in `run.recording`.
-The controller owns them, runs the worker loop and the lifecycle, and forwards the facade. No
-Textual here.
+`run.profiled`), queue ops and start-up recovery in `run.ops` (`QueueOps`, `Recovery`; the queue
+facade in `run.facade`), the GPU sampler and its relay in `run.telemetry`, storing a run in
+`run.recording`. The controller owns them, runs the worker loop and the lifecycle. No Textual here.
 """
 
 from __future__ import annotations
@@ -65,7 +64,7 @@ import inspect
 import os
 import threading
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -78,6 +77,7 @@ from moe_tui.run.benchmarks import (  # noqa: F401  (re-exported: the controller
     tokenizer_for,
 )
 from moe_tui.run.context import RunContext
+from moe_tui.run.facade import QueueFacade
 from moe_tui.run.items import BENCH_STOP_GRACE_S, BenchFn, ItemRunner  # noqa: F401
 from moe_tui.run.ops import ControllerError, QueueOps, Recovery
 from moe_tui.run.recording import RunSpilled, release_memory
@@ -101,8 +101,7 @@ OPS: dict[str, str] = {
     "add_campaign": "add_campaign", "plan_campaign": "plan_campaign", "queue_items": "queue_items",
     "move_item": "move_item", "skip_item": "skip_item", "cancel_item": "cancel_item",
     "retry_item": "retry_item", "delete_item": "delete_item", "clear_queue": "clear_queue",
-    "profiles": "profile_names", "add_investigation": "add_investigation",
-    "add_explain": "add_explain",
+    "profiles": "profile_names", "add_investigation": "add_investigation", "add_explain": "add_explain",
     "gate": "run_gate_now",  # the correctness gate on demand
 }
 
@@ -119,7 +118,7 @@ def _profile_source(profiles: ProfileSet | Callable[[], ProfileSet] | str | Path
     return profiles, None
 
 
-class Controller:
+class Controller(QueueFacade):
     """Works the run queue (the module docstring says how); owns its typed parts and their context."""
 
     def __init__(
@@ -233,6 +232,7 @@ class Controller:
                 await asyncio.gather(self._worker, return_exceptions=True)
             return
         self._shutting_down = True
+        self.close_planner()
         ctx.status("stopping", reason)
         ctx.abort_current("interrupted", f"interrupted: {reason}")
         self._wake.set()
@@ -405,48 +405,6 @@ class Controller:
     async def run_gate_now(self, name: str) -> dict[str, Any]:
         """The correctness gate on demand against a profile's ready server (op "gate")."""
         return await self._items.run_gate_now(name)
-
-    # -- queue (`run.ops.QueueOps`) -----------------------------------------------------------
-    def plan_campaign(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
-                      spec: dict[str, Any] | None = None, policy: str = "abba",
-                      prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
-                      control: bool = True) -> dict[str, Any]:
-        return self._ops.plan_campaign(profiles, concurrencies, repeats, spec, policy, prompts_per_concurrency,
-                                       warmup_pass, control)
-
-    def add_campaign(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
-                     spec: dict[str, Any] | None = None, policy: str = "abba",
-                     prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
-                     name: str | None = None, control: bool = True) -> dict[str, Any]:
-        return self._ops.add_campaign(profiles, concurrencies, repeats, spec, policy, prompts_per_concurrency,
-                                      warmup_pass, name, control)
-
-    def add_investigation(self, plan: dict[str, Any]) -> dict[str, Any]:
-        return self._ops.add_investigation(plan)
-
-    def add_explain(self, plan: dict[str, Any]) -> dict[str, Any]:
-        return self._ops.add_explain(plan)
-
-    def queue_items(self, states: Iterable[str] | None = None) -> list[dict[str, Any]]:
-        return self._ops.queue_items(states)
-
-    def move_item(self, item_id: int, direction: str) -> dict[str, Any]:
-        return self._ops.move_item(item_id, direction)
-
-    def skip_item(self, item_id: int) -> dict[str, Any]:
-        return self._ops.skip_item(item_id)
-
-    def cancel_item(self, item_id: int) -> dict[str, Any]:
-        return self._ops.cancel_item(item_id)
-
-    def retry_item(self, item_id: int) -> dict[str, Any]:
-        return self._ops.retry_item(item_id)
-
-    def delete_item(self, item_id: int) -> dict[str, Any]:
-        return self._ops.delete_item(item_id)
-
-    def clear_queue(self, finished_only: bool = False) -> int:
-        return self._ops.clear_queue(finished_only)
 
     # -- state --------------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:

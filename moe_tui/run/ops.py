@@ -24,6 +24,33 @@ class ControllerError(RuntimeError):
     """A controller operation was refused; the message says why."""
 
 
+def make_plan(profiles: list[str], concurrencies: list[int], repeats: int, spec: dict[str, Any] | None, policy: str,
+              prompts_per_concurrency: int | None, warmup_pass: bool, control: bool,
+              profiles_dir: str | None) -> CampaignPlan:
+    from moe_tui.run.bounds import check_campaign_size
+
+    check_campaign_size(len(profiles), len(concurrencies), int(repeats))  # before any item is built
+    base = BenchmarkSpec.from_dict(spec or {}, "campaign spec")
+    return CampaignPlan(profiles=tuple(profiles), concurrencies=tuple(int(c) for c in concurrencies),
+                        repeats=int(repeats), base_spec=base, policy=policy,
+                        prompts_per_concurrency=prompts_per_concurrency, warmup_pass=warmup_pass,
+                        profiles_dir=profiles_dir, control=control)
+
+
+def plan_answer(*, running: str | None, **args: Any) -> dict[str, Any]:
+    """The plan_campaign op's answer: name, definition, control, server starts per policy, every item."""
+    plan = make_plan(**args)
+    return {
+        "name": plan.default_name(),
+        "definition": plan.definition(),
+        "control": plan.control_plan(),
+        "server_starts": plan.start_costs(running),
+        "items": [{"profile_name": p.profile_name, "concurrency": p.spec.max_concurrency,
+                   "num_prompts": p.spec.num_prompts, "repeat_index": p.repeat_index,
+                   "fingerprint": p.spec.fingerprint} for p in plan.items()],
+    }
+
+
 class QueueOps:
     """Campaigns and queue edits."""
 
@@ -38,16 +65,8 @@ class QueueOps:
               spec: dict[str, Any] | None = None, policy: str = "abba",
               prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
               control: bool = True) -> CampaignPlan:
-        from moe_tui.run.bounds import check_campaign_size
-
-        profiles, concurrencies = list(profiles), list(concurrencies)
-        check_campaign_size(len(profiles), len(concurrencies), int(repeats))  # before any item is built
-        profiles_dir = self._profiles_dir()
-        base = BenchmarkSpec.from_dict(spec or {}, "campaign spec")
-        return CampaignPlan(profiles=tuple(profiles), concurrencies=tuple(int(c) for c in concurrencies),
-                            repeats=int(repeats), base_spec=base, policy=policy,
-                            prompts_per_concurrency=prompts_per_concurrency, warmup_pass=warmup_pass,
-                            profiles_dir=profiles_dir, control=control)
+        return make_plan(list(profiles), list(concurrencies), repeats, spec, policy, prompts_per_concurrency,
+                         warmup_pass, control, self._profiles_dir())
 
     def _check_profiles(self, names: Iterable[str]) -> None:
         known = self._ctx.profiles()
@@ -57,24 +76,23 @@ class QueueOps:
             except KeyError as exc:
                 raise ControllerError(exc.args[0]) from None
 
+    def plan_args(self, profiles: list[str], concurrencies: Iterable[int], repeats: int = 1,
+                  spec: dict[str, Any] | None = None, policy: str = "abba",
+                  prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
+                  control: bool = True) -> dict[str, Any]:
+        """`plan_answer`'s arguments for a campaign of known profiles (plain data: a worker process builds it)."""
+        self._check_profiles(profiles)
+        running = next((s.name for s in self._ctx.servers.live() if s.state == "ready"), None)
+        return {"profiles": profiles, "concurrencies": list(concurrencies), "repeats": repeats, "spec": spec,
+                "policy": policy, "prompts_per_concurrency": prompts_per_concurrency, "warmup_pass": warmup_pass,
+                "control": control, "profiles_dir": self._profiles_dir(), "running": running}
+
     def plan_campaign(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
                       spec: dict[str, Any] | None = None, policy: str = "abba",
                       prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
                       control: bool = True) -> dict[str, Any]:
-        profiles = list(profiles)
-        self._check_profiles(profiles)
-        plan = self._plan(profiles, concurrencies, repeats, spec, policy, prompts_per_concurrency, warmup_pass,
-                          control)
-        running = next((s.name for s in self._ctx.servers.live() if s.state == "ready"), None)
-        return {
-            "name": plan.default_name(),
-            "definition": plan.definition(),
-            "control": plan.control_plan(),
-            "server_starts": plan.start_costs(running),
-            "items": [{"profile_name": p.profile_name, "concurrency": p.spec.max_concurrency,
-                       "num_prompts": p.spec.num_prompts, "repeat_index": p.repeat_index,
-                       "fingerprint": p.spec.fingerprint} for p in plan.items()],
-        }
+        return plan_answer(**self.plan_args(list(profiles), concurrencies, repeats, spec, policy,
+                                            prompts_per_concurrency, warmup_pass, control))
 
     def add_campaign(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
                      spec: dict[str, Any] | None = None, policy: str = "abba",

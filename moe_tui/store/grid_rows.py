@@ -74,7 +74,8 @@ def run_count(store: Store, profile: str) -> int:
 def changed_since(store: Store, profile: str, seq: int, statuses: Sequence[str]) -> list[tuple[int, CellRow | None]]:
     """(run id, its cell row, or None when it does not count for a grid: diagnostic, or another status)
     for every row of `profile` inserted or updated after `seq`, in seq order (an index range of `seq`)."""
-    rows = store.query(f"SELECT {_CELL_COLUMNS}, diagnostic FROM run_summaries WHERE seq > ? AND profile_name = ?"
+    # `+profile_name`: walk the seq index from `seq` on (the few rows changed), not the profile's rows.
+    rows = store.query(f"SELECT {_CELL_COLUMNS}, diagnostic FROM run_summaries WHERE seq > ? AND +profile_name = ?"
                        " ORDER BY seq", (seq, profile))
     return [(int(r[0]), _row(profile, r) if r[8] == "" and r[3] in statuses else None) for r in rows]
 
@@ -124,3 +125,38 @@ def other_ids(store: Store, profile: str, statuses: Sequence[str]) -> list[int]:
     return [int(r[0]) for r in store.query(
         f"SELECT run_id FROM run_summaries WHERE profile_name = ? AND NOT ({_where(statuses)})",
         (profile, profile, *statuses))]
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceRow:
+    """What an investigation's evidence reads of a run the grid averaged (`investigate.store`)."""
+
+    id: int
+    server_start_id: int | None
+    flags: tuple[str, ...]
+    started_at: float | None
+    finished_at: float | None
+    warmup_s: float | None  # the warmup pass's duration, from the provenance (SQLite reads the one field)
+
+
+def _number(value: object) -> float | None:
+    """A stored number as the provenance wrote it (a numeric text too), else None."""
+    try:
+        return float(value) if isinstance(value, (int, float, str)) else None
+    except ValueError:
+        return None
+
+
+def evidence_rows(store: Store, ids: Iterable[int]) -> dict[int, EvidenceRow]:
+    """`ids`' evidence rows by id: one statement per batch, one provenance field each, never a whole run."""
+    wanted = sorted(set(ids))
+    out: dict[int, EvidenceRow] = {}
+    for start in range(0, len(wanted), _BATCH):
+        chunk = wanted[start:start + _BATCH]
+        for r in store.query(
+                "SELECT id, server_start_id, flags_json, started_at, finished_at, CASE WHEN json_valid(provenance_json)"
+                " THEN json_extract(provenance_json, '$.warmup_pass.duration_s') END FROM runs"
+                f" WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+            out[int(r[0])] = EvidenceRow(int(r[0]), r[1], tuple(json.loads(r[2]) if r[2] else ()), r[3], r[4],
+                                         _number(r[5]))
+    return out

@@ -25,10 +25,9 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
 
 from moe_tui.bench.engine import ProgressCallback, _emit
-from moe_tui.bench.result import BenchResult, native_spec
+from moe_tui.bench.result import BenchResult, JsonObject, native_spec
 from moe_tui.bench.transport import API_KEY_ENV
 from moe_tui.events import BenchProgress, event_from_dict
 from moe_tui.spec import BenchmarkSpec
@@ -250,7 +249,7 @@ class _ChildRun:
             pass
 
 
-def _parse(raw: bytes) -> dict[str, Any] | None:
+def _parse(raw: bytes) -> JsonObject | None:
     raw = raw.strip()
     if not raw.startswith(b"{"):
         return None

@@ -10,9 +10,10 @@ issue #35 part 5, side by side in one run (alternating, medians and ratios).
 - one item's client work against the emulator (`moe-tui sim --sim-zero-delay`): the warmup pass
   (`store.queue.warmup_spec`) and the timed run. Before: two `moe-tui bench --events jsonl`
   processes, one after the other; after: one `moe_tui.bench.process.ClientProcess`, exec'd or
-  forked by the zygote (the runner's way), started first, then asked for both runs. Per item: the client processes' CPU (for the ClientProcess arms read from /proc just before
-  it ends), and the wall time from "warmup pass wanted" to the timed run's result, without the
-  process start for the ClientProcess arms (forked: milliseconds; exec'd: the start CPU row).
+  forked by the zygote (the runner's way), started first, then asked for both runs. Per item: the
+  client processes' CPU (for the ClientProcess arms read from /proc just before it ends), and the
+  wall time from "warmup pass wanted" to the timed run's result, without the process start for the
+  ClientProcess arms (forked: milliseconds; exec'd: the start CPU row).
 
 Printed and written to benches/results/client_start-<date>.md.
 

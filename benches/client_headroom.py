@@ -57,10 +57,11 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from moe_tui.bench.sglang_adapter import bench_serving_args, client_env, locate_client, parse_bench_serving_jsonl  # noqa: E402
+from moe_tui.bench.sglang_adapter import locate_client, parse_bench_serving_jsonl  # noqa: E402
 from moe_tui.sim.launch import start_sim  # noqa: E402
 from moe_tui.sim.model import predict_steady_state  # noqa: E402
 from moe_tui.spec import BenchmarkSpec  # noqa: E402
+from tests.support.agreement import start_bench_serving  # noqa: E402
 
 CLIENT_CPU = 0
 PICKED = ("completed", "duration", "output_throughput", "request_throughput", "mean_ttft_ms",
@@ -107,14 +108,12 @@ def run_ours(spec: BenchmarkSpec, url: str, tree: Path | None = None) -> dict:
 def run_theirs(client, spec: BenchmarkSpec, url: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "o.jsonl"
-        argv = client.argv_prefix + bench_serving_args(spec.replace(client="sglang.bench_serving"), base_url=url,
-                                                       output_file=out)
         t, cpu = time.time(), _children_cpu_s()
-        proc = subprocess.run(argv, env=client_env(client=client), capture_output=True, text=True,
-                              preexec_fn=_pin, timeout=900)
+        proc = start_bench_serving(client, spec, url, out, preexec_fn=_pin)
+        stdout, _ = proc.communicate(timeout=900)
         wall, cpu = time.time() - t, _children_cpu_s() - cpu
         if proc.returncode != 0:
-            return {"error": proc.stdout[-2000:] + proc.stderr[-2000:]}
+            return {"error": stdout[-4000:]}
         summary = parse_bench_serving_jsonl(out)[-1]
     return {"wall_s": wall, "process_cpu_s": cpu, **{k: summary.get(k) for k in PICKED}}
 

@@ -1,17 +1,19 @@
 """What moe-tui's benchmark client costs to start, per process and per queue item, before and after
 issue #35 part 5, side by side in one run (alternating, medians and ratios).
 
-- start CPU of one client process (user + sys, the kernel's accounting of the reaped child):
-  before, `python -m moe_tui bench --events jsonl` (the command line the runner started twice per
-  item) against a closed port, so the run ends at its first connection; after,
-  `python -m moe_tui.bench.worker` (the item's client process) with its stdin closed, so it exits
-  once its imports are done.
+- start CPU of one client process (user + sys): before, `python -m moe_tui bench --events jsonl`
+  (the command line the runner started twice per item) against a closed port, so the run ends at
+  its first connection (the kernel's accounting of the reaped child); exec'd,
+  `python -m moe_tui.bench.worker` with its stdin closed, so it exits once its imports are done
+  (likewise); forked, a client forked by the zygote (`moe_tui.bench.zygote`, what the runner now
+  does), read from /proc once it waits for its first request.
 - one item's client work against the emulator (`moe-tui sim --sim-zero-delay`): the warmup pass
   (`store.queue.warmup_spec`) and the timed run. Before: two `moe-tui bench --events jsonl`
-  processes, one after the other; after: one `moe_tui.bench.process.ClientProcess` started first
-  (as the runner does when the item begins) and then asked for both runs. Per item: the clients' CPU,
-  and the wall time from "warmup pass wanted" to the timed run's result, without the process start
-  for "after" (the runner overlaps it with the server's start).
+  processes, one after the other; after: one `moe_tui.bench.process.ClientProcess`, exec'd or
+  forked by the zygote (the runner's way), started first, then asked for both runs. Per item: the
+  client processes' CPU (for the ClientProcess arms read from /proc just before it ends), and the
+  wall time from "warmup pass wanted" to the timed run's result, without the process start for the
+  ClientProcess arms (forked: milliseconds; exec'd: the start CPU row).
 
 Printed and written to benches/results/client_start-<date>.md.
 
@@ -33,15 +35,19 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from moe_tui.bench.engine import native_spec  # noqa: E402
 from moe_tui.bench.process import ClientProcess  # noqa: E402
+from moe_tui.bench.zygote import Zygote  # noqa: E402
 from moe_tui.sim.launch import start_sim  # noqa: E402
 from moe_tui.spec import BenchmarkSpec  # noqa: E402
 from moe_tui.store.queue import warmup_spec  # noqa: E402
 
+TICK_S = 0.01
 SPEC = BenchmarkSpec(num_prompts=16, input_len=64, output_len=16, max_concurrency=4)
 
 
@@ -74,27 +80,57 @@ def item_before(base_url: str, tmp: Path) -> tuple[float, float]:
     return children_cpu_s() - cpu0, time.perf_counter() - t0
 
 
-async def item_after(base_url: str) -> tuple[float, float]:
+def proc_cpu_s(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
+async def item_after(base_url: str, zygote: Zygote | None) -> tuple[float, float]:
     """Warmup pass and timed run in one ClientProcess, started first: (client CPU s, wall s of the runs)."""
-    cpu0 = children_cpu_s()
-    client = ClientProcess()
+    client = ClientProcess(zygote=zygote)
     await client.start()
     assert client.proc is not None
-    await asyncio.sleep(1.5)  # the runner starts it as the item begins: it is ready by the warmup pass
+    await asyncio.sleep(1.5)  # ready (imports done) before the clock starts: the start is its own row
     t0 = time.perf_counter()
     for spec in (warmup_spec(SPEC), SPEC):
         result = await client.run(spec, base_url, vocab_size=1000)
         assert result.status == "complete", result.error
     wall = time.perf_counter() - t0
+    cpu = proc_cpu_s(client.proc.pid)
     await client.close()
-    return children_cpu_s() - cpu0, wall
+    return cpu, wall
 
 
-def row(name: str, before: list[float], after: list[float], unit: str = "s") -> str:
-    b, a = statistics.median(before), statistics.median(after)
-    ratios = [x / y for x, y in zip(before, after) if y > 0]
-    return (f"| {name} | {b:.3f} {unit} | {a:.3f} {unit} | {statistics.median(ratios):.2f}x "
-            f"({min(ratios):.2f}-{max(ratios):.2f}) |")
+async def forked_start_cpu_s(zygote: Zygote) -> float:
+    client = ClientProcess(zygote=zygote)
+    await client.start()
+    assert client.proc is not None
+    await asyncio.sleep(0.5)  # waiting for its first request by now
+    cpu = proc_cpu_s(client.proc.pid)
+    await client.close()
+    return cpu
+
+
+async def forked_rounds(rounds: int, base_url: str | None) -> list[tuple[float, float]] | list[float]:
+    zygote = Zygote()
+    try:
+        if base_url is None:
+            return [await forked_start_cpu_s(zygote) for _ in range(rounds)]
+        return [await item_after(base_url, zygote) for _ in range(rounds)]
+    finally:
+        await zygote.close()
+
+
+def row(name: str, before: list[float], *afters: list[float]) -> str:
+    cells = [f"{statistics.median(before):.3f} s"]
+    for after in afters:
+        # /proc counts CPU in clock ticks (10 ms): a process that used less reads 0, counted here as
+        # one tick, so its ratio is a lower bound ("at least").
+        ratios = [x / max(y, TICK_S) for x, y in zip(before, after)]
+        floor = "at least " if any(y < TICK_S for y in after) else ""
+        cells += [f"{statistics.median(after):.3f} s",
+                  f"{floor}{statistics.median(ratios):.1f}x ({min(ratios):.1f}-{max(ratios):.1f})"]
+    return f"| {name} | " + " | ".join(cells) + " |"
 
 
 def main() -> int:
@@ -105,20 +141,23 @@ def main() -> int:
         tmp = Path(tmp_name)
         spec_file = tmp / "one.json"
         spec_file.write_text(native_spec(BenchmarkSpec(num_prompts=1)).to_json())
-        start_before, start_after = [], []
+        start_before, start_exec = [], []
         reaped_cpu_s(old_argv(spec_file, "http://127.0.0.1:9"))  # warm the page cache, not counted
         for _ in range(args.rounds):
             start_before.append(reaped_cpu_s(old_argv(spec_file, "http://127.0.0.1:9")))
-            start_after.append(reaped_cpu_s([sys.executable, "-m", "moe_tui.bench.worker"]))
-        cpu_before, cpu_after, wall_before, wall_after = [], [], [], []
+            start_exec.append(reaped_cpu_s([sys.executable, "-m", "moe_tui.bench.worker"]))
+        start_fork = asyncio.run(forked_rounds(args.rounds, None))
+        cpu_before, wall_before, cpu_exec, wall_exec = [], [], [], []
         with start_sim(["--sim-zero-delay"]) as sim:
             for _ in range(args.rounds):
                 c, w = item_before(sim.base_url, tmp)
                 cpu_before.append(c)
                 wall_before.append(w)
-                c, w = asyncio.run(item_after(sim.base_url))
-                cpu_after.append(c)
-                wall_after.append(w)
+                c, w = asyncio.run(item_after(sim.base_url, None))
+                cpu_exec.append(c)
+                wall_exec.append(w)
+            forked = asyncio.run(forked_rounds(args.rounds, sim.base_url))
+        cpu_fork, wall_fork = [c for c, _ in forked], [w for _, w in forked]
     lines = [
         f"# Benchmark client start, {dt.date.today().isoformat()} (benches/client_start.py, {args.rounds} rounds, "
         f"{os.cpu_count()} CPUs)",
@@ -126,14 +165,16 @@ def main() -> int:
         f"Item: warmup pass ({warmup_spec(SPEC).describe()}) then timed run ({SPEC.describe()}) against "
         "`moe-tui sim --sim-zero-delay`. Medians; ratio before/after per round, median (min-max).",
         "",
-        "| figure | before | after | before/after |",
-        "|---|---|---|---|",
-        row("start CPU of one client process", start_before, start_after),
-        row("client CPU per item (processes' user+sys)", cpu_before, cpu_after),
-        row("wall, warmup pass wanted -> timed result", wall_before, wall_after),
+        "| figure | before (2 x moe-tui bench) | one process, exec'd | before/exec'd | one process, forked "
+        "by the zygote | before/forked |",
+        "|---|---|---|---|---|---|",
+        row("start CPU of one client process", start_before, start_exec, start_fork),
+        row("client CPU per item (user+sys)", cpu_before, cpu_exec, cpu_fork),
+        row("wall, warmup pass wanted -> timed result", wall_before, wall_exec, wall_fork),
         "",
-        "raw: " + json.dumps({"start_before": start_before, "start_after": start_after, "cpu_before": cpu_before,
-                              "cpu_after": cpu_after, "wall_before": wall_before, "wall_after": wall_after}),
+        "raw: " + json.dumps({"start_before": start_before, "start_exec": start_exec, "start_fork": start_fork,
+                              "cpu_before": cpu_before, "cpu_exec": cpu_exec, "cpu_fork": cpu_fork,
+                              "wall_before": wall_before, "wall_exec": wall_exec, "wall_fork": wall_fork}),
     ]
     text = "\n".join(lines) + "\n"
     print(text)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))  # tests.support: the helpers tests and benches share
 from runner_support import free_port, write_profile  # noqa: E402
 
 SPEC = {"num_prompts": 2, "input_len": 16, "output_len": 8}
@@ -125,6 +126,7 @@ async def _traced(items: int, warmup: int) -> None:
 
     from moe_tui.run.controller import Controller
     from moe_tui.store.db import Store
+    from tests.support.controller import work_until_empty
 
     with tempfile.TemporaryDirectory(prefix="moe-tui-memtrace-") as tmp_name:
         tmp = Path(tmp_name)
@@ -135,15 +137,15 @@ async def _traced(items: int, warmup: int) -> None:
                            warmup_pass=False)
             finished: list[int] = []
             c.subscribe(lambda ev: finished.append(1) if type(ev).__name__ == "RunFinished" else None)
-            await c.start(until_empty=True)
-            tracemalloc.start(20)
             snaps = {}
-            while not c._worker.done():
-                await asyncio.sleep(0.2)
+
+            def snapshot_at_marks() -> None:
                 for mark in (warmup, items - 2):
                     if len(finished) >= mark and mark not in snaps:
                         gc.collect()
                         snaps[mark] = tracemalloc.take_snapshot()
+
+            await work_until_empty(c, snapshot_at_marks, before=lambda: tracemalloc.start(20))
             await c.shutdown("bench over")
         print(f"traced memory growth between item {warmup} and {items - 2}:")
         for stat in snaps[items - 2].compare_to(snaps[warmup], "traceback")[:10]:

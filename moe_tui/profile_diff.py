@@ -47,9 +47,10 @@ def profile_diff(baseline: ServerProfile, candidate: ServerProfile) -> list[Sett
     return out
 
 
-def flag_map(args: tuple[str, ...]) -> dict[str, Any]:
+def flag_map(args: tuple[str, ...]) -> dict[str, str | bool | list[str]]:
     """`--flag value`, `--flag=value` and bare `--flag` as {flag: value or True}."""
-    out: dict[str, Any] = {}
+    out: dict[str, str | bool | list[str]] = {}
+    positional: list[str] = []
     i = 0
     while i < len(args):
         arg = args[i]
@@ -63,6 +64,8 @@ def flag_map(args: tuple[str, ...]) -> dict[str, Any]:
             else:
                 out[arg] = True
         else:
-            out.setdefault("(positional)", []).append(arg)
+            if not positional:
+                out["(positional)"] = positional  # where the first one stood among the flags
+            positional.append(arg)
         i += 1
     return out

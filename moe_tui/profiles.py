@@ -31,6 +31,9 @@ from moe_tui.redaction import redact_argv as redact_argv
 from moe_tui.redaction import redact_env as redact_env
 from moe_tui.sglang_flags import owned_conflict
 
+# A profile's settings as plain JSON-safe data (its snapshot, stored with every run): the keys of a
+# user-written TOML table of some moe-tui version, so free-form when read back from a store.
+ProfileSettings = dict[str, Any]
 _flag_map = flag_map  # its older name (compare.confound and run.sim_clock import it)
 ENGINES = ("sglang", "sim")
 # moe-tui's own environment variables (server markers, settings): never set by a profile's env.
@@ -183,7 +186,7 @@ class ServerProfile:
         except ValueError:
             return self.host != "localhost"
 
-    def launch_settings(self) -> dict[str, Any]:
+    def launch_settings(self) -> ProfileSettings:
         """Everything that shapes the server, as plain JSON-safe data (the profile snapshot)."""
         data = dataclasses.asdict(self)
         data.pop("source")
@@ -196,7 +199,7 @@ class ServerProfile:
         data["sim"] = dict(self.sim)
         return data
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> ProfileSettings:
         snap = self.launch_settings()
         snap["source"] = self.source
         if self.roofline:

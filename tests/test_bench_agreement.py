@@ -28,16 +28,12 @@ per-chunk figure and moe-tui's per-token ITL is lower by design.
 
 from __future__ import annotations
 
-import asyncio
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from moe_tui.bench.process import run_benchmark_subprocess
-from moe_tui.bench.sglang_adapter import bench_serving_args, client_env, parse_bench_serving_jsonl
-from moe_tui.sim.launch import start_sim
 from moe_tui.spec import BenchmarkSpec
+from tests.support.agreement import assert_agree, both_clients
 
 pytestmark = pytest.mark.integration  # starts real processes
 
@@ -50,27 +46,6 @@ AGREE = 0.02
 # near 1%, so the 2% bound keeps its meaning on a busy machine.
 SLOWER = 0.1
 METRICS = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms")
-
-
-def both_clients(spec: BenchmarkSpec, sim_args: list[str], sglang_client, out: Path,
-                 timeout: float = 60) -> tuple:
-    """moe-tui's client and bench_serving on the same spec at the same time, each on its own
-    emulator started with `sim_args` (seeded: the twins serve alike): (our result, theirs)."""
-    with start_sim(sim_args, timeout=timeout) as ours_sim, start_sim(sim_args, timeout=timeout) as their_sim:
-        argv = sglang_client.argv_prefix + bench_serving_args(
-            spec.replace(client="sglang.bench_serving"), base_url=their_sim.base_url, output_file=out,
-            output_details=True)
-        proc = subprocess.Popen(argv, env=client_env(client=sglang_client), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
-        try:
-            ours = asyncio.run(run_benchmark_subprocess(spec, ours_sim.base_url))
-            stdout, _ = proc.communicate(timeout=300)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        assert proc.returncode == 0, stdout[-6000:]
-    return ours, parse_bench_serving_jsonl(out)[-1]
 
 
 @pytest.mark.slow
@@ -90,13 +65,7 @@ def test_native_client_agrees_with_bench_serving(sglang_client, tmp_path, api):
     assert [r["prompt_len"] for r in ours.requests] == theirs["input_lens"]
     assert ours.summary["total_input_tokens"] == theirs["total_input_tokens"]
     assert ours.summary["total_output_tokens"] == theirs["total_output_tokens"]
-    report = []
-    for name in METRICS:
-        a, b = ours.summary[name], theirs[name]
-        report.append(f"{name}: moe-tui {a:.3f} bench_serving {b:.3f} ({(a - b) / b:+.2%})")
-    for name in METRICS:
-        a, b = ours.summary[name], theirs[name]
-        assert abs(a - b) <= AGREE * abs(b), "\n".join(report)
+    assert_agree(ours.summary, theirs, dict.fromkeys(METRICS, AGREE))
 
 
 MERGE_AGREE = 0.005
@@ -125,7 +94,4 @@ def test_token_counts_agree_under_chunk_merging(sglang_client, tmp_path, api):
     limits = {"mean_tpot_ms": MERGE_AGREE}
     if api == "generate":
         limits["mean_itl_ms"] = MERGE_AGREE
-    report = [f"{n}: moe-tui {ours.summary[n]:.3f} bench_serving {theirs[n]:.3f} "
-              f"({(ours.summary[n] - theirs[n]) / theirs[n]:+.2%})" for n in limits]
-    for n, limit in limits.items():
-        assert abs(ours.summary[n] - theirs[n]) <= limit * abs(theirs[n]), "\n".join(report)
+    assert_agree(ours.summary, theirs, limits)

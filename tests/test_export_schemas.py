@@ -68,7 +68,7 @@ def test_a_misspelt_or_missing_field_fails_its_schema():
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """A real small store: two emulator profiles, one cell (concurrency 2) measured twice a side by
-    the runner, as a user's campaign would be."""
+    the runner, as a user's campaign would be, then investigated (one more run a side)."""
     from runner_support import Env
 
     env = Env(tmp_path_factory.mktemp("exports"))
@@ -79,6 +79,10 @@ def store(tmp_path_factory):
                         "--profiles-dir", str(env.profiles), "--no-control", "--num-prompts", "4",
                         "--input-len", "32", "--output-len", "8", "--no-warmup-pass")
         assert added.returncode == 0, added.stdout
+        done = env.run("run", "--until-empty", "--profiles-dir", str(env.profiles), timeout=150)
+        assert done.returncode == 0, done.stdout
+        _valid("investigate-plan", _json(env, "investigate", a, b, "--concurrency", "2", "--only", "repeats",
+                                         "--cap", "3", "--yes", "--profiles-dir", str(env.profiles), "--format", "json"))
         done = env.run("run", "--until-empty", "--profiles-dir", str(env.profiles), timeout=150)
         assert done.returncode == 0, done.stdout
         yield env
@@ -105,6 +109,7 @@ def _valid(name: str, document: Any) -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.slow  # two short campaigns on the emulator (~20 s on an idle 2-core box), then 16 commands
 def test_every_export_from_a_real_store_fits_its_schema(store, tmp_path):
     env = store
     grid = _json(env, "compare", "sim-a", "sim-b", "--format", "json")
@@ -113,12 +118,21 @@ def test_every_export_from_a_real_store_fits_its_schema(store, tmp_path):
     _valid("export", _json(env, "export", "sim-a", "sim-b", "-o", str(tmp_path / "x"), "--format", "json"))
     listed = _json(env, "queue", "list", "--format", "json")
     _valid("queue-list", listed)
-    assert len(listed["items"]) == 4
+    assert len(listed["items"]) == 6
     _valid("queue-add", _json(env, "queue", "add", "--profiles", "sim-a,sim-b", "--concurrency", "2",
                               "--profiles-dir", str(env.profiles), "--dry-run", "--format", "json"))
     plan = _json(env, "investigate", "sim-a", "sim-b", "--concurrency", "2", "--dry-run", "--format", "json",
                  "--profiles-dir", str(env.profiles))
     _valid("investigate-plan", plan)
+    reports = _json(env, "investigate", "sim-a", "sim-b", "--concurrency", "2", "--report", "--format", "json",
+                    "--profiles-dir", str(env.profiles))
+    assert len(reports) == 1 and reports[0]["state"] == "complete"
+    for report in reports:
+        _valid("investigate-report", report)
+    _valid("roofline", _json(env, "roofline", "sim-a", "--profiles-dir", str(env.profiles), "--format", "json"))
+    # doctor --box on a box without GPUs: failing checks (exit 1), one object all the same.
+    _valid("doctor", json.loads(_stdout(env, "doctor", "--box", "--profiles-dir", str(env.profiles),
+                                        "--format", "json", check=False)))
     _valid("profiles-check", _json(env, "profiles", "check", str(env.profiles), "--format", "json"))
     _valid("profiles-show", _json(env, "profiles", "show", "sim-a", "--profiles-dir", str(env.profiles),
                                   "--format", "json"))

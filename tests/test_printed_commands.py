@@ -8,14 +8,11 @@ import re
 import shutil
 import subprocess
 import sys
-import time
-import uuid
 from pathlib import Path
 
 import pytest
-from runner_support import scaled
 
-from tests.tmux_support import TMUX
+from tests.support.tmux import keys, screen, session, wait_screen
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")]
@@ -37,20 +34,6 @@ def pasted(line: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", "-c", line], env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
-def pane(session: str) -> str:
-    # -J: lines the terminal wrapped come back whole
-    return subprocess.run([*TMUX, "capture-pane", "-p", "-J", "-t", session], capture_output=True, text=True).stdout
-
-
-def wait_for(predicate, timeout: float, what: str, session: str) -> None:
-    deadline = time.monotonic() + scaled(timeout)
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.3)
-    pytest.fail(f"timed out waiting for {what}; screen:\n{pane(session)}")
-
-
 def test_run_detach_prints_a_pasteable_attach_status_and_stop_and_the_tui_says_how_to_return(tmp_path):
     # A demo's data home whose queue is on the bundled simulated profiles, started from the repo
     # root, where ./server_profiles holds real GPU profiles: the runner must run on the folder that
@@ -68,22 +51,18 @@ def test_run_detach_prints_a_pasteable_attach_status_and_stop_and_the_tui_says_h
     assert attach.endswith(" demo --attach"), attach
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    session = f"moe-tui-paste-{uuid.uuid4().hex[:8]}"
     try:
         watched = pasted(status, elsewhere)
         assert watched.returncode == 0, watched.stderr
         assert watched.stdout.startswith("runner pid "), watched.stdout
-        subprocess.run([*TMUX, "new-session", "-d", "-s", session, "-x", "120", "-y", "40", "-c", str(elsewhere),
-                        f"-ePATH={BARE_PATH}", "-eTERM=xterm-256color", attach], check=True)
-        subprocess.run([*TMUX, "set-option", "-t", session, "remain-on-exit", "on"], check=True)
-        wait_for(lambda: "attached to runner" in pane(session) and SIM in pane(session), 30,
-                 "the attached control room listing the queue's simulated profile", session)
-        subprocess.run([*TMUX, "send-keys", "-t", session, "q"], check=True)
-        wait_for(lambda: "Quit moe-tui?" in pane(session), 10, "the quit dialog", session)
-        subprocess.run([*TMUX, "send-keys", "-t", session, "l"], check=True)
-        wait_for(lambda: f"attach again with: {attach}" in pane(session), 30, "the line printed on leaving", session)
+        with session("moe-tui-paste", attach, elsewhere, {"PATH": BARE_PATH}, remain_on_exit=True) as name:
+            wait_screen(name, lambda: "attached to runner" in screen(name) and SIM in screen(name), 30,
+                        "the attached control room listing the queue's simulated profile")
+            keys(name, "q")
+            wait_screen(name, "Quit moe-tui?", 10, "the quit dialog")
+            keys(name, "l")
+            wait_screen(name, f"attach again with: {attach}", 30, "the line printed on leaving")
     finally:
-        subprocess.run([*TMUX, "kill-session", "-t", session], capture_output=True)
         stopped = pasted(stop, elsewhere)
     assert stopped.returncode == 0, stopped.stderr
     assert pasted(status, elsewhere).returncode != 0  # stopped: no runner answers any more

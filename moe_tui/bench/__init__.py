@@ -5,7 +5,8 @@
 - `transport`: the run's aiohttp session and its pre-opened connection pool.
 - `live`: live figures and the client's self-checks (event-loop lag, CPU, achieved rate).
 - `engine`: `run_benchmark` (in this process); `result`: `BenchResult` and the request records.
-- `worker`: the client process (`python -m moe_tui.bench.worker`), benchmarks one after another.
+- `worker`: the client process (`python -m moe_tui.bench.worker`), benchmarks one after another;
+  `zygote`: forks such processes from one that did the imports once (the runner's way).
 - `process`: `ClientProcess` and `run_benchmark_subprocess` (the load generator in its own
   process; for the runner and UIs).
 - `report`: bench_serving's printed summary block and JSONL record.

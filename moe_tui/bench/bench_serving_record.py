@@ -14,6 +14,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+# sglang.bench_serving's JSONL record by its own field names: a foreign payload (every RESULT_FIELDS
+# key present once normalized, None when absent; PASSTHROUGH_FIELDS and DETAIL_FIELDS as written).
+BenchServingRecord = dict[str, Any]
+# BenchmarkSpec fields by name, as `BenchmarkSpec.from_dict` takes them (a subset: what a record says).
+SpecFields = dict[str, Any]
+
 CLIENT_NAME = "sglang.bench_serving"
 BACKEND_TO_API = {"sglang": "generate", "sglang-native": "generate", "sglang-oai": "completions"}
 
@@ -94,7 +100,7 @@ def _parse_constant(name: str) -> float:
     return {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}[name]
 
 
-def parse_bench_serving_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def parse_bench_serving_jsonl(path: str | os.PathLike[str]) -> list[BenchServingRecord]:
     """Every record in a bench_serving JSONL file, normalized. Blank lines are skipped."""
     path = Path(path)
     try:
@@ -115,14 +121,14 @@ def parse_bench_serving_jsonl(path: str | os.PathLike[str]) -> list[dict[str, An
     return records
 
 
-def normalize_record(raw: object, where: str = "record") -> dict[str, Any]:
+def normalize_record(raw: object, where: str = "record") -> BenchServingRecord:
     """A bench_serving result with every RESULT_FIELDS key (None if absent) and checked types."""
     if not isinstance(raw, dict):
         raise RecordError(f"{where}: expected a JSON object, got {type(raw).__name__}")
     missing = [f for f in _REQUIRED_FIELDS if raw.get(f) is None]
     if missing:
         raise RecordError(f"{where}: not a bench_serving result (missing {', '.join(missing)})")
-    out: dict[str, Any] = {}
+    out: BenchServingRecord = {}
     for field in RESULT_FIELDS:
         out[field] = _checked(field, raw.get(field), where)
     for field in PASSTHROUGH_FIELDS + DETAIL_FIELDS:
@@ -149,7 +155,7 @@ def _checked(field: str, value: Any, where: str) -> Any:
     raise RecordError(f"{where}: field '{field}' has an unexpected value {value!r}")
 
 
-def spec_fields_from_record(record: Mapping[str, Any]) -> dict[str, Any]:
+def spec_fields_from_record(record: Mapping[str, Any]) -> SpecFields:
     """The BenchmarkSpec fields a bench_serving record determines (see SPEC_FIELDS_NOT_IN_RECORD).
 
     num_prompts is exact only with --output-details (one entry per request); otherwise it is
@@ -158,7 +164,7 @@ def spec_fields_from_record(record: Mapping[str, Any]) -> dict[str, Any]:
     backend = record.get("backend")
     if backend not in BACKEND_TO_API:
         raise RecordError(f"backend {backend!r}: not an SGLang backend this tool compares ({', '.join(BACKEND_TO_API)})")
-    fields: dict[str, Any] = {
+    fields: SpecFields = {
         "client": CLIENT_NAME,
         "api": BACKEND_TO_API[backend],
         "dataset": record.get("dataset_name"),

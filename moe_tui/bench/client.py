@@ -245,7 +245,7 @@ class _StreamFailure(Exception):
 def build_payload(api: str, input_ids: list[int], output_len: int, *, temperature: float,
                   ignore_eos: bool, model: str | None = None) -> bytes:
     if api == "generate":
-        body: dict[str, Any] = {
+        body: dict[str, object] = {
             "input_ids": input_ids,
             "sampling_params": {"temperature": temperature, "max_new_tokens": output_len,
                                 "ignore_eos": ignore_eos},

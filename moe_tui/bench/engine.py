@@ -45,13 +45,13 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import aiohttp
 
 from moe_tui.bench.cancel import until_stopped
 from moe_tui.bench.client import DEFAULT_STALL_TIMEOUT_S, RequestOutcome, build_payload, stream_request
-from moe_tui.bench.live import LiveStats, LoopLagProbe, QuietGc, attach_advice, judge_client, lag_limit_ms
+from moe_tui.bench.live import LiveStats, LoopLagProbe, QuietGc, SelfCheck, attach_advice, judge_client, lag_limit_ms
 from moe_tui.bench.result import CLIENT_NAME as CLIENT_NAME  # re-exported: callers import them from here
 from moe_tui.bench.result import BenchResult as BenchResult
 from moe_tui.bench.result import client_version, outcome_record
@@ -389,7 +389,7 @@ class _Run:
     def selfcheck(self, outcomes: list[RequestOutcome], records: list[BenchRequestJson], lag_mark: int,
                   cpu_s: float, duration: float) -> None:
         finite_rate = not math.isinf(self.spec.request_rate)
-        check: dict[str, Any] = dict(self.result.selfcheck)
+        check: SelfCheck = dict(self.result.selfcheck)
         check.update(self.probe.summary(lag_mark, lag_limit_ms(self.result.summary.get("median_itl_ms"))))
         check.update(
             client_cpu_s=cpu_s, client_cpu_fraction=cpu_s / duration if duration > 0 else None,

@@ -43,7 +43,8 @@ import gc
 import os
 import time
 from collections import deque
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -55,6 +56,38 @@ from moe_tui.judgement import (
     sim_time_scale_of_server,
 )
 from moe_tui.metrics import split_chunk_gaps
+
+# The client's self-check of a run: an open set of named figures (lag, CPU, dispatch rate, connection
+# pool, collector, stall, advice: this module's doc and moe_tui.bench.engine's name them), stored as
+# the run's selfcheck. Free-form by design: each check adds its own fields, and a stored run keeps
+# whatever the version that measured it wrote.
+SelfCheck = dict[str, Any]
+
+
+class ProgressFigures(TypedDict):
+    """`LiveStats.snapshot`: the live fields of a `moe_tui.events.BenchProgress`."""
+
+    completed: int
+    total: int
+    errors: int
+    elapsed_s: float
+    output_tok_s: float
+    ttft_p50_ms: float | None
+    ttft_p99_ms: float | None
+    itl_p50_ms: float | None
+    itl_p99_ms: float | None
+    in_flight: int
+    client_lag_ms: float | None
+    phase: str
+
+
+class GcSummary(TypedDict):
+    """`QuietGc.summary`: what the collector did during the timed phase (self-check fields)."""
+
+    gc_timed: str
+    gc_collections_timed: int
+    gc_pause_max_ms: float
+
 
 WINDOW_S = 5.0
 RECENT_SAMPLES = 2000
@@ -121,7 +154,7 @@ class LiveStats:
         else:
             self.errors += 1
 
-    def snapshot(self, loop_lag_ms: float | None = None) -> dict[str, Any]:
+    def snapshot(self, loop_lag_ms: float | None = None) -> ProgressFigures:
         now = time.perf_counter()
         marks = self._marks
         marks.append((now, self.tokens))
@@ -204,12 +237,12 @@ def lag_limit_ms(median_itl_ms: float | None) -> float:
     return max(LAG_P99_LIMIT_MS, LAG_ITL_FRACTION * (median_itl_ms or 0.0))
 
 
-def _limit(check: dict[str, Any]) -> float:
+def _limit(check: Mapping[str, Any]) -> float:
     """The limit the run's late counts were taken against (a check stored before: 10 ms)."""
     return float(check.get("loop_lag_limit_ms") or LAG_P99_LIMIT_MS)
 
 
-def _judged_lag(check: dict[str, Any]) -> tuple[str, str, float, float, int, int | None] | None:
+def _judged_lag(check: Mapping[str, Any]) -> tuple[str, str, float, float, int, int | None] | None:
     """(field prefix, words, p99, worst, samples, late count) of a run whose judged lag (the own
     share where the run recorded it; a check stored before that share was measured is judged by the
     whole lateness) went over its limit; None when it did not."""
@@ -230,7 +263,7 @@ def _one_event(judged: tuple[str, str, float, float, int, int | None]) -> bool:
     return late == 1 and worst <= LAG_SINGLE_LIMIT_MS
 
 
-def selfcheck_flags(check: dict[str, Any]) -> list[str]:
+def selfcheck_flags(check: Mapping[str, Any]) -> list[str]:
     """Reasons the client may have been the limit; empty when it kept up."""
     reasons = []
     judged = _judged_lag(check)
@@ -256,7 +289,7 @@ def selfcheck_flags(check: dict[str, Any]) -> list[str]:
     return reasons
 
 
-def remeasure_reasons(check: dict[str, Any]) -> list[str]:
+def remeasure_reasons(check: Mapping[str, Any]) -> list[str]:
     """Why a run that is NOT client-bound should still be measured again: exactly one wake-up was
     late (at most `LAG_SINGLE_LIMIT_MS`) and that alone put its lag over the limit. One event is no
     tail, so the run is kept and counts; but the requests in flight then carry up to that much in
@@ -270,7 +303,7 @@ def remeasure_reasons(check: dict[str, Any]) -> list[str]:
             "late wake-up would have made it client-bound)"]
 
 
-def judge_client(check: dict[str, Any]) -> list[str]:
+def judge_client(check: SelfCheck) -> list[str]:
     """Fill a finished run's self-check with `client_bound_reasons`, `client_bound` and
     `remeasure_reasons`; the run flags they earn (`client_bound`, or else `client_lag_once`)."""
     check["client_bound_reasons"] = selfcheck_flags(check)
@@ -281,7 +314,7 @@ def judge_client(check: dict[str, Any]) -> list[str]:
     return [FLAG_CLIENT_LAG_ONCE] if check["remeasure_reasons"] else []
 
 
-def client_bound_advice(check: dict[str, Any], *, concurrency: int | None = None, simulated: bool = False,
+def client_bound_advice(check: Mapping[str, Any], *, concurrency: int | None = None, simulated: bool = False,
                         time_scale: float | None = None) -> str:
     """What to change so that a client-bound run (or one to re-measure) measures the server: a
     plain sentence from the run's self-check, its concurrency and, on the emulator, its time scale.
@@ -300,7 +333,7 @@ def client_bound_advice(check: dict[str, Any], *, concurrency: int | None = None
     return "what to change: " + ", or ".join(steps)
 
 
-def attach_advice(check: dict[str, Any], concurrency: int | None, server_info: object) -> None:
+def attach_advice(check: SelfCheck, concurrency: int | None, server_info: object) -> None:
     """Put the advice in a finished run's self-check (`client_bound_advice`), and as the last of
     a client-bound run's reasons, so the grid's flag text says what to change. The server's
     /server_info says whether it is the emulator and at what time scale."""
@@ -314,8 +347,8 @@ def attach_advice(check: dict[str, Any], concurrency: int | None, server_info: o
         check["client_bound_reasons"] = [*check["client_bound_reasons"], advice]
 
 
-def client_advice_for_run(selfcheck: dict[str, Any], spec: dict[str, Any], profile: dict[str, Any],
-                          provenance: dict[str, Any] | None = None) -> str:
+def client_advice_for_run(selfcheck: Mapping[str, Any], spec: Mapping[str, Any], profile: Mapping[str, Any],
+                          provenance: Mapping[str, Any] | None = None) -> str:
     """`client_bound_advice` for a stored run (its self-check, canonical spec, profile snapshot and
     provenance, for the clock it ran at): the function investigate calls to propose the re-measure
     of a client-bound cell."""
@@ -341,7 +374,7 @@ class QuietGc:
         self._started: float | None = None
         self._was_enabled = gc.isenabled()
 
-    def _watch(self, phase: str, info: dict[str, Any]) -> None:
+    def _watch(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._started = time.perf_counter()
         elif self._started is not None:
@@ -364,6 +397,6 @@ class QuietGc:
         if self._was_enabled:
             gc.enable()
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> GcSummary:
         return {"gc_timed": self.mode, "gc_collections_timed": self.collections,
                 "gc_pause_max_ms": round(self.pause_max_ms, 3)}

@@ -2,9 +2,10 @@
 
 `ClientProcess` is one benchmark client process (`python -m moe_tui.bench.worker`, in a new
 session, so a busy UI event loop can never delay a request or a timestamp) that runs benchmarks
-one after another: the runner gives each queue item one, started when the item begins, for its
-warmup pass and its timed run. `run_benchmark_subprocess(spec, base_url, on_progress)` is one run
-in a process of its own. Per run the child writes one JSON object per line on stdout:
+one after another: the runner gives each queue item one, for its warmup pass and its timed run,
+forked by the runner's `moe_tui.bench.zygote.Zygote` (no imports to redo; exec'd when the zygote
+cannot start). `run_benchmark_subprocess(spec, base_url, on_progress)` is one run in a process of
+its own. Per run the child writes one JSON object per line on stdout:
 `{"type": "BenchProgress", ...}` about every 250 ms (the fields of `moe_tui.events.BenchProgress`)
 and finally `{"type": "BenchResult", ...}` (`BenchResult.to_dict()`). Other lines are ignored;
 stderr is kept (tail) for error messages.
@@ -25,14 +26,17 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
 
 from moe_tui.bench.engine import ProgressCallback, _emit
-from moe_tui.bench.result import BenchResult, native_spec
+from moe_tui.bench.result import BenchResult, JsonObject, native_spec
 from moe_tui.bench.transport import API_KEY_ENV
+from moe_tui.bench.zygote import ForkedClient, Zygote
 from moe_tui.events import BenchProgress, event_from_dict
 from moe_tui.spec import BenchmarkSpec
 
+# A client process: exec'd (asyncio's Process) or forked by the zygote; both have pid, stdin,
+# stdout, stderr, returncode and wait().
+_Child = asyncio.subprocess.Process | ForkedClient
 STOP_GRACE_S = 10.0
 STDERR_TAIL_LINES = 30
 
@@ -89,10 +93,12 @@ class ClientProcess:
     stdin, then SIGTERM/SIGKILL of its group). A child that died between runs is started again by
     the next `run()`."""
 
-    def __init__(self, *, python: str | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(self, *, python: str | None = None, env: dict[str, str] | None = None,
+                 zygote: Zygote | None = None) -> None:
         self.python = python or sys.executable
         self.env = env
-        self.proc: asyncio.subprocess.Process | None = None
+        self.zygote = zygote  # forks the process without its imports (moe_tui.bench.zygote); else exec
+        self.proc: _Child | None = None
         self.starts = 0
         self._lines: AsyncIterator[bytes] | None = None
         self._stderr_lines: list[str] = []
@@ -112,17 +118,26 @@ class ClientProcess:
     async def start(self) -> None:
         if self.alive:
             return
+        if self.zygote is not None:
+            try:
+                self._started(await self.zygote.spawn())
+                return
+            except (OSError, TimeoutError):
+                self.zygote = None  # it failed once: this client execs from now on
         child_env = dict(os.environ if self.env is None else self.env)
         child_env["PYTHONUNBUFFERED"] = "1"
         child_env.pop(API_KEY_ENV, None)  # a run's key comes with its request, never from here
-        self.proc = await asyncio.create_subprocess_exec(
+        self._started(await asyncio.create_subprocess_exec(
             self.python, "-m", "moe_tui.bench.worker", stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True, env=child_env)
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True, env=child_env))
+
+    def _started(self, proc: _Child) -> None:
+        self.proc = proc
         self.starts += 1
-        assert self.proc.stdout is not None
-        self._lines = _read_lines(self.proc.stdout).__aiter__()
+        assert proc.stdout is not None
+        self._lines = _read_lines(proc.stdout).__aiter__()
         self._stderr_lines = []
-        self._stderr_task = asyncio.create_task(self._drain_stderr(self.proc))
+        self._stderr_task = asyncio.create_task(self._drain_stderr(proc))
 
     async def close(self) -> None:
         proc, self.proc = self.proc, None
@@ -141,7 +156,7 @@ class ClientProcess:
     def stderr_tail(self) -> str:
         return "\n".join(self._stderr_lines[-STDERR_TAIL_LINES:])
 
-    async def _drain_stderr(self, proc: asyncio.subprocess.Process) -> None:
+    async def _drain_stderr(self, proc: _Child) -> None:
         assert proc.stderr is not None
         async for raw in _read_lines(proc.stderr):
             self._stderr_lines.append(raw.decode("utf-8", "replace"))
@@ -180,7 +195,7 @@ class ClientProcess:
                 await asyncio.wait({self._stderr_task}, timeout=5.0)
             self.proc = None
             result = BenchResult(status="failed", spec=spec.canonical_dict(), fingerprint=spec.fingerprint,
-                                 error=f"benchmark process exited with code {code} without a result:\n"
+                                 error=f"benchmark process {_ended(proc, code)} without a result:\n"
                                        f"{self.stderr_tail()}",
                                  errors_by_kind={"client_process": 1})
         return result
@@ -190,7 +205,7 @@ class _ChildRun:
     """One run in a benchmark child: its events read until the result, progress handed on
     latest-wins by its own task, and SIGTERM to the child's group when `stop` is set."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, on_progress: ProgressCallback | None):
+    def __init__(self, proc: _Child, on_progress: ProgressCallback | None):
         self.proc = proc
         self.on_progress = on_progress
         self.latest: list[BenchProgress] = []
@@ -250,7 +265,7 @@ class _ChildRun:
             pass
 
 
-def _parse(raw: bytes) -> dict[str, Any] | None:
+def _parse(raw: bytes) -> JsonObject | None:
     raw = raw.strip()
     if not raw.startswith(b"{"):
         return None
@@ -261,7 +276,11 @@ def _parse(raw: bytes) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-async def _stop(proc: asyncio.subprocess.Process) -> None:
+def _ended(proc: _Child, code: int) -> str:
+    return "ended" if isinstance(proc, ForkedClient) else f"exited with code {code}"  # the zygote reaps forked ones
+
+
+async def _stop(proc: _Child) -> None:
     for sig, wait in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(proc.pid, sig)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
 
+from moe_tui.bench.bench_serving_record import BenchServingRecord
 from moe_tui.bench.engine import BenchResult
 from moe_tui.spec import BenchmarkSpec
 
@@ -82,8 +82,8 @@ def summary_block(spec: BenchmarkSpec, result: BenchResult) -> str:
     return "\n".join(lines)
 
 
-def jsonl_record(spec: BenchmarkSpec, result: BenchResult) -> dict[str, Any]:
-    record: dict[str, Any] = {
+def jsonl_record(spec: BenchmarkSpec, result: BenchResult) -> BenchServingRecord:
+    record: BenchServingRecord = {
         "backend": API_TO_BACKEND[spec.api],
         "dataset_name": spec.dataset,
         "request_rate": spec.request_rate,

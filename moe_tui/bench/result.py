@@ -10,11 +10,22 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from moe_tui.bench.client import RequestOutcome
+from moe_tui.bench.live import SelfCheck
 from moe_tui.metrics import split_chunk_gaps
 from moe_tui.spec import BenchmarkSpec
 
 if TYPE_CHECKING:
     from moe_tui.export.records import BenchRequestJson, BenchResultJson
+
+# Free-form payloads a result carries, named: their keys are not moe-tui's to fix.
+ServerInfo = dict[str, Any]  # SGLang's /server_info as the server answered
+# bench_serving's summary by bench_serving's field names (moe_tui.metrics.calculate_metrics; for
+# SGLang's own client, its normalized record): the set grows with bench_serving's versions.
+Summary = dict[str, Any]
+# A spec as its canonical dict (moe_tui.spec.BenchmarkSpec.canonical_dict; docs/schemas' SpecJson).
+SpecDict = dict[str, Any]
+# One JSON object of the client process's output, as read back (`to_dict` / `from_dict`).
+JsonObject = dict[str, Any]
 
 CLIENT_NAME = "moe-tui"
 STATUSES = ("complete", "incomplete", "failed")
@@ -25,21 +36,21 @@ class BenchResult:
     """The outcome of one benchmark run. `requests` match `Store.finish_run(requests=...)`."""
 
     status: str
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: Summary = field(default_factory=dict)
     requests: list[BenchRequestJson] = field(default_factory=list)
-    selfcheck: dict[str, Any] = field(default_factory=dict)
+    selfcheck: SelfCheck = field(default_factory=dict)
     errors_by_kind: dict[str, int] = field(default_factory=dict)
     error: str = ""
     flags: list[str] = field(default_factory=list)
-    spec: dict[str, Any] = field(default_factory=dict)
+    spec: SpecDict = field(default_factory=dict)
     fingerprint: str = ""
     client: str = CLIENT_NAME
     client_version: str = ""
     started_at: float | None = None
     finished_at: float | None = None
-    server_info: dict[str, Any] | None = None
+    server_info: ServerInfo | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
     def event_line(self) -> BenchResultJson:
@@ -51,7 +62,7 @@ class BenchResult:
                 "finished_at": self.finished_at, "server_info": self.server_info}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BenchResult:
+    def from_dict(cls, data: JsonObject) -> BenchResult:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         if known.get("status") not in STATUSES:
             raise ValueError(f"benchmark result has status {known.get('status')!r}, expected one of {STATUSES}")

@@ -39,6 +39,7 @@ from moe_tui.bench.bench_serving_record import PASSTHROUGH_FIELDS as PASSTHROUGH
 from moe_tui.bench.bench_serving_record import RESULT_FIELDS as RESULT_FIELDS
 from moe_tui.bench.bench_serving_record import SPEC_FIELDS_NOT_IN_RECORD as SPEC_FIELDS_NOT_IN_RECORD
 from moe_tui.bench.bench_serving_record import BenchServingError as BenchServingError
+from moe_tui.bench.bench_serving_record import BenchServingRecord as BenchServingRecord
 from moe_tui.bench.bench_serving_record import RecordError as RecordError
 from moe_tui.bench.bench_serving_record import normalize_record as normalize_record
 from moe_tui.bench.bench_serving_record import parse_bench_serving_jsonl as parse_bench_serving_jsonl
@@ -248,7 +249,7 @@ def run_bench_serving(
     client: SglangClient | None = None,
     output_details: bool = False,
     timeout_s: float | None = None,
-) -> dict[str, Any]:
+) -> BenchServingRecord:
     """Run bench_serving for `spec` against `base_url`; return its new JSONL record, normalized.
 
     stdout and stderr go to `log_file`. The process runs in its own session and its whole group is

@@ -15,12 +15,35 @@ their total.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from moe_tui.judgement import stall_threshold_s
 
 if TYPE_CHECKING:
     from moe_tui.bench.client import RequestOutcome
+
+
+class Pauses(TypedDict):
+    threshold_s: float
+    count: int
+    total_s: float
+    total_limit_s: float
+
+
+class ServerStall(TypedDict):
+    start: float  # epoch seconds
+    length_s: float
+    count: int
+    total_s: float
+    cumulative: bool
+
+
+class StallCheck(TypedDict):
+    """`stall_check`'s self-check fields."""
+
+    stall_threshold_s: float
+    server_stall: ServerStall | None
+    pauses: Pauses
 
 
 def _timeline(outcomes: Iterable[RequestOutcome]) -> list[tuple[float, int]]:
@@ -77,7 +100,7 @@ def pause_threshold_s(median_itl_ms: float | None) -> float:
 
 
 def stall_check(outcomes: list[RequestOutcome], median_itl_ms: float | None, wall_anchor: float,
-                perf_anchor: float, duration_s: float | None = None) -> dict[str, Any]:
+                perf_anchor: float, duration_s: float | None = None) -> StallCheck:
     """Self-check fields: `stall_threshold_s`, `pauses` (threshold, count, total and the limit
     on the total) and `server_stall` (None, or the longest stall's `start` in epoch seconds and
     `length_s`, with `count` and `total_s` of all of them, and `cumulative` true when it is the
@@ -88,9 +111,9 @@ def stall_check(outcomes: list[RequestOutcome], median_itl_ms: float | None, wal
     pauses = find_stalls(outcomes, pause_s)
     total_limit = max(PAUSE_TOTAL_MIN_S, PAUSE_TOTAL_FRACTION * (duration_s or 0.0))
     pause_total = sum(p[1] for p in pauses)
-    check: dict[str, Any] = {"stall_threshold_s": threshold, "server_stall": None,
-                             "pauses": {"threshold_s": pause_s, "count": len(pauses), "total_s": round(pause_total, 3),
-                                        "total_limit_s": round(total_limit, 3)}}
+    check: StallCheck = {"stall_threshold_s": threshold, "server_stall": None,
+                         "pauses": {"threshold_s": pause_s, "count": len(pauses), "total_s": round(pause_total, 3),
+                                    "total_limit_s": round(total_limit, 3)}}
     cumulative = not stalls and pause_total > total_limit
     found = stalls or (pauses if cumulative else [])
     if found:

@@ -1,11 +1,11 @@
 """The benchmark client process: `python -m moe_tui.bench.worker` runs benchmarks one after another,
 each asked for by one JSON line on stdin, in one event loop (what `moe_tui.bench.process` starts).
 
-A queue item's warmup pass and its timed run are two runs of one such process: its imports (aiohttp,
-numpy: ~0.3 s of CPU on the 2-core box, benches/client_start.py) are paid once per item, and the
-runner starts it when the item begins, so they are paid while the server starts, not between the
-warmup pass and the timed run. This module imports only the standard library at its top: the
-engine is imported once the process runs.
+A queue item's warmup pass and its timed run are two runs of one such process. Its imports
+(aiohttp, numpy: ~0.3 s of CPU on the 2-core box, benches/client_start.py) are done before the
+first request; the runner forks it from `moe_tui.bench.zygote`, which did them
+once, so its clients start without them (an exec'd one, `run_benchmark_subprocess`, pays them).
+This module imports only the standard library at its top: the engine is imported once it runs.
 
 Protocol. Each stdin line is a request `{"spec": {...}, "base_url": ..., "run_id": ..., "request_timeout":
 ..., "stall_timeout": ..., "vocab_size": ..., "tokenizer": ..., "warmup_pause": ..., "api_key": ...}`

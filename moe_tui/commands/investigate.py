@@ -168,10 +168,11 @@ def _queue(args: argparse.Namespace, store: Store, plan: InvestigationPlan) -> i
     from moe_tui.spec import SpecError
     from moe_tui.store.queue import QueueError, RunQueue
 
+    say = _stderr if args.json else print  # --json: stdout is the plan alone (docs/schemas)
     if runner_is_running(paths.data_dir()):
         try:
             result = call_runner_sync("add_investigation", plan=plan.to_dict())
-            print(f"queued campaign {result['campaign_id']} ({plan.name}): {len(result['item_ids'])} item(s) "
+            say(f"queued campaign {result['campaign_id']} ({plan.name}): {len(result['item_ids'])} item(s) "
                   f"via the runner")
             return 0
         except RunnerOpError as exc:
@@ -191,6 +192,6 @@ def _queue(args: argparse.Namespace, store: Store, plan: InvestigationPlan) -> i
         campaign_id, items = enqueue_plan(RunQueue(store), plan, profiles_dir=str(profiles_dir))
     except (QueueError, SpecError) as exc:
         return _fail(str(exc), 1)
-    print(f"queued campaign {campaign_id} ({plan.name}): {len(items)} item(s), "
+    say(f"queued campaign {campaign_id} ({plan.name}): {len(items)} item(s), "
           f"#{items[0].id}..#{items[-1].id}; `moe-tui run` works them")
     return 0

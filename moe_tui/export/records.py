@@ -79,6 +79,70 @@ class CellJson(TypedDict):
     reasons: list[str]
 
 
+class RooflineRowJson(TypedDict):
+    """One decode ceiling and its terms (`moe_tui.roofline.decode.Roofline.to_dict`)."""
+
+    batch: int
+    context: int
+    gpu: str
+    gpu_count: int
+    hbm_gbps_total: float
+    weight_bytes: dict[str, float]
+    distinct_experts: float
+    kv_bytes: float
+    kv_replication: int
+    total_bytes: float
+    flops: float
+    attention_flops: float
+    t_mem_s: float
+    t_compute_s: float
+    bound: Literal["memory", "compute"]
+    ceiling_tok_s: float
+    notes: list[str]
+    per_stream_tok_s: float
+    step_ms: float
+
+
+class RooflineCellJson(TypedDict):
+    ceiling: RooflineRowJson | None
+    measured_tok_s: float | None
+    n: int
+    pct_of_roofline: float | None
+    why_not: str | None
+
+
+class RooflineSidesJson(TypedDict):
+    baseline: dict[str, RooflineCellJson]  # by concurrency (a JSON key is a string)
+    candidate: dict[str, RooflineCellJson]
+
+
+class GatePromptJson(TypedDict):
+    prompt_id: str
+    first_divergence: int | None
+    identical: int
+    compared: int
+    mean_abs_logprob_diff: float | None
+    baseline_prob_at_divergence: float | None
+    accepted: bool
+    why: str
+
+
+class GateJson(TypedDict):
+    """The correctness gate beside the grid (`moe_tui.gate.correctness.GateVerdict.to_dict`)."""
+
+    status: str
+    words: str
+    identical_share: float | None
+    mean_abs_logprob_diff: float | None
+    first_divergence: int | None
+    prompts: list[GatePromptJson]
+
+
+class GridExtrasJson(TypedDict):
+    gate: GateJson
+    roofline: RooflineSidesJson
+
+
 class CellInvestigationJson(TypedDict):
     concurrency: int
     metric: str
@@ -90,7 +154,7 @@ class GridJson(TypedDict):
 
     control: ControlJson
     cells: list[CellJson]
-    extras: NotRequired[FreeForm]  # the correctness gate and roofline beside the grid
+    extras: NotRequired[GridExtrasJson | None]  # the correctness gate and roofline beside the grid
     investigations: NotRequired[list[CellInvestigationJson]]
 
 
@@ -219,6 +283,46 @@ class InvestigationPlanJson(TypedDict):
     cautions: list[str]
     minutes: float | None
     server_starts: int
+
+
+class InvestigationReportJson(TypedDict):
+    """One earlier investigation of the cell (`moe-tui investigate --report --format json`: a list)."""
+
+    name: str
+    state: str
+    before: CellSnapshotJson
+    after: CellSnapshotJson
+    settled: str  # "settled: better", "not settled ...", or "" when no repeats were planned
+    flags: list[str]
+    lines: list[str]
+
+
+# -- roofline, doctor ------------------------------------------------------------------------------
+class RooflineJson(TypedDict):
+    """`moe-tui roofline PROFILE --format json`."""
+
+    profile: str
+    setup: str
+    config: str
+    gpu_source: str
+    total_params: int
+    active_params: int
+    precision: dict[str, str]
+    rows: list[RooflineRowJson]
+
+
+class DoctorCheckJson(TypedDict):
+    name: str
+    status: Literal["ok", "warn", "fail"]
+    detail: str
+    fix: str
+
+
+class DoctorJson(TypedDict):
+    """`moe-tui doctor --box --format json`."""
+
+    ok: bool
+    checks: list[DoctorCheckJson]
 
 
 # -- profiles, servers, store ------------------------------------------------------------------------
@@ -368,6 +472,9 @@ EXPORTS: dict[str, tuple[str, type]] = {
     "queue-list": ("moe-tui queue list --format json", QueueListJson),
     "queue-add": ("moe-tui queue add --format json", QueueAddJson),
     "investigate-plan": ("moe-tui investigate --format json", InvestigationPlanJson),
+    "investigate-report": ("moe-tui investigate --report --format json (a list of these)", InvestigationReportJson),
+    "roofline": ("moe-tui roofline --format json", RooflineJson),
+    "doctor": ("moe-tui doctor --box --format json", DoctorJson),
     "profiles-check": ("moe-tui profiles check --format json", ProfilesCheckJson),
     "profiles-show": ("moe-tui profiles show --format json", ProfilesShowJson),
     "server-status": ("moe-tui server status --format json (a list of these)", ServerStatusJson),

@@ -244,6 +244,7 @@ class Controller(QueueFacade):
                 await asyncio.gather(self._worker, return_exceptions=True)
         if ctx.work.current is not None:  # the worker was cancelled before it could record
             ctx.finish_item(ctx.work.current, "interrupted", f"interrupted: {reason}")
+        await self._items.close()  # the benchmark clients' zygote (moe_tui.bench.zygote)
         if self._poller is not None:
             self._poller.cancel()
             await asyncio.gather(self._poller, return_exceptions=True)

@@ -30,6 +30,7 @@ from moe_tui.store.queue import QueueItem, warmup_spec
 if TYPE_CHECKING:
     from moe_tui.bench.engine import BenchResult
     from moe_tui.bench.process import ClientProcess
+    from moe_tui.bench.zygote import Zygote
     from moe_tui.servers.managed import ManagedServer
     from moe_tui.telemetry import SnapshotCollector
 
@@ -55,20 +56,30 @@ class ItemRunner:
         self._bench = bench
         self.request_timeout_s = request_timeout_s
         self.stall_timeout_s = stall_timeout_s
-        # moe-tui's client: one process per item, for its warmup pass and its timed run, started as
-        # the item begins so its imports overlap the server's start (moe_tui.bench.worker).
+        # moe-tui's client: one process per item, for its warmup pass and its timed run (moe_tui.bench.worker).
+        # Each item's client is forked by one zygote that did the client's imports once, so it starts
+        # without them (moe_tui.bench.zygote); made at the first such item, closed with the controller.
         self._client_per_item = bench is default_bench
         self._client: ClientProcess | None = None
+        self._zygote: Zygote | None = None
+
+    async def close(self) -> None:
+        """End the clients' zygote (the controller's shutdown)."""
+        zygote, self._zygote = self._zygote, None
+        if zygote is not None:
+            await zygote.close()
 
     async def work_item(self, item: QueueItem) -> None:
         if not (self._client_per_item and item.spec.client == "moe-tui"):
             await self._work_item(item)
             return
         from moe_tui.bench.process import ClientProcess
+        from moe_tui.bench.zygote import Zygote
 
-        self._client = ClientProcess()
+        if self._zygote is None:
+            self._zygote = Zygote()
+        self._client = ClientProcess(zygote=self._zygote)  # started by its first run, the server ready
         try:
-            await self._client.start()
             await self._work_item(item)
         finally:
             client, self._client = self._client, None

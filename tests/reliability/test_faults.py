@@ -21,7 +21,7 @@ import psutil
 import pytest
 from runner_support import wait_for, wait_gone, write_profile
 
-from tests.tmux_support import TMUX  # a tmux server of the tests' own (-L), never the user's
+from tests.support.tmux import TMUX  # a tmux server of the tests' own (-L), never the user's
 
 SMALL = {"num_prompts": 4, "input_len": 32, "output_len": 8}
 SMALL_FLAGS = ["--num-prompts", "4", "--input-len", "32", "--output-len", "8", "--no-warmup-pass"]

@@ -5,35 +5,18 @@ lists them, Compare included, and never crash it; the same names are refused at 
 
 from __future__ import annotations
 
-import contextlib
 import shutil
-import subprocess
 import sys
 import time
-import uuid
 
 import pytest
-from runner_support import REPO, speed_factor, write_profile
+from runner_support import REPO, write_profile
 
-from tests.tmux_support import TMUX  # a tmux server of the tests' own (-L), never the user's
+from tests.support.tmux import keys, screen, session, wait_screen  # the tests' own tmux server, never the user's
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")]
 
 EVIL = ("evil[/]x", "[bold]loud[/bold]", "a[link=x]b")
-
-
-def _screen(session: str) -> str:
-    return subprocess.run([*TMUX, "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
-
-
-def _wait_screen(session: str, needle: str, timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        text = _screen(session)
-        if needle in text:
-            return text
-        time.sleep(0.3)
-    raise AssertionError(f"{needle!r} never shown; screen:\n{_screen(session)}")
 
 
 def test_markup_names_in_the_store_show_as_text_in_the_tui(env, seeded_store):
@@ -48,23 +31,16 @@ def test_markup_names_in_the_store_show_as_text_in_the_tui(env, seeded_store):
                              client="moe-tui", summary={"output_throughput": 100.0}, provenance={"backend": name},
                              profile={"name": name, "moe_runner_backend": name})
     write_profile(env.profiles, "ok", "flashinfer_cutlass", 30016)
-    session = f"moe-untrusted-{uuid.uuid4().hex[:8]}"
     command = f"{sys.executable} -m moe_tui tui --in-process --no-gpu-sampling --profiles-dir {env.profiles}"
-    subprocess.run([*TMUX, "new-session", "-d", "-s", session, "-x", "120", "-y", "40", "-c", str(REPO),
-                    f"-eMOE_TUI_HOME={env.home}", "-eTERM=xterm-256color", f"-ePYTHONPATH={REPO}",
-                    f"{command}; echo TUI-EXITED-$?; sleep 60"], check=True)
-    try:
-        _wait_screen(session, "GPUs", 60 * speed_factor())
-        subprocess.run([*TMUX, "send-keys", "-t", session, "3"], check=True)
-        _wait_screen(session, "baseline ", 30 * speed_factor())  # the grid's title (any width)
-        subprocess.run([*TMUX, "send-keys", "-t", session, "Tab"], check=True)
-        subprocess.run([*TMUX, "send-keys", "-t", session, "Enter"], check=True)
-        text = _wait_screen(session, "evil[/]x", 30 * speed_factor())
+    with session("moe-untrusted", f"{command}; echo TUI-EXITED-$?; sleep 60", REPO,
+                 {"MOE_TUI_HOME": str(env.home), "PYTHONPATH": str(REPO)}) as name:
+        wait_screen(name, "GPUs", 60)
+        keys(name, "3")
+        wait_screen(name, "baseline ", 30)  # the grid's title (any width)
+        keys(name, "Tab", "Enter")
+        text = str(wait_screen(name, "evil[/]x", 30))
         assert "[bold]loud[/bold]" in text and "a[link=x]b" in text, text
         time.sleep(1.0)
-        text = _screen(session)
+        text = screen(name)
         assert "TUI-EXITED" not in text and "MarkupError" not in text and "Traceback" not in text, text
         assert "baseline " in text  # still running, still on Compare
-    finally:
-        with contextlib.suppress(Exception):
-            subprocess.run([*TMUX, "kill-session", "-t", session], capture_output=True)

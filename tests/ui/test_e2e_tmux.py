@@ -25,10 +25,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from runner_support import scaled  # noqa: E402
-
-from tests.tmux_support import TMUX  # a tmux server of the tests' own (-L), never the user's
+from tests.support.tmux import keys, kill_session, new_session, screen, wait_screen  # the tests' own tmux server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")]
 
@@ -37,26 +34,9 @@ DEMO_PROFILES = ROOT / "server_profiles" / "demo"
 PROFILES = "sim-flashinfer-cutlass,sim-flashinfer-cutedsl"
 
 
-def tmux(*args: str) -> str:
-    return subprocess.run([*TMUX, *args], check=True, capture_output=True, text=True).stdout
-
-
-def screen(session: str) -> str:
-    out = subprocess.run([*TMUX, "capture-pane", "-p", "-t", session], capture_output=True, text=True)
-    return out.stdout
-
-
 def wait_for(predicate, timeout: float, what: str, session: str):
-    """Poll until `predicate`; `timeout` (for an idle machine) scales with the measured machine
-    speed, so a loaded 2-core box running other work waits longer instead of failing."""
-    timeout = scaled(timeout)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.3)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}; screen:\n{screen(session)}")
+    """Poll until `predicate` on `session`'s screen (`timeout` for an idle machine, scaled)."""
+    return wait_screen(session, predicate, timeout, what)
 
 
 def ours(home: Path) -> list[psutil.Process]:
@@ -83,9 +63,7 @@ def states(store: Path) -> list[str]:
 
 
 def start_demo(session: str, home: Path) -> None:
-    command = f"{sys.executable} -m moe_tui demo --no-gpu-sampling"
-    subprocess.run([*TMUX, "new-session", "-d", "-s", session, "-x", "120", "-y", "40", "-c", str(ROOT),
-                    f"-eMOE_TUI_HOME={home}", "-eTERM=xterm-256color", command], check=True)
+    new_session(session, f"{sys.executable} -m moe_tui demo --no-gpu-sampling", ROOT, {"MOE_TUI_HOME": str(home)})
 
 
 def test_demo_survives_sighup_reattaches_and_stops_clean(tmp_path):
@@ -107,13 +85,13 @@ def test_demo_survives_sighup_reattaches_and_stops_clean(tmp_path):
         wait_for(lambda: "Live benchmark" in screen(first), 30, "the dashboard", first)
         wait_for(lambda: "attached to runner" in screen(first), 10, "the header naming the runner", first)
         runner_pid = int((demo_home / "data" / "runner.json").read_text().split('"pid": ')[1].split(",")[0])
-        tmux("send-keys", "-t", first, "r")
+        keys(first, "r")
         wait_for(lambda: states(store).count("done") >= 1, 90, "the first finished item", first)
         ahead = [s for s in states(store) if s in ("pending", "running")]
         assert ahead, "the campaign must still have work when the terminal goes away"
         tui = [p for p in ours(home) if "demo" in p.info["cmdline"]]
         assert len(tui) == 1, [p.info["cmdline"] for p in tui]
-        subprocess.run([*TMUX, "kill-session", "-t", first], check=True)  # SIGHUP to the TUI
+        kill_session(first)  # SIGHUP to the TUI
         wait_for(lambda: not tui[0].is_running() or tui[0].status() == psutil.STATUS_ZOMBIE, 15,
                  "the TUI to die", first)
         assert psutil.pid_exists(runner_pid), "the runner died with the terminal"
@@ -124,19 +102,19 @@ def test_demo_survives_sighup_reattaches_and_stops_clean(tmp_path):
         wait_for(lambda: "4 done" in screen(second), 30, "the reattached dashboard showing the done items",
                  second)
         assert f"runner pid {runner_pid}" in screen(second)
-        tmux("send-keys", "-t", second, "3")
+        keys(second, "3")
         # The grid's title names the direction: the demo campaign's first profile is the baseline.
         wait_for(lambda: "baseline sim-flashinfer-cutlass → candidate" in screen(second), 15,
                  "the comparison screen", second)
         time.sleep(1.0)
-        tmux("send-keys", "-t", second, "e")
+        keys(second, "e")
         md = wait_for(lambda: sorted(exports.glob("*.md")) if exports.exists() else [], 30,
                       "the Markdown export", second)
         text = md[0].read_text()
         assert "SIMULATED" in text and "sim-flashinfer-cutlass" in text
-        tmux("send-keys", "-t", second, "q")
+        keys(second, "q")
         wait_for(lambda: "Quit moe-tui?" in screen(second), 10, "the quit dialog", second)
-        tmux("send-keys", "-t", second, "s")
+        keys(second, "s")
         wait_for(lambda: not ours(home), 60, "every process of the demo to exit", second)
         assert not emulators(home)
         with contextlib.closing(sqlite3.connect(store)) as db:
@@ -144,7 +122,7 @@ def test_demo_survives_sighup_reattaches_and_stops_clean(tmp_path):
         assert live == 0
     finally:
         for session in (first, second):
-            subprocess.run([*TMUX, "kill-session", "-t", session], capture_output=True)
+            kill_session(session)
         for proc in ours(home):  # anything left (it should be nothing) is killed with its group
             with contextlib.suppress(Exception):
                 os.killpg(os.getpgid(proc.pid), signal.SIGKILL)

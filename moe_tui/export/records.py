@@ -204,7 +204,10 @@ class QueueListJson(TypedDict):
     """`moe-tui queue list --format json`."""
 
     summary: QueueSummaryJson
-    items: list[QueueItemJson]
+    items: list[QueueItemJson]  # one page of them (--page/--limit, or --all)
+    total: int  # items matching the filters, over every page
+    offset: int  # of the page's first item among them
+    more: bool  # a later page holds more
 
 
 class AddedItemJson(TypedDict):
@@ -389,6 +392,8 @@ class StoreUsageJson(TypedDict):
     free_bytes: int
     profiles: list[ProfileUsageJson]
     campaigns: list[CampaignUsageJson]
+    bytes_by_kind: dict[str, int]  # the file's pages by what holds them (store.space.bytes_by_kind)
+    keep_samples_runs: int | None  # per-request samples kept for the newest N runs; None: all kept
 
 
 class GpuSnapshotJson(TypedDict):

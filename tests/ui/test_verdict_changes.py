@@ -33,7 +33,7 @@ def test_a_changed_verdict_is_reported_with_why_until_acknowledged():
     changes = seen.changes(fewer)
     assert set(changes) == {(10, "output_throughput")}
     words = changes[(10, "output_throughput")]
-    assert words.startswith("was better (") and "CI (family-corrected) [+54.7%, +59.7%] 98.3%" in words and "n=2 vs 2" in words
+    assert words.startswith("was better (") and "CI (family-corrected) [+55.0%, +59.3%] 97.5%" in words and "n=2 vs 2" in words
     assert "now noise unknown" in words and "runs n=2->1 vs 2->2" in words
     assert seen.changes(fewer) == changes  # still not looked at
     seen.acknowledge(fewer, fewer.cell(10, "output_throughput"))

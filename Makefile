@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test check unit lint lint-code parser-check install bench screenshots sglang-client envs durations clean
+.PHONY: demo test check unit lint lint-code parser-check install bench screenshots sglang-client hta envs durations clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,9 +21,20 @@ demo: $(STAMP)
 sglang-client:
 	$(PYTHON) tools/sglang_client/build_env.py
 
+# Holistic Trace Analysis, test-only, in an environment of its own (its pins are not ours): built once,
+# rebuilt only when tools/hta/requirements.txt changes (the stamp is a copy of it).
+HTA_STAMP := .venv-hta/.hta-stamp
+$(HTA_STAMP): tools/hta/requirements.txt
+	rm -rf .venv-hta
+	$(PYTHON) -m venv .venv-hta
+	.venv-hta/bin/python -m pip install --quiet --no-deps -r tools/hta/requirements.txt
+	cp tools/hta/requirements.txt $(HTA_STAMP)
+
+hta: $(HTA_STAMP)
+
 # The two environments are built side by side (each is mostly waiting on downloads and unpacking).
 envs:
-	$(MAKE) --no-print-directory -j2 $(STAMP) sglang-client
+	$(MAKE) --no-print-directory -j2 $(STAMP) sglang-client hta
 
 # Layers that fail the build: style and bugs (ruff), types (mypy --strict, the whole package), and the
 # import contracts in pyproject.toml (import-linter), then SGLang's own parser over the profiles.
@@ -63,7 +74,7 @@ unit: $(STAMP)
 # (mypy's cold start is the long part) runs while SGLang's client environment is built, which is
 # mostly waiting on downloads; each job's output is printed whole when it ends (-Otarget).
 test:
-	$(MAKE) --no-print-directory -j2 -Otarget lint-code sglang-client
+	$(MAKE) --no-print-directory -j2 -Otarget lint-code sglang-client hta
 	$(MAKE) --no-print-directory parser-check
 	$(PYTEST) -q -rfER -n $(TEST_WORKERS) --dist loadgroup --durations=15
 
@@ -78,4 +89,4 @@ screenshots: $(STAMP)
 	$(PY) tools/screenshots.py
 
 clean:
-	rm -rf $(VENV) .venv-sglang-client
+	rm -rf $(VENV) .venv-sglang-client .venv-hta

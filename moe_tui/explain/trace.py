@@ -114,6 +114,7 @@ class _Event:
     ts: float
     end: float
     correlation: int | None
+    dur: float  # as written: `end - ts` loses bits when ts is a Unix time in microseconds (~1.8e15)
     kernel_class: str = field(default="")
 
 
@@ -170,7 +171,7 @@ def _gpu_events(events: Sequence[Any]) -> tuple[list[_Event], list[tuple[float, 
         if not isinstance(name, str) or ts is None or dur is None or dur < 0:
             bad += 1
             continue
-        gpu.append(_Event(name, ts, ts + dur, corr))
+        gpu.append(_Event(name, ts, ts + dur, corr, dur))
     gpu.sort(key=lambda e: (e.ts, e.end))
     launches.sort()
     return gpu, launches, bad
@@ -227,7 +228,7 @@ def profile_rank(data: Mapping[str, Any], *, source: str = "trace", rank: int = 
         if ev.ts < bounds[0]:
             continue  # before the first counted step: a partial step
         i = min(bisect.bisect_right(bounds, ev.ts) - 1, len(per_step) - 1)
-        dur_ms = (ev.end - ev.ts) / 1000.0
+        dur_ms = ev.dur / 1000.0
         per_step[i][ev.kernel_class] += dur_ms
         spans[i].append((ev.ts, min(ev.end, bounds[i + 1])))
         t = totals.setdefault(ev.name, [0.0, 0])

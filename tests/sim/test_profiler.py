@@ -58,6 +58,8 @@ def test_profile_requests_follow_sglang(tmp_path):
         base = sim.base_url
         state = httpx.get(base + "/server_info").json()["internal_states"][0]
         assert "num_running_reqs" not in state and "num_queue_reqs" not in state  # 0.5.23 reports neither
+        startup = sim.log_tail(400)  # 0.5.23 prints no line of its own before the load (no "Init torch distributed")
+        assert "Load weight begin." in startup and "Init torch distributed" not in startup
         bad = httpx.post(base + "/start_profile", json={"num_steps": "ten"})
         assert bad.status_code == 400 and "num_steps" in bad.text
         stop = httpx.post(base + "/stop_profile")  # a failed ProfileReqOutput: the tokenizer manager raises

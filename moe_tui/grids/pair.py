@@ -43,6 +43,7 @@ from moe_tui.store.db import Store
 
 CACHED_GRIDS = 8  # per store handle: the pairs a session flips between
 CACHED_PROFILES = 8  # per store handle: the profiles whose grid rows are kept up to date
+FREEZE_ABOVE_RUNS = 5000  # runs held whole, from which a build freezes what it leaves (`frozen_gc`)
 
 _rows_lock = threading.RLock()  # one grid read at a time per process (the rows are refreshed in place)
 _rows: weakref.WeakKeyDictionary[Store, dict[str, ProfileRows]] = weakref.WeakKeyDictionary()
@@ -90,7 +91,7 @@ def _build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str
     # No provenance, telemetry or samples. Cold runs of an investigation (no warmup pass, on purpose)
     # and profiled runs (`explain`) are marked on the run (`diagnostic`) and left out.
     pair = (baseline, candidate)
-    with _rows_lock, frozen_gc():
+    with _rows_lock, frozen_gc() as freeze:
         rows = {name: _profile_rows(store, name) for name in dict.fromkeys(pair)}
         sources = {name: rows[name].source(store) for name in rows}
         grid = build_grid_from_sources(
@@ -98,6 +99,7 @@ def _build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str
             fingerprint=fingerprint, metrics=metrics, settings=settings, plan=plan_of(store, pair),
             kept=_kept.setdefault(store, Kept()))
         every = {name: list(rows[name].summaries.values()) for name in rows}  # what the points may name
+        freeze[0] = sum(len(r.runs) for r in rows.values()) >= FREEZE_ABOVE_RUNS
     grid = mark_investigations(store, grid)
     if not extras:
         return grid
@@ -117,15 +119,22 @@ def _profile_rows(store: Store, profile: str) -> ProfileRows:
 
 
 @contextlib.contextmanager
-def frozen_gc() -> Iterator[None]:
-    """The cyclic collector off during a build: a build allocates many small objects and frees
-    none of them in cycles, and the collector's passes over them were about 45% of a grid's CPU
-    (issue 34); what the build left is collected once after it, outside the grid's time."""
+def frozen_gc() -> Iterator[list[bool]]:
+    """The cyclic collector off during a build, and what the build left frozen after it (`gc.freeze`).
+    A build allocates many small objects and frees none of them in cycles: the collector's passes over
+    them were about 45% of a grid's CPU (issue 34), and the full collection the kept runs set off after
+    the build ran on whichever thread allocated next, the UI's loop among them (a 75 ms stall at 100k
+    runs; 12-17 ms frozen, benches/scale.py). Frozen objects are still freed by their reference counts;
+    only a cycle among them would be kept, and a grid makes none. The build says whether to freeze
+    (`freeze[0] = True`: it holds `FREEZE_ABOVE_RUNS` runs or more; a small grid leaves the collector be)."""
     was = gc.isenabled()
+    freeze = [False]
     gc.disable()
     try:
-        yield
+        yield freeze
     finally:
+        if freeze[0]:
+            gc.freeze()
         if was:
             gc.enable()
 

@@ -1,5 +1,5 @@
 """The published JSON contract: docs/schemas/<name>.schema.json is what `moe_tui.export.records` says
-(generated with msgspec from its TypedDicts), and every JSON export moe-tui writes from a real store
+(generated with msgspec from the TypedDicts that `moe_tui.export.schemas` indexes), and every JSON export moe-tui writes from a real store
 validates against its schema (jsonschema, Draft 2020-12).
 
 To regenerate the schemas after an intended change of a record: `MOE_TUI_REGEN_SCHEMAS=1 pytest
@@ -18,7 +18,7 @@ import jsonschema
 import msgspec
 import pytest
 
-from moe_tui.export.records import EXPORTS
+from moe_tui.export.schemas import EXPORTS
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "docs" / "schemas"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -33,7 +33,7 @@ def generated(name: str) -> dict[str, Any]:
         if definition.get("type") == "object" and "properties" in definition:
             definition["additionalProperties"] = False
     return {"$schema": DIALECT, "$id": f"https://moe-tui.invalid/schemas/{name}.schema.json",
-            "title": name, "description": f"What `{what}` writes (moe_tui/export/records.py).", **schema}
+            "title": name, "description": f"What `{what}` writes (moe_tui/export/records.py, grid_records.py).", **schema}
 
 
 def published(name: str) -> dict[str, Any]:

@@ -168,3 +168,9 @@ def test_bench_event_lines_fit_their_schemas(tmp_path):
     assert any(line["type"] == "BenchProgress" for line in lines[:-1])
     for line in lines[:-1]:
         _valid("bench-progress", line)
+    with start_sim(["--sim-zero-delay"]) as sim:
+        _stdout(env, "bench", "--spec-file", str(spec), "--base-url", sim.base_url, "--vocab-size", "1000",
+                "--output-file", str(tmp_path / "records.jsonl"))
+    (record,) = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert record["completed"] == 3 and record["status"] == "complete"
+    _valid("bench-record", record)

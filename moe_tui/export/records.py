@@ -270,3 +270,67 @@ class BenchResultJson(TypedDict):
     started_at: float | None
     finished_at: float | None
     server_info: FreeForm | None  # SGLang's /server_info as it answered
+
+
+class MetricsJson(TypedDict):
+    """A run's summary as `moe_tui.metrics.calculate_metrics` makes it (bench_serving's names)."""
+
+    duration: float | None
+    completed: int
+    failed: int
+    total_input_tokens: int
+    total_output_tokens: int
+    request_throughput: float | None
+    input_throughput: float | None
+    output_throughput: float | None
+    total_throughput: float | None
+    mean_e2e_latency_ms: float | None
+    median_e2e_latency_ms: float | None
+    std_e2e_latency_ms: float | None
+    p90_e2e_latency_ms: float | None
+    p95_e2e_latency_ms: float | None
+    p99_e2e_latency_ms: float | None
+    mean_ttft_ms: float | None
+    median_ttft_ms: float | None
+    std_ttft_ms: float | None
+    p90_ttft_ms: float | None
+    p95_ttft_ms: float | None
+    p99_ttft_ms: float | None
+    mean_tpot_ms: float | None
+    median_tpot_ms: float | None
+    std_tpot_ms: float | None
+    p90_tpot_ms: float | None
+    p95_tpot_ms: float | None
+    p99_tpot_ms: float | None
+    mean_itl_ms: float | None
+    median_itl_ms: float | None
+    std_itl_ms: float | None
+    p90_itl_ms: float | None
+    p95_itl_ms: float | None
+    p99_itl_ms: float | None
+    max_itl_ms: float | None
+    concurrency: float | None
+    max_output_tokens_per_s: float | None
+    max_concurrent_requests: int
+
+
+class BenchRecordJson(MetricsJson):
+    """`moe-tui bench --output-file F`: one line appended per measured run, bench_serving's record
+    (its field names, request_rate inf as the bare token Infinity) with moe-tui's verdict on itself."""
+
+    backend: str
+    dataset_name: str
+    request_rate: float
+    max_concurrency: int
+    random_input_len: int
+    random_output_len: int
+    random_range_ratio: float
+    server_info: FreeForm | None  # SGLang's /server_info as it answered
+    status: Literal["complete", "incomplete", "failed"]
+    errors_by_kind: dict[str, int]
+    flags: list[str]
+    error: str
+    selfcheck: FreeForm  # the client's self-checks (moe_tui.bench.live), open-ended by design
+    client: str
+    spec_fingerprint: str
+    spec: SpecJson

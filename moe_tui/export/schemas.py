@@ -8,6 +8,7 @@ from __future__ import annotations
 from moe_tui.export.grid_records import GridJson, InvestigationPlanJson, InvestigationReportJson, RooflineJson
 from moe_tui.export.records import (
     BenchProgressJson,
+    BenchRecordJson,
     BenchResultJson,
     DoctorJson,
     ExportPathsJson,
@@ -37,4 +38,5 @@ EXPORTS: dict[str, tuple[str, type]] = {
     "gpus": ("moe-tui gpus --format json", GpuSnapshotJson),
     "bench-progress": ("moe-tui bench --events jsonl (progress lines)", BenchProgressJson),
     "bench-result": ("moe-tui bench --events jsonl (the last line)", BenchResultJson),
+    "bench-record": ("moe-tui bench --output-file (one line a run)", BenchRecordJson),
 }

@@ -141,6 +141,13 @@ def test_every_export_from_a_real_store_fits_its_schema(store, tmp_path):
     for row in servers:
         _valid("server-status", row)
     _valid("store-usage", _json(env, "store", "usage", "--format", "json"))
+    _stdout(env, "run", "--detach", "--stay", "--profiles-dir", str(env.profiles))
+    try:
+        status = _json(env, "run", "--status", "--format", "json")
+    finally:
+        _stdout(env, "run", "--stop")
+    _valid("run-status", status)
+    assert status["queue"]["counts"]["done"] == 6
     # Without a GPU the snapshot says why (and the command exits 1); it is one object all the same.
     _valid("gpus", json.loads(_stdout(env, "gpus", "--format", "json", check=False)))
     added = _json(env, "queue", "add", "--profiles", "sim-a", "--concurrency", "4", "--profiles-dir",

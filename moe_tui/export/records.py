@@ -334,3 +334,22 @@ class BenchRecordJson(MetricsJson):
     client: str
     spec_fingerprint: str
     spec: SpecJson
+
+
+class RunnerStatusJson(TypedDict):
+    """`moe-tui run --status --format json`: the runner's snapshot."""
+
+    pid: int
+    data_dir: str
+    working: bool
+    activity: str
+    detail: str
+    current_item: QueueItemJson | None
+    current_run_id: int | None
+    last_progress: FreeForm | None  # the last BenchProgress event (moe_tui.events), as the runner saw it
+    last_finished: FreeForm | None  # the last RunFinished event
+    queue: QueueSummaryJson
+    session: dict[str, int]  # items this runner closed, by state
+    servers: list[FreeForm]  # each managed server's own description (servers.managed)
+    telemetry: GpuSnapshotJson | None
+

@@ -17,6 +17,7 @@ from moe_tui.export.records import (
     ProfilesShowJson,
     QueueAddJson,
     QueueListJson,
+    RunnerStatusJson,
     ServerStatusJson,
     StoreUsageJson,
 )
@@ -35,6 +36,7 @@ EXPORTS: dict[str, tuple[str, type]] = {
     "profiles-show": ("moe-tui profiles show --format json", ProfilesShowJson),
     "server-status": ("moe-tui server status --format json (a list of these)", ServerStatusJson),
     "store-usage": ("moe-tui store usage --format json", StoreUsageJson),
+    "run-status": ("moe-tui run --status --format json", RunnerStatusJson),
     "gpus": ("moe-tui gpus --format json", GpuSnapshotJson),
     "bench-progress": ("moe-tui bench --events jsonl (progress lines)", BenchProgressJson),
     "bench-result": ("moe-tui bench --events jsonl (the last line)", BenchResultJson),

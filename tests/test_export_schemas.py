@@ -19,8 +19,8 @@ import msgspec
 import pytest
 
 from moe_tui.export.schemas import EXPORTS
+from tests.support.schemas import SCHEMAS, published, validate_export
 
-SCHEMAS = Path(__file__).resolve().parents[1] / "docs" / "schemas"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
@@ -34,10 +34,6 @@ def generated(name: str) -> dict[str, Any]:
             definition["additionalProperties"] = False
     return {"$schema": DIALECT, "$id": f"https://moe-tui.invalid/schemas/{name}.schema.json",
             "title": name, "description": f"What `{what}` writes (moe_tui/export/records.py, grid_records.py).", **schema}
-
-
-def published(name: str) -> dict[str, Any]:
-    return json.loads((SCHEMAS / f"{name}.schema.json").read_text(encoding="utf-8"))
 
 
 @pytest.mark.parametrize("name", sorted(EXPORTS))
@@ -62,6 +58,19 @@ def test_a_misspelt_or_missing_field_fails_its_schema():
     for bad in ({**good, "planed": 2}, {k: v for k, v in good.items() if k != "name"}, {**good, "planned": "2"}):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, schema)
+
+
+def test_an_explanation_of_real_traces_fits_its_schema():
+    """`explain --format json`'s body, from two real torch profiler traces (tests/data): the store's
+    part (roofline, expert load, run ids) is checked on a real store by tests/test_explain_e2e.py."""
+    from moe_tui.explain import compare_sides, read_rank, side_breakdown
+    from moe_tui.explain.render import to_json
+
+    data = Path(__file__).parent / "data"
+    a = side_breakdown("A", [read_rank(data / "real-A-TP-0.trace.json.gz")])
+    b = side_breakdown("B", [read_rank(data / "real-B-TP-0.trace.json.gz")])
+    text = to_json(compare_sides(a, b), {"extras": ["a line"], "simulated": False})
+    _valid("explain", json.loads(text))
 
 
 # -- every export, written from a real store ------------------------------------------------------
@@ -104,8 +113,7 @@ def _json(env, *args: str) -> Any:
     return json.loads(_stdout(env, *args))
 
 
-def _valid(name: str, document: Any) -> None:
-    jsonschema.validate(document, published(name), cls=jsonschema.Draft202012Validator)
+_valid = validate_export
 
 
 @pytest.mark.integration

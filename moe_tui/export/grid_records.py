@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal, NotRequired, TypedDict
 
-from moe_tui.export.records import SpecJson
+from moe_tui.export.records import FreeForm, SpecJson
 
 
 # -- compare --format json (export: the same) --------------------------------------------------------
@@ -206,3 +206,54 @@ class RooflineJson(TypedDict):
     active_params: int
     precision: dict[str, str]
     rows: list[RooflineRowJson]
+
+
+# -- explain --format json ----------------------------------------------------------------------------
+class ClassTimeJson(TypedDict):
+    ms: float | None  # per step; None where the figure was not finite (JSON has no NaN)
+    se: float | None
+
+
+# A field named "class" cannot be written in the class syntax: these use the functional one.
+KernelJson = TypedDict("KernelJson", {"name": str, "class": str, "ms_per_step": float | None,
+                                      "calls_per_step": float | None})
+
+
+class SideJson(TypedDict):
+    label: str
+    ranks: list[int]
+    steps: int
+    stage: str | None
+    step_ms: float | None
+    step_se: float | None
+    classes: dict[str, ClassTimeJson]  # by kernel class
+    other_top: list[str]
+    top_kernels: list[KernelJson]
+
+
+ClassDeltaJson = TypedDict("ClassDeltaJson", {
+    "class": str, "words": str, "a_ms": float | None, "b_ms": float | None, "delta_ms": float | None,
+    "noise_ms": float | None, "beyond_noise": bool, "share": float | None})
+
+
+MovedKernelJson = TypedDict("MovedKernelJson", {"name": str, "class": str, "a_ms": float | None,
+                                                "b_ms": float | None, "delta_ms": float | None})
+
+
+class ExplanationJson(TypedDict):
+    """`moe-tui explain A B -c N --format json` (and the `.json` an export writes beside it)."""
+
+    a: SideJson
+    b: SideJson
+    classes: list[ClassDeltaJson]
+    total: ClassDeltaJson
+    moved: list[MovedKernelJson]
+    summary: list[str]
+    notes: list[str]
+    extras: NotRequired[list[str]]
+    simulated: NotRequired[bool]
+    roofline: NotRequired[dict[str, FreeForm]]  # by side label: the decode ceiling beside the breakdown
+    expert_load: NotRequired[dict[str, FreeForm]]  # by side label: the recorder's per-expert counts
+    run_ids: NotRequired[dict[str, int]]  # the profiled run of each side ("baseline", "candidate")
+    run_cv: NotRequired[float | None]  # the grid's run-to-run spread the noise bars assume
+

@@ -5,7 +5,13 @@ tests/test_export_schemas.py generates the schemas from these records and valida
 
 from __future__ import annotations
 
-from moe_tui.export.grid_records import GridJson, InvestigationPlanJson, InvestigationReportJson, RooflineJson
+from moe_tui.export.grid_records import (
+    ExplanationJson,
+    GridJson,
+    InvestigationPlanJson,
+    InvestigationReportJson,
+    RooflineJson,
+)
 from moe_tui.export.records import (
     BenchProgressJson,
     BenchRecordJson,
@@ -31,6 +37,7 @@ EXPORTS: dict[str, tuple[str, type]] = {
     "investigate-plan": ("moe-tui investigate --format json", InvestigationPlanJson),
     "investigate-report": ("moe-tui investigate --report --format json (a list of these)", InvestigationReportJson),
     "roofline": ("moe-tui roofline --format json", RooflineJson),
+    "explain": ("moe-tui explain --format json", ExplanationJson),
     "doctor": ("moe-tui doctor --box --format json", DoctorJson),
     "profiles-check": ("moe-tui profiles check --format json", ProfilesCheckJson),
     "profiles-show": ("moe-tui profiles show --format json", ProfilesShowJson),

@@ -40,6 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 # MOE_TUI_BENCH_TREE: measure another checkout's code with this bench (benches/scale_tui_vs.py).
 sys.path.insert(0, os.environ.get("MOE_TUI_BENCH_TREE") or str(ROOT))
+sys.path.append(str(ROOT))  # tests.support (the measuring helpers) from this tree whatever is measured
 
 from benches import history_store  # noqa: E402
 
@@ -239,6 +240,7 @@ async def _tui(store_path: Path, idle_s: float) -> dict[str, float]:
     from moe_tui.ui.messages import CoreEventArrived
     from moe_tui.ui.screens.compare import CompareScreen
     from moe_tui.ui.screens.queue import QueueScreen
+    from tests.support.pilot import key_to_screen
     from tests.ui.fakes import RecordingAdapter, gpu_snapshot, telemetry_message
 
     store = Store(store_path, readonly=True)
@@ -286,7 +288,7 @@ async def _tui(store_path: Path, idle_s: float) -> dict[str, float]:
         marks["start_stall_ms"] = max(gaps) * 1000
         marks["start_slice_cpu_ms"] = longest.take()
         gaps.clear()  # (the first-visit figures below once included the start's stalls)
-        marks["queue_key_ms"] = await _key_to_screen(
+        marks["queue_key_ms"] = await key_to_screen(
             app, "2", lambda: isinstance(app.screen, QueueScreen) and app.screen.query_one("#queue-table").row_count)
         await pilot.pause(1.0)
         marks["queue_visit_stall_ms"] = max(gaps) * 1000
@@ -318,7 +320,7 @@ async def _tui(store_path: Path, idle_s: float) -> dict[str, float]:
         marks["queue_idle_stall_ms"] = max(gaps) * 1000
         longest.take()
         gaps.clear()
-        marks["grid_key_ms"] = await _key_to_screen(
+        marks["grid_key_ms"] = await key_to_screen(
             app, "3", lambda: isinstance(app.screen, CompareScreen) and getattr(app.screen, "grid", None) is not None)
         await pilot.pause(0.5)
         marks["grid_visit_stall_ms"] = max(gaps) * 1000
@@ -361,22 +363,6 @@ def _time_loop_callbacks() -> _Longest:
 
     events.Handle._run = timed  # type: ignore[method-assign]
     return longest
-
-
-async def _key_to_screen(app, key: str, shown) -> float:
-    """ms from `key`, posted as a terminal delivers it, until `shown()` holds and that screen has
-    been painted. (Pilot.press also waits until the whole process's CPU goes quiet, so it counted
-    background workers, e.g. the grid being built in a thread, as key latency.)"""
-    from textual import events
-
-    t = time.monotonic()
-    app.post_message(events.Key(key, key))
-    while not shown():
-        await asyncio.sleep(0.001)
-    painted = asyncio.get_running_loop().create_future()
-    app.screen.call_after_refresh(lambda: painted.done() or painted.set_result(None))
-    await painted
-    return (time.monotonic() - t) * 1000
 
 
 def tui_figures(store_path: Path, idle_s: float, tree: Path | None = None) -> dict[str, float]:

@@ -44,11 +44,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("MOE_TUI_HOME", tempfile.mkdtemp(prefix="moe-tui-bench-"))
 
-from textual import events  # noqa: E402
 
 from moe_tui.events import BenchProgress, RunStarted, ServerLogLine, ServerMetrics  # noqa: E402
 from moe_tui.ui.app import MoeTuiApp  # noqa: E402
 from moe_tui.ui.messages import CoreEventArrived  # noqa: E402
+from tests.support.pilot import key_to_screen  # noqa: E402
 from tests.ui.fakes import FP_A, RecordingAdapter, gpu_snapshot, telemetry_message  # noqa: E402  (a no-op adapter with fixed data)
 
 GOALS = {"idle_cpu_pct": 2.0, "live_cpu_pct": 6.0, "key_p99_ms": 100.0}
@@ -97,16 +97,7 @@ async def measure_keys(app: MoeTuiApp, presses: int) -> tuple[list[float], list[
     try:
         for k in range(presses):
             key, mode = CYCLE[k % len(CYCLE)]
-            t0 = time.perf_counter()
-            # The key arrives as a terminal driver would deliver it (not through Pilot, whose
-            # press waits for the app to go idle, which a live feed never lets it do).
-            app.post_message(events.Key(key, key))
-            while app.current_mode != mode:
-                await asyncio.sleep(0.0005)
-            painted = asyncio.get_running_loop().create_future()
-            app.screen.call_after_refresh(lambda fut=painted: fut.done() or fut.set_result(None))
-            await painted  # the switched screen has been refreshed
-            ms = (time.perf_counter() - t0) * 1000.0
+            ms = await key_to_screen(app, key, lambda m=mode: app.current_mode == m)
             latencies.append(ms)
             if mode not in seen:
                 seen.add(mode)
@@ -115,19 +106,6 @@ async def measure_keys(app: MoeTuiApp, presses: int) -> tuple[list[float], list[
     finally:
         feeder.cancel()
     return latencies, first
-
-
-async def _press_until(app: MoeTuiApp, key: str, arrived) -> float:
-    """ms from `key` (posted as a terminal delivers it) until `arrived()` holds and that screen has
-    been refreshed."""
-    t0 = time.perf_counter()
-    app.post_message(events.Key(key, key))
-    while not arrived():
-        await asyncio.sleep(0.0005)
-    painted = asyncio.get_running_loop().create_future()
-    app.screen.call_after_refresh(lambda fut=painted: fut.done() or fut.set_result(None))
-    await painted
-    return (time.perf_counter() - t0) * 1000.0
 
 
 async def measure_pushed(app: MoeTuiApp) -> dict[str, list[float]]:
@@ -145,15 +123,15 @@ async def measure_pushed(app: MoeTuiApp) -> dict[str, list[float]]:
     for _ in range(2):
         for mode, mode_key, key, name, cls in plan:
             if app.current_mode != mode:
-                await _press_until(app, mode_key, lambda m=mode: app.current_mode == m)
+                await key_to_screen(app, mode_key, lambda m=mode: app.current_mode == m)
             await asyncio.sleep(0.3)
             base = app.screen
             times.setdefault(name, []).append(
-                await _press_until(app, key, lambda c=cls: isinstance(app.screen, c)))
+                await key_to_screen(app, key, lambda c=cls: isinstance(app.screen, c)))
             await asyncio.sleep(0.15)
-            await _press_until(app, "escape", lambda b=base: app.screen is b)
+            await key_to_screen(app, "escape", lambda b=base: app.screen is b)
             await asyncio.sleep(0.15)
-    await _press_until(app, "1", lambda: app.current_mode == "dashboard")  # CPU is measured there
+    await key_to_screen(app, "1", lambda: app.current_mode == "dashboard")  # CPU is measured there
     return times
 
 

@@ -11,6 +11,8 @@ import stat
 import pytest
 from runner_support import Env, free_port, wait_gone
 
+from tests.support.schemas import validate_export
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PROFILE = """
@@ -83,6 +85,7 @@ def test_explain_attributes_an_injected_moe_slowdown(env):
     assert set(states) == {"done"}, states
 
     out = json.loads(ok(env.run("explain", a, b, "-c", "8", "--format", "json")))
+    validate_export("explain", out)  # the published contract (docs/schemas/explain.schema.json)
     assert out["run_cv"] is not None and out["run_cv"] < 0.01  # --sim-exact starts barely differ
     gemm = next(c for c in out["classes"] if c["class"] == "moe_gemm")
     assert gemm["delta_ms"] == pytest.approx(INJECTED_MS, rel=0.05)

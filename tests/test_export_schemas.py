@@ -1,5 +1,5 @@
 """The published JSON contract: docs/schemas/<name>.schema.json is what `moe_tui.export.records` says
-(generated with msgspec from its TypedDicts), and every JSON export moe-tui writes from a real store
+(generated with msgspec from the TypedDicts that `moe_tui.export.schemas` indexes), and every JSON export moe-tui writes from a real store
 validates against its schema (jsonschema, Draft 2020-12).
 
 To regenerate the schemas after an intended change of a record: `MOE_TUI_REGEN_SCHEMAS=1 pytest
@@ -18,9 +18,9 @@ import jsonschema
 import msgspec
 import pytest
 
-from moe_tui.export.records import EXPORTS
+from moe_tui.export.schemas import EXPORTS
+from tests.support.schemas import SCHEMAS, published, validate_export
 
-SCHEMAS = Path(__file__).resolve().parents[1] / "docs" / "schemas"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
@@ -33,11 +33,7 @@ def generated(name: str) -> dict[str, Any]:
         if definition.get("type") == "object" and "properties" in definition:
             definition["additionalProperties"] = False
     return {"$schema": DIALECT, "$id": f"https://moe-tui.invalid/schemas/{name}.schema.json",
-            "title": name, "description": f"What `{what}` writes (moe_tui/export/records.py).", **schema}
-
-
-def published(name: str) -> dict[str, Any]:
-    return json.loads((SCHEMAS / f"{name}.schema.json").read_text(encoding="utf-8"))
+            "title": name, "description": f"What `{what}` writes (moe_tui/export/records.py, grid_records.py).", **schema}
 
 
 @pytest.mark.parametrize("name", sorted(EXPORTS))
@@ -62,6 +58,19 @@ def test_a_misspelt_or_missing_field_fails_its_schema():
     for bad in ({**good, "planed": 2}, {k: v for k, v in good.items() if k != "name"}, {**good, "planned": "2"}):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, schema)
+
+
+def test_an_explanation_of_real_traces_fits_its_schema():
+    """`explain --format json`'s body, from two real torch profiler traces (tests/data): the store's
+    part (roofline, expert load, run ids) is checked on a real store by tests/test_explain_e2e.py."""
+    from moe_tui.explain import compare_sides, read_rank, side_breakdown
+    from moe_tui.explain.render import to_json
+
+    data = Path(__file__).parent / "data"
+    a = side_breakdown("A", [read_rank(data / "real-A-TP-0.trace.json.gz")])
+    b = side_breakdown("B", [read_rank(data / "real-B-TP-0.trace.json.gz")])
+    text = to_json(compare_sides(a, b), {"extras": ["a line"], "simulated": False})
+    _valid("explain", json.loads(text))
 
 
 # -- every export, written from a real store ------------------------------------------------------
@@ -104,8 +113,7 @@ def _json(env, *args: str) -> Any:
     return json.loads(_stdout(env, *args))
 
 
-def _valid(name: str, document: Any) -> None:
-    jsonschema.validate(document, published(name), cls=jsonschema.Draft202012Validator)
+_valid = validate_export
 
 
 @pytest.mark.integration
@@ -141,6 +149,13 @@ def test_every_export_from_a_real_store_fits_its_schema(store, tmp_path):
     for row in servers:
         _valid("server-status", row)
     _valid("store-usage", _json(env, "store", "usage", "--format", "json"))
+    _stdout(env, "run", "--detach", "--stay", "--profiles-dir", str(env.profiles))
+    try:
+        status = _json(env, "run", "--status", "--format", "json")
+    finally:
+        _stdout(env, "run", "--stop")
+    _valid("run-status", status)
+    assert status["queue"]["counts"]["done"] == 6
     # Without a GPU the snapshot says why (and the command exits 1); it is one object all the same.
     _valid("gpus", json.loads(_stdout(env, "gpus", "--format", "json", check=False)))
     added = _json(env, "queue", "add", "--profiles", "sim-a", "--concurrency", "4", "--profiles-dir",
@@ -168,3 +183,9 @@ def test_bench_event_lines_fit_their_schemas(tmp_path):
     assert any(line["type"] == "BenchProgress" for line in lines[:-1])
     for line in lines[:-1]:
         _valid("bench-progress", line)
+    with start_sim(["--sim-zero-delay"]) as sim:
+        _stdout(env, "bench", "--spec-file", str(spec), "--base-url", sim.base_url, "--vocab-size", "1000",
+                "--output-file", str(tmp_path / "records.jsonl"))
+    (record,) = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert record["completed"] == 3 and record["status"] == "complete"
+    _valid("bench-record", record)

@@ -9,9 +9,11 @@ literal annotated with one) at no run-time cost and without changing one byte wr
 would need a conversion step at each encoder and would change who builds the objects (the grid's
 and the store's internals, which this module does not touch).
 
-`EXPORTS` names each export: the command that writes it and its record type. Where a part of an
-export is free-form by nature (a profile's settings, SGLang's /server_info, the grid's extras),
-the field's type says so with a named alias (`FreeForm`).
+The comparison's records (grid, investigate, roofline) are in `moe_tui.export.grid_records`;
+`moe_tui.export.schemas.EXPORTS` names each export: the command that writes it and its record
+type. Where a part of an export is free-form by nature (a profile's settings, SGLang's
+/server_info, NVML's per-GPU readings, the client's self-check), the field's type says so with a
+named alias (`FreeForm`).
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 # A JSON object whose keys are not fixed by moe-tui: it copies a foreign or user-written payload.
 FreeForm = dict[str, Any]
-# A BenchmarkSpec in canonical form (`BenchmarkSpec.canonical_dict`): request_rate may be "inf".
 Number = float | int
 
 
 class SpecJson(TypedDict):
+    """A BenchmarkSpec in canonical form (`BenchmarkSpec.canonical_dict`): request_rate may be "inf"."""
+
     spec_schema: int
     dataset: str
     input_len: int
@@ -43,119 +46,6 @@ class SpecJson(TypedDict):
     flush_cache: bool
     vocab_size: NotRequired[int]
     tokenizer: NotRequired[str]
-
-
-# -- compare --format json (export: the same) --------------------------------------------------------
-class ControlJson(TypedDict):
-    state: Literal["agrees", "differs", "inconclusive", "absent"]
-    concurrency: int | None
-    delta_pct: float | None
-    ci_pct: list[float] | None
-    margin_pct: float
-    n_baseline: int
-    n_candidate: int
-    text: str
-    environment_differences: list[str]
-    overlapping: bool
-
-
-class CellJson(TypedDict):
-    concurrency: int
-    metric: str
-    verdict: str
-    n_baseline: int
-    n_candidate: int
-    starts_baseline: int
-    starts_candidate: int
-    baseline_mean: float | None
-    candidate_mean: float | None
-    delta_pct: float | None
-    ci_pct: list[float] | None
-    ci_confidence: float | None
-    uncontrolled: str | None
-    control_relative_pct: float | None
-    control_relative_ci_pct: list[float] | None
-    control_starts: list[int]
-    reasons: list[str]
-
-
-class RooflineRowJson(TypedDict):
-    """One decode ceiling and its terms (`moe_tui.roofline.decode.Roofline.to_dict`)."""
-
-    batch: int
-    context: int
-    gpu: str
-    gpu_count: int
-    hbm_gbps_total: float
-    weight_bytes: dict[str, float]
-    distinct_experts: float
-    kv_bytes: float
-    kv_replication: int
-    total_bytes: float
-    flops: float
-    attention_flops: float
-    t_mem_s: float
-    t_compute_s: float
-    bound: Literal["memory", "compute"]
-    ceiling_tok_s: float
-    notes: list[str]
-    per_stream_tok_s: float
-    step_ms: float
-
-
-class RooflineCellJson(TypedDict):
-    ceiling: RooflineRowJson | None
-    measured_tok_s: float | None
-    n: int
-    pct_of_roofline: float | None
-    why_not: str | None
-
-
-class RooflineSidesJson(TypedDict):
-    baseline: dict[str, RooflineCellJson]  # by concurrency (a JSON key is a string)
-    candidate: dict[str, RooflineCellJson]
-
-
-class GatePromptJson(TypedDict):
-    prompt_id: str
-    first_divergence: int | None
-    identical: int
-    compared: int
-    mean_abs_logprob_diff: float | None
-    baseline_prob_at_divergence: float | None
-    accepted: bool
-    why: str
-
-
-class GateJson(TypedDict):
-    """The correctness gate beside the grid (`moe_tui.gate.correctness.GateVerdict.to_dict`)."""
-
-    status: str
-    words: str
-    identical_share: float | None
-    mean_abs_logprob_diff: float | None
-    first_divergence: int | None
-    prompts: list[GatePromptJson]
-
-
-class GridExtrasJson(TypedDict):
-    gate: GateJson
-    roofline: RooflineSidesJson
-
-
-class CellInvestigationJson(TypedDict):
-    concurrency: int
-    metric: str
-    state: str
-
-
-class GridJson(TypedDict):
-    """`moe-tui compare --format json`."""
-
-    control: ControlJson
-    cells: list[CellJson]
-    extras: NotRequired[GridExtrasJson | None]  # the correctness gate and roofline beside the grid
-    investigations: NotRequired[list[CellInvestigationJson]]
 
 
 # -- export --format json --------------------------------------------------------------------------
@@ -230,90 +120,7 @@ class QueueAddJson(TypedDict):
     items: NotRequired[list[AddedItemJson]]
 
 
-# -- investigate --format json ---------------------------------------------------------------------
-class SideSnapshotJson(TypedDict):
-    n: int
-    mean: float | None
-    std: float | None
-    run_ids: list[int]
-
-
-class CellSnapshotJson(TypedDict):
-    verdict: str
-    delta_pct: NotRequired[float | None]
-    ci_pct: NotRequired[list[float] | None]
-    fingerprint: NotRequired[str | None]
-    baseline: NotRequired[SideSnapshotJson]
-    candidate: NotRequired[SideSnapshotJson]
-    control: NotRequired[str]
-    control_concurrency: NotRequired[int | None]
-
-
-class ProposedItemJson(TypedDict):
-    side: str
-    profile: str
-    concurrency: int
-    spec: SpecJson
-    role: str
-    warmup: bool
-    fresh_start: bool
-    repeat_index: int
-
-
-class ProposalJson(TypedDict):
-    kind: str
-    reason: str
-    items: list[ProposedItemJson]
-    minutes: float | None
-    server_starts: int
-    expect: str
-
-
-class InvestigationPlanJson(TypedDict):
-    """`moe-tui investigate --format json` (the plan, queued or with --dry-run)."""
-
-    name: str
-    baseline: str
-    candidate: str
-    concurrency: int
-    metric: str
-    cap: int
-    min_effect_pct: float
-    spread_pct: float | None
-    before: CellSnapshotJson
-    proposals: list[ProposalJson]
-    notes: list[str]
-    cautions: list[str]
-    minutes: float | None
-    server_starts: int
-
-
-class InvestigationReportJson(TypedDict):
-    """One earlier investigation of the cell (`moe-tui investigate --report --format json`: a list)."""
-
-    name: str
-    state: str
-    before: CellSnapshotJson
-    after: CellSnapshotJson
-    settled: str  # "settled: better", "not settled ...", or "" when no repeats were planned
-    flags: list[str]
-    lines: list[str]
-
-
-# -- roofline, doctor ------------------------------------------------------------------------------
-class RooflineJson(TypedDict):
-    """`moe-tui roofline PROFILE --format json`."""
-
-    profile: str
-    setup: str
-    config: str
-    gpu_source: str
-    total_params: int
-    active_params: int
-    precision: dict[str, str]
-    rows: list[RooflineRowJson]
-
-
+# -- doctor --------------------------------------------------------------------------------------
 class DoctorCheckJson(TypedDict):
     name: str
     status: Literal["ok", "warn", "fail"]
@@ -470,21 +277,84 @@ class BenchResultJson(TypedDict):
     server_info: FreeForm | None  # SGLang's /server_info as it answered
 
 
-# name -> (what writes it, its record type); docs/schemas/<name>.schema.json for each.
-EXPORTS: dict[str, tuple[str, type]] = {
-    "compare": ("moe-tui compare --format json", GridJson),
-    "export": ("moe-tui export --format json", ExportPathsJson),
-    "queue-list": ("moe-tui queue list --format json", QueueListJson),
-    "queue-add": ("moe-tui queue add --format json", QueueAddJson),
-    "investigate-plan": ("moe-tui investigate --format json", InvestigationPlanJson),
-    "investigate-report": ("moe-tui investigate --report --format json (a list of these)", InvestigationReportJson),
-    "roofline": ("moe-tui roofline --format json", RooflineJson),
-    "doctor": ("moe-tui doctor --box --format json", DoctorJson),
-    "profiles-check": ("moe-tui profiles check --format json", ProfilesCheckJson),
-    "profiles-show": ("moe-tui profiles show --format json", ProfilesShowJson),
-    "server-status": ("moe-tui server status --format json (a list of these)", ServerStatusJson),
-    "store-usage": ("moe-tui store usage --format json", StoreUsageJson),
-    "gpus": ("moe-tui gpus --format json", GpuSnapshotJson),
-    "bench-progress": ("moe-tui bench --events jsonl (progress lines)", BenchProgressJson),
-    "bench-result": ("moe-tui bench --events jsonl (the last line)", BenchResultJson),
-}
+class MetricsJson(TypedDict):
+    """A run's summary as `moe_tui.metrics.calculate_metrics` makes it (bench_serving's names)."""
+
+    duration: float | None
+    completed: int
+    failed: int
+    total_input_tokens: int
+    total_output_tokens: int
+    request_throughput: float | None
+    input_throughput: float | None
+    output_throughput: float | None
+    total_throughput: float | None
+    mean_e2e_latency_ms: float | None
+    median_e2e_latency_ms: float | None
+    std_e2e_latency_ms: float | None
+    p90_e2e_latency_ms: float | None
+    p95_e2e_latency_ms: float | None
+    p99_e2e_latency_ms: float | None
+    mean_ttft_ms: float | None
+    median_ttft_ms: float | None
+    std_ttft_ms: float | None
+    p90_ttft_ms: float | None
+    p95_ttft_ms: float | None
+    p99_ttft_ms: float | None
+    mean_tpot_ms: float | None
+    median_tpot_ms: float | None
+    std_tpot_ms: float | None
+    p90_tpot_ms: float | None
+    p95_tpot_ms: float | None
+    p99_tpot_ms: float | None
+    mean_itl_ms: float | None
+    median_itl_ms: float | None
+    std_itl_ms: float | None
+    p90_itl_ms: float | None
+    p95_itl_ms: float | None
+    p99_itl_ms: float | None
+    max_itl_ms: float | None
+    concurrency: float | None
+    max_output_tokens_per_s: float | None
+    max_concurrent_requests: int
+
+
+class BenchRecordJson(MetricsJson):
+    """`moe-tui bench --output-file F`: one line appended per measured run, bench_serving's record
+    (its field names, request_rate inf as the bare token Infinity) with moe-tui's verdict on itself."""
+
+    backend: str
+    dataset_name: str
+    request_rate: float
+    max_concurrency: int
+    random_input_len: int
+    random_output_len: int
+    random_range_ratio: float
+    server_info: FreeForm | None  # SGLang's /server_info as it answered
+    status: Literal["complete", "incomplete", "failed"]
+    errors_by_kind: dict[str, int]
+    flags: list[str]
+    error: str
+    selfcheck: FreeForm  # the client's self-checks (moe_tui.bench.live), open-ended by design
+    client: str
+    spec_fingerprint: str
+    spec: SpecJson
+
+
+class RunnerStatusJson(TypedDict):
+    """`moe-tui run --status --format json`: the runner's snapshot."""
+
+    pid: int
+    data_dir: str
+    working: bool
+    activity: str
+    detail: str
+    current_item: QueueItemJson | None
+    current_run_id: int | None
+    last_progress: FreeForm | None  # the last BenchProgress event (moe_tui.events), as the runner saw it
+    last_finished: FreeForm | None  # the last RunFinished event
+    queue: QueueSummaryJson
+    session: dict[str, int]  # items this runner closed, by state
+    servers: list[FreeForm]  # each managed server's own description (servers.managed)
+    telemetry: GpuSnapshotJson | None
+

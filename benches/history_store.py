@@ -136,6 +136,17 @@ def work(store: Store, queue: RunQueue, clock: _Clock, name: str, policy: str, d
                          gpu_samples=[(clock.now + i, {"util": 90}) for i in range(5)], close_item=(item.id, "done", ""))
 
 
+def write_profiles(where: Path) -> None:
+    """The history's profiles as TOML files (`queue add --dry-run` plans from them)."""
+    where.mkdir(parents=True, exist_ok=True)
+    for name in (BASELINE, *CANDIDATES):
+        prof = profile(name)
+        (where / f"{name}.toml").write_text(
+            f'name = "{name}"\nengine = "sim"\nmodel_path = "{prof["model_path"]}"\n'
+            f'moe_runner_backend = "{prof["moe_runner_backend"]}"\ntp_size = 8\nep_size = 8\n'
+            f'quantization = "modelopt_fp4"\ngpus = [0, 1, 2, 3, 4, 5, 6, 7]\nport = 31000\n')
+
+
 def build(n_runs: int, path: Path) -> dict:
     """Campaigns until the store holds `n_runs` runs (or more: whole campaigns), eras by campaign order."""
     rng = random.Random(34)

@@ -35,7 +35,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # MOE_TUI_BENCH_TREE: measure another checkout's code with this bench (benches/scale_tui_vs.py).
@@ -43,6 +42,8 @@ sys.path.insert(0, os.environ.get("MOE_TUI_BENCH_TREE") or str(ROOT))
 sys.path.append(str(ROOT))  # tests.support (the measuring helpers) from this tree whatever is measured
 
 from benches import history_store  # noqa: E402
+from benches.scale_open_grid import new_run_in_open_grid  # noqa: E402
+from benches.scale_table import table  # noqa: E402
 
 # The compared pair: the baseline and the latest campaign's candidate of the history store (set by
 # main for its children through the environment; the baseline holds about half of all runs).
@@ -116,7 +117,7 @@ def _core(store_path: Path, repeats: int) -> dict[str, float]:
         first = reads.queue_window()
         reads.queue_window(offset=first.total)
 
-    return {"grid_cpu_ms": cpu_ms(lambda s: grids.build_grid(s, *PAIR)), **new_run_in_open_grid(store_path, repeats),
+    return {"grid_cpu_ms": cpu_ms(lambda s: grids.build_grid(s, *PAIR)), **new_run_in_open_grid(store_path, repeats, PAIR),
             "grid_cached_ms": _cached_ms(store_path, repeats),
             "investigations_cpu_ms": cpu_ms(lambda s: investigations(s, *PAIR)),
             "queue_view_cpu_ms": cpu_ms(queue_view)}
@@ -157,68 +158,6 @@ def _cached_ms(store_path: Path, repeats: int) -> float:
             grids.build_grid(store, *PAIR)
             times.append((time.process_time() - t) * 1000)
     return statistics.median(times)
-
-
-def new_run_in_open_grid(store_path: Path, repeats: int) -> dict[str, float]:
-    """A grid open on the pair (built once, as the Compare screen holds it), then `repeats` times: a new
-    run of the candidate committed by another handle (the runner's), and the grid built again in a worker
-    thread while a 5 ms asyncio heartbeat runs on the loop (the TUI's shape): the time until the new grid
-    is there (with the new run in its cell) and the loop's longest stall meanwhile."""
-    from moe_tui.compare import CANDIDATE
-    from moe_tui.grids import pair as grids
-    from moe_tui.spec import BenchmarkSpec
-    from moe_tui.store.db import Store
-
-    a, b = PAIR
-    opened: Any = None
-    chosen: list[str] = []  # the spec the open grid judges at concurrency 64 (the new runs are of it)
-
-    def add_run(writer: Store, k: int) -> int:
-        prof = history_store.profile(b)
-        spec_json = BenchmarkSpec.from_dict(dict(opened.specs[chosen[0]])).canonical_json()
-        rid = writer.create_run(profile_name=b, spec_json=spec_json, fingerprint=chosen[0],
-                                client="moe-tui", profile=prof, provenance=history_store.provenance(prof, 0),
-                                server_start_id=None)
-        writer.finish_run(rid, status="complete", summary={"output_throughput": 3000.0 + k, "completed": 256,
-                                                           "failed": 0, "mean_ttft_ms": 100.0},
-                          flags=["simulated"], telemetry={}, selfcheck={"client_bound": False})
-        return rid
-
-    async def measure() -> dict[str, float]:
-        nonlocal opened
-        loop = asyncio.get_running_loop()
-        lags: list[float] = []
-        running = True
-
-        async def heartbeat() -> None:
-            while running:
-                t = loop.time()
-                await asyncio.sleep(0.005)
-                lags.append(max(0.0, loop.time() - t - 0.005))
-
-        times, stalls = [], []
-        with Store(store_path, readonly=True) as reader, Store(store_path) as writer:
-            t = time.monotonic()
-            opened = await asyncio.to_thread(grids.build_grid, reader, a, b)
-            cold = time.monotonic() - t
-            chosen.append(opened.point(CANDIDATE, 64).fingerprint)
-            beat = asyncio.create_task(heartbeat())
-            for k in range(repeats):
-                rid = await asyncio.to_thread(add_run, writer, k)
-                await asyncio.sleep(0.05)
-                lags.clear()
-                t = time.monotonic()
-                grid = await asyncio.to_thread(grids.build_grid, reader, a, b)
-                times.append(time.monotonic() - t)
-                stalls.append(max(lags, default=0.0))
-                if rid not in grid.point(CANDIDATE, 64).run_ids:
-                    raise RuntimeError(f"run {rid} is not in the open grid's cell")
-            running = False
-            await beat
-        return {"new_run_grid_ms": statistics.median(times) * 1000, "new_run_stall_ms": max(stalls) * 1000,
-                "open_grid_cold_ms": cold * 1000}
-
-    return asyncio.run(measure())
 
 
 def core_figures(store_path: Path, repeats: int) -> dict[str, float]:
@@ -376,18 +315,6 @@ def tui_figures(store_path: Path, idle_s: float, tree: Path | None = None) -> di
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _profiles_dir(home: Path) -> None:
-    """The history's profiles as TOML files (`queue add --dry-run` plans from them)."""
-    where = home / "profiles"
-    where.mkdir(parents=True, exist_ok=True)
-    for name in (history_store.BASELINE, *history_store.CANDIDATES):
-        prof = history_store.profile(name)
-        (where / f"{name}.toml").write_text(
-            f'name = "{name}"\nengine = "sim"\nmodel_path = "{prof["model_path"]}"\n'
-            f'moe_runner_backend = "{prof["moe_runner_backend"]}"\ntp_size = 8\nep_size = 8\n'
-            f'quantization = "modelopt_fp4"\ngpus = [0, 1, 2, 3, 4, 5, 6, 7]\nport = 31000\n')
-
-
 def build_store(n: int, base: Path) -> tuple[Path, dict]:
     """The history-shaped store of `n` runs under `base` (built once, kept: 100k takes minutes)."""
     home = base / f"{n}"
@@ -396,7 +323,7 @@ def build_store(n: int, base: Path) -> tuple[Path, dict]:
         out = subprocess.run([sys.executable, str(ROOT / "benches" / "history_store.py"), str(n), str(path)],
                              capture_output=True, text=True, check=True)
         (home / "build.json").write_text(out.stdout.strip().splitlines()[-1])
-    _profiles_dir(home)
+    history_store.write_profiles(home / "profiles")
     import sqlite3
 
     from moe_tui.store.db import Store
@@ -410,57 +337,6 @@ def build_store(n: int, base: Path) -> tuple[Path, dict]:
     if version < SCHEMA_VERSION:  # a store kept from an older build is upgraded once (the figures open
         Store(path).close()  # it read-only)
     return home, json.loads((home / "build.json").read_text())
-
-
-def table(rows: list[dict], tui: bool = True, tui_only: bool = False) -> list[str]:
-    head = ["operation", *(f"{r['runs']:,} runs" for r in rows), "growth per 10x (last step)", "goal at 100k"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-
-    def line(label: str, value, fmt, goal: str) -> None:
-        got = [value(r) for r in rows]
-        growth = (f"{got[-1] / got[-2]:.2f}x" if len(got) > 1 and got[-2] else "-") if None not in got[-2:] else "-"
-        lines.append("| " + " | ".join([label, *(fmt(v) if v is not None else "-" for v in got), growth, goal]) + " |")
-
-    if tui_only:
-        return _tui_lines(rows, lines, line)
-
-    def cli(op: str, key: str):
-        return lambda r: r["cli"].get(op, {}).get(key)
-
-    for op, label in (("compare", "`moe-tui compare A B --format json`"), ("export", "`moe-tui export A B`"),
-                      ("investigate", "`moe-tui investigate A B -c 64 --dry-run`"),
-                      ("queue_add", "`moe-tui queue add --profiles A,B ... --dry-run`")):
-        line(f"{label}, wall", cli(op, "s"), lambda v: f"{v:.2f} s", "< 2 s")
-        line(f"{label}, peak RSS", cli(op, "mb"), lambda v: f"{v:.0f} MB", "< 300 MB")
-    core = lambda key: lambda r: r["core"].get(key)  # noqa: E731
-    line("a new run in an open grid: commit to the grid rebuilt (median)", core("new_run_grid_ms"),
-         lambda v: f"{v:.0f} ms", "< 1 s")
-    line("a new run in an open grid: longest event-loop stall meanwhile", core("new_run_stall_ms"),
-         lambda v: f"{v:.1f} ms", "< 100 ms")
-    line("the grid opened cold (worker thread, fresh handle)", core("open_grid_cold_ms"), lambda v: f"{v:.0f} ms", "")
-    line("grid read + build, CPU in one process (cold)", core("grid_cpu_ms"), lambda v: f"{v:.0f} ms", "")
-    line("the same grid again, no store change (cache)", core("grid_cached_ms"), lambda v: f"{v:.2f} ms", "")
-    line("runs of the compared pair (baseline + candidate)", lambda r: r.get("pair_runs"),
-         lambda v: f"{v:,.0f}", "")
-    line("store file", lambda r: r["store_mb"], lambda v: f"{v:,.0f} MB", "")
-    if not tui:
-        return lines
-    return _tui_lines(rows, lines, line)
-
-
-def _tui_lines(rows: list[dict], lines: list[str], line) -> list[str]:
-    tui = lambda key: lambda r: r["tui"].get(key)  # noqa: E731
-    ms = lambda v: f"{v:.0f} ms"  # noqa: E731
-    line("TUI: key `3` to the grid (built in the background after start)", tui("grid_key_ms"), ms, "< 1 s")
-    line("TUI: every screen built and rendered off screen, after start", tui("prepared_s"), lambda v: f"{v:.2f} s", "")
-    for key, what in (("start_stall_ms", "start incl. building the screens"), ("queue_visit_stall_ms",
-                      "first visit to Queue"), ("queue_idle_stall_ms", "idle on Queue"),
-                      ("grid_visit_stall_ms", "first visit to the grid")):
-        line(f"TUI: event-loop stall, {what} (max)", tui(key), ms, "< 50 ms")
-    line("TUI: key `2` (Queue) to screen", tui("queue_key_ms"), ms, "< 100 ms")
-    line("TUI: idle CPU on the Queue screen", tui("queue_idle_cpu_pct"), lambda v: f"{v:.1f}%", "< 2%")
-    line("TUI: peak RSS", tui("peak_rss_mb"), lambda v: f"{v:.0f} MB", "")
-    return lines
 
 
 def _pair_runs(path: Path) -> int:

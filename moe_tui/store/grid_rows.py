@@ -16,6 +16,8 @@ hashing of field names per read); the rows hold only scalars, so a build with th
 from __future__ import annotations
 
 import json
+import threading
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -26,7 +28,8 @@ if TYPE_CHECKING:
     from moe_tui.store.db import Store
 
 _BATCH = 500  # ids per statement
-_CELL_COLUMNS = "run_id, concurrency, fingerprint, status, created_at, finished_at, simulated, seq"
+# Every column in `run_summaries_cells`: the first read walks that index alone, no table row.
+_CELL_COLUMNS = "run_id, concurrency, fingerprint, status, created_at, finished_at, simulated"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,14 +43,12 @@ class CellRow:
     status: str
     order: tuple[float, int]  # (finished or created time, id), as `compare.runs.Run.order`
     simulated: bool | None  # None: not known yet (a foreign writer's row): read from the row itself
-    seq: int
 
 
 def _row(profile: str, r: Any) -> CellRow:
     when = r[5] or r[4] or 0.0
     return CellRow(id=int(r[0]), profile_name=profile, concurrency=r[1], fingerprint=r[2], status=r[3],
-                   order=(float(when), int(r[0])), simulated=None if r[6] is None else bool(r[6]),
-                   seq=int(r[7] or 0))
+                   order=(float(when), int(r[0])), simulated=None if r[6] is None else bool(r[6]))
 
 
 def _where(statuses: Sequence[str]) -> str:
@@ -77,7 +78,7 @@ def changed_since(store: Store, profile: str, seq: int, statuses: Sequence[str])
     # `+profile_name`: walk the seq index from `seq` on (the few rows changed), not the profile's rows.
     rows = store.query(f"SELECT {_CELL_COLUMNS}, diagnostic FROM run_summaries WHERE seq > ? AND +profile_name = ?"
                        " ORDER BY seq", (seq, profile))
-    return [(int(r[0]), _row(profile, r) if r[8] == "" and r[3] in statuses else None) for r in rows]
+    return [(int(r[0]), _row(profile, r) if r[7] == "" and r[3] in statuses else None) for r in rows]
 
 
 def summaries_by_id(store: Store, ids: Iterable[int]) -> list[RunSummary]:
@@ -148,15 +149,36 @@ def _number(value: object) -> float | None:
 
 
 def evidence_rows(store: Store, ids: Iterable[int]) -> dict[int, EvidenceRow]:
-    """`ids`' evidence rows by id: one statement per batch, one provenance field each, never a whole run."""
+    """`ids`' evidence rows by id: one statement per batch, one provenance field each, never a whole run.
+    Kept per store handle with the row's change mark (`seq`): a row read before is read again only
+    when it changed (an open grid and `investigate` ask for the same runs again and again)."""
     wanted = sorted(set(ids))
+    with _evidence_lock:
+        kept = _evidence.setdefault(store, {})
     out: dict[int, EvidenceRow] = {}
+    stale: list[int] = []
     for start in range(0, len(wanted), _BATCH):
         chunk = wanted[start:start + _BATCH]
+        for rid, seq in store.query(f"SELECT run_id, seq FROM run_summaries WHERE run_id IN ({','.join('?' * len(chunk))})",
+                                    chunk):
+            hit = kept.get(int(rid))
+            if hit is not None and seq is not None and hit[0] == seq:
+                out[int(rid)] = hit[1]
+            else:
+                stale.append(int(rid))
+    for start in range(0, len(stale), _BATCH):
+        chunk = stale[start:start + _BATCH]
         for r in store.query(
-                "SELECT id, server_start_id, flags_json, started_at, finished_at, CASE WHEN json_valid(provenance_json)"
-                " THEN json_extract(provenance_json, '$.warmup_pass.duration_s') END FROM runs"
-                f" WHERE id IN ({','.join('?' * len(chunk))})", chunk):
-            out[int(r[0])] = EvidenceRow(int(r[0]), r[1], tuple(json.loads(r[2]) if r[2] else ()), r[3], r[4],
-                                         _number(r[5]))
+                "SELECT r.id, r.server_start_id, r.flags_json, r.started_at, r.finished_at, CASE WHEN"
+                " json_valid(r.provenance_json) THEN json_extract(r.provenance_json, '$.warmup_pass.duration_s') END,"
+                f" s.seq FROM runs r JOIN run_summaries s ON s.run_id = r.id WHERE r.id IN ({','.join('?' * len(chunk))})",
+                chunk):
+            row = EvidenceRow(int(r[0]), r[1], tuple(json.loads(r[2]) if r[2] else ()), r[3], r[4], _number(r[5]))
+            out[row.id] = row
+            if r[6] is not None:
+                kept[row.id] = (int(r[6]), row)
     return out
+
+
+_evidence_lock = threading.Lock()
+_evidence: weakref.WeakKeyDictionary[Store, dict[int, tuple[int, EvidenceRow]]] = weakref.WeakKeyDictionary()

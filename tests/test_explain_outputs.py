@@ -102,3 +102,25 @@ def test_hostile_dumps_are_refused(tmp_path):
     short["archive/data/0"] = short["archive/data/0"][:8]
     with pytest.raises(ExpertLoadError, match="does not fit"):
         expert_load(_zip(tmp_path, z.read("archive/data.pkl"), short))
+
+
+def test_the_emulators_expert_dump_rows_are_model_layers(tmp_path, monkeypatch):
+    """0.5.23's stat recorder dumps one row per model layer (GLM-5: 78, the first 3 dense and zero),
+    so explain names the worst layer by its model index; the emulator wrote one row per MoE layer."""
+    from types import SimpleNamespace
+
+    from moe_tui.sim.expert_load import SimExpertRecorder
+    from moe_tui.sim.model import StepPlan
+
+    monkeypatch.setenv("SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR", str(tmp_path))
+    args = SimpleNamespace(model_path="zai-org/GLM-5", expert_distribution_recorder_mode="stat",
+                           expert_distribution_recorder_buffer_size=4)
+    rec = SimExpertRecorder(SimpleNamespace(args=args, random_seed=1, sim_seed=1))  # type: ignore[arg-type]
+    rec.recording = True
+    for i in range(2):
+        rec.on_step(StepPlan(i, 16, 0), 0.01)
+    load = expert_load(rec.dump())
+    assert len(load.layers) == 78 and load.moe_layers == 75 and load.steps == 2
+    assert [lay.tokens for lay in load.layers[:3]] == [0, 0, 0]
+    assert all(lay.tokens > 0 for lay in load.layers[3:])
+    assert load.worst is not None and load.worst.layer >= 3

@@ -1,5 +1,6 @@
 """The emulator's engine: resolved server args, the continuous-batching loop, the prefix cache,
-the variance model, the simulated GPUs and the child process tree. No HTTP here (`routes`).
+the variance model, the simulated GPUs and the child process tree. No HTTP here (`routes`); what it
+reports of itself at `/server_info` is `server_info`.
 
 The engine task runs `BatchScheduler` steps against absolute wall-clock deadlines (a step's
 modelled duration, times the variance factor, divided by the throttled GPUs' speed and by
@@ -19,14 +20,13 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tokenizers import Tokenizer
 
 from moe_tui.sim.args import DEFAULT_CHUNKED_PREFILL_SIZE, DEFAULT_CONTEXT_LENGTH, DEFAULT_MAX_RUNNING_REQUESTS
 from moe_tui.sim.failure import child_failed
 from moe_tui.sim.gpus import GPU_PRESETS, SimGpuBoard, SimGpuWire
-from moe_tui.sim.memory import DEFAULT_MEM_FRACTION, GRAPH_GIB, WEIGHTS_GIB, MemoryBudget
+from moe_tui.sim.memory import DEFAULT_MEM_FRACTION, WEIGHTS_GIB, MemoryBudget
 from moe_tui.sim.model import BatchScheduler, SeqState, StepPlan, load_backends, perf_for
 from moe_tui.sim.output import Metrics, TextBank, log
 from moe_tui.sim.prefix_cache import RadixCache
@@ -202,44 +202,6 @@ class SimEngine:
             return None
         return ("ValueError: Current platform does not support NVFP4 quantization with the selected MoE backend. "
                 "Please use Blackwell and above, or use moe_runner_backend=marlin on SM80+.")
-
-    def server_args_dict(self) -> dict[str, Any]:
-        a = self.args
-        return {
-            "model_path": a.model_path, "tokenizer_path": str(TOKENIZER_DIR),
-            "served_model_name": self.served_model_name, "host": a.host, "port": a.port,
-            "tp_size": a.tp_size, "ep_size": a.ep_size, "dp_size": 1,
-            "moe_runner_backend": self.resolved_backend, "moe_a2a_backend": "none",
-            "quantization": a.quantization, "attention_backend": self.attention_backend,
-            "kv_cache_dtype": self.kv_cache_dtype, "page_size": 64, "trust_remote_code": a.trust_remote_code,
-            "mem_fraction_static": a.mem_fraction_static if a.mem_fraction_static else 0.85,
-            "max_running_requests": self.max_running, "chunked_prefill_size": self.chunked_prefill,
-            "stream_interval": a.stream_interval, "cuda_graph_max_bs_decode": a.cuda_graph_max_bs_decode,
-            "cuda_graph_max_bs_prefill": a.cuda_graph_max_bs_prefill, "disable_cuda_graph": a.disable_cuda_graph,
-            "disable_shared_experts_fusion": self.disable_shared_experts_fusion,
-            "enable_metrics": a.enable_metrics, "log_level": a.log_level, "random_seed": self.random_seed,
-            "context_length": self.context_length, "dist_init_addr": a.dist_init_addr,
-            "nnodes": a.nnodes, "node_rank": a.node_rank, "disable_radix_cache": a.disable_radix_cache,
-            "expert_distribution_recorder_mode": a.expert_distribution_recorder_mode,
-        }
-
-    def scheduler_info(self) -> dict[str, Any]:
-        """What SGLang's scheduler adds to /server_info (scheduler.py get_init_info): derived values."""
-        return {"max_total_num_tokens": self.kv_pool,
-                "max_req_input_len": self.memory.max_req_input_len(self.context_length)}
-
-    def sim_settings(self) -> dict[str, Any]:
-        return {k: v for k, v in vars(self.args).items() if k.startswith("sim_")} | {
-            "requested_moe_runner_backend": self.requested_backend,
-            "perf_row": self.perf.name,
-            "sim_seed": self.sim_seed,  # the seed in force, drawn at start when none was given
-            **self.variance.describe(),
-            "gpu_indices": self.gpu_indices,
-            "scheduler_pids": [p.pid for p in self.children.schedulers],
-            "detokenizer_pid": self.children.detokenizer.pid if self.children.detokenizer else None,
-            "foreign_gpu_pid": self.children.foreign_pid,
-            "gpus_lost": sorted(self.board.lost),
-        }
 
     # -- requests ----------------------------------------------------------------------------
 
@@ -435,18 +397,6 @@ class SimEngine:
         mono = time.monotonic()
         self.board.update(mono, self.busy.share(mono), self.sched.num_running / self.max_running)
         return self.board.sample(time.time(), mono)
-
-    def internal_state(self) -> dict[str, Any]:
-        return {
-            "last_gen_throughput": round(self.last_gen_throughput, 3),
-            "token_usage": round(self.token_usage(), 6),
-            "memory_usage": {"weight": WEIGHTS_GIB, "kvcache": round(self.memory.kv_gib, 2),
-                             "token_capacity": self.kv_pool, "graph": GRAPH_GIB},
-            "avg_spec_accept_length": None,
-            "sim_engine_steps": self.sched.step_index,
-            "sim_engine_lag_s": round(self.engine_lag_s, 6),
-            "sim_engine_lag_events": self.engine_lag_events,
-        }
 
     # -- faults ----------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ Routes: `/generate` (native, streaming or not), `/v1/completions` (OpenAI, strea
 `/metrics` (with `--enable-metrics`), and `/sim/gpus`: the simulated GPUs' telemetry, which only
 the emulator has (the control room reads it when no NVIDIA driver is present). Chunk JSON is
 spliced from the text bank's pre-escaped text so one process can stream many thousands of chunks
-per second.
+per second. Request bodies are parsed and refused by `moe_tui.sim.requests` (SGLang's grammar).
 """
 
 from __future__ import annotations
@@ -15,28 +15,22 @@ import argparse
 import asyncio
 import json
 import os
-import shlex
 import signal
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from aiohttp import web
 
-from moe_tui.sim import SIM_VERSION
 from moe_tui.sim.auth import install_api_key
 from moe_tui.sim.engine import TOKENIZER_DIR, ReqState, SimEngine
 from moe_tui.sim.metrics_text import metrics_text
 from moe_tui.sim.output import log
+from moe_tui.sim.requests import BadRequest, RequestGrammar, json_body, native_error, openai_error
+from moe_tui.sim.server_info import server_info
 from moe_tui.sim.startup import startup
 
 HEALTH_CHECK_TIMEOUT_S = 20.0
-DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's sampling default
-
-
-class BadRequest(Exception):
-    """A client error to answer with HTTP 400."""
 
 
 # (request, tokens so far, final?, text length sent) -> (the SSE bytes, the new text length sent)
@@ -48,6 +42,7 @@ class SimServer:
 
     def __init__(self, args: argparse.Namespace, argv: list[str]) -> None:
         self.e = SimEngine(args, argv)
+        self.requests = RequestGrammar(self.e)
         from moe_tui.sim.expert_load import SimExpertRecorder
         from moe_tui.sim.profiler import SimProfiler
 
@@ -56,29 +51,6 @@ class SimServer:
         self._stop: asyncio.Future[int] | None = None  # the process's exit status
         self._tasks: list[asyncio.Task[None]] = []
 
-    # -- HTTP helpers ----------------------------------------------------------------------
-
-    @staticmethod
-    def _native_error(message: str, status: int = 400) -> web.Response:
-        return web.json_response({"error": {"message": message}}, status=status)
-
-    @staticmethod
-    def _openai_error(message: str, status: int = 400) -> web.Response:
-        kind = "BadRequestError" if status == 400 else "InternalServerError"
-        return web.json_response({"object": "error", "message": message, "type": kind,
-                                  "param": None, "code": status}, status=status)
-
-    @staticmethod
-    async def _json_body(request: web.Request) -> dict[str, Any]:
-        raw = await request.read()
-        try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise BadRequest(f"Invalid JSON body: {exc}") from None
-        if not isinstance(body, dict):
-            raise BadRequest("Request body must be a JSON object")
-        return body
-
     def _not_ready(self) -> str | None:
         if self.e.state == "loading":
             return "The server is not ready yet (SIMULATED: still starting up)."
@@ -86,71 +58,7 @@ class SimServer:
             return "The server is shutting down."
         return None
 
-    def _prompt_ids_from_text(self, text: object, where: str) -> list[int]:
-        if not isinstance(text, str):
-            raise BadRequest(f"{where} must be a string (batched requests are not emulated)")
-        return self.e.tokenizer.encode(text, add_special_tokens=False).ids
-
-    @staticmethod
-    def _prompt_ids_from_ids(ids: object, where: str) -> list[int]:
-        # type() is exact (rejects bool); min() after it keeps this cheap for long prompts.
-        if (not isinstance(ids, list) or not all(type(i) is int for i in ids)
-                or (ids and min(ids) < 0)):
-            raise BadRequest(f"{where} must be a list of non-negative integer token ids "
-                             "(batched requests are not emulated)")
-        return ids
-
-    def _check_lengths(self, prompt_len: int, max_new: int) -> None:
-        if prompt_len == 0:
-            raise BadRequest("The input is empty: prompt has 0 tokens.")
-        if prompt_len + max_new > self.e.context_length:
-            raise BadRequest(
-                f"Requested token count exceeds the model's maximum context length of "
-                f"{self.e.context_length} tokens. You requested a total of {prompt_len + max_new} "
-                f"tokens: {prompt_len} tokens from the input messages and {max_new} tokens for "
-                f"the completion. Please reduce the number of tokens in the input messages or "
-                f"the completion to fit within the limit.")
-
-    @staticmethod
-    def _int_param(value: object, name: str, default: int) -> int:
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise BadRequest(f"{name} must be a non-negative integer, got {value!r}")
-        return value
-
-    @staticmethod
-    def _check_temperature(value: object, name: str) -> None:
-        if value is None:
-            return
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise BadRequest(f"{name} must be a non-negative number, got {value!r}")
-
     # -- generation routes -----------------------------------------------------------------
-
-    def _parse_generate(self, body: dict[str, Any]) -> tuple[list[int], int, bool, str]:
-        has_text = body.get("text") is not None
-        has_ids = body.get("input_ids") is not None
-        if has_text == has_ids:
-            raise BadRequest("Either text or input_ids should be provided (exactly one).")
-        prompt_ids = (self._prompt_ids_from_text(body["text"], "text") if has_text
-                      else self._prompt_ids_from_ids(body["input_ids"], "input_ids"))
-        sp = body.get("sampling_params") or {}
-        if not isinstance(sp, dict):
-            raise BadRequest("sampling_params must be a JSON object")
-        max_new = self._int_param(sp.get("max_new_tokens"), "sampling_params.max_new_tokens",
-                                  DEFAULT_MAX_NEW_TOKENS)
-        self._check_temperature(sp.get("temperature"), "sampling_params.temperature")
-        if "ignore_eos" in sp and not isinstance(sp["ignore_eos"], bool):
-            raise BadRequest("sampling_params.ignore_eos must be a boolean")
-        stream = body.get("stream", False)
-        if not isinstance(stream, bool):
-            raise BadRequest("stream must be a boolean")
-        rid = body.get("rid") or uuid.uuid4().hex
-        if not isinstance(rid, str):
-            raise BadRequest("rid must be a string")
-        self._check_lengths(len(prompt_ids), max_new)
-        return prompt_ids, max_new, stream, rid
 
     def _native_chunk(self, st: ReqState, n: int, final: bool) -> str:
         seq = st.seq
@@ -163,15 +71,15 @@ class SimServer:
 
     async def handle_generate(self, request: web.Request) -> web.StreamResponse:
         try:
-            body = await self._json_body(request)
-            prompt_ids, max_new, stream, rid = self._parse_generate(body)
+            body = await json_body(request)
+            prompt_ids, max_new, stream, rid = self.requests.parse_generate(body)
         except BadRequest as exc:
-            return self._native_error(str(exc))
+            return native_error(str(exc))
         reason = self._not_ready()
         if reason:
-            return self._native_error(reason, 503)
+            return native_error(reason, 503)
         if self.e.error_draw():
-            return self._native_error("Internal server error (SIMULATED: --sim-error-rate)", 500)
+            return native_error("Internal server error (SIMULATED: --sim-error-rate)", 500)
         self.e.requests_started += 1
         st = self.e.submit(prompt_ids, max_new, rid, self.e.requests_started)
         if not stream:
@@ -246,40 +154,17 @@ class SimServer:
             raise
         return resp
 
-    def _parse_completions(self, body: dict[str, Any]) -> tuple[list[int], int, bool, tuple[bool, bool]]:
-        prompt = body.get("prompt")
-        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
-            prompt = prompt[0]
-        if isinstance(prompt, str):
-            prompt_ids = self._prompt_ids_from_text(prompt, "prompt")
-        elif isinstance(prompt, list):
-            prompt_ids = self._prompt_ids_from_ids(prompt, "prompt")
-        else:
-            raise BadRequest("prompt must be a string or a list of token ids")
-        max_new = self._int_param(body.get("max_tokens"), "max_tokens", 16)
-        self._check_temperature(body.get("temperature"), "temperature")
-        if body.get("n", 1) != 1:
-            raise BadRequest("n > 1 is not emulated")
-        stream = body.get("stream", False)
-        if not isinstance(stream, bool):
-            raise BadRequest("stream must be a boolean")
-        opts = body.get("stream_options") or {}
-        if not isinstance(opts, dict):
-            raise BadRequest("stream_options must be a JSON object")
-        self._check_lengths(len(prompt_ids), max_new)
-        return prompt_ids, max_new, stream, (bool(opts.get("include_usage")), bool(opts.get("continuous_usage_stats")))
-
     async def handle_completions(self, request: web.Request) -> web.StreamResponse:
         try:
-            body = await self._json_body(request)
-            prompt_ids, max_new, stream, (include_usage, continuous_usage) = self._parse_completions(body)
+            body = await json_body(request)
+            prompt_ids, max_new, stream, (include_usage, continuous_usage) = self.requests.parse_completions(body)
         except BadRequest as exc:
-            return self._openai_error(str(exc))
+            return openai_error(str(exc))
         reason = self._not_ready()
         if reason:
-            return self._openai_error(reason, 503)
+            return openai_error(reason, 503)
         if self.e.error_draw():
-            return self._openai_error("Internal server error (SIMULATED: --sim-error-rate)", 500)
+            return openai_error("Internal server error (SIMULATED: --sim-error-rate)", 500)
         self.e.requests_started += 1
         rid = uuid.uuid4().hex
         st = self.e.submit(prompt_ids, max_new, rid, self.e.requests_started)
@@ -359,17 +244,7 @@ class SimServer:
         })
 
     async def handle_server_info(self, request: web.Request) -> web.Response:
-        launch = shlex.join(["python", "-m", "sglang.launch_server", *self.e.argv])
-        return web.json_response(self.e.server_args_dict() | self.e.scheduler_info() | {
-            "launch_command": launch,
-            "version": SIM_VERSION,
-            "startup_time": dict(self.e.startup_time),
-            "status": self.e.state,
-            "internal_states": [self.e.internal_state()],
-            "frontend": "python",
-            "simulated": True,
-            "sim": self.e.sim_settings(),
-        })
+        return web.json_response(server_info(self.e))
 
     async def handle_flush_cache(self, request: web.Request) -> web.Response:
         timeout = request.query.get("timeout")
@@ -397,7 +272,7 @@ class SimServer:
         """moe-tui's own (not SGLang's): set the clock's time scale between runs. Refused while
         requests run (a run at two speeds measures neither); /server_info's sim settings say it."""
         try:
-            body = await self._json_body(request)
+            body = await json_body(request)
             scale = float(body.get("time_scale"))  # type: ignore[arg-type]
         except (BadRequest, TypeError, ValueError) as exc:
             return web.Response(status=400, text=f"time_scale: a positive number is needed ({exc})\n")

@@ -23,6 +23,7 @@ from moe_tui.sim.engine import SimEngine
 from moe_tui.sim.failure import child_failed, maybe_startup_fault
 from moe_tui.sim.memory import WEIGHTS_GIB
 from moe_tui.sim.output import log, log_raw
+from moe_tui.sim.server_info import server_args
 
 LOAD_PROGRESS_EVERY_S = 0.5  # a bar update this often (tqdm refreshes at most every 0.1 s; shards take longer)
 SHARDS = 80
@@ -80,7 +81,7 @@ def _banner(engine: SimEngine) -> None:
     log_raw(f"  SIMULATED SGLang server (moe-tui emulator {SIM_VERSION}): no GPU, no model.")
     log_raw("  Every number it produces comes from a performance model, not hardware.")
     log_raw("=" * 78)
-    args_repr = ", ".join(f"{k}={v!r}" for k, v in engine.server_args_dict().items())
+    args_repr = ", ".join(f"{k}={v!r}" for k, v in server_args(engine).items())
     log(f"server_args=ServerArgs({args_repr})")
     for level, note in engine.backend_notes:
         log(note, level="WARNING server_args.py:" if level == "WARNING" else "")

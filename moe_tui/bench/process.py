@@ -263,10 +263,7 @@ class _ChildRun:
 
     async def _stop_on_request(self, stop: asyncio.Event) -> None:
         await stop.wait()
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+        _signal(self.proc, signal.SIGTERM)
 
 
 def _parse(raw: bytes) -> JsonObject | None:
@@ -284,11 +281,24 @@ def _ended(proc: _Child, code: int) -> str:
     return "ended" if isinstance(proc, ForkedClient) else f"exited with code {code}"  # the zygote reaps forked ones
 
 
+def _signal(proc: _Child, sig: int) -> bool:
+    """`sig` to the child's process group, or to the child alone while it has none yet (a forked
+    client between its fork and its setsid); False when it is gone."""
+    try:
+        os.killpg(proc.pid, sig)
+        return True
+    except ProcessLookupError:
+        pass
+    try:
+        os.kill(proc.pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
 async def _stop(proc: _Child) -> None:
     for sig, wait in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
+        if not _signal(proc, sig):
             return
         try:
             await asyncio.wait_for(proc.wait(), wait)

@@ -115,13 +115,14 @@ class ClientProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.returncode is None
 
-    async def start(self) -> None:
+    async def start(self, first: bytes = b"") -> bool:
+        """Start the process unless it runs; whether `first` (a request line) was handed to it."""
         if self.alive:
-            return
+            return False
         if self.zygote is not None:
             try:
-                self._started(await self.zygote.spawn())
-                return
+                self._started(await self.zygote.spawn(first=first))
+                return bool(first)
             except (OSError, TimeoutError):
                 self.zygote = None  # it failed once: this client execs from now on
         child_env = dict(os.environ if self.env is None else self.env)
@@ -130,6 +131,7 @@ class ClientProcess:
         self._started(await asyncio.create_subprocess_exec(
             self.python, "-m", "moe_tui.bench.worker", stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True, env=child_env))
+        return False
 
     def _started(self, proc: _Child) -> None:
         self.proc = proc
@@ -170,17 +172,19 @@ class ClientProcess:
         """One benchmark in this process, as `run_benchmark_subprocess` describes; `api_key` is the
         server's key (None: the one in this process's environment, if any)."""
         spec = native_spec(spec)
-        await self.start()
-        proc = self.proc
-        assert proc is not None and proc.stdin is not None
         request = {"spec": spec.canonical_dict(), "base_url": base_url, "run_id": run_id,
                    "request_timeout": request_timeout, "stall_timeout": stall_timeout, "vocab_size": vocab_size,
                    "tokenizer": tokenizer, "warmup_pause": warmup_pause,
                    "api_key": api_key or (self.env if self.env is not None else os.environ).get(API_KEY_ENV)}
+        line = (json.dumps(request) + "\n").encode()
+        handed = await self.start(first=line)
+        proc = self.proc
+        assert proc is not None and proc.stdin is not None
         child = _ChildRun(proc, on_progress)
         try:
-            proc.stdin.write((json.dumps(request) + "\n").encode())
-            await proc.stdin.drain()
+            if not handed:
+                proc.stdin.write(line)
+                await proc.stdin.drain()
             assert self._lines is not None
             result = await child.run(self._lines, stop)
         except (BrokenPipeError, ConnectionResetError):
@@ -259,10 +263,7 @@ class _ChildRun:
 
     async def _stop_on_request(self, stop: asyncio.Event) -> None:
         await stop.wait()
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+        _signal(self.proc, signal.SIGTERM)
 
 
 def _parse(raw: bytes) -> JsonObject | None:
@@ -280,11 +281,24 @@ def _ended(proc: _Child, code: int) -> str:
     return "ended" if isinstance(proc, ForkedClient) else f"exited with code {code}"  # the zygote reaps forked ones
 
 
+def _signal(proc: _Child, sig: int) -> bool:
+    """`sig` to the child's process group, or to the child alone while it has none yet (a forked
+    client between its fork and its setsid); False when it is gone."""
+    try:
+        os.killpg(proc.pid, sig)
+        return True
+    except ProcessLookupError:
+        pass
+    try:
+        os.kill(proc.pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
 async def _stop(proc: _Child) -> None:
     for sig, wait in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
+        if not _signal(proc, sig):
             return
         try:
             await asyncio.wait_for(proc.wait(), wait)

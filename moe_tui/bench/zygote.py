@@ -69,7 +69,8 @@ def serve(sock: socket.socket) -> None:
         if len(fds) != 3:
             for fd in fds:
                 os.close(fd)
-            sock.sendall(PID.pack(-1))
+            with contextlib.suppress(OSError):
+                sock.sendall(PID.pack(-1))
             continue
         sys.stdout.flush()
         sys.stderr.flush()
@@ -86,7 +87,11 @@ def serve(sock: socket.socket) -> None:
         _clients.add(pid)
         for fd in fds:
             os.close(fd)
-        sock.sendall(PID.pack(pid))
+        try:
+            sock.sendall(PID.pack(pid))
+        except OSError:  # the runner died while asking: its client runs the request it was handed
+            _outlive_clients()
+            return
 
 
 def _outlive_clients() -> None:
@@ -170,13 +175,17 @@ class Zygote:
         ours.setblocking(False)
         self.sock = ours
 
-    async def spawn(self, timeout_s: float = 30.0) -> ForkedClient:
-        """A new client process; OSError or TimeoutError when the zygote cannot make one."""
+    async def spawn(self, timeout_s: float = 30.0, first: bytes = b"") -> ForkedClient:
+        """A new client process; OSError or TimeoutError when the zygote cannot make one. `first`
+        (its first request line) is in its stdin before the zygote is even asked: a runner that
+        dies while the zygote is still importing leaves a client that runs it, as an exec'd one would."""
         await self.start()
         assert self.sock is not None
         loop = asyncio.get_running_loop()
         (in_r, in_w), (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe(), os.pipe()
         try:
+            if first:
+                os.write(in_w, first)  # one request line: far below a pipe's buffer
             socket.send_fds(self.sock, [b"f"], [in_r, out_w, err_w])
         except BaseException:
             for fd in (in_r, in_w, out_r, out_w, err_r, err_w):

@@ -82,6 +82,10 @@ class _Serve:
 
         self.runs += 1
         self.stop = asyncio.Event()
+        if self.quit.is_set():
+            # SIGTERM landed after this request was written and before its run began (taken then for
+            # "between runs"): it was meant for this run, which stops at once and says what it measured.
+            self.stop.set()
         try:
             request = json.loads(line)
             spec = BenchmarkSpec.from_dict(request["spec"], "request")

@@ -24,6 +24,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # Enough prompts that a kill lands inside a run rather than between runs.
 SPEC = ["--num-prompts", "24", "--input-len", "32", "--output-len", "16", "--no-warmup-pass"]
+# A run SIGTERM must land inside: the item's client process is warm when its run opens (one process
+# per item, started with it), so 24 prompts at concurrency 1 could end before the signal is handled.
+LONG_SPEC = ["--num-prompts", "120", "--input-len", "32", "--output-len", "16", "--no-warmup-pass"]
 
 
 def _running_item_with_progress(env: Env) -> bool:
@@ -70,7 +73,7 @@ def test_sigkill_mid_campaign_then_rerun_loses_and_duplicates_nothing(env):
 def test_sigterm_marks_current_item_interrupted_and_stops_servers(env):
     a = env.profile("sim-a", "flashinfer_cutlass")
     assert env.run("queue", "add", "--profiles", a, "--concurrency", "1", "--repeats", "2",
-                   "--profiles-dir", str(env.profiles), *SPEC).returncode == 0
+                   "--profiles-dir", str(env.profiles), *LONG_SPEC).returncode == 0
     runner = env.popen("run", "--profiles-dir", str(env.profiles))
     wait_for(lambda: env.db.exists() and env.query(
         "SELECT COUNT(*) FROM queue_items q JOIN runs r ON r.id = q.run_id "

@@ -251,22 +251,29 @@ def _queue_plan(args: argparse.Namespace, store: Store, plan: CampaignPlan, name
 
 
 def _list(args: argparse.Namespace, store: Store) -> int:
+    from moe_tui.store.jobs import ExecutorJobs
     from moe_tui.store.queue import RunQueue
 
     queue = RunQueue(store)
     items = queue.items(args.state)
+    jobs = ExecutorJobs(store).latest_for_items()  # items an executor ran as batch jobs (issue 37)
     if args.json:
-        print(json.dumps({"summary": queue.summary(), "items": [i.to_dict() for i in items]}, sort_keys=True))
+        print(json.dumps({"summary": queue.summary(), "items": [
+            {**i.to_dict(), **({"job": jobs[i.id].to_dict()} if i.id in jobs else {})} for i in items]}, sort_keys=True))
         return 0
     summary = queue.summary()
     counts = ", ".join(f"{k} {v}" for k, v in summary["counts"].items() if v)
     print(f"queue {'PAUSED' if summary['paused'] else 'active'}: {counts or 'empty'}")
     if items:
-        print(f"{'id':>5}  {'state':<11} {'profile':<28} {'conc':>5} {'n':>6} {'rep':>3} {'try':>3} {'run':>5}  note")
+        print(f"{'id':>5}  {'state':<11} {'profile':<28} {'conc':>5} {'n':>6} {'rep':>3} {'try':>3} {'run':>5}  "
+              + (f"{'job':<8} {'node':<10} {'slurm':<11} " if jobs else "") + "note")
     for i in items:
         note = (i.error.splitlines()[0] if i.error else "")[:70]
+        job = jobs.get(i.id)
+        where = ("" if not jobs else f"{'-':<8} {'-':<10} {'-':<11} " if job is None
+                 else f"{job.job_id or '?':<8} {job.node or '-':<10} {job.state:<11} ")
         print(f"{i.id:>5}  {i.state:<11} {i.profile_name:<28} {i.spec.max_concurrency:>5} {i.spec.num_prompts:>6} "
-              f"{i.repeat_index:>3} {i.attempts:>3} {i.run_id if i.run_id is not None else '-':>5}  {note}")
+              f"{i.repeat_index:>3} {i.attempts:>3} {i.run_id if i.run_id is not None else '-':>5}  {where}{note}")
     return 0
 
 

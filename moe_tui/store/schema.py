@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 _ADD_COLUMN = re.compile(r"\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)", re.IGNORECASE)
 
 # Months of data (issue 26). Indices for every read that must not grow with the store: a pair of
@@ -268,6 +268,31 @@ _MIGRATIONS: dict[int, str] = {
     CREATE INDEX IF NOT EXISTS queue_items_position ON queue_items(position, id);
     """,
     8: _SUMMARY_MIGRATION,
+    # Executors (issue 37, `moe_tui.store.jobs`): one row per batch job an item became (Slurm), its
+    # state as the scheduler said it, and how the controller settled it. IF NOT EXISTS: renumber freely.
+    9: """
+    CREATE TABLE IF NOT EXISTS executor_jobs (
+        id INTEGER PRIMARY KEY,
+        executor TEXT NOT NULL,
+        name TEXT NOT NULL,
+        job_id TEXT,
+        queue_item_id INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        node TEXT NOT NULL DEFAULT '',
+        reason TEXT NOT NULL DEFAULT '',
+        result_path TEXT NOT NULL,
+        submitted_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        ended_seen_at REAL,
+        cancel_asked INTEGER NOT NULL DEFAULT 0,
+        settled_at REAL,
+        outcome TEXT NOT NULL DEFAULT '',
+        run_id INTEGER
+    );
+    CREATE INDEX IF NOT EXISTS executor_jobs_open ON executor_jobs(executor, settled_at);
+    CREATE INDEX IF NOT EXISTS executor_jobs_item ON executor_jobs(queue_item_id, id);
+    """,
 }
 
 

@@ -354,6 +354,13 @@ def _edit(args: argparse.Namespace, store: Store) -> int:
     elif action == "retry":
         result = queue.retry(args.item).to_dict()
     elif action == "cancel":
+        from moe_tui.store.jobs import ExecutorJobs
+
+        job = ExecutorJobs(store).open_job_of(args.id)
+        if job is not None:  # a batch job works it: its dispatcher cancels the job, then the item
+            ExecutorJobs(store).ask_cancel(job.id)
+            print(f"item #{args.id}: cancel asked; the {job.executor} dispatcher ends job {job.job_id or job.name}")
+            return 0
         result = queue.cancel(args.id).to_dict()
     elif action == "skip":
         result = queue.skip(args.id).to_dict()

@@ -75,6 +75,11 @@ class ExecutorJobs:
             raise
         return {int(r["queue_item_id"]): _row(r) for r in rows}
 
+    def open_job_of(self, item_id: int) -> JobRow | None:
+        """The item's job not yet settled (a running item an executor works), if any."""
+        rows = self.store.query("SELECT * FROM executor_jobs WHERE queue_item_id = ? AND settled_at IS NULL", (int(item_id),))
+        return _row(rows[0]) if rows else None
+
     def jobs_of_item(self, item_id: int) -> list[JobRow]:
         return [_row(r) for r in self.store.query(
             "SELECT * FROM executor_jobs WHERE queue_item_id = ? ORDER BY id", (int(item_id),))]

@@ -55,3 +55,21 @@ def test_node_down_mid_run_retries_the_item_on_a_live_node(env, slurm_idle):
     _exactly_once(env, item, "NODE_FAIL")
     assert jobs_of(env.db, item)[0][2] == job[2]
     assert leftovers(env.home) == []
+
+
+def test_queue_cancel_of_an_item_a_job_works_scancels_the_job_and_cancels_the_item(env, slurm_idle):
+    env.profile("base", "flashinfer_cutlass", time_scale=10)
+    lines: list[str] = []
+    with open_store(env) as store:
+        item = add(store, "base", **LONG)
+        d = dispatcher(store, env, slurm_idle, lines)
+        d.adopt()
+        wait_job_state(env.db, item, {"RUNNING"}, d, timeout=60)
+        out = env.run("queue", "cancel", str(item))
+        assert "cancel asked" in out.stdout, out.stdout
+        drive(d, timeout=60)
+    jobs = jobs_of(env.db, item)
+    assert [(j[1], j[3]) for j in jobs] == [("CANCELLED", "cancelled")], jobs
+    assert env.query("SELECT state FROM queue_items WHERE id = ?", (item,))[0][0] == "cancelled"
+    assert runs_of(env.db, item) == []
+    assert leftovers(env.home) == []

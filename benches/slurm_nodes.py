@@ -19,12 +19,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
+from runner_support import write_profile  # noqa: E402
+
 from moe_tui.executors.dispatch import Dispatcher  # noqa: E402
 from moe_tui.executors.slurm import SlurmExecutor, SlurmSettings  # noqa: E402
 from moe_tui.spec import BenchmarkSpec  # noqa: E402
 from moe_tui.store.db import Store  # noqa: E402
 from moe_tui.store.queue import RunQueue  # noqa: E402
-from runner_support import write_profile  # noqa: E402
 from tests.slurm import cluster as slurm_cluster  # noqa: E402
 
 

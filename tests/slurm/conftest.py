@@ -7,6 +7,7 @@ grouping keeps them on one worker)."""
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -27,6 +28,7 @@ def slurm():
         yield cluster
     finally:
         cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

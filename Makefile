@@ -76,6 +76,9 @@ unit: $(STAMP)
 test:
 	$(MAKE) --no-print-directory -j2 -Otarget lint-code sglang-client hta
 	$(MAKE) --no-print-directory parser-check
+	@if command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null; then \
+	echo "Slurm tier (tests/slurm): on, a real two-node Slurm on this host"; \
+	else echo "note: no slurmctld/slurmd/munged: the Slurm tier (tests/slurm) is SKIPPED (.ci/run installs them)"; fi
 	$(PYTEST) -q -rfER -n $(TEST_WORKERS) --dist loadgroup --durations=15
 
 # Refresh tests/durations.json (the scheduling order) from a whole run on this machine.

@@ -200,7 +200,7 @@ def test_a_store_made_by_schema_7_is_upgraded_and_its_grid_unchanged(tmp_path):
     whole_before = [tuple(r) for r in conn.execute("SELECT id, summary_json FROM runs ORDER BY id")]
     conn.close()
     with Store(path) as s:
-        assert s.query("PRAGMA user_version")[0][0] == SCHEMA_VERSION == 9
+        assert s.query("PRAGMA user_version")[0][0] == SCHEMA_VERSION == 10
         assert s.query("SELECT COUNT(*) FROM run_summaries WHERE simulated IS NULL OR seq IS NULL")[0][0] == 0
         assert s.query("SELECT COUNT(*) FROM run_summaries WHERE facts_json IS NULL")[0][0] == 0
         assert [tuple(r) for r in s.query("SELECT run_id, summary_json FROM run_summaries ORDER BY run_id")] == whole_before

@@ -260,7 +260,9 @@ def _queue_plan(args: argparse.Namespace, store: Store, plan: CampaignPlan, name
 
 
 def _list(args: argparse.Namespace, store: Store) -> int:
-    """One page of the items the filters keep (a queue of months holds 100,000; all came out)."""
+    """One page of the items the filters keep (a queue of months holds 100,000; all came out), with the
+    batch job each ran as where an executor ran it (issue 37)."""
+    from moe_tui.store.jobs import ExecutorJobs
     from moe_tui.store.queue import QueueError, RunQueue
     from moe_tui.store.queue_item import list_page
 
@@ -274,9 +276,11 @@ def _list(args: argparse.Namespace, store: Store) -> int:
     total, items = list_page(store, states=args.state, campaign_id=args.campaign, profile=args.profile,
                              offset=offset, limit=None if args.all else args.limit)
     more = offset + len(items) < total
+    jobs = ExecutorJobs(store).latest_for_items([i.id for i in items])  # the page's batch jobs (issue 37)
     if args.json:
-        print(json.dumps({"summary": queue.summary(), "items": [i.to_dict() for i in items], "total": total,
-                          "offset": offset, "more": more}, sort_keys=True))
+        print(json.dumps({"summary": queue.summary(), "items": [
+            {**i.to_dict(), **({"job": jobs[i.id].to_dict()} if i.id in jobs else {})} for i in items],
+            "total": total, "offset": offset, "more": more}, sort_keys=True))
         return 0
     summary = queue.summary()
     counts = ", ".join(f"{k} {v}" for k, v in summary["counts"].items() if v)
@@ -285,11 +289,15 @@ def _list(args: argparse.Namespace, store: Store) -> int:
         print(f"items {offset + 1 if items else offset}-{offset + len(items)} of {total:,}"
               + (f"; next: --page {args.page + 1} (or --all)" if more else ""))
     if items:
-        print(f"{'id':>5}  {'state':<11} {'profile':<28} {'conc':>5} {'n':>6} {'rep':>3} {'try':>3} {'run':>5}  note")
+        print(f"{'id':>5}  {'state':<11} {'profile':<28} {'conc':>5} {'n':>6} {'rep':>3} {'try':>3} {'run':>5}  "
+              + (f"{'job':<8} {'node':<10} {'slurm':<11} " if jobs else "") + "note")
     for i in items:
         note = (i.error.splitlines()[0] if i.error else "")[:70]
+        job = jobs.get(i.id)
+        where = ("" if not jobs else f"{'-':<8} {'-':<10} {'-':<11} " if job is None
+                 else f"{job.job_id or '?':<8} {job.node or '-':<10} {job.state:<11} ")
         print(f"{i.id:>5}  {i.state:<11} {i.profile_name:<28} {i.spec.max_concurrency:>5} {i.spec.num_prompts:>6} "
-              f"{i.repeat_index:>3} {i.attempts:>3} {i.run_id if i.run_id is not None else '-':>5}  {note}")
+              f"{i.repeat_index:>3} {i.attempts:>3} {i.run_id if i.run_id is not None else '-':>5}  {where}{note}")
     return 0
 
 
@@ -370,6 +378,13 @@ def _edit(args: argparse.Namespace, store: Store) -> int:
     elif action == "retry":
         result = queue.retry(args.item).to_dict()
     elif action == "cancel":
+        from moe_tui.store.jobs import ExecutorJobs
+
+        job = ExecutorJobs(store).open_job_of(args.id)
+        if job is not None:  # a batch job works it: its dispatcher cancels the job, then the item
+            ExecutorJobs(store).ask_cancel(job.id)
+            print(f"item #{args.id}: cancel asked; the {job.executor} dispatcher ends job {job.job_id or job.name}")
+            return 0
         result = queue.cancel(args.id).to_dict()
     elif action == "skip":
         result = queue.skip(args.id).to_dict()

@@ -51,6 +51,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
                    help="print the running runner's state in words and exit (--json: its whole snapshot)")
     add_format(p, "with --status: the runner's snapshot as JSON")
     p.add_argument("--stop", action="store_true", help="stop the running runner (its servers too) and exit")
+    p.add_argument("--executor", choices=("local", "slurm"), default="local",
+                   help="where items run: this machine (default) or one Slurm job each (moe_tui.executors)")
+    from moe_tui.commands.run_slurm import add_arguments
+
+    add_arguments(p)
     p.set_defaults(run=run)
     return p
 
@@ -79,9 +84,17 @@ def run(args: argparse.Namespace) -> int:
         for name in sorted(duplicates.duplicates):
             print(f"moe-tui run: {duplicates.duplicate_message(name)}", file=sys.stderr)
         return 2
+    if args.detach and args.executor != "local":
+        print("moe-tui run: --detach works the queue locally; run --executor slurm in the foreground "
+              "(its jobs outlive it: the next start re-adopts them)", file=sys.stderr)
+        return 2
     if args.detach:
         return _detach(args, data_dir, profiles_dir)
     until_empty = not args.stay
+    if args.executor == "slurm":
+        from moe_tui.commands.run_slurm import run_slurm
+
+        return run_slurm(args, data_dir, profiles_dir, until_empty, not args.no_retry_interrupted)
     return _foreground(data_dir, profiles_dir, until_empty, not args.no_retry_interrupted,
                        request_timeout=args.request_timeout, stall_timeout=args.stall_timeout)
 

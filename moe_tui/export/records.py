@@ -79,6 +79,19 @@ class QueueItemJson(TypedDict):
     concurrency: int
     num_prompts: int
     fresh_start: bool
+    job: NotRequired[ExecutorJobJson]  # `queue list` only, for an item an executor ran as a batch job
+
+
+class ExecutorJobJson(TypedDict):
+    """The newest batch job a queue item became (`moe_tui.store.jobs.JobRow.to_dict`)."""
+
+    executor: str
+    job_id: str | None
+    state: str
+    node: str
+    reason: str
+    attempt: int
+    outcome: str
 
 
 class QueueSummaryJson(TypedDict):

@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 _ADD_COLUMN = re.compile(r"\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)", re.IGNORECASE)
 
 # Months of data (issue 26). Indices for every read that must not grow with the store: a pair of
@@ -303,6 +303,31 @@ _MIGRATIONS: dict[int, str] = {
     """,
     8: _SUMMARY_MIGRATION,
     9: _CELLS_MIGRATION,
+    # Executors (issue 37, `moe_tui.store.jobs`): one row per batch job an item became (Slurm), its
+    # state as the scheduler said it, and how the controller settled it. IF NOT EXISTS: renumber freely.
+    10: """
+    CREATE TABLE IF NOT EXISTS executor_jobs (
+        id INTEGER PRIMARY KEY,
+        executor TEXT NOT NULL,
+        name TEXT NOT NULL,
+        job_id TEXT,
+        queue_item_id INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        node TEXT NOT NULL DEFAULT '',
+        reason TEXT NOT NULL DEFAULT '',
+        result_path TEXT NOT NULL,
+        submitted_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        ended_seen_at REAL,
+        cancel_asked INTEGER NOT NULL DEFAULT 0,
+        settled_at REAL,
+        outcome TEXT NOT NULL DEFAULT '',
+        run_id INTEGER
+    );
+    CREATE INDEX IF NOT EXISTS executor_jobs_open ON executor_jobs(executor, settled_at);
+    CREATE INDEX IF NOT EXISTS executor_jobs_item ON executor_jobs(queue_item_id, id);
+    """,
 }
 
 

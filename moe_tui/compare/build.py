@@ -16,6 +16,7 @@ from moe_tui.compare.grid import (
     gate,
     method_lines,
     pre_state,
+    provisional,
     side_stats,
 )
 from moe_tui.compare.memo import Kept, build_scope
@@ -132,6 +133,7 @@ def build_from_sources(sources: Mapping[str, RunSource], names: tuple[str, str],
     families = run_tests(drafts, settings, ctl_runs, ctl_why)
     for d in drafts:
         gate(d, control, settings)
+        provisional(d)
     cells = tuple(finish(d, settings) for d in drafts)
     return _assemble(names, metrics, concurrencies, cells, points, side_runs, sources, control, warnings,
                      settings, families)
@@ -267,30 +269,37 @@ def plan_counts(rows: Iterable[Mapping[str, Any]],
     of the latest plan touching it that were cut: cancelled or skipped items, plus items its campaign
     planned (`expected`: (campaign id, profile, fingerprint) -> count, from the stored definitions) that
     are no longer in the queue (cleared). `rows`: per-state counts (profile_name, fingerprint, state, n,
-    and campaign_id when known). A newer plan for the key (a re-plan) leaves the older cut behind."""
+    and campaign_id when known). A newer plan for the key (a re-plan) leaves the older cut behind. `earlier`:
+    the items of plans done in full, nothing pending or cut (the runs a cell had before an open plan)."""
     expected = expected or {}
     present: dict[tuple[int, str, str], int] = {}
     latest: dict[tuple[str, str], int] = {}
     out: dict[tuple[str, str], PlanCount] = {}
     cut_by: dict[tuple[int, str, str], int] = {}
+    kept: dict[tuple[int, str, str], tuple[int, int]] = {}  # (campaign, *key) -> (planned, pending)
     for r in rows:
         key = (r["profile_name"], r["fingerprint"])
         camp = int(r.get("campaign_id") or 0)
         latest[key] = max(latest.get(key, 0), camp)
         present[(camp, *key)] = present.get((camp, *key), 0) + r["n"]
-        planned, pending, cut = out.get(key, PlanCount(0, 0))
+        planned, pending, cut, _ = out.get(key, PlanCount(0, 0))
         if r["state"] in ("cancelled", "skipped"):
             cut_by[(camp, *key)] = cut_by.get((camp, *key), 0) + r["n"]
             out[key] = PlanCount(planned, pending, cut)
             continue
-        out[key] = PlanCount(planned + r["n"], pending + (r["n"] if r["state"] in ("pending", "running") else 0), cut)
+        queued = r["n"] if r["state"] in ("pending", "running") else 0
+        out[key] = PlanCount(planned + r["n"], pending + queued, cut)
+        n0, q0 = kept.get((camp, *key), (0, 0))
+        kept[(camp, *key)] = (n0 + r["n"], q0 + queued)
     for camp, profile, fp in expected:
         latest[(profile, fp)] = max(latest.get((profile, fp), 0), camp)
     for key, camp in latest.items():
         missing = max(0, expected.get((camp, *key), 0) - present.get((camp, *key), 0))
         cut = cut_by.get((camp, *key), 0) + missing
-        planned, pending, _ = out.get(key, PlanCount(0, 0))
-        out[key] = PlanCount(planned, pending, cut)
+        planned, pending, _, _ = out.get(key, PlanCount(0, 0))
+        earlier = sum(n for ck, (n, queued) in kept.items() if ck[1:] == key and not queued
+                      and not cut_by.get(ck) and expected.get(ck, 0) <= present.get(ck, 0))
+        out[key] = PlanCount(planned, pending, cut, earlier)
     return out
 
 

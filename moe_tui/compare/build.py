@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -201,7 +202,8 @@ def _assemble(names: tuple[str, str], metrics: Sequence[MetricDef], concurrencie
     return ComparisonGrid(
         baseline_name=names[0], candidate_name=names[1], metrics=tuple(metrics),
         concurrencies=tuple(concurrencies), cells=cells, points=points,
-        baseline_series=_series(BASELINE, concurrencies, cells), candidate_series=_series(CANDIDATE, concurrencies, cells),
+        baseline_series=_series(BASELINE, concurrencies, cells, side_runs),
+        candidate_series=_series(CANDIDATE, concurrencies, cells, side_runs),
         backend_diff=tuple(d for d in diffs if d.kind == "backend"),
         launch_diff=tuple(d for d in diffs if d.kind == "launch"),
         identity_diff=tuple(d for d in diffs if d.kind == "identity"),
@@ -250,17 +252,23 @@ def _provenance_rows(names: tuple[str, str], used: Mapping[str, list[Run]], sour
     return tuple(rows)
 
 
-def _series(side: str, concurrencies: Sequence[int], cells: Sequence[GridCell]) -> ThroughputSeries:
+def _series(side: str, concurrencies: Sequence[int], cells: Sequence[GridCell],
+            side_runs: Mapping[tuple[str, int], SideRuns]) -> ThroughputSeries:
     by_conc = {c.concurrency: c for c in cells if c.metric == PRIMARY_METRIC}
-    means, stds, ns, comparable = [], [], [], []
+    means, stds, ns, comparable, flagged = [], [], [], [], []
     for conc in concurrencies:
+        sr = side_runs.get((side, conc))
+        values = [v for r in (sr.flagged if sr else ()) if isinstance(v := r.summary.get(PRIMARY_METRIC), (int, float))
+                  and not isinstance(v, bool) and math.isfinite(v)]
+        flagged.append(sum(values) / len(values) if values else None)
         cell = by_conc.get(conc)
         stats = None if cell is None else (cell.baseline if side == BASELINE else cell.candidate)
         means.append(stats.mean if stats else None)
         stds.append(stats.std if stats else None)
         ns.append(stats.n if stats else 0)
         comparable.append(bool(cell and cell.delta_pct is not None))  # no verdict: drawn as not comparable
-    return ThroughputSeries(tuple(concurrencies), tuple(means), tuple(stds), tuple(ns), tuple(comparable))
+    return ThroughputSeries(tuple(concurrencies), tuple(means), tuple(stds), tuple(ns), tuple(comparable),
+                            tuple(flagged))
 
 
 def plan_counts(rows: Iterable[Mapping[str, Any]],

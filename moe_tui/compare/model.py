@@ -243,6 +243,7 @@ class ThroughputSeries:
     std: tuple[float | None, ...]
     n: tuple[int, ...]
     comparable: tuple[bool, ...]
+    flagged_mean: tuple[float | None, ...] = ()  # the mean of the flagged runs left out (drawn hollow)
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ def test_a_port_held_by_another_runner_pauses_the_queue_and_names_it(tmp_path):
         # The command printed stops that runner, pasted as printed from another folder.
         command = out.split("(`", 1)[1].split("`)", 1)[0]
         env = {k: v for k, v in other.env.items() if k != "MOE_TUI_HOME"}
-        pasted = subprocess.run(command, shell=True, env=env, cwd=tmp_path, capture_output=True, text=True,
+        pasted = subprocess.run(["bash", "-c", command], env=env, cwd=tmp_path, capture_output=True, text=True,
                                 timeout=scaled(60))
         assert pasted.returncode == 0, pasted.stdout + pasted.stderr
         wait_for(lambda: not other.emulators(), 30, "the other runner's server to stop")

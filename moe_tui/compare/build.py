@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -16,6 +17,7 @@ from moe_tui.compare.grid import (
     gate,
     method_lines,
     pre_state,
+    provisional,
     side_stats,
 )
 from moe_tui.compare.memo import Kept, build_scope
@@ -132,6 +134,7 @@ def build_from_sources(sources: Mapping[str, RunSource], names: tuple[str, str],
     families = run_tests(drafts, settings, ctl_runs, ctl_why)
     for d in drafts:
         gate(d, control, settings)
+        provisional(d)
     cells = tuple(finish(d, settings) for d in drafts)
     return _assemble(names, metrics, concurrencies, cells, points, side_runs, sources, control, warnings,
                      settings, families)
@@ -199,7 +202,8 @@ def _assemble(names: tuple[str, str], metrics: Sequence[MetricDef], concurrencie
     return ComparisonGrid(
         baseline_name=names[0], candidate_name=names[1], metrics=tuple(metrics),
         concurrencies=tuple(concurrencies), cells=cells, points=points,
-        baseline_series=_series(BASELINE, concurrencies, cells), candidate_series=_series(CANDIDATE, concurrencies, cells),
+        baseline_series=_series(BASELINE, concurrencies, cells, side_runs),
+        candidate_series=_series(CANDIDATE, concurrencies, cells, side_runs),
         backend_diff=tuple(d for d in diffs if d.kind == "backend"),
         launch_diff=tuple(d for d in diffs if d.kind == "launch"),
         identity_diff=tuple(d for d in diffs if d.kind == "identity"),
@@ -248,17 +252,23 @@ def _provenance_rows(names: tuple[str, str], used: Mapping[str, list[Run]], sour
     return tuple(rows)
 
 
-def _series(side: str, concurrencies: Sequence[int], cells: Sequence[GridCell]) -> ThroughputSeries:
+def _series(side: str, concurrencies: Sequence[int], cells: Sequence[GridCell],
+            side_runs: Mapping[tuple[str, int], SideRuns]) -> ThroughputSeries:
     by_conc = {c.concurrency: c for c in cells if c.metric == PRIMARY_METRIC}
-    means, stds, ns, comparable = [], [], [], []
+    means, stds, ns, comparable, flagged = [], [], [], [], []
     for conc in concurrencies:
+        sr = side_runs.get((side, conc))
+        values = [v for r in (sr.flagged if sr else ()) if isinstance(v := r.summary.get(PRIMARY_METRIC), (int, float))
+                  and not isinstance(v, bool) and math.isfinite(v)]
+        flagged.append(sum(values) / len(values) if values else None)
         cell = by_conc.get(conc)
         stats = None if cell is None else (cell.baseline if side == BASELINE else cell.candidate)
         means.append(stats.mean if stats else None)
         stds.append(stats.std if stats else None)
         ns.append(stats.n if stats else 0)
         comparable.append(bool(cell and cell.delta_pct is not None))  # no verdict: drawn as not comparable
-    return ThroughputSeries(tuple(concurrencies), tuple(means), tuple(stds), tuple(ns), tuple(comparable))
+    return ThroughputSeries(tuple(concurrencies), tuple(means), tuple(stds), tuple(ns), tuple(comparable),
+                            tuple(flagged))
 
 
 def plan_counts(rows: Iterable[Mapping[str, Any]],
@@ -267,30 +277,37 @@ def plan_counts(rows: Iterable[Mapping[str, Any]],
     of the latest plan touching it that were cut: cancelled or skipped items, plus items its campaign
     planned (`expected`: (campaign id, profile, fingerprint) -> count, from the stored definitions) that
     are no longer in the queue (cleared). `rows`: per-state counts (profile_name, fingerprint, state, n,
-    and campaign_id when known). A newer plan for the key (a re-plan) leaves the older cut behind."""
+    and campaign_id when known). A newer plan for the key (a re-plan) leaves the older cut behind. `earlier`:
+    the items of plans done in full, nothing pending or cut (the runs a cell had before an open plan)."""
     expected = expected or {}
     present: dict[tuple[int, str, str], int] = {}
     latest: dict[tuple[str, str], int] = {}
     out: dict[tuple[str, str], PlanCount] = {}
     cut_by: dict[tuple[int, str, str], int] = {}
+    kept: dict[tuple[int, str, str], tuple[int, int]] = {}  # (campaign, *key) -> (planned, pending)
     for r in rows:
         key = (r["profile_name"], r["fingerprint"])
         camp = int(r.get("campaign_id") or 0)
         latest[key] = max(latest.get(key, 0), camp)
         present[(camp, *key)] = present.get((camp, *key), 0) + r["n"]
-        planned, pending, cut = out.get(key, PlanCount(0, 0))
+        planned, pending, cut, _ = out.get(key, PlanCount(0, 0))
         if r["state"] in ("cancelled", "skipped"):
             cut_by[(camp, *key)] = cut_by.get((camp, *key), 0) + r["n"]
             out[key] = PlanCount(planned, pending, cut)
             continue
-        out[key] = PlanCount(planned + r["n"], pending + (r["n"] if r["state"] in ("pending", "running") else 0), cut)
+        queued = r["n"] if r["state"] in ("pending", "running") else 0
+        out[key] = PlanCount(planned + r["n"], pending + queued, cut)
+        n0, q0 = kept.get((camp, *key), (0, 0))
+        kept[(camp, *key)] = (n0 + r["n"], q0 + queued)
     for camp, profile, fp in expected:
         latest[(profile, fp)] = max(latest.get((profile, fp), 0), camp)
     for key, camp in latest.items():
         missing = max(0, expected.get((camp, *key), 0) - present.get((camp, *key), 0))
         cut = cut_by.get((camp, *key), 0) + missing
-        planned, pending, _ = out.get(key, PlanCount(0, 0))
-        out[key] = PlanCount(planned, pending, cut)
+        planned, pending, _, _ = out.get(key, PlanCount(0, 0))
+        earlier = sum(n for ck, (n, queued) in kept.items() if ck[1:] == key and not queued
+                      and not cut_by.get(ck) and expected.get(ck, 0) <= present.get(ck, 0))
+        out[key] = PlanCount(planned, pending, cut, earlier)
     return out
 
 

@@ -88,6 +88,8 @@ class Draft:
     uncontrolled: str = ""
     did: ModeratedTest | None = None  # against the control on the same server starts
     did_pairs: tuple[int, int] = (0, 0)  # server starts per side that measured the cell and the control
+    queued: int = 0  # runs a new plan still has queued for a cell that has runs from before it: provisional
+    interim: list[str] = field(default_factory=list)  # why it is interim if its runs so far give no verdict
 
 
 def stats_text(values: Sequence[float], mean: float | None, std: float | None) -> str:
@@ -165,6 +167,9 @@ def pre_state(d: Draft, names: tuple[str, str], runs: tuple[SideRuns, SideRuns],
         return None
     d.starts = (start_means(runs[0].averaged, d.metric.key), start_means(runs[1].averaged, d.metric.key))
     for (name, _point, stats, _sr, _), starts in zip(sides, d.starts):
+        if d.queued and (len(starts) < 2 or stats.std == 0 or max(starts) == min(starts)):
+            d.queued = 0  # no verdict so far to keep while the plan runs
+            return _set(d, J.INTERIM, *d.interim)
         if len(starts) < 2:
             return _set(d, J.NOISE_UNKNOWN, f"{name} has {stats.n} run(s) from {len(starts)} server start(s): "
                                             "start-to-start variance is unknown; a side needs 2 starts (interleave "
@@ -201,12 +206,19 @@ def _unverified(d: Draft, sides: Iterable[Side], vary: frozenset[str]) -> bool:
 
 
 def _planned_state(d: Draft, sides: Iterable[Side], plan: Mapping[tuple[str, str], PlanCount]) -> bool:
-    """Interim while planned repeats are pending; cut short when the latest plan was cut before done."""
+    """Interim while planned repeats are pending; cut short when the latest plan was cut before done. A
+    cell whose sides all have runs from a plan done in full before the open one is tested on its runs
+    and its verdict kept, provisional (`provisional`), rather than hidden while new runs are queued."""
     counts = [(n, _pending(n, sr, plan), len(sr.all)) for n, _, _, sr, _ in sides]
     pending = [(n, p) for n, p, _ in counts if p.pending > 0]
     if pending:
-        _set(d, J.INTERIM, *(f"{n}: {p.planned - p.pending} of {p.planned} planned repeats done; "
-                             "no verdict (and no delta) until the plan is done" for n, p in pending))
+        interim = [f"{n}: {p.planned - p.earlier - p.pending} of {p.planned - p.earlier} planned repeats done; "
+                   "no verdict (and no delta) until the plan is done" for n, p in pending]
+        # a plan done in full before this one, and runs beyond this plan's: a verdict to keep
+        if all(p.earlier and done > p.planned - p.earlier - p.pending for _, p, done in counts if p.pending):
+            d.queued, d.interim = sum(p.pending for _, p in pending), interim
+            return False
+        _set(d, J.INTERIM, *interim)
         return True
     cut = [(n, p, done) for n, p, done in counts if p.cut > 0]
     if cut:
@@ -242,7 +254,7 @@ def _pending(name: str, sr: SideRuns, plan: Mapping[tuple[str, str], PlanCount])
 def _pending_of(name: str, sr: SideRuns, plan: Mapping[tuple[str, str], PlanCount]) -> PlanCount:
     keys = {(r.profile_name or name, requested_fingerprint(r)) for r in sr.all}
     counts = [plan[k] for k in keys if k in plan]
-    return PlanCount(sum(c.planned for c in counts), sum(c.pending for c in counts), sum(c.cut for c in counts))
+    return PlanCount(*(sum(column) for column in zip(*counts))) if counts else PlanCount(0, 0)
 
 
 def gate(d: Draft, control: ControlCheck, settings: CompareSettings) -> None:
@@ -265,6 +277,18 @@ def gate(d: Draft, control: ControlCheck, settings: CompareSettings) -> None:
     d.reasons.insert(0, f"{J.VERDICT_WORDS[d.verdict]} withheld: {why}; a verdict needs the control on the same "
                         "server starts to back it (--accept-uncontrolled shows it, labelled)")
     d.verdict = J.UNCONTROLLED
+
+
+def provisional(d: Draft) -> None:
+    """A cell with runs queued keeps the verdict its runs so far give (tested or uncontrolled), marked
+    provisional and saying why; otherwise it is interim, as before the runs it has were judged."""
+    if not d.queued:
+        return
+    if d.verdict in TESTED or d.verdict == J.UNCONTROLLED:
+        d.reasons.insert(0, f"{d.queued} run(s) queued for this cell; the verdict may change (provisional: "
+                            "from the runs done so far)")
+        return
+    d.verdict, d.reasons, d.queued = J.INTERIM, list(d.interim), 0
 
 
 def finish(d: Draft, settings: CompareSettings) -> GridCell:
@@ -294,6 +318,7 @@ def finish(d: Draft, settings: CompareSettings) -> GridCell:
             short_of = f"clear of 0, not of the ±{settings.min_effect_pct:g}% minimum effect"
     assert d.verdict is not None, "every draft is decided before it is finished"
     words = J.VERDICT_WORDS[d.verdict] + (" (uncontrolled)" if d.uncontrolled and d.verdict in TESTED else "")
+    words += " (provisional)" if d.queued else ""
     detail = f"~{repeats} repeats/side to settle" if repeats else short_of or (
         d.reasons[0] if d.reasons and d.verdict not in (J.BETTER, J.WORSE, J.WITHIN_NOISE) else "")
     refusal = "; ".join(d.reasons) if d.verdict in (J.NO_DATA, J.REFUSED) else ""
@@ -316,7 +341,7 @@ def finish(d: Draft, settings: CompareSettings) -> GridCell:
         uncontrolled=d.uncontrolled if d.verdict in TESTED or d.verdict == J.UNCONTROLLED else "",
         control_relative_pct=d.did.delta_pct if d.did is not None and d.confidence else None,
         control_relative_ci_pct=d.did.interval_pct(d.confidence) if d.did is not None and d.confidence else None,
-        control_starts=d.did_pairs,
+        control_starts=d.did_pairs, provisional=d.reasons[0] if d.queued else "",
     )
 
 

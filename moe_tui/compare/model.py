@@ -60,6 +60,9 @@ class PlanCount(NamedTuple):
     planned: int
     pending: int  # pending or running
     cut: int = 0
+    # Items of plans (campaigns) done in full, nothing pending or cut: the runs a cell had before the open plan.
+    # A cell with runs beyond the open plan's keeps its verdict, provisional, while the plan runs.
+    earlier: int = 0
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,9 @@ class GridCell:
     control_relative_pct: float | None = None
     control_relative_ci_pct: tuple[float, float] | None = None
     control_starts: tuple[int, int] = (0, 0)  # server starts per side that measured both
+    # Why the verdict may still change ("3 run(s) queued for this cell; ..."): the cell's runs so far give
+    # this verdict while a new plan for it is queued; "" otherwise.
+    provisional: str = ""
 
     @property
     def flagged(self) -> bool:
@@ -237,6 +243,7 @@ class ThroughputSeries:
     std: tuple[float | None, ...]
     n: tuple[int, ...]
     comparable: tuple[bool, ...]
+    flagged_mean: tuple[float | None, ...] = ()  # the mean of the flagged runs left out (drawn hollow)
 
 
 @dataclass(frozen=True)
@@ -316,6 +323,7 @@ class ComparisonGrid:
                           "baseline_mean": c.baseline.mean, "candidate_mean": c.candidate.mean,
                           "delta_pct": c.delta_pct, "ci_pct": ci, "ci_confidence": c.ci_confidence,
                           "uncontrolled": c.uncontrolled or None,
+                          "provisional": bool(c.provisional), "provisional_reason": c.provisional or None,
                           "control_relative_pct": c.control_relative_pct,
                           "control_relative_ci_pct": (list(c.control_relative_ci_pct)
                                                       if c.control_relative_ci_pct else None),

@@ -100,7 +100,8 @@ def csv_rows(grid: ComparisonGrid) -> list[list[str]]:
             str(c.candidate.n), _num(c.candidate.mean), _num(c.candidate.std), str(c.candidate.n_flagged_excluded),
             _num(c.delta), _num(c.delta_pct), _num(c.ci_low), _num(c.ci_high), _num(c.ci_low_pct),
             _num(c.ci_high_pct), _num(c.df, 2), _full(c.p_value), _full(c.p_adjusted), c.verdict,
-            csv_text(J.VERDICT_WORDS[c.verdict] + (" (uncontrolled)" if c.uncontrolled and c.verdict != J.UNCONTROLLED else "")),
+            csv_text(J.VERDICT_WORDS[c.verdict] + (" (uncontrolled)" if c.uncontrolled and c.verdict != J.UNCONTROLLED else "")
+                     + (" (provisional)" if c.provisional else "")),
             csv_text(" | ".join(c.reasons)), "" if c.repeats_needed is None else str(c.repeats_needed),
             csv_text(" ".join(c.baseline_flags)), csv_text(" ".join(c.candidate_flags)), _num(c.ci_confidence),
             str(c.n_starts_baseline), str(c.n_starts_candidate), csv_text(c.uncontrolled),

@@ -39,6 +39,8 @@ class CellJson(TypedDict):
     ci_pct: list[float] | None
     ci_confidence: float | None
     uncontrolled: str | None
+    provisional: bool  # a verdict from the runs so far while more are queued for the cell: it may change
+    provisional_reason: str | None
     control_relative_pct: float | None
     control_relative_ci_pct: list[float] | None
     control_starts: list[int]

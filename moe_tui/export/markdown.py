@@ -99,6 +99,7 @@ def _grid_table(grid: ComparisonGrid) -> list[str]:
         verdict = J.VERDICT_WORDS[cell.verdict]
         verdict = f"**{verdict}**" if cell.verdict in (J.BETTER, J.WORSE) else verdict
         verdict += " (uncontrolled)" if cell.uncontrolled and cell.verdict != J.UNCONTROLLED else ""
+        verdict += " (provisional)" if cell.provisional else ""
         out.append(
             f"| {cell.concurrency} | {md(cell.label)} ({md(cell.unit)}, {direction}) | {cell.family} | "
             f"{md(cell.baseline.text)} | {md(cell.candidate.text)} | {md(cell.delta_text or '-')} | "

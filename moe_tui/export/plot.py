@@ -7,14 +7,37 @@ pyplot state is touched. Profile names are untrusted: `$` is escaped so mathtext
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import Any, NamedTuple
 
-from moe_tui.compare import ComparisonGrid
+from moe_tui.compare import ComparisonGrid, ThroughputSeries
 
 
 def plain(text: str) -> str:
     """Text matplotlib shows literally (no mathtext)."""
     return str(text).replace("\\", "\\\\").replace("$", r"\$")
+
+
+class PlotPoint(NamedTuple):
+    """One marker: filled where the grid shows a delta; hollow where it does not (not measured alike,
+    a side missing, no verdict) and where only flagged runs measured it (their mean, no error bar)."""
+
+    concurrency: int
+    value: float
+    error: float
+    filled: bool
+    flagged: bool
+
+
+def plot_points(series: ThroughputSeries) -> list[PlotPoint]:
+    """The markers of one side: the clean mean where there is one, else the flagged runs' mean."""
+    flagged = series.flagged_mean or (None,) * len(series.concurrencies)
+    out = []
+    for c, m, s, ok, f in zip(series.concurrencies, series.mean, series.std, series.comparable, flagged):
+        if m is not None:
+            out.append(PlotPoint(c, m, s or 0.0, ok, False))
+        elif f is not None:
+            out.append(PlotPoint(c, f, 0.0, False, True))
+    return out
 
 
 def render_throughput_plot(grid: ComparisonGrid) -> tuple[bytes, bytes]:
@@ -27,25 +50,23 @@ def render_throughput_plot(grid: ComparisonGrid) -> tuple[bytes, bytes]:
     ax = fig.add_subplot(1, 1, 1)
     plotted: list[Any] = []
     values: list[float] = []
-    refused_seen = False
+    refused_seen = flagged_seen = False
     for series, name, marker, color in ((grid.baseline_series, grid.baseline_name, "o", "tab:blue"),
                                         (grid.candidate_series, grid.candidate_name, "s", "tab:orange")):
-        pts = [(c, m, s or 0.0, ok) for c, m, s, ok in
-               zip(series.concurrencies, series.mean, series.std, series.comparable) if m is not None]
+        pts = plot_points(series)
         if not pts:
             continue
-        xs, ys, es, oks = zip(*pts)
-        ax.errorbar(xs, ys, yerr=es, marker="none", capsize=3, color=color)
-        # Filled markers where a delta is shown; hollow where the grid refuses one (the two points
-        # were not measured alike, or one side is missing).
-        for ok in (True, False):
-            sel = [(x, y) for x, y, o in zip(xs, ys, oks) if o == ok]
+        xs, ys = [p.concurrency for p in pts], [p.value for p in pts]
+        ax.errorbar(xs, ys, yerr=[p.error for p in pts], marker="none", capsize=3, color=color)
+        for filled in (True, False):
+            sel = [p for p in pts if p.filled == filled]
             if not sel:
                 continue
-            refused_seen = refused_seen or not ok
-            sx, sy = zip(*sel)
-            ax.plot(sx, sy, linestyle="none", marker=marker, markersize=7, color=color,
-                    markerfacecolor=color if ok else "white", label=plain(name) if ok or not any(oks) else None)
+            refused_seen = refused_seen or not filled
+            flagged_seen = flagged_seen or any(p.flagged for p in sel)
+            ax.plot([p.concurrency for p in sel], [p.value for p in sel], linestyle="none", marker=marker,
+                    markersize=7, color=color, markerfacecolor=color if filled else "white",
+                    label=plain(name) if filled or not any(p.filled for p in pts) else None)
         plotted.extend(xs)
         values.extend(y for y in ys if y > 0)
     if plotted and min(plotted) > 0 and max(plotted) / min(plotted) >= 4:
@@ -55,7 +76,8 @@ def render_throughput_plot(grid: ComparisonGrid) -> tuple[bytes, bytes]:
     if values and max(values) / min(values) >= 20:
         ax.set_yscale("log")
     if refused_seen:
-        ax.text(0.99, 0.01, "hollow: not comparable here (no verdict: no delta)", transform=ax.transAxes,
+        ax.text(0.99, 0.01, "hollow: not comparable here (no verdict: no delta"
+                + ("; flagged runs only: their mean" if flagged_seen else "") + ")", transform=ax.transAxes,
                 ha="right", va="bottom", fontsize=8)
     ax.set_xlabel("max concurrency")
     ax.set_ylabel("output throughput (tok/s)")

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from moe_tui.bench.engine import BenchResult
     from moe_tui.bench.process import ClientProcess
     from moe_tui.bench.zygote import Zygote
+    from moe_tui.servers.base import PortInUseError
     from moe_tui.servers.managed import ManagedServer
     from moe_tui.telemetry import SnapshotCollector
 
@@ -174,10 +175,16 @@ class ItemRunner:
             ctx.status("stopping-server", f"{profile.name} (item #{item.id} asks for a fresh start)")
             await current.stop(f"item #{item.id} asks for a fresh server start")
         ctx.status("starting-server", profile.name)
-        from moe_tui.servers.base import ServerError
+        from moe_tui.servers.base import PortInUseError, ServerError
 
+        starting = asyncio.ensure_future(servers.start(profile, wait=True))
+        if not await self._start_or_abort(item, starting, profile):
+            return None
         try:
-            server = await servers.start(profile, wait=True)
+            server = starting.result()
+        except PortInUseError as exc:  # another runner's server, most likely: wait for the user
+            self._pause_for_port(item, exc)
+            return None
         except (TimeoutError, ServerError, OSError) as exc:
             handle = servers.get(profile.name)
             tail = handle.log_tail(LOG_TAIL_IN_ERROR) if handle is not None else []
@@ -195,6 +202,48 @@ class ItemRunner:
             ctx.notice("warning", f"'{profile.name}': profile asks {profile.moe_runner_backend}, server "
                                   f"resolved {server.resolved_backend}; runs will be flagged backend_mismatch")
         return server
+
+    async def _start_or_abort(self, item: QueueItem, starting: asyncio.Future[ManagedServer],
+                              profile: ServerProfile) -> bool:
+        """Wait for the server start unless an abort (Ctrl-C, stop, skip) comes first: then the start is
+        abandoned, the half-started server stopped and the item closed with the abort's verdict at once,
+        not once loading has finished (False)."""
+        stop = self._ctx.work.bench_stop = asyncio.Event()  # what `abort_current` sets
+        if self._ctx.work.abort_verdict is not None:
+            stop.set()
+        aborted: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+        either: set[asyncio.Future[Any]] = {starting, aborted}
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        aborted.cancel()
+        if starting.done():
+            return True
+        handle = self._ctx.servers.get(profile.name)
+        if handle is not None and handle.is_live:
+            await handle.stop("the start was abandoned: " + (self._ctx.work.abort_verdict or ("", "asked"))[1])
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        if not self._abort_closed(item):
+            self._ctx.finish_item(item, "interrupted", "interrupted: the server start was abandoned")
+        return False
+
+    def _pause_for_port(self, item: QueueItem, exc: PortInUseError) -> None:
+        """The port is held: nothing is wrong with the profile, so nothing fails or is skipped. The item
+        goes back to pending, the queue pauses, and the notice names the holder's data dir (a moe-tui
+        runner's child carries it) and the command that stops that runner."""
+        from moe_tui.run.orphans import runner_dir_of, stop_command
+
+        ctx = self._ctx
+        holder = runner_dir_of(exc.holder_pid)
+        if holder is not None:
+            why = (f"{exc}: the runner of data dir {holder} holds it; stop that runner "
+                   f"(`{stop_command(holder)}`) or wait for it, then resume the queue")
+        else:
+            why = f"{exc}; stop it or change the profile's port, then resume the queue"
+        ctx.queue.finish(item.id, "interrupted", error=why)
+        ctx.queue.retry(item.id)  # back to pending, in its place: it never started
+        ctx.queue.pause()
+        ctx.work.current = None
+        ctx.notice("error", f"queue paused: {why}")
 
     def _server_facts(self, server: ManagedServer) -> dict[str, Any]:
         facts = dict(server.describe())

@@ -95,3 +95,28 @@ def stop_orphans(data_dir: str | Path, grace_s: float = GRACE_S) -> list[str]:
     return [f"stopped what a dead runner of {data_dir} left: {names[pid]}" if pid not in left else
             f"could not stop what a dead runner of {data_dir} left: {names[pid]}"
             for pid in names]
+
+
+def runner_dir_of(pid: int | None) -> str | None:
+    """The data dir whose runner started process `pid` (its inherited `MOE_TUI_RUNNER_DIR`), or None
+    when it is no moe-tui runner's child or its environment cannot be read (another user's)."""
+    if pid is None:
+        return None
+    try:
+        value = psutil.Process(pid).environ().get(RUNNER_DIR_ENV)
+    except psutil.Error:
+        return None
+    return value or None
+
+
+def stop_command(data_dir: str) -> str:
+    """The command that stops the runner of `data_dir`, pasteable from any folder: its MOE_TUI_HOME
+    (the folder above `data`, as `moe_tui.paths` lays it out) and this install's `moe-tui`."""
+    import shlex
+    import sys
+
+    folder = Path(data_dir)
+    env = f"MOE_TUI_HOME={shlex.quote(str(folder.parent))} " if folder.name == "data" else ""
+    script = Path(sys.executable).parent / "moe-tui"
+    program = shlex.quote(str(script)) if script.is_file() else f"{shlex.quote(sys.executable)} -m moe_tui"
+    return f"{env}{program} run --stop"

@@ -61,6 +61,8 @@ def short_verdict(cell: Any) -> Text:
     text = Text(J.VERDICT_WORDS.get(cell.verdict, cell.verdict), style=style)
     if getattr(cell, "uncontrolled", "") and cell.verdict != J.UNCONTROLLED:  # shown only because accepted (`u`)
         text.append(" (uncontrolled)", style="magenta")
+    if getattr(cell, "provisional", ""):  # runs are queued for the cell: the detail line says how many
+        text.append(" (provisional)", style="italic")
     if cell.flagged:
         text.append(" ⚑", style="bold yellow")
     if getattr(cell, "investigation", ""):

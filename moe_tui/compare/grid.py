@@ -404,7 +404,8 @@ def method_lines(settings: CompareSettings, families: Sequence[FamilySummary]) -
         "whose starts did not also measure the control, or where raw and control-relative disagree, is "
         "uncontrolled" + (" (shown now, labelled, as accepted)." if settings.accept_uncontrolled
                           else " (no verdict, no delta)."),
-        "Fixed horizon: no verdict (and no delta) while the queue holds planned repeats; a plan cancelled, "
+        "Fixed horizon: no verdict (and no delta) while a cell's first plan still runs; a cell whose earlier "
+        "plan finished keeps its verdict, marked provisional, while new runs are queued for it; a plan cancelled, "
         "skipped or cleared leaves its cells cut short until re-planned. Sides whose timed runs do not overlap in "
         "time are uncontrolled; runs without a time are said ('time unknown'), never a reason to skip the rule.",
     )

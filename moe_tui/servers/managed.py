@@ -39,6 +39,7 @@ from moe_tui.servers.base import (
     ServerStartError,
     nvml_gpu_view,
 )
+from moe_tui.servers.dumps import RECORDER_DIR_ENV, expert_dump_dir
 from moe_tui.servers.failures import DIAGNOSE_LINES, diagnose, exit_reason
 from moe_tui.servers.logtail import MAX_DRAIN_BYTES, READ_CHUNK, LineSplitter, last_update
 from moe_tui.servers.preflight import preflight
@@ -225,7 +226,8 @@ class ManagedServer(ServerWatchMixin):
         argv = self.profile.argv(self.python)
         # moe-tui's markers last: neither a profile's env nor anything else may override them
         ours = {**{k: os.environ[k] for k in INHERITED_MARKERS if k in os.environ},
-                SERVER_ID_ENV: self.server_id, "PYTHONUNBUFFERED": "1"}
+                SERVER_ID_ENV: self.server_id, "PYTHONUNBUFFERED": "1",
+                RECORDER_DIR_ENV: str(expert_dump_dir(self.server_id, create=True))}
         env = {**os.environ, **self.profile.launch_env(), **ours}
         recorded_env = redact_env({**self.profile.launch_env(), **ours})
         if self.store is not None:

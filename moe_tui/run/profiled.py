@@ -238,6 +238,7 @@ async def _expert_dump(client: httpx.AsyncClient, server: ManagedServer, raw: Pa
             fd = open_regular(p, follow_links=False, own=True, max_bytes=MAX_KEPT_BYTES)
             with os.fdopen(fd, "rb") as src, open(raw / p.name, "xb") as dst:
                 shutil.copyfileobj(src, dst)
+            p.unlink()  # kept beside the traces; the start's folder holds no second copy
         except OSError as exc:
             facts["notes"].append(f"expert dump {p.name} not kept: {exc.strerror or exc}")
 

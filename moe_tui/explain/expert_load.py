@@ -5,7 +5,7 @@ The dump (`/dump_expert_distribution_record` in "stat" mode) is `torch.save({"ra
 pickle and raw storages. It is untrusted input: the pickle is read by an unpickler that knows only
 the few names a tensor needs (`torch._utils._rebuild_tensor_v2`, torch's typed storages,
 `collections.OrderedDict`) and refuses any other, so a crafted file cannot run code; sizes are
-bounded.
+bounded, and only a regular file of this user is opened (no link followed), else a named refusal.
 
 Imbalance of a layer = the tokens its busiest expert got / the mean over its experts (1.0 is
 perfectly even; with EP the busiest expert's GPU sets the MoE's pace). Pure.
@@ -14,6 +14,7 @@ perfectly even; with EP the busiest expert's GPU sets the MoE's pace). Pure.
 from __future__ import annotations
 
 import io
+import os
 import pickle
 import statistics
 import zipfile
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from moe_tui.trust import open_regular
 
 MAX_DUMP_BYTES = 256 * 1024 * 1024
 STORAGE_DTYPES = {"IntStorage": np.int32, "LongStorage": np.int64, "FloatStorage": np.float32,
@@ -120,9 +123,13 @@ def load_dump(path: str | Path) -> dict[str, Any]:
     """The dumped dict, tensors as numpy arrays."""
     p = Path(path)
     try:
-        if p.stat().st_size > MAX_DUMP_BYTES:
-            raise ExpertLoadError(f"{p}: larger than {MAX_DUMP_BYTES} bytes")
-        with zipfile.ZipFile(p) as zf:
+        # only a regular file of this user, never through a link: a dump is a pickle, and one
+        # another user could write is read as this server's expert load
+        fd = open_regular(p, follow_links=False, own=True, max_bytes=MAX_DUMP_BYTES)
+    except OSError as exc:
+        raise ExpertLoadError(f"{p}: not read: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "rb") as f, zipfile.ZipFile(f) as zf:
             pkl = [n for n in zf.namelist() if n.endswith("/data.pkl")]
             if len(pkl) != 1:
                 raise ExpertLoadError(f"{p}: not a torch.save archive (no single data.pkl)")

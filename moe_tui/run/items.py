@@ -264,7 +264,16 @@ class ItemRunner:
         if self._ctx.work.abort_verdict is not None:
             stop.set()
 
+        from moe_tui.bench.client import DEFAULT_STALL_TIMEOUT_S
+        from moe_tui.run.wedge import WedgeWatch
+
+        wedge = WedgeWatch(self.stall_timeout_s or DEFAULT_STALL_TIMEOUT_S)
+
         def on_progress(event: BenchProgress) -> None:
+            if wedge(event):  # health passes, generate hangs: end the item now, restart the server after
+                if self._ctx.work.abort_verdict is None:
+                    self._ctx.work.abort_verdict = ("failed", wedge.reason or "server wedged")
+                stop.set()
             if phase != "timed":
                 event = dataclasses.replace(event, phase=phase, run_id=run_id)
             self._ctx.emit(event)
@@ -304,6 +313,9 @@ class ItemRunner:
             raise
         finally:
             stop_wait.cancel()
+            if wedge.reason is not None:
+                self._ctx.notice("error", f"'{server.name}': {wedge.reason}; stopping it, the next item starts it fresh")
+                await server.stop(wedge.reason)
 
     def client_limits(self, spec: BenchmarkSpec) -> dict[str, Any]:
         """The per-request limits this controller asked for (None: the client's defaults; the

@@ -40,12 +40,20 @@ def _ours(data_dir: str | Path) -> set[int]:
 
 
 def find_orphans(data_dir: str | Path) -> list[psutil.Process]:
-    """Processes of this user that a runner of `data_dir` started and that are not ours."""
+    """Processes of this user that a runner of `data_dir` started and that are not ours: marked
+    with the data dir, or in a server session it recorded (moe_tui.servers.sessions: what a
+    launcher's `env -i` cannot clear)."""
+    from moe_tui.servers.sessions import recorded_sessions, session_members
+
     wanted = str(Path(data_dir).resolve())
-    mine, uid, found = _ours(data_dir), os.getuid(), []
+    mine, uid = _ours(data_dir), os.getuid()
+    found: list[psutil.Process] = []
+    for session in recorded_sessions(wanted):
+        found.extend(p for p in session_members(session) if p.pid not in mine)
+    seen = {p.pid for p in found}
     for proc in psutil.process_iter(["pid", "uids"]):
         try:
-            if proc.pid in mine or proc.info["uids"] is None or proc.info["uids"].real != uid:
+            if proc.pid in mine or proc.pid in seen or proc.info["uids"] is None or proc.info["uids"].real != uid:
                 continue
             if proc.environ().get(RUNNER_DIR_ENV) == wanted and proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)
@@ -71,6 +79,7 @@ def stop_orphans(data_dir: str | Path, grace_s: float = GRACE_S) -> list[str]:
     """Stop every orphan of `data_dir` (process groups, TERM then KILL). One line per process."""
     orphans = find_orphans(data_dir)
     if not orphans:
+        _forget_ended_sessions(data_dir)
         return []
     names = {p.pid: describe(p) for p in orphans}
     own_group = os.getpgrp()
@@ -92,6 +101,7 @@ def stop_orphans(data_dir: str | Path, grace_s: float = GRACE_S) -> list[str]:
         if not orphans:
             break
     left = {p.pid for p in orphans}
+    _forget_ended_sessions(data_dir)
     return [f"stopped what a dead runner of {data_dir} left: {names[pid]}" if pid not in left else
             f"could not stop what a dead runner of {data_dir} left: {names[pid]}"
             for pid in names]
@@ -120,3 +130,12 @@ def stop_command(data_dir: str) -> str:
     script = Path(sys.executable).parent / "moe-tui"
     program = shlex.quote(str(script)) if script.is_file() else f"{shlex.quote(sys.executable)} -m moe_tui"
     return f"{env}{program} run --stop"
+
+
+def _forget_ended_sessions(data_dir: str | Path) -> None:
+    """Drop the session records with no process left (a record of a live session stays)."""
+    from moe_tui.servers.sessions import forget_session, recorded_sessions, session_members
+
+    for session in recorded_sessions(Path(data_dir).resolve()):
+        if not session_members(session):
+            forget_session(session.path)

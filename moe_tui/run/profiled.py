@@ -117,8 +117,8 @@ def _owner_only_regular(path: Path) -> bool:
 
 
 def expert_dumps(dump_dir: Path, since: float, limit: int = MAX_KEPT_BYTES) -> tuple[list[Path], list[str]]:
-    """This run's expert dumps in `dump_dir` (/tmp unless the profile names a folder, so anyone may
-    put files there): regular files of this user written since `since`, at most `limit` bytes each;
+    """This run's expert dumps in `dump_dir` (the server start's own folder; checked all the same):
+    regular files of this user written since `since`, at most `limit` bytes each;
     (paths, notes on the ones left out). A dump is a pickle: one planted by another user would be
     read as this server's expert load."""
     found: list[Path] = []
@@ -200,7 +200,7 @@ async def profiled_run(runner: ItemRunner, ctx: RunContext, item: QueueItem, pro
         except Exception as exc:
             result, bench_error = None, f"benchmark could not run: {type(exc).__name__}: {exc}"
         if facts["expert_record"] == "recording":
-            await _expert_dump(client, profile, raw, facts)
+            await _expert_dump(client, server, raw, facts)
     sources, discarded = collector.finish()
     kept, left = keep_files(sources, dest)
     shutil.rmtree(raw, ignore_errors=True)
@@ -218,13 +218,19 @@ async def profiled_run(runner: ItemRunner, ctx: RunContext, item: QueueItem, pro
                 f"profiled run {run_id} ({profile.name}): {len(kept)} file(s) kept in {dest}")
 
 
-async def _expert_dump(client: httpx.AsyncClient, profile: ServerProfile, raw: Path, facts: dict[str, Any]) -> None:
-    """Stop recording, dump, and copy this dump (not an older one in a shared folder) beside the traces."""
+async def _expert_dump(client: httpx.AsyncClient, server: ManagedServer, raw: Path, facts: dict[str, Any]) -> None:
+    """Stop recording, dump, and copy this dump beside the traces: from the folder moe-tui made for
+    this server start (moe_tui.servers.dumps), never /tmp or a folder a profile names."""
+    from moe_tui.servers.dumps import expert_dump_dir
+
     await _post(client, "/stop_expert_distribution_record")
     since = time.time()
     code, text = await _post(client, "/dump_expert_distribution_record")
     facts["expert_record"] = "dumped" if code == 200 else f"dump failed: {text or code}"
-    dump_dir = Path(profile.env.get("SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR", "/tmp")).expanduser()
+    if server.server_id is None:
+        facts["notes"].append("expert dump not kept: the server has no start of moe-tui's")
+        return
+    dump_dir = expert_dump_dir(server.server_id)
     dumps, notes = expert_dumps(dump_dir, since)
     facts["notes"].extend(notes)
     for p in dumps:
@@ -232,6 +238,7 @@ async def _expert_dump(client: httpx.AsyncClient, profile: ServerProfile, raw: P
             fd = open_regular(p, follow_links=False, own=True, max_bytes=MAX_KEPT_BYTES)
             with os.fdopen(fd, "rb") as src, open(raw / p.name, "xb") as dst:
                 shutil.copyfileobj(src, dst)
+            p.unlink()  # kept beside the traces; the start's folder holds no second copy
         except OSError as exc:
             facts["notes"].append(f"expert dump {p.name} not kept: {exc.strerror or exc}")
 

@@ -39,10 +39,12 @@ from moe_tui.servers.base import (
     ServerStartError,
     nvml_gpu_view,
 )
+from moe_tui.servers.dumps import RECORDER_DIR_ENV, expert_dump_dir
 from moe_tui.servers.failures import DIAGNOSE_LINES, diagnose, exit_reason
 from moe_tui.servers.logtail import MAX_DRAIN_BYTES, READ_CHUNK, LineSplitter, last_update
 from moe_tui.servers.preflight import preflight
 from moe_tui.servers.registry import _REGISTRY, _REGISTRY_LOCK, managed_servers
+from moe_tui.servers.sessions import forget_session, record_session
 from moe_tui.servers.teardown import StopReport, _split_returncode, signal_name, terminate_server
 from moe_tui.servers.watch import ServerWatchMixin
 
@@ -104,6 +106,7 @@ class ManagedServer(ServerWatchMixin):
         self.pid: int | None = None
         self.start_id: int | None = None
         self.server_id: str | None = None
+        self._session: Path | None = None
         self.log_path: Path | None = None
         self.started_at: float | None = None
         self.ready_at: float | None = None
@@ -225,7 +228,8 @@ class ManagedServer(ServerWatchMixin):
         argv = self.profile.argv(self.python)
         # moe-tui's markers last: neither a profile's env nor anything else may override them
         ours = {**{k: os.environ[k] for k in INHERITED_MARKERS if k in os.environ},
-                SERVER_ID_ENV: self.server_id, "PYTHONUNBUFFERED": "1"}
+                SERVER_ID_ENV: self.server_id, "PYTHONUNBUFFERED": "1",
+                RECORDER_DIR_ENV: str(expert_dump_dir(self.server_id, create=True))}
         env = {**os.environ, **self.profile.launch_env(), **ours}
         recorded_env = redact_env({**self.profile.launch_env(), **ours})
         if self.store is not None:
@@ -251,6 +255,7 @@ class ManagedServer(ServerWatchMixin):
         self._deadline = time.monotonic() + self.profile.startup_timeout_s
         self._last_progress = time.monotonic()
         self._record(pid=self.pid)
+        self._session = record_session(self.server_id, self.pid)  # found by session, not env (sessions.py)
         with _REGISTRY_LOCK:
             _REGISTRY.add(self)
         self._log_reader = open(self.log_path, "rb")
@@ -410,6 +415,8 @@ class ManagedServer(ServerWatchMixin):
             with contextlib.suppress(Exception):
                 await self._client.aclose()
         self._close_files()
+        if self.last_stop is None or self.last_stop.clean:
+            forget_session(self._session)
         with _REGISTRY_LOCK:
             _REGISTRY.discard(self)
         if self._done_event is not None:
@@ -472,6 +479,8 @@ class ManagedServer(ServerWatchMixin):
                          exit_code=report.exit_code, exit_signal=report.exit_signal)
             self._set_state(STOPPED, final, exit_code=report.exit_code, exit_signal=report.exit_signal)
         self._close_files()
+        if self.last_stop is None or self.last_stop.clean:
+            forget_session(self._session)
         with _REGISTRY_LOCK:
             _REGISTRY.discard(self)
         return report

@@ -26,6 +26,7 @@ from moe_tui.run.context import RunContext
 from moe_tui.run.ops import Recovery
 from moe_tui.run.recording import finished_run
 from moe_tui.run.telemetry import TelemetryRelay
+from moe_tui.run.wedge import WedgeWatch
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store.queue import QueueItem, warmup_spec
 
@@ -187,7 +188,11 @@ class ItemRunner:
         if self._ctx.work.abort_verdict is not None:
             stop.set()
 
+        wedge = WedgeWatch(self.stall_timeout_s)
+
         def on_progress(event: BenchProgress) -> None:
+            if wedge.reason is None and (wedged := wedge.saw(event)) is not None:  # health holds, tokens do not
+                self._ctx.abort_current("failed", wedged)
             if phase != "timed":
                 event = dataclasses.replace(event, phase=phase, run_id=run_id)
             self._ctx.emit(event)
@@ -225,6 +230,9 @@ class ItemRunner:
             raise
         finally:
             stop_wait.cancel()
+            if wedge.reason is not None:
+                self._ctx.notice("error", f"'{server.name}': {wedge.reason}")
+                await server.stop(wedge.reason)
 
     def client_limits(self, spec: BenchmarkSpec) -> dict[str, Any]:
         """The per-request limits this controller asked for (None: the client's defaults; the

@@ -200,7 +200,7 @@ async def profiled_run(runner: ItemRunner, ctx: RunContext, item: QueueItem, pro
         except Exception as exc:
             result, bench_error = None, f"benchmark could not run: {type(exc).__name__}: {exc}"
         if facts["expert_record"] == "recording":
-            await _expert_dump(client, profile, raw, facts)
+            await _expert_dump(client, server, raw, facts)
     sources, discarded = collector.finish()
     kept, left = keep_files(sources, dest)
     shutil.rmtree(raw, ignore_errors=True)
@@ -218,13 +218,16 @@ async def profiled_run(runner: ItemRunner, ctx: RunContext, item: QueueItem, pro
                 f"profiled run {run_id} ({profile.name}): {len(kept)} file(s) kept in {dest}")
 
 
-async def _expert_dump(client: httpx.AsyncClient, profile: ServerProfile, raw: Path, facts: dict[str, Any]) -> None:
-    """Stop recording, dump, and copy this dump (not an older one in a shared folder) beside the traces."""
+async def _expert_dump(client: httpx.AsyncClient, server: ManagedServer, raw: Path, facts: dict[str, Any]) -> None:
+    """Stop recording, dump, and copy this dump (from the server start's own owner-only folder) beside the traces."""
     await _post(client, "/stop_expert_distribution_record")
     since = time.time()
     code, text = await _post(client, "/dump_expert_distribution_record")
     facts["expert_record"] = "dumped" if code == 200 else f"dump failed: {text or code}"
-    dump_dir = Path(profile.env.get("SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR", "/tmp")).expanduser()
+    if server.expert_dump_dir is None:
+        facts["notes"].append("expert dump not kept: the server has no folder of its own for it")
+        return
+    dump_dir = server.expert_dump_dir
     dumps, notes = expert_dumps(dump_dir, since)
     facts["notes"].extend(notes)
     for p in dumps:

@@ -97,8 +97,7 @@ warmup_seconds = 0
 
 @pytest.mark.integration
 def test_expert_dumps_go_to_an_owner_only_folder_of_this_server_start(env, tmp_path):
-    """A profile pointing the recorder at a shared 1777 folder: the server still gets a 0700 folder of its
-    own start (the dump lands there, nothing in the shared one), and the folder is gone after the stop."""
+    """A profile pointing the recorder at a shared 1777 folder: the server still gets a 0700 folder of its own start (the dump lands there, nothing in the shared one, uid nobody cannot plant one), gone after the stop."""
     import asyncio
     import stat as stat_mod
 
@@ -129,6 +128,21 @@ def test_expert_dumps_go_to_an_owner_only_folder_of_this_server_start(env, tmp_p
                 for call in ("start", "stop", "dump"):
                     assert (await c.post(f"/{call}_expert_distribution_record")).status_code == 200
             dumps = sorted(p.name for p in server.expert_dump_dir.iterdir())
+            if os.geteuid() == 0:  # another user (uid nobody: a forked child that setuids) cannot plant one there
+                target = str(server.expert_dump_dir / "expert_distribution_recorder_9.pt")
+                pid = os.fork()
+                if pid == 0:
+                    code = 1
+                    try:
+                        os.setgid(NOBODY)
+                        os.setuid(NOBODY)
+                        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                        os.write(fd, b"pickle")
+                    except PermissionError:
+                        code = 3
+                    finally:
+                        os._exit(code)
+                assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 3
         finally:
             await server.stop("test over")
         return child_dir, st, dumps, os.path.exists(child_dir)

@@ -117,10 +117,10 @@ def _owner_only_regular(path: Path) -> bool:
 
 
 def expert_dumps(dump_dir: Path, since: float, limit: int = MAX_KEPT_BYTES) -> tuple[list[Path], list[str]]:
-    """This run's expert dumps in `dump_dir` (/tmp unless the profile names a folder, so anyone may
-    put files there): regular files of this user written since `since`, at most `limit` bytes each;
-    (paths, notes on the ones left out). A dump is a pickle: one planted by another user would be
-    read as this server's expert load."""
+    """This run's expert dumps in `dump_dir` (the server start's own 0700 folder: `ManagedServer.
+    expert_dump_dir`; checked all the same, as the server wrote them): regular files of this user
+    written since `since`, at most `limit` bytes each; (paths, notes on the ones left out). A dump
+    is a pickle, read by explain's restricted unpickler, never executed."""
     found: list[Path] = []
     notes: list[str] = []
     for p in dump_dir.glob(EXPERT_DUMP_GLOB):

@@ -44,6 +44,12 @@ KIND_BY_FILE = {
     "test_hung_runner.py": "fault",
     "test_bounded.py": "bad input",
     "test_api_key.py": "security",
+    "test_evidence.py": "bad input",
+    "test_maintenance.py": "fault",
+    "test_cli_escapes.py": "security",
+    "test_log_bounds.py": "bad input",
+    "test_planted_files.py": "security",
+    "test_wedged_server.py": "fault",
 }
 KIND_ORDER = ("fault", "bad input", "security", "other")
 

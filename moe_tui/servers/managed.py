@@ -8,7 +8,7 @@ import collections
 import contextlib
 import io
 import os
-import signal
+import shutil
 import subprocess
 import sys
 import time
@@ -17,17 +17,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from moe_tui.events import Event, Notice, ServerLogLine, ServerMetrics, ServerStateChanged
+from moe_tui.events import Event, Notice, ServerMetrics, ServerStateChanged
 from moe_tui.profiles import ServerProfile, redact_argv, redact_env
 from moe_tui.servers.base import (
-    _PHASE_MARKERS,
     DEFAULT_GRACE_S,
     DEFAULT_RING_LINES,
     FAILED,
     LIVE_STATES,
     LOG_TAIL_LINES,
     PHASE_LAUNCHING,
-    PHASES,
     READY,
     SERVER_ID_ENV,
     STARTING,
@@ -40,12 +38,12 @@ from moe_tui.servers.base import (
     nvml_gpu_view,
 )
 from moe_tui.servers.dumps import RECORDER_DIR_ENV, expert_dump_dir
-from moe_tui.servers.failures import DIAGNOSE_LINES, diagnose, exit_reason
-from moe_tui.servers.logtail import MAX_DRAIN_BYTES, READ_CHUNK, LineSplitter, last_update
+from moe_tui.servers.follow import ServerFollowMixin
+from moe_tui.servers.logtail import LineSplitter
 from moe_tui.servers.preflight import preflight
 from moe_tui.servers.registry import _REGISTRY, _REGISTRY_LOCK, managed_servers
 from moe_tui.servers.sessions import forget_session, record_session
-from moe_tui.servers.teardown import StopReport, _split_returncode, signal_name, terminate_server
+from moe_tui.servers.teardown import StopReport, terminate_server
 from moe_tui.servers.watch import ServerWatchMixin
 
 if TYPE_CHECKING:
@@ -57,10 +55,12 @@ if TYPE_CHECKING:
 # The runner's mark on everything it starts (`moe_tui.run.orphans.RUNNER_DIR_ENV`), passed on after
 # the profile's env so that no profile can move or erase it.
 INHERITED_MARKERS = ("MOE_TUI_RUNNER_DIR",)
+# Where SGLang's expert-distribution recorder writes its dumps (eplb/expert_distribution.py; /tmp
+# when unset). Set per start, after the profile's env: a profile cannot point it at a shared folder.
 
 
 # -- the managed server --------------------------------------------------------------------------
-class ManagedServer(ServerWatchMixin):
+class ManagedServer(ServerFollowMixin, ServerWatchMixin):
     """One profile's server process. Create, `subscribe`, then `await start()` / `wait_ready()` /
     `stop()`. Every method runs on the asyncio loop that called `start()`, except `stop_sync()`,
     which is for exit handlers and may run with no loop."""
@@ -108,6 +108,7 @@ class ManagedServer(ServerWatchMixin):
         self.server_id: str | None = None
         self._session: Path | None = None
         self.log_path: Path | None = None
+        self.expert_dump_dir: Path | None = None  # this start's SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR
         self.started_at: float | None = None
         self.ready_at: float | None = None
         self.resolved_backend: str | None = None
@@ -226,10 +227,13 @@ class ManagedServer(ServerWatchMixin):
         stamp = time.strftime("%Y%m%d-%H%M%S")
         self.log_path = paths.logs_dir() / f"{self.profile.name}-{stamp}-{self.server_id[-12:]}.log"
         argv = self.profile.argv(self.python)
+        # Expert dumps go to a folder of this start only (0700): never a shared /tmp where another
+        # user's planted pickle would be read as this server's expert load.
+        self.expert_dump_dir = expert_dump_dir(self.server_id, create=True)
         # moe-tui's markers last: neither a profile's env nor anything else may override them
         ours = {**{k: os.environ[k] for k in INHERITED_MARKERS if k in os.environ},
                 SERVER_ID_ENV: self.server_id, "PYTHONUNBUFFERED": "1",
-                RECORDER_DIR_ENV: str(expert_dump_dir(self.server_id, create=True))}
+                RECORDER_DIR_ENV: str(self.expert_dump_dir)}
         env = {**os.environ, **self.profile.launch_env(), **ours}
         recorded_env = redact_env({**self.profile.launch_env(), **ours})
         if self.store is not None:
@@ -295,77 +299,6 @@ class ManagedServer(ServerWatchMixin):
             raise ServerFailed(f"server '{self.name}' {self.state}: {self.reason}", self.failure)
         raise TimeoutError(f"server '{self.name}' not ready after {timeout} s (still {self.state})")
 
-    # -- background work ------------------------------------------------------------------------
-    def _drain_log(self) -> None:
-        """New log lines, in bounded reads and bounded lines (`servers.logtail`): a server's
-        output never grows the runner's memory, however fast or long its lines."""
-        if self._log_reader is None:
-            return
-        lines: list[str] = []
-        for _ in range(MAX_DRAIN_BYTES // READ_CHUNK):
-            chunk = self._log_reader.read(READ_CHUNK)
-            if not chunk:
-                break
-            # Any new output is progress (the no-progress watchdog's clock): SGLang's weight load is a
-            # tqdm bar, "\r"-separated updates of one line with a single newline at its end.
-            self._last_progress = time.monotonic()
-            lines += self._splitter.feed(chunk)
-        lines = [last_update(line) for line in lines]  # a terminal shows only a bar's last update
-        for line in lines:
-            self.log_lines.append(line)
-            self._emit(ServerLogLine(profile=self.name, line=line))
-            if self.state == STARTING:
-                self._phase_from(line)
-
-    def _phase_from(self, line: str) -> None:
-        lowered = line.lower()
-        for marker, phase in _PHASE_MARKERS:
-            if marker.lower() in lowered:
-                if PHASES.index(phase) > PHASES.index(self.phase or PHASE_LAUNCHING):
-                    self.phase = phase
-                    self._set_state(STARTING, f"phase: {phase}")
-                return
-
-    async def _follow_log(self) -> None:
-        while True:
-            self._drain_log()
-            if self._popen is None or self._popen.poll() is not None and self.state not in (STARTING, READY):
-                self._drain_log()
-                return
-            await asyncio.sleep(0.1)
-
-    async def _watch_exit(self) -> None:
-        assert self._popen is not None
-        while True:
-            rc = self._popen.poll()
-            if self._stopping:
-                return
-            if rc is not None:
-                code, sig = _split_returncode(rc)
-                how = f"killed by {signal_name(sig)}" if sig else f"exit code {code}"
-                when = "while starting" if self.state == STARTING else "while ready"
-                self._drain_log()
-                # the error line can sit under hundreds of lines of other ranks' tracebacks
-                reason = exit_reason(how, when, diagnose(self.log_tail(DIAGNOSE_LINES)),
-                                     by_sigkill=sig == signal.SIGKILL)
-                await self._fail(reason, exit_code=code, exit_signal=sig)
-                return
-            if self.state == STARTING and time.monotonic() >= self._deadline:
-                await self._fail(
-                    f"not ready within startup_timeout_s={self.profile.startup_timeout_s:g} s "
-                    f"(last phase: {self.phase or 'none'})"
-                )
-                return
-            stalled = time.monotonic() - self._last_progress
-            if self.state == STARTING and stalled >= self.profile.startup_stall_s:
-                open_bar = last_update(self._splitter.pending())
-                last = (open_bar or (self.log_lines[-1] if self.log_lines else "(none)"))[:160]
-                await self._fail(
-                    f"no startup progress for {stalled:.0f} s (startup_stall_s={self.profile.startup_stall_s:g}): "
-                    f"no new output since {last!r} (phase: {self.phase or 'none'})")
-                return
-            await asyncio.sleep(0.1)
-
     async def _await_ready(self) -> None:
         import httpx
 
@@ -427,6 +360,8 @@ class ManagedServer(ServerWatchMixin):
             if f is not None:
                 with contextlib.suppress(Exception):
                     f.close()
+        if self.expert_dump_dir is not None:  # a profiled run copied what it keeps; links are removed, never followed
+            shutil.rmtree(self.expert_dump_dir, ignore_errors=True)
 
     # -- stop -----------------------------------------------------------------------------------
     async def stop(self, reason: str = "stopped by request") -> StopReport | None:

@@ -60,6 +60,7 @@ SGLANG_FLAGS: tuple[FlagSpec, ...] = (
     _flag("--port", type=int, default=30000),
     _flag("--enable-metrics", action="store_true"),
     _flag("--api-key", type=str, default=None),
+    _flag("--admin-api-key", type=str, default=None),
     _flag("--trust-remote-code", action="store_true"),
     _flag("--mem-fraction-static", type=float, default=None),
     _flag("--max-running-requests", type=int, default=None),

@@ -298,7 +298,8 @@ class SimServer:
         from moe_tui.sim.outputs import greedy_outputs_middleware  # /generate with return_logprob
 
         app.middlewares.append(greedy_outputs_middleware(self.e.args, self._not_ready))
-        install_api_key(app, getattr(self.e.args, "api_key", None))  # --api-key: 401 without it, as SGLang
+        install_api_key(app, getattr(self.e.args, "api_key", None),  # 401 without the key, as SGLang
+                        getattr(self.e.args, "admin_api_key", None))
         r = app.router
         r.add_route("POST", "/generate", self.handle_generate)
         r.add_route("PUT", "/generate", self.handle_generate)

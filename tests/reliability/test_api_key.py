@@ -81,3 +81,30 @@ def test_api_key_closes_the_server_to_others_and_is_never_stored(env):
     (profile_json,) = env.query("SELECT profile_json FROM runs LIMIT 1")[0]
     assert json.loads(profile_json)["api_key"] == "***redacted***"
     wait_gone(env)
+
+
+def test_the_emulator_applies_api_key_and_admin_api_key_to_routes_as_sglang_does():
+    """SGLang 0.5.23 (utils/auth.py): with --admin-api-key the admin routes (profiler, expert recorder, flush_cache) take only the admin key, /generate only the api key; /health, /ready and /metrics stay open."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from sim_helpers import sim_server
+
+    admin = "adm-1c9e"
+    args = ["--api-key", KEY, "--admin-api-key", admin, "--sim-load-seconds", "0", "--sim-graph-seconds", "0",
+            "--sim-warmup-seconds", "0", "--enable-metrics"]
+    gen = {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 2}}
+    with sim_server(args) as sim:
+        url = sim.base_url
+        assert _status(url + "/generate", gen, KEY) == 200
+        assert _status(url + "/generate", gen, admin) == 401  # the admin key is not the api key
+        assert _status(url + "/flush_cache", {}, admin) == 200
+        assert _status(url + "/flush_cache", {}, KEY) == 401  # with an admin key, the api key no longer opens admin routes
+        assert _status(url + "/start_expert_distribution_record", {}, KEY) == 401
+        assert _status(url + "/start_profile", {}, None) == 401
+        assert _status(url + "/health") == 200 and _status(url + "/metrics") == 200
+    with sim_server(["--admin-api-key", admin, "--sim-load-seconds", "0", "--sim-graph-seconds", "0",
+                     "--sim-warmup-seconds", "0"]) as sim:  # an admin key alone: generate stays open
+        assert _status(sim.base_url + "/generate", gen) == 200
+        assert _status(sim.base_url + "/flush_cache", {}) == 401

@@ -288,3 +288,41 @@ def test_a_deeply_nested_benchmark_record_is_named(env, tmp_path):
     out = _cli(env, "import", str(path))
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
     assert f"{path}:1: JSON nested too deeply to be a benchmark record" in out.stderr, out.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user (uid nobody)")
+def test_archive_never_follows_a_partial_link_planted_by_uid_nobody(env, tmp_path):
+    """uid nobody (a setuid child) plants `.partial` links in a shared sticky folder, at the archive's old fixed name and at guesses: the victim is untouched, the archive whole and ours."""
+    _measured_run(env)
+    import shutil
+    import tempfile
+
+    shared = Path(tempfile.mkdtemp(prefix="moe-tui-shared-", dir="/tmp"))  # reachable by nobody
+    shared.chmod(0o1777)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    victim.chmod(0o644)
+    try:
+        archive = shared / "old.jsonl"
+        pid = os.fork()
+        if pid == 0:  # the other user: links only (it cannot write the victim itself)
+            code = 1
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                os.symlink(victim, str(archive) + ".partial")
+                for n in range(8):
+                    os.symlink(victim, shared / f".old.jsonl.{n}.partial")
+                code = 0
+            finally:
+                os._exit(code)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        assert os.lstat(str(archive) + ".partial").st_uid == 65534
+        out = _cli(env, "store", "archive", str(archive), "--older-than", "30")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert victim.read_text() == "precious\n" and victim.stat().st_mode & 0o777 == 0o644
+        assert archive.read_text().startswith('{"kind": "moe-tui-archive"') and not archive.is_symlink()
+        st = archive.stat()
+        assert st.st_uid == os.getuid() and st.st_mode & 0o777 == 0o600
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

@@ -74,3 +74,82 @@ def test_a_profile_cannot_set_moe_tuis_own_markers(tmp_path, key):
         load_profile(path)
     text = str(info.value)
     assert str(path) in text and "env" in text and f"{key} is moe-tui's own variable" in text, text
+
+
+PER_START_PROFILE = """
+name = "sim-dumps"
+engine = "sim"
+model_path = "GLM-5-NVFP4"
+moe_runner_backend = "flashinfer_cutlass"
+port = {port}
+startup_timeout_s = 30
+extra_args = ["--expert-distribution-recorder-mode", "stat", "--expert-distribution-recorder-buffer-size", "8"]
+
+[env]
+SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR = "{shared}"
+
+[sim]
+load_seconds = 0
+graph_seconds = 0
+warmup_seconds = 0
+"""
+
+
+@pytest.mark.integration
+def test_expert_dumps_go_to_an_owner_only_folder_of_this_server_start(env, tmp_path):
+    """A profile pointing the recorder at a shared 1777 folder: the server still gets a 0700 folder of its own start (the dump lands there, nothing in the shared one, uid nobody cannot plant one), gone after the stop."""
+    import asyncio
+    import stat as stat_mod
+
+    import httpx
+    import psutil
+    from runner_support import free_port
+
+    from moe_tui import servers
+    from moe_tui.profiles import load_profile
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    port = free_port()
+    env.ports.append(port)
+    (env.profiles / "sim-dumps.toml").write_text(PER_START_PROFILE.format(port=port, shared=shared))
+    profile = load_profile(env.profiles / "sim-dumps.toml")
+
+    async def scenario() -> tuple[str, os.stat_result, list[str], bool]:
+        server = servers.ManagedServer(profile, ready_poll_s=0.05, grace_s=2.0, gpu_probe=None)
+        await server.start()
+        try:
+            await server.wait_ready(30)
+            child_dir = psutil.Process(server.pid).environ()["SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR"]
+            assert server.expert_dump_dir is not None and child_dir == str(server.expert_dump_dir)
+            st = os.lstat(child_dir)
+            async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, timeout=10) as c:
+                for call in ("start", "stop", "dump"):
+                    assert (await c.post(f"/{call}_expert_distribution_record")).status_code == 200
+            dumps = sorted(p.name for p in server.expert_dump_dir.iterdir())
+            if os.geteuid() == 0:  # another user (uid nobody: a forked child that setuids) cannot plant one there
+                target = str(server.expert_dump_dir / "expert_distribution_recorder_9.pt")
+                pid = os.fork()
+                if pid == 0:
+                    code = 1
+                    try:
+                        os.setgid(NOBODY)
+                        os.setuid(NOBODY)
+                        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                        os.write(fd, b"pickle")
+                    except PermissionError:
+                        code = 3
+                    finally:
+                        os._exit(code)
+                assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 3
+        finally:
+            await server.stop("test over")
+        return child_dir, st, dumps, os.path.exists(child_dir)
+
+    child_dir, st, dumps, left = asyncio.run(scenario())
+    assert child_dir != str(shared)
+    assert stat_mod.S_ISDIR(st.st_mode) and st.st_mode & 0o777 == 0o700 and st.st_uid == os.getuid()
+    assert len(dumps) == 1 and dumps[0].startswith("expert_distribution_recorder_"), dumps
+    assert list(shared.iterdir()) == []
+    assert not left

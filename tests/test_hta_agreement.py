@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration  # HTA runs as a process of its own environ
 REPO = Path(__file__).resolve().parents[1]
 HTA_PYTHON = REPO / ".venv-hta" / "bin" / "python"
 DATA = Path(__file__).resolve().parent / "data"
-REAL_TRACES = sorted(DATA.glob("real-*-TP-0.trace.json.gz"))
+REAL_TRACES = sorted(DATA.glob("*-TP-0.trace.json.gz"))  # every torch trace recorded on the device
 
 
 def _agreement() -> ModuleType:

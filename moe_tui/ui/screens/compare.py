@@ -86,6 +86,9 @@ def keep_direction(names: list[str], shown: tuple[object, object], session: tupl
 class CompareScreen(LiveScreen):
     # The main table has the focus (and a visible cursor) from the start: arrows, j/k and / work at once.
     AUTO_FOCUS = "#compare-grid"
+    # Listed by `?` after the bindings: the profile selects are reached by Tab, not by a key of their own.
+    HELP_EXTRA = (("Tab", "Profiles", "Tab (shift+Tab back) to the baseline and candidate selects above the grid: "
+                                      "Enter opens one, ↑ ↓ pick, Enter sets it, Esc closes it"),)
     BINDINGS = [
         Binding("e", "export('markdown')", "Markdown", id="export.markdown",
                 tooltip="Write the comparison as Markdown with spec and provenance"),

@@ -45,6 +45,8 @@ def help_rows(app: Any, under: Screen[Any]) -> tuple[HelpRow, ...]:
         rows.append((app.get_key_display(binding), binding.description, binding.tooltip, binding.id,
                      bool(active.enabled)))
     rows.append((*NAVIGATION_HELP, "", True))  # the tables' own keys, the same on every screen
+    for key, label, words in getattr(under, "HELP_EXTRA", ()):  # keys of a screen's own widgets (selects)
+        rows.append((key, label, words, "", True))
     return tuple(rows)
 
 
@@ -126,7 +128,7 @@ class HelpScreen(KeepStyles, ModalScreen[Any]):
             else:
                 table.clear()
             for row in rows:
-                table.add_row(*_cells(row), height=_height(row, width), key=row[3] or "navigation")
+                table.add_row(*_cells(row), height=_height(row, width), key=row[3] or f"navigation: {row[1]}")
             table.move_cursor(row=0, animate=False)
             table.scroll_home(animate=False)
 
@@ -137,7 +139,7 @@ class HelpScreen(KeepStyles, ModalScreen[Any]):
             return False
         for new in (new for old, new in zip(before, rows) if old != new):
             for column, cell in zip(("key", "action", "what"), _cells(new)):
-                table.update_cell(new[3] or "navigation", column, cell)
+                table.update_cell(new[3] or f"navigation: {new[1]}", column, cell)
         return True
 
     def action_dismiss_help(self) -> None:

@@ -232,6 +232,13 @@ def campaign_preview(request: Any, plan: Mapping[str, Any]) -> CampaignPreview:
                            server_starts=dict(plan.get("server_starts") or {}), short_cells=tuple(short))
 
 
+def sim_clock_note(grid: Any) -> str:
+    """The emulator clock of a simulated grid in words ("" otherwise), for the line above the grid."""
+    from moe_tui.export.text import sim_clock_note as note
+
+    return note(grid)
+
+
 def grid_extra_lines(grid: Any) -> list[str]:
     """The grid's extras (gate verdict, % of roofline) as the compact lines under the grid (issue 15)."""
     from moe_tui.grids.extras import extras_compact_lines

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from moe_tui import judgement as J
 from moe_tui.compare import BASELINE, CANDIDATE, ComparisonGrid
-from moe_tui.export.text import SIMULATED_BANNER, _point_notes, csv_text, plain_text
+from moe_tui.export.text import SIMULATED_BANNER, _point_notes, csv_text, plain_text, sim_clock_note, sim_clocks
 
 CSV_COLUMNS = (
     "concurrency", "metric", "unit", "direction", "family", "baseline_fingerprint", "candidate_fingerprint",
@@ -34,6 +34,7 @@ CSV_COLUMNS = (
     "candidate_std", "candidate_flagged_left_out", "delta", "delta_pct", "ci_low", "ci_high", "ci_low_pct",
     "ci_high_pct", "welch_df", "p_value", "p_holm", "verdict", "verdict_words", "reasons", "repeats_to_settle",
     "baseline_flags", "candidate_flags", "ci_confidence", "baseline_starts", "candidate_starts", "uncontrolled",
+    "sim_time_scale",  # the emulator clock the cell ran at (x real time; tok/s read x it); empty when real
 )
 
 
@@ -90,7 +91,7 @@ def render_json(grid: ComparisonGrid) -> str:
 
 # -- CSV ------------------------------------------------------------------------------------------
 def csv_rows(grid: ComparisonGrid) -> list[list[str]]:
-    rows = []
+    rows, clocks = [], sim_clocks(grid)
     for c in grid.cells:
         pa, pb = grid.point(BASELINE, c.concurrency), grid.point(CANDIDATE, c.concurrency)
         rows.append([
@@ -105,6 +106,7 @@ def csv_rows(grid: ComparisonGrid) -> list[list[str]]:
             csv_text(" | ".join(c.reasons)), "" if c.repeats_needed is None else str(c.repeats_needed),
             csv_text(" ".join(c.baseline_flags)), csv_text(" ".join(c.candidate_flags)), _num(c.ci_confidence),
             str(c.n_starts_baseline), str(c.n_starts_candidate), csv_text(c.uncontrolled),
+            f"{clocks[c.concurrency]:g}" if c.concurrency in clocks else "",
         ])
     return rows
 
@@ -166,6 +168,8 @@ def render_text(grid: ComparisonGrid, width: int | None = None) -> str:
     out = [f"{t(grid.baseline_name)} (baseline) vs {t(grid.candidate_name)} (candidate)"]
     if grid.simulated:
         out.append("*** " + SIMULATED_BANNER + " ***")
+        if sim_clock_note(grid):
+            out.append(sim_clock_note(grid))
     for d in grid.backend_diff:
         out.append(f"compared: {t(d.describe())}")
     out.append(t(control_line(grid)))

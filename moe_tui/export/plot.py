@@ -10,6 +10,7 @@ import io
 from typing import Any, NamedTuple
 
 from moe_tui.compare import ComparisonGrid, ThroughputSeries
+from moe_tui.export.text import sim_clock_note
 
 
 def plain(text: str) -> str:
@@ -83,6 +84,9 @@ def render_throughput_plot(grid: ComparisonGrid) -> tuple[bytes, bytes]:
     ax.set_ylabel("output throughput (tok/s)")
     title = f"{plain(grid.baseline_name)} vs {plain(grid.candidate_name)}"
     ax.set_title(("SIMULATED: " if grid.simulated else "") + title)
+    if grid.simulated and sim_clock_note(grid):  # the tok/s drawn are on the emulator's clock
+        fig.text(0.01, 0.005, plain(sim_clock_note(grid).split(": ")[0] + ": tok/s x the clock"), fontsize=7,
+                 ha="left", va="bottom")
     ax.grid(True, alpha=0.3)
     if plotted:
         ax.legend()

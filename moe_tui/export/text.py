@@ -79,3 +79,37 @@ def _value(v: object) -> str:
 
 def _side_name(grid: ComparisonGrid, side: str) -> str:
     return grid.baseline_name if side == BASELINE else grid.candidate_name
+
+
+def sim_clocks(grid: ComparisonGrid) -> dict[int, float]:
+    """Concurrency -> the emulator clock (times real time) its runs ran at, for a simulated grid
+    whose clock is not real time: the profiles' `[sim] time_scale`, slowed per cell where one client
+    could not keep up (`judgement.sim_cell_time_scale`, the rule the runner applied). Empty otherwise."""
+    from moe_tui.judgement import SIM_ENGINE, sim_cell_time_scale, sim_time_scale
+    from moe_tui.profiles import _flag_map
+
+    sims = [p for p in (grid.baseline_profile, grid.candidate_profile) if p and p.get("engine") == SIM_ENGINE]
+    if not sims:
+        return {}
+    out: dict[int, float] = {}
+    for conc in grid.concurrencies:
+        scales = set()
+        for prof in sims:
+            raw = _flag_map(tuple(str(a) for a in prof.get("extra_args") or ())).get("--stream-interval")
+            interval = max(1, int(str(raw))) if str(raw).isdigit() else 1
+            scales.add(sim_cell_time_scale(sim_time_scale(prof), conc, interval))
+        out[conc] = max(scales)
+    return {} if all(s == 1 for s in out.values()) else out
+
+
+def sim_clock_note(grid: ComparisonGrid) -> str:
+    """The emulator clock in words, where simulated numbers are shown: tok/s read x N (latencies
+    / N) against the modelled box; "" for a real or real-time grid."""
+    clocks = sim_clocks(grid)
+    if not clocks:
+        return ""
+    common = max(set(clocks.values()), key=list(clocks.values()).count)
+    odd = ", ".join(f"{c} at x{s:g}" for c, s in clocks.items() if s != common)
+    return (f"emulator clock x{common:g}" + (f" (concurrency {odd})" if odd else "")
+            + ": simulated tok/s are the modelled box's times the clock, latencies divided by it; "
+              "both sides of a cell ran on one clock, so deltas and verdicts are unaffected")

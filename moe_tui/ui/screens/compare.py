@@ -34,6 +34,11 @@ def diff_text(grid: Any) -> Text:
     if grid.simulated:
         text.append_text(render.badge("SIMULATED", "bold white on magenta"))
         text.append(" ")
+        from moe_tui.control.reads import sim_clock_note  # tok/s on the emulator's clock, said where shown
+
+        if note := sim_clock_note(grid):
+            text.append(note.split(": ")[0] + ": tok/s read x the clock, ms / it", style="magenta")
+            text.append("\n")
     for d in grid.backend_diff:
         text.append("compared: ", style="bold")
         text.append(d.describe())

@@ -1,0 +1,35 @@
+"""The second user walk (issue 33): numbers a user cannot misread, on plain data."""
+
+from __future__ import annotations
+
+
+def test_the_emulator_clock_is_said_where_simulated_numbers_are_shown():
+    """The x10 emulator time scale was said only in run detail: a user reading 104 tok/s at
+    concurrency 1 against the seed's 10.4 needs it beside the numbers (text, Markdown, CSV)."""
+    import csv
+    import dataclasses
+    import io
+    from pathlib import Path
+
+    from compare_data import control_fail_runs, golden_runs
+
+    from moe_tui.compare import build_grid_from_runs
+    from moe_tui.export.formats import render_csv, render_markdown, render_text
+    from moe_tui.export.text import sim_clock_note
+    from moe_tui.profiles import load_profiles
+
+    a, b = control_fail_runs()
+    grid = build_grid_from_runs(a, b, baseline_name="sim-cutlass", candidate_name="sim-cutedsl")
+    for text in (render_text(grid), render_markdown(grid)):
+        assert "emulator clock x10: simulated tok/s are the modelled box's times the clock" in text
+    rows = list(csv.DictReader(io.StringIO(render_csv(grid))))
+    assert {r["sim_time_scale"] for r in rows} == {"10"}
+    # the demo's profiles: 256 and 1024 run on a slower clock (one client keeps up), said per cell
+    demo = load_profiles(Path(__file__).parent.parent / "server_profiles" / "demo").by_name(
+        "sim-flashinfer-cutlass").snapshot()
+    sweep = dataclasses.replace(grid, baseline_profile=demo, candidate_profile=demo,
+                                concurrencies=(1, 2, 10, 64, 256, 1024))
+    assert sim_clock_note(sweep).startswith("emulator clock x10 (concurrency 256 at x1.2, 1024 at x0.62)")
+    a, b = golden_runs()  # real GPUs: nothing said, the column empty
+    real = build_grid_from_runs(a, b, baseline_name="glm5-cutlass", candidate_name="glm5-cutedsl")
+    assert sim_clock_note(real) == "" and {r["sim_time_scale"] for r in csv.DictReader(io.StringIO(render_csv(real)))} == {""}

@@ -214,3 +214,16 @@ def test_a_typo_gets_the_close_name_from_every_folder_searched(tmp_path):
         res = cli(tmp_path, *argv, cwd=root)
         assert res.returncode == EXIT_NOT_FOUND, res.stderr
         assert "did you mean 'sim-flashinfer-cutlass' (in " in res.stderr and "glm5" not in res.stderr, res.stderr
+
+
+def test_queue_add_on_simulated_profiles_starts_from_the_add_forms_defaults(tmp_path):
+    """Issue 33: the CLI planned 1024/1024 tokens and n=100 on the sim where the form planned 128/32:
+    one default (control.launch.campaign_defaults), so both queue one fingerprint."""
+    from moe_tui.control.launch import campaign_defaults
+
+    spec, ppc = campaign_defaults(simulated=True)
+    res = cli(tmp_path, "queue", "add", "--profiles", f"{A},{B}", "--concurrency", "1,1024", "--dry-run", "--json")
+    assert res.returncode == 0, res.stderr
+    assert f"in={spec['input_len']} out={spec['output_len']} ratio=1 n={spec['num_prompts']}" in res.stderr
+    assert f"conc=1024  n={max(spec['num_prompts'], ppc * 1024)} " in res.stderr
+    assert "fewer prompts than the concurrency" not in res.stderr

@@ -74,7 +74,8 @@ def test_json_contract_keys_and_vocabulary(tmp_path):
     assert set(c) == {"concurrency", "metric", "verdict", "n_baseline", "n_candidate", "delta_pct", "ci_pct",
                       "reasons", "starts_baseline", "starts_candidate", "baseline_mean", "candidate_mean",
                       "ci_confidence", "uncontrolled", "control_relative_pct", "control_relative_ci_pct",
-                      "control_starts"}
+                      "control_starts", "provisional", "provisional_reason"}
+    assert c["provisional"] is False and c["provisional_reason"] is None  # nothing queued for the cell
     # No control: no verdict, no delta; the means stay.
     assert c["verdict"] == "uncontrolled" and c["delta_pct"] is None and c["ci_pct"] is None
     assert c["baseline_mean"] == 200.0 and c["starts_baseline"] == 3 and "control absent" in c["reasons"][0]

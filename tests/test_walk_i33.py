@@ -33,3 +33,15 @@ def test_the_emulator_clock_is_said_where_simulated_numbers_are_shown():
     a, b = golden_runs()  # real GPUs: nothing said, the column empty
     real = build_grid_from_runs(a, b, baseline_name="glm5-cutlass", candidate_name="glm5-cutedsl")
     assert sim_clock_note(real) == "" and {r["sim_time_scale"] for r in csv.DictReader(io.StringIO(render_csv(real)))} == {""}
+
+
+def test_explain_column_heads_tell_the_sides_apart():
+    """Both columns were headed `sim-flashinfer-c…`: the shared start gives way to the part that differs."""
+    from moe_tui.explain.render import column_heads
+
+    assert column_heads("sim-flashinfer-cutlass", "sim-flashinfer-cutedsl", 17) == ("…cutlass", "…cutedsl")
+    assert column_heads("glm5-nvfp4-flashinfer-cutlass", "glm5-nvfp4-flashinfer-cutedsl", 17) == (
+        "…cutlass", "…cutedsl")
+    assert column_heads("short-a", "short-b", 17) == ("short-a", "short-b")
+    a, b = column_heads("x" * 30 + "-left", "y" * 30 + "-right", 17)
+    assert a != b and len(a) <= 17 and len(b) <= 17

@@ -58,7 +58,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
                           "alternating: A,B item by item")
     add_profiles_dir(add)
     add.add_argument("--name", default=None, help="campaign name (default: built from the arguments)")
-    add.add_argument("--input-len", type=int)
+    add.add_argument("--input-len", type=int, help="spec fields not given: the spec's defaults; on simulated "
+                     "profiles the add form's (the demo's: 128/32 tokens, max(16, 2 x concurrency) prompts)")
     add.add_argument("--output-len", type=int)
     add.add_argument("--range-ratio", type=float)
     add.add_argument("--num-prompts", type=int, help="prompts per run (the minimum with --prompts-per-concurrency)")
@@ -187,12 +188,29 @@ def _add(args: argparse.Namespace, store: Store) -> int:
             for problem in loaded.problems:
                 print(f"  {problem}", file=sys.stderr)
             return EXIT_NOT_FOUND
+    if all(loaded.by_name(n).engine == "sim" for n in names):
+        _sim_defaults(args)
     try:
         plan = _plan(args, store, names, profiles_dir)
     except QueueError as exc:  # a value out of its range (repeats 0, an unknown order): usage
         print(f"moe-tui queue add: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return _queue_plan(args, store, plan, names, profiles_dir)
+
+
+def _sim_defaults(args: argparse.Namespace) -> None:
+    """On simulated profiles the spec fields not given start from the add form's defaults (the demo's,
+    `control.launch.campaign_defaults`): one default, so a campaign queued here and one from the form
+    share a fingerprint and compare (1024/1024 tokens, 100 prompts here and 128/32 there did not)."""
+    from moe_tui.control.launch import campaign_defaults
+
+    spec, ppc = campaign_defaults(simulated=True)
+    given_prompts = args.num_prompts is not None
+    for key in ("input_len", "output_len", "num_prompts", "range_ratio", "seed"):
+        if getattr(args, key, None) is None and key in spec:
+            setattr(args, key, spec[key])
+    if args.prompts_per_concurrency is None and not given_prompts:  # a --num-prompts given is kept as given
+        args.prompts_per_concurrency = ppc
 
 
 def _plan(args: argparse.Namespace, store: Store, names: list[str], profiles_dir: Path) -> CampaignPlan:

@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,12 +39,26 @@ def _share(row: Mapping[str, Any]) -> str:
     return "" if row["share"] is None or not row["beyond_noise"] else f"{row['share'] * 100:.0f}%"
 
 
+def column_heads(a: str, b: str, limit: int) -> tuple[str, str]:
+    """Two column heads of at most `limit` characters that tell the sides apart: where the names
+    would be cut alike (`sim-flashinfer-c…` twice), their shared start, up to its last `-`, `_`, `.`
+    or `/`, gives way to `…` (`…cutlass`, `…cutedsl`)."""
+    a, b = short_name(a, 1000), short_name(b, 1000)
+    if short_name(a, limit) != short_name(b, limit) or a == b:
+        return short_name(a, limit), short_name(b, limit)
+    shared = os.path.commonprefix([a, b])
+    cut = max(shared.rfind(ch) for ch in "-_./") + 1 or len(shared)
+    return short_name("…" + a[cut:], limit), short_name("…" + b[cut:], limit)
+
+
 def text_lines(expl: Explanation, extras: Sequence[str] = ()) -> list[str]:
     """The breakdown side by side, for the terminal (and the TUI's panel)."""
     a, b = expl.a, expl.b
+    heads = column_heads(a.label, b.label, 17)
     out = [f"ms per {_step_word(expl)} step ({a.label}: {a.steps} steps x {len(a.ranks)} ranks; "
            f"{b.label}: {b.steps} steps x {len(b.ranks)} ranks)",
-           f"{'class':<24}{short_name(a.label, 17):>18}{short_name(b.label, 17):>18}{'B-A':>22}{'noise ±':>10}{'gap':>6}"]
+           f"{'class':<24}{heads[0]:>18}{heads[1]:>18}"
+           f"{'B-A':>22}{'noise ±':>10}{'gap':>6}"]
     for row in class_table(expl):
         out.append(f"{row['words']:<24}{_ms(row['a_ms']):>18}{_ms(row['b_ms']):>18}{_delta(row):>22}"
                    f"{_ms(row['noise_ms']):>10}{_share(row):>6}")

@@ -32,10 +32,6 @@ SET_ATTEMPTS = 20  # 0.25 s apart: requests of a stopped run may still be draini
 SET_RETRY_S = 0.25
 
 
-# The scale each server start runs at once set: (server object, pid) -> scale (a start's pid is its own).
-_IN_FORCE: dict[tuple[int, int | None], float] = {}
-
-
 class ClockError(RuntimeError):
     """The emulator would not take the cell's time scale."""
 
@@ -78,8 +74,10 @@ async def set_cell_clock(server: ManagedServer, concurrency: int) -> float | Non
         return None
     # A start runs at its launch's scale until a cell asks for another: nothing to send then (a
     # server that is no full emulator, a test's stand-in, need not know the endpoint).
-    start = (id(server), server.pid)
-    if _IN_FORCE.get(start, sim_time_scale(server.profile.snapshot())) == scale:
+    # The scale set is kept on the server, with the start's pid (a restart runs at its launch's scale again).
+    in_force = getattr(server, "sim_clock", None)
+    current = in_force[1] if in_force is not None and in_force[0] == server.pid else sim_time_scale(server.profile.snapshot())
+    if current == scale:
         return scale
     import httpx
 
@@ -95,7 +93,7 @@ async def set_cell_clock(server: ManagedServer, concurrency: int) -> float | Non
                 raise ClockError(f"'{server.name}': could not set the emulator's time scale to {scale:g}: "
                                  f"{type(exc).__name__}: {exc}") from None
             if resp.status_code == 200 or (resp.status_code == 404 and scale == sim_time_scale(server.profile.snapshot())):
-                _IN_FORCE[start] = scale
+                server.sim_clock = (server.pid, scale)
                 return scale  # 404: an emulator without a settable clock, which the launch's scale suits
             last = f"HTTP {resp.status_code}: {resp.text.strip()[:200]}"
             if resp.status_code != 409:

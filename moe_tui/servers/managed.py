@@ -112,6 +112,7 @@ class ManagedServer(ServerFollowMixin, ServerWatchMixin):
         self.started_at: float | None = None
         self.ready_at: float | None = None
         self.resolved_backend: str | None = None
+        self.sim_clock: tuple[int | None, float] | None = None  # (pid, scale) an emulator's clock was set to (run.sim_clock)
         self.backend_mismatch = False
         self.sglang_version: str | None = None
         self.server_info: dict[str, Any] | None = None

@@ -76,7 +76,7 @@ def _store_file(path: Path) -> tuple[Path | None, str]:
 
 def run(args: argparse.Namespace) -> int:
     from moe_tui import paths
-    from moe_tui.run.rendezvous import runner_is_running
+    from moe_tui.run.rendezvous import runner_is_running, wait_out_watchdog
     from moe_tui.store.integrity import StoreLocked, _age_words, backup_path
 
     if args.box:
@@ -93,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     if path is None:
         _say(f"store {shown}")
         return 1
+    if args.repair or args.backup:
+        wait_out_watchdog(data_dir)  # a runner that just ended: its watchdog's sweep, then the lock is free
     pid = runner_is_running(data_dir)
     if pid and (args.repair or args.backup):
         _say(f"a runner (pid {pid}) is using {shown}; stop it first (moe-tui run --stop)")

@@ -161,6 +161,15 @@ def _held_by_watchdog(path: Path) -> bool:
     return not words or words[1:2] == ["watchdog"]
 
 
+def wait_out_watchdog(data_dir: str | Path) -> None:
+    """Wait (up to WATCHDOG_SWEEP_WAIT_S) while the lock is held by a runner's watchdog sweeping what
+    its runner left: a runner that just ended leaves it the lock for a moment, which is no runner."""
+    path = Path(data_dir) / LOCK_NAME
+    deadline = time.monotonic() + WATCHDOG_SWEEP_WAIT_S
+    while runner_is_running(data_dir) and _held_by_watchdog(path) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def runner_is_running(data_dir: str | Path) -> int | None:
     """The pid of the runner holding the lock, or None if no runner holds it."""
     path = Path(data_dir) / LOCK_NAME

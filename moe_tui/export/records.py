@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict
 
+from moe_tui.bench.live import ProgressFigures
+
 # A JSON object whose keys are not fixed by moe-tui: it copies a foreign or user-written payload.
 FreeForm = dict[str, Any]
 Number = float | int
@@ -232,24 +234,13 @@ class GpuSnapshotJson(TypedDict):
 
 
 # -- moe-tui bench --events jsonl (what the runner reads from its client process) --------------------
-class BenchProgressJson(TypedDict):
-    """A progress line (`moe_tui.events.BenchProgress.to_dict`), about every 250 ms."""
+class BenchProgressJson(ProgressFigures):
+    """A progress line (`moe_tui.events.BenchProgress.to_dict`), about every 250 ms: the live figures
+    (`bench.live.ProgressFigures`) with what the line is and which run it belongs to."""
 
     type: Literal["BenchProgress"]
     time: float
     run_id: int | None
-    completed: int
-    total: int
-    errors: int
-    elapsed_s: float
-    output_tok_s: float
-    ttft_p50_ms: float | None
-    ttft_p99_ms: float | None
-    itl_p50_ms: float | None
-    itl_p99_ms: float | None
-    in_flight: int
-    client_lag_ms: float | None
-    phase: str
 
 
 class BenchRequestJson(TypedDict):

@@ -4,6 +4,8 @@ as new jobs and their item is measured exactly once; what a killed job started i
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -25,14 +27,21 @@ def _exactly_once(env, item_id: int, lost_state: str) -> None:
     assert (state, attempts, run_id) == ("done", 2, runs[0][0])
 
 
-def test_scancel_mid_run_retries_the_item_once(env, slurm_idle):
+@contextmanager
+def _long_item_as_a_job(env, slurm_idle, lines: list[str]) -> Iterator[tuple[int, object, Callable[[], tuple]]]:
+    """One long emulator item submitted by a dispatcher: (its id, the dispatcher, a wait for its job RUNNING)."""
     env.profile("base", "flashinfer_cutlass", time_scale=10)
-    lines: list[str] = []
     with open_store(env) as store:
         item = add(store, "base", **LONG)
         d = dispatcher(store, env, slurm_idle, lines)
         d.adopt()
-        job = wait_job_state(env.db, item, {"RUNNING"}, d, timeout=60)
+        yield item, d, lambda: wait_job_state(env.db, item, {"RUNNING"}, d, timeout=60)
+
+
+def test_scancel_mid_run_retries_the_item_once(env, slurm_idle):
+    lines: list[str] = []
+    with _long_item_as_a_job(env, slurm_idle, lines) as (item, d, running):
+        job = running()
         time.sleep(2)  # into the benchmark: the job's server is up
         slurm_idle.cmd("scancel", job[0])
         drive(d, timeout=120)
@@ -42,13 +51,9 @@ def test_scancel_mid_run_retries_the_item_once(env, slurm_idle):
 
 
 def test_node_down_mid_run_retries_the_item_on_a_live_node(env, slurm_idle):
-    env.profile("base", "flashinfer_cutlass", time_scale=10)
     lines: list[str] = []
-    with open_store(env) as store:
-        item = add(store, "base", **LONG)
-        d = dispatcher(store, env, slurm_idle, lines)
-        d.adopt()
-        job = wait_job_state(env.db, item, {"RUNNING"}, d, timeout=60)
+    with _long_item_as_a_job(env, slurm_idle, lines) as (item, d, running):
+        job = running()
         time.sleep(2)
         slurm_idle.cmd("scontrol", "update", f"nodename={job[2]}", "state=down", "reason=moe-tui-test")
         drive(d, timeout=120)
@@ -58,13 +63,9 @@ def test_node_down_mid_run_retries_the_item_on_a_live_node(env, slurm_idle):
 
 
 def test_queue_cancel_of_an_item_a_job_works_scancels_the_job_and_cancels_the_item(env, slurm_idle):
-    env.profile("base", "flashinfer_cutlass", time_scale=10)
     lines: list[str] = []
-    with open_store(env) as store:
-        item = add(store, "base", **LONG)
-        d = dispatcher(store, env, slurm_idle, lines)
-        d.adopt()
-        wait_job_state(env.db, item, {"RUNNING"}, d, timeout=60)
+    with _long_item_as_a_job(env, slurm_idle, lines) as (item, d, running):
+        running()
         out = env.run("queue", "cancel", str(item))
         assert "cancel asked" in out.stdout, out.stdout
         drive(d, timeout=60)

@@ -94,25 +94,32 @@ def test_someone_elses_streams_on_the_server_flag_the_run_foreign_load(env):
     wait_gone(env)
 
 
-def test_five_short_freezes_add_up_to_a_server_stall(env):
-    """Five 1.5 s freezes of the server, each under the 5 s single-stall floor: the run is flagged server_stall (cumulative)."""
+def _freeze_the_emulator_in_a_timed_run(env, times: int, freeze_s: float, gap_s: float) -> tuple[int, str, int]:
+    """A 48-prompt run of one emulator, SIGSTOPped `times` times for `freeze_s` (`gap_s` apart) once its
+    timed phase is under way: (freezes made before the run ended, the runner's output, its exit code)."""
     name = env.profile("sim-a", "flashinfer_cutlass", time_scale=4)
     _add(env, name, prompts=48, out_len=64)
     runner = env.popen("run", "--profiles-dir", str(env.profiles))
     wait_for(lambda: _timed_phase(env, 2), 90, "the timed phase under way")
     (emulator,) = env.emulators()
     frozen = 0
-    for _ in range(5):
+    for _ in range(times):
         emulator.send_signal(signal.SIGSTOP)
-        time.sleep(1.5)
+        time.sleep(freeze_s)
         emulator.send_signal(signal.SIGCONT)
         frozen += 1
-        time.sleep(0.5)
+        time.sleep(gap_s)
         if not _timed_phase(env):
             break
     out, _ = runner.communicate(timeout=180 * speed_factor())
+    return frozen, out, runner.returncode
+
+
+def test_five_short_freezes_add_up_to_a_server_stall(env):
+    """Five 1.5 s freezes of the server, each under the 5 s single-stall floor: the run is flagged server_stall (cumulative)."""
+    frozen, out, returncode = _freeze_the_emulator_in_a_timed_run(env, 5, 1.5, 0.5)
     assert frozen == 5, f"the run ended after {frozen} freezes: make it longer"
-    assert runner.returncode == 0 and "Traceback" not in out, out
+    assert returncode == 0 and "Traceback" not in out, out
     flags, selfcheck = _last_run(env)
     stall, pauses = selfcheck["server_stall"], selfcheck["pauses"]
     assert "server_stall" in flags, (flags, stall, pauses)

@@ -16,12 +16,10 @@
 from __future__ import annotations
 
 import json
-import signal
-import time
 
 import pytest
 from conftest import write_garbage_server
-from runner_support import free_port, speed_factor, wait_for, wait_gone
+from runner_support import free_port, wait_gone
 
 SPEC = ["--num-prompts", "4", "--input-len", "16", "--output-len", "8", "--no-warmup-pass"]
 
@@ -152,25 +150,11 @@ def test_25_short_freezes_cost_44_percent_and_flag_the_run():
 @pytest.mark.slow
 def test_short_real_freezes_under_a_second_add_up(env):
     """Eight SIGSTOP freezes of 0.7 s of a real emulator (each under the old 1 s floor): the stored run is flagged server_stall."""
-    from test_disturbed import _add, _last_run, _timed_phase
+    from test_disturbed import _freeze_the_emulator_in_a_timed_run, _last_run
 
-    name = env.profile("sim-a", "flashinfer_cutlass", time_scale=4)
-    _add(env, name, prompts=48, out_len=64)
-    runner = env.popen("run", "--profiles-dir", str(env.profiles))
-    wait_for(lambda: _timed_phase(env, 2), 90, "the timed phase under way")
-    (emulator,) = env.emulators()
-    frozen = 0
-    for _ in range(8):
-        emulator.send_signal(signal.SIGSTOP)
-        time.sleep(0.7)
-        emulator.send_signal(signal.SIGCONT)
-        frozen += 1
-        time.sleep(0.3)
-        if not _timed_phase(env):
-            break
-    out, _ = runner.communicate(timeout=180 * speed_factor())
+    frozen, out, returncode = _freeze_the_emulator_in_a_timed_run(env, 8, 0.7, 0.3)
     assert frozen == 8, f"the run ended after {frozen} freezes: make it longer"
-    assert runner.returncode == 0 and "Traceback" not in out, out
+    assert returncode == 0 and "Traceback" not in out, out
     flags, selfcheck = _last_run(env)
     assert "server_stall" in flags, (flags, selfcheck["pauses"])
     assert selfcheck["server_stall"]["cumulative"] is True and selfcheck["pauses"]["count"] >= 8

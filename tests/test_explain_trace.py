@@ -36,12 +36,21 @@ from moe_tui.explain.rules import (
 DATA = Path(__file__).parent / "data"
 REAL_A = DATA / "real-A-TP-0.trace.json.gz"
 REAL_B = DATA / "real-B-TP-0.trace.json.gz"
+# Every A/B pair recorded on the device (tools/record_real_trace.py): the first (torch 2.x, 2026-12-04) and
+# the one recorded in the session that closed #32 (torch 2.11, cu130, 2026-12-05). Each is read the same way.
+RECORDINGS = [
+    pytest.param((REAL_A, REAL_B, DATA / "real-trace-meta.json"), id="h200-2026-12-04"),
+    pytest.param((DATA / "h200-2026-12-05-A-TP-0.trace.json.gz", DATA / "h200-2026-12-05-B-TP-0.trace.json.gz",
+                  DATA / "h200-2026-12-05-trace-meta.json"), id="h200-2026-12-05"),
+]
 
 
-def test_real_trace_steps_are_the_graph_replays():
-    meta = json.loads((DATA / "real-trace-meta.json").read_text())
+@pytest.mark.parametrize("recording", RECORDINGS)
+def test_real_trace_steps_are_the_graph_replays(recording):
+    trace_a, _, meta_file = recording
+    meta = json.loads(meta_file.read_text())
     assert meta["gpu"] == "NVIDIA H200" and meta["runs"][0]["mode"] == "cuda_graph"
-    prof = read_rank(REAL_A)
+    prof = read_rank(trace_a)
     assert prof.step_source == "graph launches"
     assert prof.n_steps == meta["shape"]["steps"]
     assert prof.rank == 0 and prof.stage is None
@@ -51,8 +60,9 @@ def test_real_trace_steps_are_the_graph_replays():
         assert step[COLLECTIVE] == 0 and step[QUANTIZATION] == 0
 
 
-def test_real_trace_kernels_land_in_their_classes():
-    prof = read_rank(REAL_A)
+@pytest.mark.parametrize("recording", RECORDINGS)
+def test_real_trace_kernels_land_in_their_classes(recording):
+    prof = read_rank(recording[0])
     by_class: dict[str, list[str]] = {}
     for k in prof.kernels:
         by_class.setdefault(k.kernel_class, []).append(k.name)
@@ -65,9 +75,10 @@ def test_real_trace_kernels_land_in_their_classes():
     assert by_class[OTHER] and all("Scan" in n for n in by_class[OTHER])
 
 
-def test_step_time_is_the_gpu_timeline():
+@pytest.mark.parametrize("recording", RECORDINGS)
+def test_step_time_is_the_gpu_timeline(recording):
     """Classes plus idle add up to the time from the first step's start to the last kernel's end."""
-    data = json.loads(gzip.decompress(REAL_A.read_bytes()))
+    data = json.loads(gzip.decompress(recording[0].read_bytes()))
     prof = profile_rank(data)
     kernels = [e for e in data["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     end = max(e["ts"] + e["dur"] for e in kernels)
@@ -78,9 +89,10 @@ def test_step_time_is_the_gpu_timeline():
     assert total == pytest.approx((end - start) / 1000.0 + prof.overlap_ms, rel=1e-6)
 
 
-def test_real_pair_puts_the_wider_experts_in_moe_gemm_only():
-    a = side_breakdown("A", [read_rank(REAL_A)])
-    b = side_breakdown("B", [read_rank(REAL_B)])
+@pytest.mark.parametrize("recording", RECORDINGS)
+def test_real_pair_puts_the_wider_experts_in_moe_gemm_only(recording):
+    a = side_breakdown("A", [read_rank(recording[0])])
+    b = side_breakdown("B", [read_rank(recording[1])])
     expl = compare_sides(a, b)
     moved = {d.kernel_class for d in expl.classes if d.beyond_noise}
     assert moved == {MOE_GEMM}

@@ -76,7 +76,7 @@ def _store_file(path: Path) -> tuple[Path | None, str]:
 
 def run(args: argparse.Namespace) -> int:
     from moe_tui import paths
-    from moe_tui.run.rendezvous import runner_is_running, wait_out_watchdog
+    from moe_tui.run.rendezvous import WATCHDOG_SWEEP_WAIT_S, runner_is_running, wait_out_watchdog
     from moe_tui.store.integrity import StoreLocked, _age_words, backup_path
 
     if args.box:
@@ -94,7 +94,12 @@ def run(args: argparse.Namespace) -> int:
         _say(f"store {shown}")
         return 1
     if args.repair or args.backup:
-        wait_out_watchdog(data_dir)  # a runner that just ended: its watchdog's sweep, then the lock is free
+        # a runner that just ended: its watchdog's sweep, then the lock is free
+        sweeping = wait_out_watchdog(data_dir, say=_say)
+        if sweeping:
+            _say(f"the watchdog (pid {sweeping}) of a runner that ended still holds {shown} after "
+                 f"{WATCHDOG_SWEEP_WAIT_S:.0f} s; nothing was changed: run doctor again once it is gone")
+            return 2
     pid = runner_is_running(data_dir)
     if pid and (args.repair or args.backup):
         _say(f"a runner (pid {pid}) is using {shown}; stop it first (moe-tui run --stop)")

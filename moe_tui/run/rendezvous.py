@@ -20,6 +20,7 @@ import socket
 import stat
 import struct
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -161,13 +162,27 @@ def _held_by_watchdog(path: Path) -> bool:
     return not words or words[1:2] == ["watchdog"]
 
 
-def wait_out_watchdog(data_dir: str | Path) -> None:
+WATCHDOG_SAY_AFTER_S = 1.0  # a sweep usually ends well within this; only a longer wait is worth a line
+
+
+def wait_out_watchdog(data_dir: str | Path, say: Callable[[str], None] | None = None) -> int | None:
     """Wait (up to WATCHDOG_SWEEP_WAIT_S) while the lock is held by a runner's watchdog sweeping what
-    its runner left: a runner that just ended leaves it the lock for a moment, which is no runner."""
+    its runner left: a runner that just ended leaves it the lock for a moment, which is no runner.
+    A wait past WATCHDOG_SAY_AFTER_S is told through `say` (once), so a command is never silent for
+    long. Returns the watchdog's pid if it still holds the lock when the wait ends, else None."""
     path = Path(data_dir) / LOCK_NAME
-    deadline = time.monotonic() + WATCHDOG_SWEEP_WAIT_S
-    while runner_is_running(data_dir) and _held_by_watchdog(path) and time.monotonic() < deadline:
+    began = time.monotonic()
+    told = False
+    while (pid := runner_is_running(data_dir)) and _held_by_watchdog(path):
+        waited = time.monotonic() - began
+        if waited >= WATCHDOG_SWEEP_WAIT_S:
+            return pid
+        if say is not None and not told and waited >= WATCHDOG_SAY_AFTER_S:
+            say(f"waiting for the watchdog (pid {pid}) of a runner that ended to finish stopping what that "
+                f"runner left (up to {WATCHDOG_SWEEP_WAIT_S:.0f} s)...")
+            told = True
         time.sleep(0.1)
+    return None
 
 
 def runner_is_running(data_dir: str | Path) -> int | None:

@@ -326,3 +326,24 @@ def test_archive_never_follows_a_partial_link_planted_by_uid_nobody(env, tmp_pat
         assert st.st_uid == os.getuid() and st.st_mode & 0o777 == 0o600
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_doctor_says_it_waits_for_a_watchdogs_sweep_and_then_backs_up(env):
+    """A dead runner's watchdog holds the lock while it sweeps: `doctor --backup` says it waits (it was silent up
+    to 30 s), then goes on once the watchdog lets go. The holder lets go only after that line is read: no clock."""
+    _measured_run(env)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys\nfrom moe_tui.run.rendezvous import RunnerLock\n"
+                               "RunnerLock(sys.argv[1]).acquire(role='watchdog')\nprint('held', flush=True)\n"
+                               "sys.stdin.readline()", str(env.data_dir)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    env.procs.append(holder)
+    assert holder.stdout.readline().strip() == "held"
+    doctor = subprocess.Popen([sys.executable, "-m", "moe_tui", "doctor", "--backup"], env=env.env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env.procs.append(doctor)
+    first = doctor.stdout.readline()
+    assert f"waiting for the watchdog (pid {holder.pid})" in first, first
+    holder.communicate("\n", timeout=30)  # the sweep ends: the watchdog lets go of the lock
+    rest, _ = doctor.communicate(timeout=60)
+    assert doctor.returncode == 0 and "Traceback" not in rest, first + rest
+    assert "is using" not in rest and "backup" in rest, first + rest

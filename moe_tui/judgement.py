@@ -304,6 +304,10 @@ CONTROL_WORDS: Mapping[str, str] = {
 # A better/worse verdict needs the family-corrected interval of the effect beyond this (not just the
 # point estimate).
 MIN_EFFECT_PCT = 2.0
+# A within-noise cell whose interval reaches both halving and doubling (this ratio either way) says
+# nothing about the difference (two starts a side at c=1 gave [-99.7%, +107157.6%]): its numbers are
+# not shown as a delta; the cell says it is too wide to bound and how many repeats would settle it.
+INTERVAL_TOO_WIDE_RATIO = 2.0
 # False-verdict rate controlled per family (Holm): the primary family is output throughput across
 # concurrencies; every other metric's cells form one secondary family.
 FAMILY_ALPHA = 0.05

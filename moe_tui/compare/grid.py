@@ -297,6 +297,7 @@ def finish(d: Draft, settings: CompareSettings) -> GridCell:
     delta = delta_pct = lo = hi = lo_pct = hi_pct = None
     delta_text = ci_text = short_of = ""
     repeats = None
+    wide = False
     if d.verdict in TESTED and d.test is not None and sa.mean is not None and sb.mean is not None and d.confidence:
         delta_pct = d.test.delta_pct
         # The % is the ratio of the sides' per-start geometric means (the test's scale); the absolute
@@ -304,22 +305,31 @@ def finish(d: Draft, settings: CompareSettings) -> GridCell:
         # means on screen say otherwise, a reason says which is which.
         delta = sa.mean * delta_pct / 100.0
         delta_text = f"{format_pct(delta_pct)} ({signed(delta, format_number(delta))} {m.unit})"
+        lo_pct, hi_pct = d.test.interval_pct(d.confidence)
+        wide = d.verdict == J.WITHIN_NOISE and too_wide(lo_pct, hi_pct)
         arithmetic = (sb.mean - sa.mean) / sa.mean * 100.0 if sa.mean else delta_pct
-        if abs(arithmetic - delta_pct) > 0.5:
+        if abs(arithmetic - delta_pct) > 0.5 and not wide:
             d.reasons.append(f"the delta is the ratio of the sides' per-start geometric means "
                              f"({len(d.starts[0])} vs {len(d.starts[1])} starts: {format_pct(delta_pct)}), not of the "
                              f"run means shown ({format_pct(arithmetic)})")
-        lo_pct, hi_pct = d.test.interval_pct(d.confidence)
         lo, hi = sa.mean * lo_pct / 100.0, sa.mean * hi_pct / 100.0
         ci_text = f"[{format_pct(lo_pct)}, {format_pct(hi_pct)}] {d.confidence:.1%}"  # the family-corrected level
         if d.verdict == J.WITHIN_NOISE and abs(delta_pct) >= settings.min_effect_pct:
             repeats = repeats_to_settle(sa.std or 0.0, sb.std or 0.0, delta)
         if d.verdict == J.WITHIN_NOISE and not repeats and (lo_pct > 0 or hi_pct < 0):
             short_of = f"clear of 0, not of the ±{settings.min_effect_pct:g}% minimum effect"
+        if wide:
+            # No delta shown as if it were one: the numbers stay in JSON/CSV for scripts, with the reason.
+            starts = f"{len(d.starts[0])}+{len(d.starts[1])} server starts"
+            d.reasons.insert(0, f"too wide to bound: with {starts} the {d.confidence:.1%} interval runs from "
+                                f"{format_pct(lo_pct)} to {format_pct(hi_pct)} (past halving and doubling); the "
+                                "difference is unknown, not small")
+            delta_text, ci_text = "", f"too wide ({starts})"
+            short_of = f"too wide to bound with {starts}" + (f": ~{repeats} repeats/side to settle" if repeats else "")
     assert d.verdict is not None, "every draft is decided before it is finished"
     words = J.VERDICT_WORDS[d.verdict] + (" (uncontrolled)" if d.uncontrolled and d.verdict in TESTED else "")
     words += " (provisional)" if d.queued else ""
-    detail = f"~{repeats} repeats/side to settle" if repeats else short_of or (
+    detail = short_of if wide else f"~{repeats} repeats/side to settle" if repeats else short_of or (
         d.reasons[0] if d.reasons and d.verdict not in (J.BETTER, J.WORSE, J.WITHIN_NOISE) else "")
     refusal = "; ".join(d.reasons) if d.verdict in (J.NO_DATA, J.REFUSED) else ""
     diffs = (spec_field_diffs(d.pa.spec or {}, d.pb.spec or {}, d.pa.fingerprint or "", d.pb.fingerprint or "")
@@ -341,8 +351,14 @@ def finish(d: Draft, settings: CompareSettings) -> GridCell:
         uncontrolled=d.uncontrolled if d.verdict in TESTED or d.verdict == J.UNCONTROLLED else "",
         control_relative_pct=d.did.delta_pct if d.did is not None and d.confidence else None,
         control_relative_ci_pct=d.did.interval_pct(d.confidence) if d.did is not None and d.confidence else None,
-        control_starts=d.did_pairs, provisional=d.reasons[0] if d.queued else "",
+        control_starts=d.did_pairs, provisional=d.reasons[0] if d.queued else "", ci_too_wide=wide,
     )
+
+
+def too_wide(lo_pct: float, hi_pct: float) -> bool:
+    """The interval reaches both halving and doubling (`judgement.INTERVAL_TOO_WIDE_RATIO`): it bounds nothing."""
+    ratio = J.INTERVAL_TOO_WIDE_RATIO
+    return 1.0 + lo_pct / 100.0 <= 1.0 / ratio and 1.0 + hi_pct / 100.0 >= ratio
 
 
 def flags_text(a: Sequence[str], b: Sequence[str]) -> str:

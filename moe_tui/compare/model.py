@@ -191,6 +191,8 @@ class GridCell:
     # Why the verdict may still change ("3 run(s) queued for this cell; ..."): the cell's runs so far give
     # this verdict while a new plan for it is queued; "" otherwise.
     provisional: str = ""
+    # A within-noise cell whose interval reaches past halving and doubling: no delta shown, the reason first.
+    ci_too_wide: bool = False
 
     @property
     def flagged(self) -> bool:
@@ -322,6 +324,7 @@ class ComparisonGrid:
                           "starts_baseline": c.n_starts_baseline, "starts_candidate": c.n_starts_candidate,
                           "baseline_mean": c.baseline.mean, "candidate_mean": c.candidate.mean,
                           "delta_pct": c.delta_pct, "ci_pct": ci, "ci_confidence": c.ci_confidence,
+                          "ci_too_wide": c.ci_too_wide,
                           "uncontrolled": c.uncontrolled or None,
                           "provisional": bool(c.provisional), "provisional_reason": c.provisional or None,
                           "control_relative_pct": c.control_relative_pct,

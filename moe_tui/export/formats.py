@@ -86,7 +86,14 @@ def _full(x: float | None) -> str:
 
 # -- JSON -----------------------------------------------------------------------------------------
 def render_json(grid: ComparisonGrid) -> str:
-    return json.dumps(grid.to_json_dict(), indent=2, allow_nan=False) + "\n"
+    """The grid's JSON with the emulator clock each cell ran at (null when real), as text, CSV and
+    Markdown say it: a script reading simulated tok/s must know they are x the clock."""
+    data = grid.to_json_dict()
+    clocks = sim_clocks(grid)
+    for cell in data["cells"]:
+        cell["sim_time_scale"] = clocks.get(cell["concurrency"])
+    data["sim_clock"] = sim_clock_note(grid) or None
+    return json.dumps(data, indent=2, allow_nan=False) + "\n"
 
 
 # -- CSV ------------------------------------------------------------------------------------------

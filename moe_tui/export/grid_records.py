@@ -38,6 +38,7 @@ class CellJson(TypedDict):
     delta_pct: float | None
     ci_pct: list[float] | None
     ci_confidence: float | None
+    ci_too_wide: bool  # the interval reaches past halving and doubling: it bounds nothing (no delta shown)
     uncontrolled: str | None
     provisional: bool  # a verdict from the runs so far while more are queued for the cell: it may change
     provisional_reason: str | None
@@ -45,6 +46,9 @@ class CellJson(TypedDict):
     control_relative_ci_pct: list[float] | None
     control_starts: list[int]
     reasons: list[str]
+    # the emulator clock the cell ran at (x real time; simulated tok/s read x it); null when real or
+    # real-time (written by `compare --format json`, not by the control socket's grid)
+    sim_time_scale: NotRequired[float | None]
 
 
 class RooflineRowJson(TypedDict):
@@ -124,6 +128,7 @@ class GridJson(TypedDict):
     cells: list[CellJson]
     extras: NotRequired[GridExtrasJson | None]  # the correctness gate and roofline beside the grid
     investigations: NotRequired[list[CellInvestigationJson]]
+    sim_clock: NotRequired[str | None]  # the emulator clock in words, as the text export says it; null when real
 
 
 # -- investigate --format json ---------------------------------------------------------------------

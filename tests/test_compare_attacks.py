@@ -68,13 +68,15 @@ def test_json_contract_keys_and_vocabulary(tmp_path):
         assert _cli(home, "import", str(path), "--assume", ASSUME).returncode == 0
     grid = grid_json(home, "a", "b")
     # The issue's two keys, plus the roofline % and the correctness gate (issue 15) under "extras".
-    assert set(grid) == {"control", "cells", "extras"} and grid["control"]["state"] == "absent"
+    assert set(grid) == {"control", "cells", "extras", "sim_clock"} and grid["control"]["state"] == "absent"
+    assert grid["sim_clock"] is None  # real (imported) runs: no emulator clock
     assert set(grid["extras"]) == {"gate", "roofline"} and set(grid["extras"]["roofline"]) == {"baseline", "candidate"}
     c = cell(grid, 64)
     assert set(c) == {"concurrency", "metric", "verdict", "n_baseline", "n_candidate", "delta_pct", "ci_pct",
                       "reasons", "starts_baseline", "starts_candidate", "baseline_mean", "candidate_mean",
                       "ci_confidence", "uncontrolled", "control_relative_pct", "control_relative_ci_pct",
-                      "control_starts", "provisional", "provisional_reason"}
+                      "control_starts", "provisional", "provisional_reason", "ci_too_wide", "sim_time_scale"}
+    assert c["ci_too_wide"] is False and c["sim_time_scale"] is None
     assert c["provisional"] is False and c["provisional_reason"] is None  # nothing queued for the cell
     # No control: no verdict, no delta; the means stay.
     assert c["verdict"] == "uncontrolled" and c["delta_pct"] is None and c["ci_pct"] is None

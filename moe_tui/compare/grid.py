@@ -135,7 +135,11 @@ def pre_state(d: Draft, names: tuple[str, str], runs: tuple[SideRuns, SideRuns],
     sides: tuple[Side, Side] = ((names[0], d.pa, d.sa, runs[0], missing[0]), (names[1], d.pb, d.sb, runs[1], missing[1]))
     if d.pa.fingerprint is None or d.pb.fingerprint is None:
         who = [n for n, p, *_ in sides if p.fingerprint is None]
-        return _set(d, J.NO_DATA, f"no run: {' and '.join(who)} at concurrency {d.conc}")
+        # A campaign's first sweep: the other side's spec is queued for this one (the same campaign).
+        known = d.pa.fingerprint or d.pb.fingerprint
+        queued = sum(plan[(n, known)].pending for n in who if known and (n, known) in plan)
+        return _set(d, J.NO_DATA, f"no run {'yet' if queued else ''}: {' and '.join(who)} at concurrency {d.conc}"
+                                  .replace("no run :", "no run:") + (f" ({queued} queued)" if queued else ""))
     if d.pa.fingerprint != d.pb.fingerprint:
         diffs = spec_field_diffs(d.pa.spec or {}, d.pb.spec or {}, d.pa.fingerprint, d.pb.fingerprint)
         return _set(d, J.REFUSED, "different spec: " + "; ".join(x.describe() for x in diffs))

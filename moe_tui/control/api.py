@@ -225,7 +225,8 @@ class ControlClient(abc.ABC):
 
     @abc.abstractmethod
     def compared_profiles(self) -> list[str]:
-        """Profiles with recorded runs (the comparison pickers' choices)."""
+        """Profiles with recorded runs, and the newest campaign's before their first runs (the
+        comparison pickers' choices)."""
 
     def compare_direction(self) -> tuple[str, str] | None:
         """(baseline, candidate) the Compare screen opens with (`control.direction`): the user's

@@ -2,8 +2,9 @@
 
 A delta's sign depends on it, so it is the user's to choose and it never changes by itself:
 - what the user picked last is remembered per data dir (`compare_direction.json` beside the store);
-- without a pick, the latest campaign's order decides: its first profile (with runs) is the
-  baseline, its second the candidate (an investigation campaign keeps the pair it was made for);
+- without a pick, the latest campaign's order decides: its first profile (with runs, or the newest
+  campaign's own before their first runs land) is the baseline, its second the candidate (an
+  investigation campaign keeps the pair it was made for);
 - without a campaign that names two profiles with runs, the first two profiles with runs.
 Pure functions over plain data plus one small JSON file; no Textual.
 """
@@ -21,16 +22,24 @@ DIRECTION_FILE = "compare_direction.json"
 Pair = tuple[str, str]
 
 
+def _campaign_profiles(camp: Mapping[str, Any]) -> list[str]:
+    definition = camp.get("definition") or {}
+    if definition.get("baseline") and definition.get("candidate"):  # an investigation's pair
+        return [str(definition["baseline"]), str(definition["candidate"])]
+    return list(dict.fromkeys(str(p) for p in definition.get("profiles") or ()))
+
+
+def newest_campaign_profiles(campaigns: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The profiles the newest campaign names, in its order (baseline first); [] without one."""
+    return _campaign_profiles(campaigns[-1]) if campaigns else []
+
+
 def campaign_order(campaigns: Sequence[Mapping[str, Any]], with_runs: Iterable[str]) -> Pair | None:
-    """(baseline, candidate) from the newest campaign naming two profiles that have runs."""
+    """(baseline, candidate) from the newest campaign naming two of these profiles (with runs, or the
+    newest campaign's own before its first runs land)."""
     have = set(with_runs)
     for camp in reversed(list(campaigns)):
-        definition = camp.get("definition") or {}
-        if definition.get("baseline") and definition.get("candidate"):  # an investigation's pair
-            names = [str(definition["baseline"]), str(definition["candidate"])]
-        else:
-            names = [str(p) for p in definition.get("profiles") or ()]
-        names = [n for n in dict.fromkeys(names) if n in have]
+        names = [n for n in _campaign_profiles(camp) if n in have]
         if len(names) >= 2:
             return names[0], names[1]
     return None

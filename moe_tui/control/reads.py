@@ -83,9 +83,16 @@ class StoreReads:
         return {p: POLICY_TEXT.get(p, p) for p in sorted(ORDER_POLICIES, key=lambda p: p != "abba")}
 
     def compared_profiles(self) -> list[str]:
+        """Profiles with runs, and those of the newest campaign before they have any: during a
+        campaign's first sweep the candidate has no run yet, and the screen shows the pair with its
+        cells in words (no run yet, queued) instead of nothing."""
+        from moe_tui.control import direction
+
         with_runs = set(self.store.profile_names_with_runs())
-        ordered = [p.name for p in self.profiles if p.name in with_runs]
-        return ordered + sorted(with_runs - set(ordered))
+        queued = direction.newest_campaign_profiles(self._queue().campaigns())
+        named = with_runs | set(queued)
+        ordered = [p.name for p in self.profiles if p.name in named]
+        return ordered + [n for n in queued if n not in ordered] + sorted(with_runs - set(ordered) - set(queued))
 
     def compare_direction(self) -> tuple[str, str] | None:
         from moe_tui.control import direction
@@ -101,9 +108,12 @@ class StoreReads:
 
     def comparison(self, baseline: str, candidate: str, include_flagged: bool = False,
                    accept_uncontrolled: bool = False) -> compare.ComparisonGrid:
+        from moe_tui.control import direction
+
         return grids.build_grid(self.store, baseline, candidate,
                                   settings=compare.CompareSettings(include_flagged=include_flagged,
-                                                                   accept_uncontrolled=accept_uncontrolled))
+                                                                   accept_uncontrolled=accept_uncontrolled),
+                                  queued=direction.newest_campaign_profiles(self._queue().campaigns()))
 
     def investigation_plan(self, baseline: str, candidate: str, concurrency: int, metric: str) -> Any:
         from moe_tui.investigate.planner import plan_investigation

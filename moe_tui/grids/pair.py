@@ -55,18 +55,19 @@ _cache: weakref.WeakKeyDictionary[Store, dict[tuple[Any, ...], ComparisonGrid]] 
 
 def build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str | None = None,
                metrics: Sequence[MetricDef] = METRICS, settings: CompareSettings | None = None,
-               extras: bool = True) -> ComparisonGrid:
+               extras: bool = True, queued: Sequence[str] = ()) -> ComparisonGrid:
     """The grid for two profile names: their runs, the queue's plan, roofline and gate extras.
-    Raises CompareError naming an unknown profile (with a did-you-mean). Served from the cache
-    while nothing was committed to the store since the same grid was built."""
+    Raises CompareError naming a profile without runs (with a did-you-mean) unless `queued` names it
+    (a campaign's profile before its first run: its cells say so). Served from the cache while
+    nothing was committed to the store since the same grid was built."""
     generation = store.generation()
-    key = (generation, baseline, candidate, fingerprint, tuple(metrics), settings, extras)
+    key = (generation, baseline, candidate, fingerprint, tuple(metrics), settings, extras, tuple(queued))
     with _cache_lock:
         cached = _cache.get(store, {}).get(key)
     if cached is not None:
         return cached
     grid = _build_grid(store, baseline, candidate, fingerprint=fingerprint, metrics=metrics,
-                       settings=settings, extras=extras)
+                       settings=settings, extras=extras, queued=queued)
     with _cache_lock:
         grids = _cache.setdefault(store, {})
         for old in [k for k in grids if k[0] != generation]:  # built before the latest change
@@ -78,8 +79,9 @@ def build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str 
 
 
 def _build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str | None,
-                metrics: Sequence[MetricDef], settings: CompareSettings | None, extras: bool) -> ComparisonGrid:
-    error = unknown_profiles(store.profile_names_with_runs(), (baseline, candidate), str(store.path))
+                metrics: Sequence[MetricDef], settings: CompareSettings | None, extras: bool,
+                queued: Sequence[str] = ()) -> ComparisonGrid:
+    error = unknown_profiles([*store.profile_names_with_runs(), *queued], (baseline, candidate), str(store.path))
     if error is not None:
         raise error
     # The pair's run summaries (`store.summaries`), nothing else: no provenance, telemetry or samples.

@@ -93,6 +93,30 @@ def test_store_default_is_the_campaign_order_and_a_pick_overrides_it(store, tmp_
     assert Reads(store, tmp_path / "elsewhere").compare_direction() == (A, B)
 
 
+def test_the_newest_campaigns_pair_is_offered_before_the_candidate_has_a_run(tmp_path):
+    """The demo's first sweep (grouped): the baseline's runs land first; the candidate has none yet. The pickers
+    offer the campaign's pair and the grid says, per cell, that the candidate's run is queued (was: nothing)."""
+    s = Store(tmp_path / "store.sqlite3")
+    try:
+        reads = Reads(s, tmp_path)
+        queue = RunQueue(s)
+        queue.add_campaign(CampaignPlan(profiles=(A, B), concurrencies=(10,), base_spec=BenchmarkSpec(), repeats=2,
+                                        policy="grouped"), name="first sweep")
+        for value in (100.0, 101.0):  # the baseline's two repeats are done, the candidate's two queued
+            item = queue.claim_next()
+            assert item is not None and item.profile_name == A
+            rid = s.create_run(profile_name=A, spec_json=item.spec.canonical_json(), fingerprint=item.fingerprint,
+                               client="moe-tui", profile={"name": A, "engine": "sim"}, queue_item_id=item.id)
+            s.finish_run(rid, status="complete", summary={"completed": 10, "failed": 0, "output_throughput": value},
+                         close_item=(item.id, "done", ""))
+        assert reads.compared_profiles() == [A, B] and reads.compare_direction() == (A, B)
+        cell = reads.comparison(A, B).cell(10, "output_throughput")
+        assert cell.baseline.n == 2 and cell.candidate.n == 0 and cell.delta_text == ""
+        assert cell.verdict == "no_data" and cell.verdict_text == f"no data: no run yet: {B} at concurrency 10 (2 queued)"
+    finally:
+        s.close()
+
+
 def test_investigation_report_finds_the_cell_in_either_order(store):
     from moe_tui.grids.pair import build_grid
     from moe_tui.investigate.planner import plan_investigation

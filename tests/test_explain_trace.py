@@ -196,3 +196,37 @@ def test_size_bound_and_empty_trace(tmp_path):
 def test_classes_are_complete():
     prof = read_rank(REAL_B)
     assert set(prof.steps[0]) == set(CLASSES)
+
+
+def test_a_named_pipe_where_a_trace_should_be_is_refused_not_waited_on(tmp_path):
+    """A FIFO named like a trace (planted, or a wrong path) hung `explain` on open: now refused at once, named."""
+    import os
+    import threading
+
+    fifo = tmp_path / "run1-TP-0.trace.json.gz"
+    os.mkfifo(fifo)
+    caught: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            read_rank(fifo)
+        except BaseException as exc:  # noqa: BLE001 (handed to the test thread)
+            caught.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)  # daemon: a regression hangs this thread, not the run
+    reader.start()
+    reader.join(30)
+    assert not reader.is_alive(), "read_rank blocked on a named pipe"
+    assert len(caught) == 1 and isinstance(caught[0], TraceError)
+    assert str(fifo) in str(caught[0]) and "named pipe" in str(caught[0])
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_deeply_nested_trace_is_named_not_a_traceback(tmp_path, compress):
+    """100,000 nested brackets raised RecursionError out of explain; now a TraceError naming the file."""
+    raw = ("[" * 100_000 + "]" * 100_000).encode()
+    p = tmp_path / ("deep-TP-0.trace.json" + (".gz" if compress else ""))
+    p.write_bytes(gzip.compress(raw) if compress else raw)
+    with pytest.raises(TraceError, match="nested too deeply to be a trace") as info:
+        read_rank(p)
+    assert str(p) in str(info.value)

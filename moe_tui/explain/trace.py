@@ -33,6 +33,7 @@ import bisect
 import gzip
 import json
 import math
+import os
 import re
 import statistics
 from collections.abc import Mapping, Sequence
@@ -121,21 +122,28 @@ class _Event:
 def load_trace(path: str | Path, *, max_bytes: int = MAX_TRACE_BYTES) -> dict[str, Any]:
     """The trace's JSON object; TraceError naming the file for unreadable, oversized or
     malformed input."""
+    from moe_tui.trust import open_regular
+
     p = Path(path)
     try:
-        with p.open("rb") as fh:
-            head = fh.read(2)
-        opener: Any = gzip.open if head == b"\x1f\x8b" else open
-        with opener(p, "rb") as fh:
-            raw = fh.read(max_bytes + 1)
+        # A named pipe or a device where a trace should be (planted, or a wrong path) is refused at
+        # once, not read until someone writes to it or memory runs out.
+        with os.fdopen(open_regular(p), "rb") as fh:
+            gzipped = fh.read(2) == b"\x1f\x8b"
+            fh.seek(0)
+            source: Any = gzip.GzipFile(fileobj=fh, mode="rb") if gzipped else fh
+            raw = source.read(max_bytes + 1)
     except (OSError, EOFError) as exc:
-        raise TraceError(f"{p}: cannot read the trace: {exc}") from None
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise TraceError(f"{p}: cannot read the trace: {why}") from None
     if len(raw) > max_bytes:
         raise TraceError(f"{p}: more than {max_bytes} bytes once decompressed; profile fewer steps")
     try:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise TraceError(f"{p}: not JSON: {exc}") from None
+    except RecursionError:  # 100,000 nested brackets: no Kineto trace is shaped like that
+        raise TraceError(f"{p}: JSON nested too deeply to be a trace") from None
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         raise TraceError(f"{p}: not a Chrome trace (no 'traceEvents' list)")
     return data

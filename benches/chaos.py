@@ -1,10 +1,15 @@
-"""Chaos bench: random SIGKILLs of the runner, its server and its benchmark child over a campaign.
+"""Chaos bench: random SIGKILLs of the runner, its server, its benchmark child and store maintenance over a campaign.
 
 A fresh MOE_TUI_HOME, two fast emulator profiles and one campaign are worked by `moe-tui run`
 while this script kills, at random moments, one of: the runner itself, the emulator it started,
 or its benchmark child (each found by the data-dir marker in its environment). A killed runner is
 started again (its watchdog stops what it left first); a killed server or benchmark child fails
 the item being measured (a server that dies skips its profile's items) and the runner goes on.
+A fourth target is store maintenance run beside the runner, as a user would: `store archive`,
+`store prune --yes` and `import` of an "old" profile's runs (an archive of this campaign's first runs
+renamed, made once), `store vacuum`, `store keep-samples`, `store backup`; one is started and killed
+part-way through (at a random point of the second half of the time that command took when first let
+run; if it is done by then, it counts as finished, not as a kill).
 Each tick picks uniformly among the targets alive at that moment. After the last kill the failed,
 interrupted and skipped items are retried and a final runner drains the queue. Then it checks:
 
@@ -13,7 +18,9 @@ interrupted and skipped items are retried and a final runner drains the queue. T
   - nothing duplicated: exactly one complete run per item;
   - no process left: nothing carries the data dir's marker, no emulator on the campaign's ports,
     no watchdog of any of the runners;
-  - the store passes `PRAGMA integrity_check`, and `moe-tui doctor` says it is sound.
+  - the store passes `PRAGMA integrity_check`, and `moe-tui doctor` says it is sound;
+  - maintenance is all-or-nothing: the old profile holds none or all of its runs (prune and import are
+    one transaction each), and a killed archive left at most a `.partial` file, never a short archive.
 
     nice -n 10 .venv/bin/python benches/chaos.py --kills 50 [--seed 1] [--out benches/results/chaos-DATE.md]
 
@@ -43,7 +50,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from runner_support import Env, free_port, write_profile  # noqa: E402
 
-TARGETS = ("runner", "server", "bench child")
+TARGETS = ("runner", "server", "bench child", "maintenance")
+OLD = "chaos-old"  # the profile whose runs store maintenance imports and prunes (never the campaign's)
 SPEC = ["--num-prompts", "12", "--input-len", "32", "--output-len", "32", "--no-warmup-pass"]
 
 
@@ -84,9 +92,110 @@ def victim(kind: str, runner: subprocess.Popen, data_dir: Path) -> psutil.Proces
             continue
         if kind == "server" and "moe_tui.sim" in cmd:
             return proc
-        if kind == "bench child" and " bench " in f" {cmd} " and "moe_tui.sim" not in cmd:
+        if kind == "bench child" and "moe_tui.sim" not in cmd and (
+                " bench " in f" {cmd} " or ("moe_tui.bench.zygote" in cmd and _forked_client(proc))):
             return proc
     return None
+
+
+class Maintenance:
+    """Store maintenance beside the runner: one command at a time, killed after a random delay."""
+
+    def __init__(self, env: Env, rng: random.Random):
+        self.env, self.rng = env, rng
+        self.folder = env.home.parent / "maintenance"
+        self.folder.mkdir(mode=0o700, exist_ok=True)
+        self.old: Path | None = None  # the old profile's runs, as an archive: made once there are runs
+        self.old_runs = 0
+        self.finished: Counter = Counter()
+        self.killed: Counter = Counter()
+        self.failed: list[str] = []
+        self.n = 0
+        self.took: dict[str, float] = {}  # how long each command took when it was let finish
+
+    def _make_old(self) -> bool:
+        """An archive of the campaign's complete runs so far, renamed to OLD, detached from the queue."""
+        src = self.folder / "campaign.jsonl"
+        if self.env.run("store", "archive", str(src), "--profile", "chaos-a").returncode != 0:
+            return False
+        lines = src.read_text().splitlines()
+        out = [lines[0]]
+        for line in lines[1:]:
+            record = json.loads(line)
+            run = record["run"]
+            if run.get("status") != "complete":
+                continue
+            run.update(profile_name=OLD, queue_item_id=None, created_at=run["created_at"] - 86400 * 30)
+            out.append(json.dumps(record))
+        src.unlink()
+        if len(out) < 3:
+            return False
+        self.old = self.folder / "old.jsonl"
+        self.old.write_text("\n".join(out) + "\n")
+        self.old_runs = len(out) - 1
+        return True
+
+    def command(self) -> tuple[str, list[str]]:
+        self.n += 1
+        choices = ["archive", "vacuum", "keep-samples", "backup"]
+        if self.old is not None or self._make_old():
+            choices += ["import", "prune"]
+        what = self.rng.choice(choices)
+        argv = {"archive": ["store", "archive", str(self.folder / f"archive-{self.n}.jsonl"), "--profile", "chaos-b"],
+                "vacuum": ["store", "vacuum"], "keep-samples": ["store", "keep-samples", "3"],
+                "backup": ["store", "backup"], "import": ["import", str(self.old)],
+                "prune": ["store", "prune", "--profile", OLD, "--yes"]}[what]
+        return what, argv
+
+    def strike(self) -> str:
+        """Start one command; kill it part-way if it still runs then. Returns what happened, in words."""
+        what, argv = self.command()
+        began = time.monotonic()
+        proc = subprocess.Popen(self.env.argv(*argv), env=self.env.env, cwd=REPO, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        self.env.procs.append(proc)
+        # The first time a command is let finish (its time measured); after that the kill lands at a
+        # random point of its second half, where the imports are done and the work is under way.
+        first = what not in self.took
+        try:
+            out, _ = proc.communicate(timeout=120 if first else self.took[what] * self.rng.uniform(0.5, 0.98))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            self.killed[what] += 1
+            return f"killed {what} ({' '.join(argv[:2])})"
+        self.finished[what] += 1
+        if first:
+            self.took[what] = time.monotonic() - began
+        # A refusal while the runner holds the store (vacuum, backup) or a prune with nothing to prune is
+        # an answer; a traceback is not.
+        if "Traceback" in out:
+            self.failed.append(f"{what}: {out[-500:]}")
+        return f"{what} finished first (exit {proc.returncode})"
+
+    def check(self, env: Env) -> list[str]:
+        problems = [f"maintenance traceback: {f}" for f in self.failed]
+        old = env.query("SELECT COUNT(*) FROM runs WHERE profile_name = ?", (OLD,))[0][0]
+        if old not in (0, self.old_runs):
+            problems.append(f"the old profile holds {old} of its {self.old_runs} runs: a prune or import was partial")
+        for archive in self.folder.glob("archive-*.jsonl"):  # a finished archive is whole: header count = lines
+            lines = archive.read_text().splitlines()
+            if not lines or json.loads(lines[0]).get("runs") != len(lines) - 1:
+                problems.append(f"a short archive was left as if whole: {archive.name}")
+        return problems
+
+    def figures(self) -> dict:
+        return {"maintenance_killed": dict(self.killed), "maintenance_finished_first": dict(self.finished),
+                "partial_archives_left": len(list(self.folder.glob("*.partial*"))), "old_runs": self.old_runs}
+
+
+def _forked_client(proc: psutil.Process) -> bool:
+    """A benchmark client forked by the zygote (it shares the zygote's command line; its parent is
+    the zygote): the process that measures, not the one that forks."""
+    try:
+        return "moe_tui.bench.zygote" in " ".join(proc.parent().cmdline())
+    except (psutil.Error, AttributeError):
+        return False
 
 
 def start_runner(env: Env, n: int) -> subprocess.Popen:
@@ -116,12 +225,23 @@ def run_chaos(kills: int, seed: int, env: Env) -> dict:
     runner_pids: set[int] = set()
     cleanup_s: list[float] = []
     started = time.monotonic()
+    maintenance = Maintenance(env, rng)
     runner = start_runner(env, 0)
     runner_pids.add(runner.pid)
     while sum(done_kills.values()) < kills:
         time.sleep(rng.uniform(1.0, 6.0))  # long enough to reach server starts and timed phases
         present = {k: p for k in TARGETS if (p := victim(k, runner, env.data_dir)) is not None}
+        if env.query("SELECT COUNT(*) FROM runs WHERE status = 'complete'")[0][0] >= 2:
+            present["maintenance"] = None  # always available once the store has runs to work on
         kind = rng.choice(sorted(present)) if present else "runner"
+        if kind == "maintenance":
+            said = maintenance.strike()
+            if said.startswith("killed"):
+                done_kills[kind] += 1
+            else:
+                missed[kind] += 1
+            print(f"{time.strftime('%H:%M:%S')} {said}", flush=True)
+            continue
         proc = present.get(kind)  # uniform over the targets alive right now
         if proc is None:
             missed[kind] += 1
@@ -163,13 +283,13 @@ def run_chaos(kills: int, seed: int, env: Env) -> dict:
     final = env.run("run", "--profiles-dir", str(env.profiles), timeout=1800)
     runner_pids.add(-1)
     wall = time.monotonic() - started
-    return check(env, final, done_kills, missed, cleanup_s, wall, runner_pids, repeats)
+    return check(env, final, done_kills, missed, cleanup_s, wall, runner_pids, repeats, maintenance)
 
 
 def check(env: Env, final: subprocess.CompletedProcess, done_kills: Counter, missed: Counter,
-          cleanup_s: list[float], wall: float, runner_pids: set[int], repeats: int) -> dict:
+          cleanup_s: list[float], wall: float, runner_pids: set[int], repeats: int, maintenance: Maintenance) -> dict:
     items = env.query("SELECT id, state, run_id, attempts FROM queue_items ORDER BY id")
-    runs = env.query("SELECT id, queue_item_id, status FROM runs ORDER BY id")
+    runs = env.query("SELECT id, queue_item_id, status FROM runs WHERE profile_name != ? ORDER BY id", (OLD,))
     complete_per_item = Counter(item for _, item, status in runs if status == "complete")
     status_of = {rid: status for rid, _, status in runs}
     problems = []
@@ -204,8 +324,9 @@ def check(env: Env, final: subprocess.CompletedProcess, done_kills: Counter, mis
     doctor = env.run("doctor")
     if doctor.returncode != 0 or "sound" not in doctor.stdout:
         problems.append(f"doctor: {doctor.stdout}")
+    problems += maintenance.check(env)
     statuses = Counter(status for _, _, status in runs)
-    return {"kills": dict(done_kills), "kills_total": sum(done_kills.values()), "no_victim_found": dict(missed),
+    return {**maintenance.figures(), "kills": dict(done_kills), "kills_total": sum(done_kills.values()), "no_victim_found": dict(missed),
             "items": len(items), "repeats": repeats, "runs_total": len(runs), "runs_by_status": dict(statuses),
             "retries": sum(max(0, a - 1) for *_, a in items), "runner_starts": len(runner_pids) - 1,
             "cleanup_after_runner_kill_s": {"max": round(max(cleanup_s), 2) if cleanup_s else None,
@@ -220,10 +341,12 @@ def report(figures: dict, kills: int, seed: int) -> str:
              f"`nice -n 10 .venv/bin/python benches/chaos.py --kills {kills} --seed {seed}` on the emulator "
              f"(2 profiles x concurrency 1,4 x {figures['repeats']} repeats = {figures['items']} items).", "",
              "| Figure | Value |", "|---|---|"]
-    for key in ("kills_total", "kills", "no_victim_found", "runner_starts", "items", "runs_total", "runs_by_status",
+    for key in ("kills_total", "kills", "no_victim_found", "maintenance_killed", "maintenance_finished_first",
+                "old_runs", "partial_archives_left", "runner_starts", "items", "runs_total", "runs_by_status",
                 "retries", "cleanup_after_runner_kill_s", "integrity_check", "processes_left", "wall_s"):
         lines.append(f"| {key.replace('_', ' ')} | {json.dumps(figures[key]) if isinstance(figures[key], dict) else figures[key]} |")
-    verdict = "PASS: no run lost or duplicated, no process left, store sound" if not figures["problems"] else \
+    verdict = ("PASS: no run lost or duplicated, no process left, store sound, maintenance all-or-nothing"
+               if not figures["problems"] else None) or \
         "FAIL:\n" + "\n".join(f"- {p}" for p in figures["problems"])
     return "\n".join(lines + ["", verdict, ""])
 

@@ -153,8 +153,8 @@ class ServerProfile:
             args += ["--quantization", self.quantization]
         args += ["--host", self.host, "--port", str(self.port)]
         args += list(self.extra_args)
-        if self.api_key:
-            args += ["--api-key", self.api_key]
+        # `api_key` is never on the command line (ps shows it to every local user): the server manager
+        # hands it over in the start's --config file (moe_tui.servers.server_key).
         if self.engine == "sim":
             args += sim_flags(self.sim)
         return args

@@ -4,7 +4,6 @@ profile's extra_args (any spelling its parser takes, set by EPLB too) or the liv
 from __future__ import annotations
 
 from moe_tui.explain.recorder import recorder_mode, server_recorder_mode, why_not_recorded
-from moe_tui.profiles import profile_from_dict
 from moe_tui.run.profiled import admin_headers
 
 
@@ -27,6 +26,10 @@ def test_server_info_wins_when_it_says():
 def test_why_names_the_variant_and_the_admin_calls_carry_the_key():
     text = why_not_recorded("glm5-nvfp4-flashinfer-cutlass")
     assert "glm5-nvfp4-flashinfer-cutlass-expert-stat" in text and "--expert-distribution-recorder-mode" in text
-    base = {"name": "p", "engine": "sim", "model_path": "m", "moe_runner_backend": "triton"}
-    assert admin_headers(profile_from_dict(base | {"api_key": "k-1"})) == {"Authorization": "Bearer k-1"}
-    assert admin_headers(profile_from_dict(base)) is None
+    from moe_tui.servers.keys import register
+
+    # the admin calls carry the key the server manager registered for that server (the profile's
+    # api_key, or the start's own key: moe_tui.servers.server_key)
+    register("http://127.0.0.1:39999", "k-1")
+    assert admin_headers("http://127.0.0.1:39999/") == {"Authorization": "Bearer k-1"}
+    assert admin_headers("http://127.0.0.1:39998") is None

@@ -45,6 +45,7 @@ from moe_tui.servers import (
     parse_prometheus_text,
     parse_server_info,
 )
+from moe_tui.servers.keys import auth_headers
 from moe_tui.store.db import Store
 
 REPO = Path(__file__).resolve().parent.parent
@@ -177,7 +178,7 @@ async def test_v1_models_answering_is_not_readiness(tracked):
     # Warmup long enough to see the port answer while the server still warms up.
     server = make(tracked, sim_profile(warmup_seconds=1.5))
     await server.start()
-    async with httpx.AsyncClient(base_url=server.base_url, trust_env=False) as client:
+    async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, headers=auth_headers(server.base_url)) as client:
         for _ in range(100):
             try:
                 if (await client.get("/v1/models")).status_code == 200:
@@ -224,7 +225,8 @@ async def test_crash_mid_run_is_detected_with_log_tail(store, tracked):
     server.subscribe(lambda e: failed.set() if isinstance(e, ServerStateChanged) and e.state == FAILED else None)
     await server.start()
     await server.wait_ready(timeout=15)
-    async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, timeout=10) as client:
+    async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, timeout=10,
+                                 headers=auth_headers(server.base_url)) as client:
         with pytest.raises(httpx.HTTPError):
             async with client.stream("POST", "/generate", json={
                 "text": "hello", "sampling_params": {"max_new_tokens": 2000, "ignore_eos": True},

@@ -3,7 +3,9 @@
     .venv/bin/python tools/reliability_report.py [--json FILE] [--no-readme] [-- extra pytest args]
     .venv/bin/python tools/reliability_report.py --from-json FILE   (README from an earlier run's records)
 
-Runs `pytest tests/reliability -q` in this process with a small plugin that records, for every
+Collects `tests/reliability` in this process (each test's kind and description), then runs it, on 2
+xdist workers by default (`--workers N`; 0 runs it in this process: the suite took over 20 minutes one
+test at a time on the 2-core box), with a small plugin that records, for every
 test, its kind (bad input, fault, security: from the file it lives in), a human description (the
 first line of its docstring, plus the parameter id), the outcome of this run and its duration.
 The records are written as JSON (`--json`), and the README section between `## Reliability` and
@@ -50,6 +52,9 @@ KIND_BY_FILE = {
     "test_log_bounds.py": "bad input",
     "test_planted_files.py": "security",
     "test_wedged_server.py": "fault",
+    "test_wedge_watch.py": "fault",
+    "test_expert_dump_folder.py": "security",
+    "test_launcher_markers.py": "security",
 }
 KIND_ORDER = ("fault", "bad input", "security", "other")
 
@@ -132,9 +137,11 @@ TRUST_RULES = (
     "fixed /tmp path. A run is clean only if nothing else touched the server: someone else's requests "
     "(the server's own running + queued count over the client's cap: `foreign_load`), a frozen server "
     "(one stall, or short freezes adding up: `server_stall`), throttling and foreign GPU processes flag it. "
-    "The store runs `PRAGMA quick_check` at every writable open and refuses to write into a damaged file; "
-    "the runner keeps a rolling, checked online backup, and `moe-tui doctor --repair` restores it and "
-    "lists what was lost. A runner that does not answer is stopped by signal (`run --stop` always works), "
+    "The store runs `PRAGMA quick_check` at a writable open after an unclean stop (or when the file changed "
+    "since moe-tui closed it) and refuses to write into a damaged file; one checked online backup is kept, "
+    "`moe-tui doctor` tells a locked store from a damaged one, and `moe-tui doctor --repair` restores the "
+    "backup (keeping the replaced file beside it) and lists what was lost. A runner that does not answer "
+    "is stopped by signal (`run --stop` always works), "
     "and a killed runner's servers and load generator are stopped at once by its watchdog. Socket requests, "
     "campaign sizes, stream lines, error bodies and profile files are bounded before any work; server log "
     "text reaches the terminal without escape codes; `moe-tui bench` stops within seconds of SIGTERM.")
@@ -218,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-readme", action="store_true", help="do not rewrite README.md")
     parser.add_argument("--from-json", metavar="FILE",
                         help="do not run pytest: rewrite the README from records an earlier --json wrote")
+    parser.add_argument("--workers", type=int, default=2, help="xdist workers (0: run in this process)")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = parser.parse_args(argv)
 
@@ -233,9 +241,15 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.path.insert(0, str(REPO))  # as `python -m pytest` from the repo root: tests import `tests.*`
     recorder = Recorder()
+    # Under xdist the tests are collected in the workers, so the rows (kind, description) come from a
+    # collection pass here first; the reports of the run then fill them in as they arrive.
+    collected = pytest.main([str(REPO / SUITE), "-q", "-p", "no:cacheprovider", "--collect-only"], plugins=[recorder])
+    if int(collected) != 0:
+        return int(collected)
+    workers = ["-n", str(args.workers)] if args.workers else []
     started = time.monotonic()
     when = time.strftime("%Y-%m-%d %H:%M %Z")
-    code = pytest.main([str(REPO / SUITE), "-q", "-p", "no:cacheprovider", *args.pytest_args],
+    code = pytest.main([str(REPO / SUITE), "-q", "-p", "no:cacheprovider", *workers, *args.pytest_args],
                        plugins=[recorder])
     wall = time.monotonic() - started
     records = list(recorder.records.values())

@@ -249,8 +249,12 @@ def run_bench_serving(
     client: SglangClient | None = None,
     output_details: bool = False,
     timeout_s: float | None = None,
+    api_key: str | None = None,
 ) -> BenchServingRecord:
     """Run bench_serving for `spec` against `base_url`; return its new JSONL record, normalized.
+    `api_key` (the server's key, `servers.keys`) reaches it as OPENAI_API_KEY, which bench_serving
+    sends on every request, its /flush_cache included (benchmark/serving.py `get_auth_headers`);
+    in the environment, never on the command line.
 
     stdout and stderr go to `log_file`. The process runs in its own session and its whole group is
     killed on timeout or interruption. Raises BenchServingError (with the log tail) on failure.
@@ -269,7 +273,8 @@ def run_bench_serving(
         log.flush()
         proc = subprocess.Popen(
             argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=client_env(client=client), start_new_session=True,
+            env={**client_env(client=client), **({"OPENAI_API_KEY": api_key} if api_key else {})},
+            start_new_session=True,
         )
         try:
             rc = proc.wait(timeout=timeout_s)

@@ -58,6 +58,7 @@ async def bench_serving_bench(spec: BenchmarkSpec, base_url: str, *,
     from moe_tui import paths
     from moe_tui.bench.engine import BenchResult
     from moe_tui.bench.sglang_adapter import BenchServingError, require_client, run_bench_serving
+    from moe_tui.servers.keys import key_for
 
     client = require_client()
     started = time.time()
@@ -66,7 +67,8 @@ async def bench_serving_bench(spec: BenchmarkSpec, base_url: str, *,
         try:
             record = await asyncio.to_thread(
                 run_bench_serving, spec, base_url=base_url, output_file=Path(tmp) / "out.jsonl",
-                log_file=log_file, tokenizer=tokenizer, client=client, output_details=False)
+                log_file=log_file, tokenizer=tokenizer, client=client, output_details=False,
+                api_key=key_for(base_url))
         except BenchServingError as exc:
             return BenchResult(status="failed", error=str(exc), spec=spec.canonical_dict(),
                                fingerprint=spec.fingerprint, client="sglang.bench_serving",

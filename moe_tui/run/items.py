@@ -248,13 +248,12 @@ class ItemRunner:
     def _server_facts(self, server: ManagedServer) -> dict[str, Any]:
         facts = dict(server.describe())
         facts["server_info"] = server.server_info or {}
-        key = server.profile.api_key
-        if key:  # the server may echo its --api-key (resolved args, launch command): never store it
+        if server.secrets:  # the server may echo its keys (resolved args, launch command): never store them
             import json
 
-            from moe_tui.profiles import REDACTED
+            from moe_tui.servers.server_key import scrub
 
-            facts = cast(dict[str, Any], json.loads(json.dumps(facts, default=str).replace(key, REDACTED)))
+            facts = cast(dict[str, Any], json.loads(scrub(json.dumps(facts, default=str), server.secrets)))
         return facts
 
     async def run_bench(self, spec: BenchmarkSpec, server: ManagedServer, *, run_id: int | None,

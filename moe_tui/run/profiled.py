@@ -63,10 +63,12 @@ async def _post(client: httpx.AsyncClient, path: str, body: dict[str, Any] | Non
         return 0, f"{type(exc).__name__}: {exc}"
 
 
-def admin_headers(profile: ServerProfile) -> dict[str, str] | None:
-    """The profile's api key for the admin endpoints (SGLang checks every route but /health and
-    /metrics once `--api-key` is set)."""
-    return {"Authorization": f"Bearer {profile.api_key}"} if profile.api_key else None
+def admin_headers(base_url: str) -> dict[str, str] | None:
+    """The key the admin endpoints take from this server: its start's admin key, or the profile's api
+    key (`servers.keys`; SGLang checks every route but /health and /metrics once a key is set)."""
+    from moe_tui.servers.keys import auth_headers
+
+    return auth_headers(base_url)
 
 
 def keep_files(sources: list[Path], dest: Path, limit: int = MAX_KEPT_BYTES) -> tuple[list[str], list[str]]:
@@ -175,7 +177,7 @@ async def profiled_run(runner: ItemRunner, ctx: RunContext, item: QueueItem, pro
     unsub = ctx.subscribers.add(on_event)
     mode = server_recorder_mode(server_facts.get("server_info"), profile.extra_args)
     async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, timeout=30.0,
-                                 headers=admin_headers(profile)) as client:
+                                 headers=admin_headers(server.base_url)) as client:
         if mode is None:  # never ask: a real server without a recorder dies of it (the whole tree)
             facts["expert_record"] = "not recorded: " + why_not_recorded(profile.name)
         else:

@@ -17,6 +17,7 @@ from moe_tui.events import ServerLogLine
 from moe_tui.servers.base import _PHASE_MARKERS, PHASE_LAUNCHING, PHASES, READY, STARTING
 from moe_tui.servers.failures import DIAGNOSE_LINES, diagnose, exit_reason
 from moe_tui.servers.logtail import MAX_DRAIN_BYTES, READ_CHUNK, LineSplitter, last_update
+from moe_tui.servers.server_key import scrub
 from moe_tui.servers.teardown import _split_returncode, signal_name
 
 
@@ -37,6 +38,9 @@ class ServerFollowMixin:
         _stopping: bool
         _deadline: float
         _last_progress: float
+
+        @property
+        def secrets(self) -> tuple[str, ...]: ...
 
         @property
         def name(self) -> str: ...
@@ -60,7 +64,8 @@ class ServerFollowMixin:
             # tqdm bar, "\r"-separated updates of one line with a single newline at its end.
             self._last_progress = time.monotonic()
             lines += self._splitter.feed(chunk)
-        lines = [last_update(line) for line in lines]  # a terminal shows only a bar's last update
+        # a terminal shows only a bar's last update; the server echoes its args, keys included
+        lines = [scrub(last_update(line), self.secrets) for line in lines]
         for line in lines:
             self.log_lines.append(line)
             self._emit(ServerLogLine(profile=self.name, line=line))

@@ -42,6 +42,7 @@ from moe_tui.servers.follow import ServerFollowMixin
 from moe_tui.servers.logtail import LineSplitter
 from moe_tui.servers.preflight import preflight
 from moe_tui.servers.registry import _REGISTRY, _REGISTRY_LOCK, managed_servers
+from moe_tui.servers.server_key import scrub, start_key, write_key_config
 from moe_tui.servers.sessions import forget_session, record_session
 from moe_tui.servers.teardown import StopReport, terminate_server
 from moe_tui.servers.watch import ServerWatchMixin
@@ -109,6 +110,7 @@ class ManagedServer(ServerFollowMixin, ServerWatchMixin):
         self._session: Path | None = None
         self.log_path: Path | None = None
         self.expert_dump_dir: Path | None = None  # this start's SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR
+        self.server_key = ""  # this start's api key, in its --config file (servers.server_key); "" when the profile decides
         self.started_at: float | None = None
         self.ready_at: float | None = None
         self.resolved_backend: str | None = None
@@ -172,13 +174,16 @@ class ManagedServer(ServerFollowMixin, ServerWatchMixin):
             self.warnings.append(message)
         self._emit(Notice(level=level, message=message))
 
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The keys this start's server holds (the profile's api key, this start's key)."""
+        return tuple(k for k in (self.profile.api_key, self.server_key) if k)
+
     def _record(self, **fields: Any) -> None:
-        if self.profile.api_key:  # the server echoes its --api-key (resolved args, log tail): never stored
+        if self.secrets:  # the server echoes its keys (resolved args, log tail): never stored
             import json
 
-            from moe_tui.profiles import REDACTED
-
-            fields = json.loads(json.dumps(fields, default=str).replace(self.profile.api_key, REDACTED))
+            fields = json.loads(scrub(json.dumps(fields, default=str), self.secrets))
         if self.store is not None and self.start_id is not None:
             try:
                 self.store.update_server_start(self.start_id, **fields)
@@ -231,6 +236,11 @@ class ManagedServer(ServerFollowMixin, ServerWatchMixin):
         # Expert dumps go to a folder of this start only (0700): never a shared /tmp where another
         # user's planted pickle would be read as this server's expert load.
         self.expert_dump_dir = expert_dump_dir(self.server_id, create=True)
+        # The server answers only moe-tui: a key of this start (or the profile's), kept off argv in a
+        # file of the start's private folder (servers.server_key).
+        self.server_key = start_key(self.profile)
+        if self.server_key:
+            argv += ["--config", str(write_key_config(self.expert_dump_dir, self.server_key))]
         # moe-tui's markers last: neither a profile's env nor anything else may override them
         ours = {**{k: os.environ[k] for k in INHERITED_MARKERS if k in os.environ},
                 SERVER_ID_ENV: self.server_id, "PYTHONUNBUFFERED": "1",
@@ -270,7 +280,7 @@ class ManagedServer(ServerFollowMixin, ServerWatchMixin):
 
         from moe_tui.servers.keys import auth_headers, register
 
-        register(self.base_url, self.profile.api_key)  # the bench child and the gate send it too
+        register(self.base_url, self.server_key or self.profile.api_key)  # the bench child and the gate send it too
         auth = auth_headers(self.base_url)
         self._client = httpx.AsyncClient(base_url=self.base_url, trust_env=False, timeout=10.0, headers=auth)
         self.phase = PHASE_LAUNCHING

@@ -206,8 +206,11 @@ def sglang_flag_names() -> frozenset[str]:
 
 def parse_args(argv: list[str], prog: str = "python -m moe_tui.sim") -> argparse.Namespace:
     """Parse and validate; exits 2 with an argparse error for bad flags or values."""
+    from moe_tui.sim.config_file import config_defaults, without_config
+
     parser = build_parser(prog)
-    args = parser.parse_args(argv)
+    parser.set_defaults(**config_defaults(parser, argv))  # SGLang's --config: the file's values, argv wins
+    args = parser.parse_args(without_config(argv))
     checks = [
         (args.tp_size >= 1, "--tp-size must be >= 1"),
         (args.ep_size >= 1, "--ep-size must be >= 1"),

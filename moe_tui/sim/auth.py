@@ -1,7 +1,8 @@
 """The emulator's `--api-key` and `--admin-api-key`, as SGLang 0.5.23 applies them
 (sglang/srt/utils/auth.py `decide_request_auth`, the levels from entrypoints/http_server.py):
 
-- OPTIONS, and paths starting /health, /ready or /metrics: always open (probes, scrapers).
+- OPTIONS, and paths starting /health, /ready or /metrics: always open (probes, scrapers); also the
+  emulator's own /sim/gpus (it stands for NVML, open to every local user).
 - Admin routes (`@auth_level(ADMIN_OPTIONAL)`: the profiler, the expert recorder, /flush_cache, ...):
   with an admin key, only `Bearer <admin key>` (the api key is NOT accepted); else with an api key,
   that key; else open.
@@ -17,6 +18,9 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 OPEN_PREFIXES = ("/health", "/ready", "/metrics")
+# Not SGLang's: the emulator's stand-in for NVML, which every local user may read (nvidia-smi), so it
+# stays open whatever the keys, as the GPUs it stands for do.
+EMULATOR_OPEN = ("/sim/gpus",)
 # The ADMIN_OPTIONAL routes of http_server.py that the emulator serves.
 ADMIN_ROUTES = frozenset({
     "/flush_cache", "/start_profile", "/stop_profile", "/start_expert_distribution_record",
@@ -30,7 +34,7 @@ def _bearer_is(given: str, expected: str) -> bool:
 
 
 def allowed(path: str, method: str, authorization: str, api_key: str | None, admin_api_key: str | None) -> bool:
-    if method == "OPTIONS" or path.startswith(OPEN_PREFIXES):
+    if method == "OPTIONS" or path.startswith(OPEN_PREFIXES) or path in EMULATOR_OPEN:
         return True
     if path in ADMIN_ROUTES:
         key = admin_api_key or api_key

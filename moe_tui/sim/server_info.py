@@ -36,6 +36,9 @@ def server_args(engine: SimEngine) -> dict[str, Any]:
         "context_length": engine.context_length, "dist_init_addr": a.dist_init_addr,
         "nnodes": a.nnodes, "node_rank": a.node_rank, "disable_radix_cache": a.disable_radix_cache,
         "expert_distribution_recorder_mode": a.expert_distribution_recorder_mode,
+        # dataclasses.asdict(server_args) carries the keys as they are: the startup line and
+        # /get_server_info show them (only a client holding the api key can ask for the latter)
+        "api_key": a.api_key, "admin_api_key": getattr(a, "admin_api_key", None),
     }
 
 

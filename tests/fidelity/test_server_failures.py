@@ -74,7 +74,10 @@ async def test_crash_while_ready_names_cuda_error(made):
     await server.wait_ready(timeout=30)
     import httpx
 
-    async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, timeout=10) as client:
+    from moe_tui.servers.keys import auth_headers
+
+    async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, timeout=10,
+                                 headers=auth_headers(server.base_url)) as client:  # the start's key
         with pytest.raises(httpx.HTTPError):
             async with client.stream("POST", "/generate", json={
                     "text": "hi", "sampling_params": {"max_new_tokens": 2000, "ignore_eos": True}, "stream": True}) as r:

@@ -50,12 +50,16 @@ def _status(url: str, body: dict | None = None, key: str | None = None) -> int:
 def test_api_key_closes_the_server_to_others_and_is_never_stored(env):
     """Profile api_key: the emulator answers 401 without it; a campaign runs (manager, gate, bench child send it); the key is nowhere in the store."""
     from moe_tui.profiles import load_profile
+    from moe_tui.servers.server_key import start_key, write_key_config
 
     name = _with_key(env, "sim-key")
     profile = load_profile(env.profiles / f"{name}.toml")
-    assert profile.argv()[-len(profile.argv()):].count("--api-key") == 1
-    server = subprocess.Popen(profile.argv(), env=env.env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                              start_new_session=True)
+    assert KEY not in profile.argv() and "--api-key" not in profile.argv()  # never on a command line (ps)
+    folder = env.home.parent / "start"
+    folder.mkdir(mode=0o700)
+    config = write_key_config(folder, start_key(profile))  # what the server manager hands the server
+    server = subprocess.Popen([*profile.argv(), "--config", str(config)], env=env.env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.STDOUT, start_new_session=True)
     env.procs.append(server)
     base = profile.base_url
     wait_for(lambda: _status(f"{base}/health") == 200, 60, "the keyed emulator's /health")
@@ -108,3 +112,83 @@ def test_the_emulator_applies_api_key_and_admin_api_key_to_routes_as_sglang_does
                      "--sim-warmup-seconds", "0"]) as sim:  # an admin key alone: generate stays open
         assert _status(sim.base_url + "/generate", gen) == 200
         assert _status(sim.base_url + "/flush_cache", {}) == 401
+
+
+NOBODY = 65534
+
+
+def _as_nobody(url: str, body: dict | None = None) -> int:
+    """The status another local user (uid nobody) gets for `url` (POST with `body`, else GET)."""
+    import os
+
+    code = ("import json, sys, urllib.request, urllib.error\n"
+            "url, body = sys.argv[1], sys.argv[2]\n"
+            "req = urllib.request.Request(url, data=body.encode() if body else None,"
+            " headers={'Content-Type': 'application/json'})\n"
+            "try:\n    print(urllib.request.urlopen(req, timeout=30).status)\n"
+            "except urllib.error.HTTPError as e:\n    print(e.code)\n")
+    # the system python: the venv under /root is not readable by another user (stdlib only here)
+    out = subprocess.run(["/usr/bin/python3", "-I", "-c", code, url, json.dumps(body) if body is not None else ""],
+                         capture_output=True, text=True, timeout=60, cwd="/",
+                         preexec_fn=lambda: (os.setgid(NOBODY), os.setuid(NOBODY)))
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout.strip())
+
+
+@pytest.mark.skipif(__import__("os").geteuid() != 0, reason="needs root to act as another user (uid nobody)")
+async def test_a_server_moe_tui_starts_answers_only_moe_tui_even_without_a_profile_key(tmp_path, monkeypatch):
+    """Shipped profiles set no api_key: another local user (uid nobody) got the profiler to write traces into the owner's folders. Now each start has a key (in a 0600 --config file, never on argv): nobody gets 401 on /start_profile, /flush_cache and /get_server_info; moe-tui's own calls pass; the key is stored nowhere."""
+    import os
+    import socket
+
+    import httpx
+    import psutil
+
+    from moe_tui.profiles import ServerProfile
+    from moe_tui.servers import ManagedServer, no_gpu_view
+    from moe_tui.servers.keys import auth_headers
+    from moe_tui.store.db import Store
+
+    monkeypatch.setenv("MOE_TUI_HOME", str(tmp_path / "home"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    profile = ServerProfile(name="sim-shipped", engine="sim", model_path="GLM-5-NVFP4",
+                            moe_runner_backend="flashinfer_cutlass", port=port, startup_timeout_s=60,
+                            extra_args=("--enable-metrics",),
+                            sim={"load_seconds": 0, "graph_seconds": 0, "warmup_seconds": 0})
+    assert not profile.api_key
+    store = Store(tmp_path / "store.sqlite3")
+    server = ManagedServer(profile, store=store, ready_poll_s=0.1, gpu_probe=no_gpu_view)
+    try:
+        await server.start()
+        await server.wait_ready(timeout=60)
+        key = server.server_key
+        assert key and auth_headers(server.base_url) == {"Authorization": f"Bearer {key}"}
+        argv = psutil.Process(server.pid).cmdline()
+        assert key not in " ".join(argv) and "--config" in argv  # ps shows a path, not the key
+        config = argv[argv.index("--config") + 1]
+        assert os.stat(config).st_mode & 0o777 == 0o600 and os.stat(os.path.dirname(config)).st_mode & 0o777 == 0o700
+        base = server.base_url
+        traces = tmp_path / "owner-private"
+        assert _as_nobody(f"{base}/start_profile", {"output_dir": str(traces), "num_steps": 1}) == 401
+        assert _as_nobody(f"{base}/flush_cache", {}) == 401
+        assert _as_nobody(f"{base}/get_server_info") == 401
+        assert _as_nobody(f"{base}/health") == 200  # probes stay open, as in SGLang
+        async with httpx.AsyncClient(base_url=base, trust_env=False, headers=auth_headers(base)) as client:
+            assert (await client.post("/flush_cache")).status_code == 200  # moe-tui's own admin call
+            info = (await client.get("/get_server_info")).json()
+        assert info["api_key"] == key  # SGLang echoes its args, key included: moe-tui must scrub it
+        assert not traces.exists()
+        await server.stop()
+        assert not os.path.exists(config)  # the start's folder goes at stop
+        store.close()
+        conn = sqlite3.connect(tmp_path / "store.sqlite3")
+        dump = "\n".join(conn.iterdump())
+        conn.close()
+        assert "sim-shipped" in dump and key not in dump  # the start was recorded, its key was not
+        assert all(key not in line for line in server.log_lines)
+        assert any("***redacted***" in line for line in server.log_lines)  # the echo, scrubbed
+    finally:
+        server.stop_sync("test teardown")
+        store.close()

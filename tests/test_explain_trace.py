@@ -227,6 +227,6 @@ def test_a_deeply_nested_trace_is_named_not_a_traceback(tmp_path, compress):
     raw = ("[" * 100_000 + "]" * 100_000).encode()
     p = tmp_path / ("deep-TP-0.trace.json" + (".gz" if compress else ""))
     p.write_bytes(gzip.compress(raw) if compress else raw)
-    with pytest.raises(TraceError, match="nested too deeply to be a trace") as info:
+    with pytest.raises(TraceError, match="nested too deeply to be a Chrome trace") as info:
         read_rank(p)
     assert str(p) in str(info.value)

@@ -55,6 +55,7 @@ KIND_BY_FILE = {
     "test_wedge_watch.py": "fault",
     "test_expert_dump_folder.py": "security",
     "test_launcher_markers.py": "security",
+    "test_hostile_traces.py": "bad input",
 }
 KIND_ORDER = ("fault", "bad input", "security", "other")
 

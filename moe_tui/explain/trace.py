@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from moe_tui.explain.rules import CLASSES, IDLE, classify
+from moe_tui.trust import open_regular
 
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 GRAPH_LAUNCH = re.compile(r"^cudaGraphLaunch")
@@ -143,17 +144,23 @@ def load_trace(path: str | Path, *, max_bytes: int = MAX_TRACE_BYTES) -> dict[st
     except (ValueError, UnicodeDecodeError) as exc:
         raise TraceError(f"{p}: not JSON: {exc}") from None
     except RecursionError:  # 100,000 nested brackets: no Kineto trace is shaped like that
-        raise TraceError(f"{p}: JSON nested too deeply to be a trace") from None
+        raise TraceError(f"{p}: JSON nested too deeply to be a Chrome trace") from None
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         raise TraceError(f"{p}: not a Chrome trace (no 'traceEvents' list)")
     return data
+
+
+# A profiler time is microseconds since some epoch (Unix time: ~1.8e15); a kernel runs well under
+# a day. Beyond these a value is not a time (1e308 would make every sum infinite): the event is malformed.
+MAX_TS_US = 1e17
+MAX_DUR_US = 1e11
 
 
 def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     f = float(value)
-    return f if math.isfinite(f) else None
+    return f if math.isfinite(f) and abs(f) <= MAX_TS_US else None
 
 
 def _gpu_events(events: Sequence[Any]) -> tuple[list[_Event], list[tuple[float, int]], int]:
@@ -176,7 +183,7 @@ def _gpu_events(events: Sequence[Any]) -> tuple[list[_Event], list[tuple[float, 
         if cat not in GPU_CATEGORIES:
             continue
         ts, dur = _number(ev.get("ts")), _number(ev.get("dur"))
-        if not isinstance(name, str) or ts is None or dur is None or dur < 0:
+        if not isinstance(name, str) or ts is None or dur is None or not 0 <= dur <= MAX_DUR_US:
             bad += 1
             continue
         gpu.append(_Event(name, ts, ts + dur, corr, dur))

@@ -56,6 +56,7 @@ KIND_BY_FILE = {
     "test_expert_dump_folder.py": "security",
     "test_launcher_markers.py": "security",
     "test_hostile_traces.py": "bad input",
+    "test_admin_key.py": "security",
 }
 KIND_ORDER = ("fault", "bad input", "security", "other")
 

@@ -123,7 +123,6 @@ class _Event:
 def load_trace(path: str | Path, *, max_bytes: int = MAX_TRACE_BYTES) -> dict[str, Any]:
     """The trace's JSON object; TraceError naming the file for unreadable, oversized or
     malformed input."""
-    from moe_tui.trust import open_regular
 
     p = Path(path)
     try:

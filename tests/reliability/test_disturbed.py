@@ -25,10 +25,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 INTRUDER = textwrap.dedent('''
     import json, sys, threading, urllib.request
     url, n = sys.argv[1], int(sys.argv[2])
+    key = sys.argv[3] if len(sys.argv) > 3 else ""
+    auth = {"Authorization": "Bearer " + key} if key else {}
     body = json.dumps({"input_ids": list(range(64)), "stream": True,
                        "sampling_params": {"max_new_tokens": 256, "ignore_eos": True, "temperature": 0}}).encode()
     def one():
-        req = urllib.request.Request(url + "/generate", data=body, headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(url + "/generate", data=body, headers={"Content-Type": "application/json", **auth})
         with urllib.request.urlopen(req, timeout=300) as r:
             while r.read(65536):
                 pass
@@ -37,6 +39,20 @@ INTRUDER = textwrap.dedent('''
     print("sent", flush=True)
     for t in threads: t.join()
 ''')
+
+
+def _start_key(env) -> str:
+    """The key of the server start (from the `--config` file its argv names; "" if none): the other
+    client here is another program of the same user, which can read it; another user cannot
+    (tests/reliability/test_admin_key.py)."""
+    import yaml
+
+    for proc in env.emulators():
+        argv = proc.cmdline()
+        if "--config" in argv:
+            keys = yaml.safe_load(open(argv[argv.index("--config") + 1]).read()) or {}
+            return str(keys.get("api-key") or keys.get("admin-api-key") or "")
+    return ""
 
 
 def _add(env, name: str, prompts: int, conc: int = 2, out_len: int = 32):
@@ -69,7 +85,7 @@ def test_someone_elses_streams_on_the_server_flag_the_run_foreign_load(env):
     _add(env, name, prompts=32)
     runner = env.popen("run", "--profiles-dir", str(env.profiles))
     wait_for(lambda: _timed_phase(env), 60, "the timed phase under way")
-    intruder = subprocess.Popen([sys.executable, "-c", INTRUDER, f"http://127.0.0.1:{port}", "40"],
+    intruder = subprocess.Popen([sys.executable, "-c", INTRUDER, f"http://127.0.0.1:{port}", "40", _start_key(env)],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     env.procs.append(intruder)
     out, _ = runner.communicate(timeout=180 * speed_factor())

@@ -124,10 +124,13 @@ def test_expert_dumps_go_to_an_owner_only_folder_of_this_server_start(env, tmp_p
             child_dir = psutil.Process(server.pid).environ()["SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR"]
             assert server.expert_dump_dir is not None and child_dir == str(server.expert_dump_dir)
             st = os.lstat(child_dir)
-            async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, timeout=10) as c:
+            from moe_tui.servers.keys import auth_headers  # the start's key: its admin routes answer only moe-tui
+
+            async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, timeout=10,
+                                         headers=auth_headers(server.base_url)) as c:
                 for call in ("start", "stop", "dump"):
                     assert (await c.post(f"/{call}_expert_distribution_record")).status_code == 200
-            dumps = sorted(p.name for p in server.expert_dump_dir.iterdir())
+            dumps = sorted(p.name for p in server.expert_dump_dir.glob("expert_distribution_recorder_*"))
             if os.geteuid() == 0:  # another user (uid nobody: a forked child that setuids) cannot plant one there
                 target = str(server.expert_dump_dir / "expert_distribution_recorder_9.pt")
                 pid = os.fork()

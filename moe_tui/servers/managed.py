@@ -207,6 +207,12 @@ class ManagedServer(ServerFollowMixin, ServerWatchMixin):
         lines = list(self.log_lines)
         return lines[-n:] if n else lines
 
+    def _key_config(self, folder: Path) -> list[str]:
+        """The server answers only moe-tui: a key of this start (or the profile's), kept off argv in a
+        file of the start's private folder (servers.server_key). The args that name the file."""
+        self.server_key = start_key(self.profile)
+        return ["--config", str(write_key_config(folder, self.server_key))] if self.server_key else []
+
     # -- start ----------------------------------------------------------------------------------
     async def start(self, *, force: bool = False) -> None:
         """Run the pre-start checks, launch the child and return while it starts (state starting).
@@ -236,11 +242,7 @@ class ManagedServer(ServerFollowMixin, ServerWatchMixin):
         # Expert dumps go to a folder of this start only (0700): never a shared /tmp where another
         # user's planted pickle would be read as this server's expert load.
         self.expert_dump_dir = expert_dump_dir(self.server_id, create=True)
-        # The server answers only moe-tui: a key of this start (or the profile's), kept off argv in a
-        # file of the start's private folder (servers.server_key).
-        self.server_key = start_key(self.profile)
-        if self.server_key:
-            argv += ["--config", str(write_key_config(self.expert_dump_dir, self.server_key))]
+        argv += self._key_config(self.expert_dump_dir)
         # moe-tui's markers last: neither a profile's env nor anything else may override them
         ours = {**{k: os.environ[k] for k in INHERITED_MARKERS if k in os.environ},
                 SERVER_ID_ENV: self.server_id, "PYTHONUNBUFFERED": "1",

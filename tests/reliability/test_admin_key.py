@@ -15,31 +15,15 @@ import json
 import os
 import signal
 import stat
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 from runner_support import wait_for
+from test_api_key import _status  # one HTTP status probe for both key tests
 
 NOBODY = 65534
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user (uid nobody)")
-
-
-def _status(url: str, body: dict | None = None, key: str | None = None) -> int:
-    req = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"Content-Type": "application/json"})
-    if key is not None:
-        req.add_header("Authorization", f"Bearer {key}")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            resp.read()
-            return resp.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except OSError:
-        return 0
 
 
 def _as_nobody(base: str, config: str, trace_dir: str) -> dict:

@@ -18,36 +18,12 @@ named alias (`FreeForm`).
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from moe_tui.bench.live import ProgressFigures
+from moe_tui.records import ExecutorJobJson, FreeForm, Number, QueueItemJson, SpecJson
 
-# A JSON object whose keys are not fixed by moe-tui: it copies a foreign or user-written payload.
-FreeForm = dict[str, Any]
-Number = float | int
-
-
-class SpecJson(TypedDict):
-    """A BenchmarkSpec in canonical form (`BenchmarkSpec.canonical_dict`): request_rate may be "inf"."""
-
-    spec_schema: int
-    dataset: str
-    input_len: int
-    output_len: int
-    range_ratio: float
-    num_prompts: int
-    max_concurrency: int
-    request_rate: float | str
-    seed: int
-    api: str
-    client: str
-    client_version: str
-    warmup_requests: int
-    ignore_eos: bool
-    temperature: float
-    flush_cache: bool
-    vocab_size: NotRequired[int]
-    tokenizer: NotRequired[str]
+__all__ = ["ExecutorJobJson", "FreeForm", "Number", "QueueItemJson", "SpecJson"]  # shared: moe_tui.records
 
 
 # -- export --format json --------------------------------------------------------------------------
@@ -63,39 +39,6 @@ class ExportPathsJson(TypedDict):
 
 
 # -- queue ---------------------------------------------------------------------------------------
-class QueueItemJson(TypedDict):
-    id: int
-    position: float
-    campaign_id: int | None
-    profile_name: str
-    spec: SpecJson
-    fingerprint: str
-    repeat_index: int
-    warmup: bool
-    state: str
-    attempts: int
-    run_id: int | None
-    error: str
-    created_at: float
-    updated_at: float
-    concurrency: int
-    num_prompts: int
-    fresh_start: bool
-    job: NotRequired[ExecutorJobJson]  # `queue list` only, for an item an executor ran as a batch job
-
-
-class ExecutorJobJson(TypedDict):
-    """The newest batch job a queue item became (`moe_tui.store.jobs.JobRow.to_dict`)."""
-
-    executor: str
-    job_id: str | None
-    state: str
-    node: str
-    reason: str
-    attempt: int
-    outcome: str
-
-
 class QueueSummaryJson(TypedDict):
     paused: bool
     counts: dict[str, int]

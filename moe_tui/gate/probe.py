@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from moe_tui.gate.correctness import GateSample
+from moe_tui.records import GateSamplesRow
 
 if TYPE_CHECKING:
     from moe_tui.servers.managed import ManagedServer
@@ -123,8 +124,8 @@ def gate_needed(store: Store, profile_name: str, campaign_id: int | None) -> boo
     return store.gate_samples(profile_name, campaign_id=campaign_id) is None
 
 
-def stored_samples(row: dict[str, Any] | None) -> list[GateSample]:
-    return [GateSample.from_dict(s) for s in (row or {}).get("samples") or []]
+def stored_samples(row: GateSamplesRow | None) -> list[GateSample]:
+    return [GateSample.from_dict(s) for s in (row["samples"] if row else None) or []]
 
 
 async def gate_before_first_run(store: Store, campaign_id: int | None, profile_name: str, server: ManagedServer,

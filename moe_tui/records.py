@@ -1,0 +1,257 @@
+"""moe-tui's shared typed records: the JSON-shaped values that cross a boundary (the store's columns,
+the control socket's answers, the exports), as TypedDicts that every layer may import (this module
+imports nothing of moe-tui, so the store, the runner and the exports share one definition).
+
+Why TypedDicts here (docs/architecture.md, "Typed records"): these values are JSON objects already
+(written to a store column, sent over the control socket, dumped by an export), so a TypedDict
+types the dict each encoder builds without a conversion step and without changing one byte written;
+mypy --strict then refuses a misspelt key (tests/test_typed_records.py). In-memory values that never
+become JSON are frozen dataclasses where they live (`moe_tui.store.queue_item.QueueItem`,
+`moe_tui.spec.BenchmarkSpec`).
+
+What is free-form by nature is named so: `FreeForm`, always with a comment saying whose payload
+it is (SGLang's /server_info, a user's profile table, NVML's readings, an imported file's fields).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired, TypedDict
+
+# A JSON object whose keys moe-tui does not fix: it carries a foreign or user-written payload as it
+# came (each use says whose). Everything moe-tui itself builds has a record below or beside its code.
+FreeForm = dict[str, Any]
+Number = float | int
+# Spec fields as a user gave them (`queue add --spec`, the TUI's form, a control request), before
+# `BenchmarkSpec.from_dict` checks them (it names a bad or unknown field): any subset of SpecJson's.
+SpecOverrides = FreeForm
+
+
+class SpecJson(TypedDict):
+    """A BenchmarkSpec in canonical form (`BenchmarkSpec.canonical_dict`): request_rate may be "inf"."""
+
+    spec_schema: int
+    dataset: str
+    input_len: int
+    output_len: int
+    range_ratio: float
+    num_prompts: int
+    max_concurrency: int
+    request_rate: float | str
+    seed: int
+    api: str
+    client: str
+    client_version: str
+    warmup_requests: int
+    ignore_eos: bool
+    temperature: float
+    flush_cache: bool
+    vocab_size: NotRequired[int]
+    tokenizer: NotRequired[str]
+
+
+# -- the queue ------------------------------------------------------------------------------------
+class QueueItemJson(TypedDict):
+    id: int
+    position: float
+    campaign_id: int | None
+    profile_name: str
+    spec: SpecJson
+    fingerprint: str
+    repeat_index: int
+    warmup: bool
+    state: str
+    attempts: int
+    run_id: int | None
+    error: str
+    created_at: float
+    updated_at: float
+    concurrency: int
+    num_prompts: int
+    fresh_start: bool
+    job: NotRequired[ExecutorJobJson]  # `queue list` only, for an item an executor ran as a batch job
+
+
+class ExecutorJobJson(TypedDict):
+    """The newest batch job a queue item became (`moe_tui.store.jobs.JobRow.to_dict`)."""
+
+    executor: str
+    job_id: str | None
+    state: str
+    node: str
+    reason: str
+    attempt: int
+    outcome: str
+
+
+# -- the controller's answers (moe_tui.run.ops, over the control socket) ------------------------------
+class ItemStateJson(TypedDict):
+    """skip/cancel of the running item: which item (None when it finished meanwhile) and its new state."""
+
+    item_id: int | None
+    state: str
+
+
+class CampaignAddedJson(TypedDict):
+    """A campaign (or an investigation's or explain's plan) added to the queue."""
+
+    campaign_id: int
+    item_ids: list[int]
+    server_starts: NotRequired[dict[str, int]]  # server starts by queue policy (plain campaigns only)
+
+
+class DeletedJson(TypedDict):
+    deleted: int
+
+
+class PlannedItemJson(TypedDict):
+    profile_name: str
+    concurrency: int
+    num_prompts: int
+    repeat_index: int
+    fingerprint: str
+
+
+class PlanAnswerJson(TypedDict):
+    """The plan_campaign op's answer (`moe_tui.run.ops.plan_answer`); `items` capped for the socket."""
+
+    name: str
+    definition: FreeForm  # CampaignPlan.definition(): the campaign's stored definition (store.queue_plan)
+    control: FreeForm | None  # CampaignPlan.control_plan(): the control cell's plan, None without one
+    server_starts: dict[str, int]  # server starts by queue policy (CampaignPlan.start_costs)
+    items: list[PlannedItemJson]
+
+
+class CappedPlanJson(PlanAnswerJson):
+    """The plan as the control socket sends it (`moe_tui.run.facade.capped_plan`): `items` cut to the
+    first ones shown, their full count and the cells whose prompts are fewer than their concurrency."""
+
+    item_count: int
+    items_truncated: bool
+    short_cells: list[list[int]]  # [concurrency, num_prompts] of each such cell
+    planner_pid: NotRequired[int]  # the process that built it (a thread's is the controller's own)
+
+
+class PausedJson(TypedDict):
+    paused: bool
+
+
+# -- a run's provenance (moe_tui.provenance.build_provenance) -------------------------------------------
+class HostFactsJson(TypedDict):
+    hostname: str
+    platform: str
+    python_version: str
+    python_executable: str
+    moe_tui_version: str
+
+
+class GpuFactsJson(TypedDict):
+    """The GPUs a run ran on, from `telemetry.summarize_run` (`available` False and a reason without it)."""
+
+    available: bool
+    reason: str | None
+    driver_version: NotRequired[str | None]
+    cuda_driver_version: NotRequired[str | None]
+    gpu_names: NotRequired[dict[str, str | None]]
+    gpu_uuids: NotRequired[dict[str, str | None]]
+    sm_clock_min_mhz: NotRequired[Number | None]
+    sm_clock_max_seen_mhz: NotRequired[Number | None]
+    sm_clock_drop_pct: NotRequired[Number | None]
+    clock_events_seen: NotRequired[list[str]]
+    suspect_clock_events: NotRequired[list[str]]
+    foreign_processes: NotRequired[list[ForeignProcessJson] | None]  # None: not judged
+    gpus_lost: NotRequired[list[int]]
+    simulated: NotRequired[bool]  # the emulator's simulated GPUs, not NVML: names and clocks are modelled
+
+
+class ForeignProcessJson(TypedDict):
+    """A process on the run's GPUs that was not the servers' (`telemetry.summarize_run`)."""
+
+    gpu: int
+    pid: int
+    name: str | None
+    samples: int
+    max_used_memory_bytes: int | None
+
+
+class ServerFactsJson(TypedDict):
+    start_id: int | None
+    pid: int | None
+    base_url: str | None
+    log_path: str | None
+    requested_backend: str | None
+    resolved_backend: str | None
+    backend_mismatch: bool
+    server_info_error: str | None
+    resolved_args: FreeForm  # SGLang's /server_info as it answered (the server's resolved arguments)
+    sglang_version: str | None
+    engine: str
+
+
+class QueueFactsJson(TypedDict):
+    """The queue item a run worked, as its provenance records it."""
+
+    id: int
+    campaign_id: int | None
+    repeat_index: int
+    attempt: int
+    requested_fingerprint: str
+
+
+class ProvenanceJson(TypedDict):
+    """Where a run came from (`runs.provenance_json` for runs moe-tui measured; imported runs keep
+    whatever layout their file had, so a reader of stored runs reads that column as FreeForm)."""
+
+    provenance_schema: int
+    simulated: bool
+    spec: SpecJson
+    fingerprint: str
+    spec_summary: str
+    profile: FreeForm  # ServerProfile.snapshot(): the user's profile table, secrets redacted
+    server: ServerFactsJson
+    client: FreeForm  # the client's self-description (name, version, its limits): bench.result's payload
+    host: HostFactsJson
+    gpu: GpuFactsJson
+    queue_item: QueueFactsJson | None
+    warmup_pass: FreeForm | None  # the warm-up pass's outcome (moe_tui.run.items), None without one
+    started_at: float | None
+    finished_at: float | None
+    sim_clock: NotRequired[FreeForm]  # moe_tui.run.sim_clock.cell_clock: an emulator cell's time scale
+
+
+# -- rows the store reads back beside the runs (moe_tui.store.records) ------------------------------------
+class ServerStartRow(TypedDict):
+    """One `server_starts` row, its JSON columns decoded (`Store.server_start`, `Store.server_starts`)."""
+
+    id: int
+    profile_name: str
+    profile: FreeForm  # ServerProfile.snapshot(): the user's profile table, secrets redacted
+    argv: list[str]
+    env: dict[str, str]
+    log_path: str
+    pid: int | None
+    started_at: float
+    ready_at: float | None
+    stopped_at: float | None
+    state: str
+    reason: str
+    resolved_backend: str | None
+    backend_mismatch: bool
+    sglang_version: str | None
+    server_info: FreeForm | None  # SGLang's /server_info as it answered
+    model_info: FreeForm | None  # SGLang's /model_info as it answered
+    exit_code: int | None
+    exit_signal: int | None
+    log_tail: str | None
+
+
+class GateSamplesRow(TypedDict):
+    """One `gate_samples` row, its samples decoded (`Store.gate_samples`; moe_tui.gate.probe writes them)."""
+
+    id: int
+    created_at: float
+    profile_name: str
+    campaign_id: int | None
+    server_start_id: int | None
+    prompt_set: str
+    resolved_backend: str | None
+    samples: list[FreeForm]  # per prompt: token ids and logprobs as SGLang's /generate answered

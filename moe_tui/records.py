@@ -24,6 +24,12 @@ Number = float | int
 # Spec fields as a user gave them (`queue add --spec`, the TUI's form, a control request), before
 # `BenchmarkSpec.from_dict` checks them (it names a bad or unknown field): any subset of SpecJson's.
 SpecOverrides = FreeForm
+# bench_serving's summary by bench_serving's field names (moe_tui.metrics.calculate_metrics; for SGLang's
+# own client, its normalised record): the set grows with bench_serving's versions.
+BenchSummary = FreeForm
+# A run's provenance as the store holds it: a ProvenanceJson for a run moe-tui measured, while an imported
+# run keeps its file's own layout (compare.runs reads both), so a reader of stored runs gets this.
+StoredProvenance = FreeForm
 
 
 class SpecJson(TypedDict):
@@ -97,6 +103,28 @@ class CampaignAddedJson(TypedDict):
     campaign_id: int
     item_ids: list[int]
     server_starts: NotRequired[dict[str, int]]  # server starts by queue policy (plain campaigns only)
+
+
+class CampaignArgsJson(TypedDict):
+    """The add_campaign/plan_campaign op's arguments from the TUI's form (`control.reads.campaign_args`)."""
+
+    profiles: list[str]
+    concurrencies: list[int]
+    repeats: int
+    spec: SpecOverrides
+    policy: str
+    prompts_per_concurrency: NotRequired[int]
+    name: NotRequired[str]
+    control: NotRequired[bool]
+
+
+class ExplainCellJson(TypedDict):
+    """A cell's breakdown as the explain screen shows it (`control.reads.StoreReads.explain_cell`)."""
+
+    state: str  # none | pending | failed | ready
+    message: str
+    lines: list[str]
+    simulated: bool
 
 
 class DeletedJson(TypedDict):
@@ -212,10 +240,10 @@ class ProvenanceJson(TypedDict):
     host: HostFactsJson
     gpu: GpuFactsJson
     queue_item: QueueFactsJson | None
-    warmup_pass: FreeForm | None  # the warm-up pass's outcome (moe_tui.run.items), None without one
+    warmup_pass: WarmupPassJson | None  # None: the item ran without one
     started_at: float | None
     finished_at: float | None
-    sim_clock: NotRequired[FreeForm]  # moe_tui.run.sim_clock.cell_clock: an emulator cell's time scale
+    sim_clock: NotRequired[SimClockJson]  # an emulator cell at a time scale other than its launch's
 
 
 # -- rows the store reads back beside the runs (moe_tui.store.records) ------------------------------------
@@ -255,3 +283,69 @@ class GateSamplesRow(TypedDict):
     prompt_set: str
     resolved_backend: str | None
     samples: list[FreeForm]  # per prompt: token ids and logprobs as SGLang's /generate answered
+
+
+# -- explain (moe_tui.explain.store): the plan the control socket carries, the campaign definition stored ---------
+class ExplainPlanItemJson(TypedDict):
+    side: str  # "baseline" or "candidate"
+    profile: str
+    spec: SpecJson  # the cell's spec as profiled (explain.store.profiled_spec)
+
+
+class ExplainPlanJson(TypedDict):
+    """What `explain.store.plan_explain` proposes for a cell: one profiled item a side."""
+
+    name: str
+    kind: str  # explain.store.KIND
+    baseline: str
+    candidate: str
+    concurrency: int
+    cell_fingerprint: str
+    steps: int  # decode steps SGLang's profiler captures
+    items: list[ExplainPlanItemJson]
+    stages: list[str]  # "DECODE", and "EXTEND" when the prefill is profiled too
+
+
+class ExplainDefinitionJson(TypedDict):
+    """An explain campaign's stored definition (`campaigns.definition_json`; explain.store.enqueue_explain)."""
+
+    name: str
+    kind: str
+    baseline: str
+    candidate: str
+    concurrency: int
+    cell_fingerprint: str
+    steps: int
+    stages: list[str]
+    sides: list[str]
+    profiles_dir: str | None
+
+
+# -- a run's parts the runner builds (moe_tui.run.items, moe_tui.run.sim_clock) ---------------------------
+class WarmupPassJson(TypedDict):
+    """The warm-up pass before a timed run (its results discarded), as the run's provenance keeps it."""
+
+    status: str
+    error: str
+    fingerprint: NotRequired[str]
+    num_prompts: NotRequired[int]
+    seed: NotRequired[int]
+    completed: NotRequired[int]
+    duration_s: NotRequired[float]
+    rule: NotRequired[str]
+
+
+class SimClockJson(TypedDict):
+    """An emulator cell's time scale beside its launch's (`moe_tui.run.sim_clock.cell_clock`)."""
+
+    time_scale: float
+    launch_time_scale: float
+    concurrency: int
+    rule: str
+
+
+class ClientLimitsJson(TypedDict, total=False):
+    """The per-request limits the controller asked moe-tui's client for (none for another client)."""
+
+    request_timeout_s: float | None
+    stall_timeout_s: float | None

@@ -24,6 +24,14 @@ from typing import Any
 
 from moe_tui.events import Event
 from moe_tui.judgement import is_simulated
+from moe_tui.records import (
+    BenchSummary,
+    CampaignAddedJson,
+    ExplainCellJson,
+    FreeForm,
+    SpecOverrides,
+    StoredProvenance,
+)
 
 
 @dataclass(frozen=True)
@@ -134,7 +142,7 @@ class CampaignRequest:
     profiles: tuple[str, ...]
     concurrencies: tuple[int, ...]
     repeats: int
-    spec: dict[str, Any]  # BenchmarkSpec fields except max_concurrency
+    spec: SpecOverrides  # BenchmarkSpec fields except max_concurrency
     policy: str
     prompts_per_concurrency: int | None = None  # num_prompts = max(spec num_prompts, this x concurrency)
     control: bool = True  # the control concurrency's extra repeats (the CLI's --no-control turns them off)
@@ -162,9 +170,9 @@ class RunView:
     profile: str
     status: str
     fingerprint: str
-    spec: dict[str, Any]
-    provenance: dict[str, Any]
-    summary: dict[str, Any]
+    spec: FreeForm  # the run's stored spec: canonical for moe-tui's runs, an imported file's own otherwise
+    provenance: StoredProvenance
+    summary: BenchSummary
     flags: tuple[str, ...]
     error: str = ""
     simulated: bool = False
@@ -292,16 +300,16 @@ class ControlClient(abc.ABC):
         """The follow-up the grid proposes for one cell (`moe_tui.investigate.model.InvestigationPlan`)."""
         raise NotImplementedError("this adapter cannot plan investigations")
 
-    def queue_investigation(self, plan: Any) -> dict[str, Any]:
+    def queue_investigation(self, plan: Any) -> CampaignAddedJson:
         """Queue a plan as one campaign; returns {"campaign_id", "item_ids"}."""
         raise NotImplementedError("this adapter cannot queue investigations")
 
     # -- explain (issue 25) -------------------------------------------------------------------
-    def explain_cell(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
+    def explain_cell(self, baseline: str, candidate: str, concurrency: int) -> ExplainCellJson:
         """The cell's breakdown: {"state": none|pending|failed|ready, "message", "lines"}."""
         raise NotImplementedError("this adapter cannot explain cells")
 
-    def queue_explain(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
+    def queue_explain(self, baseline: str, candidate: str, concurrency: int) -> CampaignAddedJson:
         """Queue one profiled run a side at the cell; returns {"campaign_id", "item_ids"}."""
         raise NotImplementedError("this adapter cannot queue profiled runs")
 

@@ -35,6 +35,7 @@ from moe_tui.events import BenchProgress, Event, RunStarted
 from moe_tui.explain.recorder import server_recorder_mode, why_not_recorded
 from moe_tui.explain.store import traces_dir
 from moe_tui.profiles import ServerProfile
+from moe_tui.records import ExplainDefinitionJson, WarmupPassJson
 from moe_tui.run.capture import CaptureCollector
 from moe_tui.run.context import RunContext
 from moe_tui.store.queue import QueueItem
@@ -141,12 +142,13 @@ def expert_dumps(dump_dir: Path, since: float, limit: int = MAX_KEPT_BYTES) -> t
 
 
 async def profiled_run(runner: ItemRunner, ctx: RunContext, item: QueueItem, profile: ServerProfile,
-                       server: ManagedServer, warmup_info: dict[str, Any] | None, definition: dict[str, Any]) -> None:
+                       server: ManagedServer, warmup_info: WarmupPassJson | None,
+                       definition: ExplainDefinitionJson) -> None:
     """The `explain` item's run (steps 1 to 5 of the module docstring): `runner` opens it and runs
     its benchmark, `ctx` carries its events, its stop and the item's close."""
     from moe_tui.run.recording import finished_run
 
-    steps = int(definition.get("steps") or 12)
+    steps = int(definition.get("steps") or 12)  # .get: a definition stored by an older moe-tui
     opened = runner.open_run(item, profile, server, warmup_info)
     if opened is None:
         return

@@ -30,10 +30,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from moe_tui.judgement import FLAG_OUTPUT_TOKENS_MISMATCH
+from moe_tui.profiles import ProfileSettings
 from moe_tui.provenance import build_provenance, run_flags
+from moe_tui.records import ClientLimitsJson, FreeForm, QueueFactsJson, SimClockJson, WarmupPassJson
 from moe_tui.run.evidence import token_evidence
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store.db import Store
@@ -57,6 +59,19 @@ SPILL_PREFIX = "run-"
 def _spill_json_default(value: Any) -> Any:
     """The store's JSON rules, worded for the spill file."""
     return _json_default(value, verb="spill")
+
+
+class ProvenanceArgs(TypedDict):
+    """What a run's provenance is built from at its start (`moe_tui.run.items.ItemRunner.open_run`), kept
+    to build it again, completed, when the run ends (`finished_run`)."""
+
+    spec: BenchmarkSpec
+    profile: ProfileSettings
+    server: FreeForm  # ManagedServer.describe() and SGLang's /server_info (the server's own words)
+    queue_item: QueueFactsJson
+    warmup: WarmupPassJson | None
+    started_at: float
+    sim_clock: SimClockJson | None
 
 
 class RunSpilled(RuntimeError):
@@ -89,8 +104,8 @@ class FinishedRun:
 
 
 def finished_run(*, run_id: int, item: QueueItem, spec: BenchmarkSpec, server: ManagedServer,
-                 result: BenchResult | None, bench_error: str | None, provenance_args: dict[str, Any],
-                 client_limits: dict[str, Any], telemetry_summary: dict[str, Any] | None,
+                 result: BenchResult | None, bench_error: str | None, provenance_args: ProvenanceArgs,
+                 client_limits: ClientLimitsJson, telemetry_summary: dict[str, Any] | None,
                  gpu_snapshots: list[TelemetrySnapshot], abort_verdict: tuple[str, str] | None,
                  server_load: dict[str, Any] | None = None) -> FinishedRun:
     """The stored form of a timed run: status, flags, provenance, and the item's verdict.

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from moe_tui.events import Subscribers
@@ -217,7 +217,7 @@ class RunQueue:
         self._changed("item added")
         return self.item(item_id)
 
-    def add_planned_campaign(self, name: str, policy: str, definition: dict[str, Any],
+    def add_planned_campaign(self, name: str, policy: str, definition: Mapping[str, Any],
                              planned: Sequence[PlannedItem]) -> tuple[int, list[QueueItem]]:
         """A campaign of explicit items (an investigation: items of their own concurrency, warmup
         and fresh-start choice), appended in the given order with its row: one transaction."""

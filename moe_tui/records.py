@@ -244,6 +244,37 @@ class ProvenanceJson(TypedDict):
     started_at: float | None
     finished_at: float | None
     sim_clock: NotRequired[SimClockJson]  # an emulator cell at a time scale other than its launch's
+    profiled: NotRequired[ProfiledFactsJson]  # an explain item's profiled run (moe_tui.run.profiled)
+
+
+class ProfilerAnswerJson(TypedDict):
+    """What SGLang's /start_profile or /stop_profile answered (status None: no answer)."""
+
+    status: int | None
+    answer: str
+    at: NotRequired[float]
+
+
+class ProfiledFactsJson(TypedDict):
+    """How a profiled run went (`moe_tui.run.profiled.profiled_run`), kept in its provenance."""
+
+    request: FreeForm  # the body sent to SGLang's /start_profile (its ProfileReqInput's fields)
+    steps: int
+    explain: str | None  # the explain campaign's name
+    notes: list[str]
+    concurrency: int
+    prefill: bool
+    expert_record: NotRequired[str]  # recording, dumped, or why not
+    batch_full: NotRequired[str]
+    start_profile: NotRequired[ProfilerAnswerJson]
+    stop_profile: NotRequired[ProfilerAnswerJson]
+    decode_capture: NotRequired[str | None]  # "DECODE", or "MIXED" when SGLang named it EXTEND
+    disarm: NotRequired[str]
+    files: NotRequired[list[str]]  # the trace files kept
+
+
+class NoTelemetryJson(TypedDict):
+    """A run's telemetry column when none was taken: {}."""
 
 
 # -- rows the store reads back beside the runs (moe_tui.store.records) ------------------------------------
@@ -349,3 +380,84 @@ class ClientLimitsJson(TypedDict, total=False):
 
     request_timeout_s: float | None
     stall_timeout_s: float | None
+
+
+# -- a run's telemetry summary (moe_tui.telemetry.summary.summarize_run; stored with the run) --------------
+class GpuRunSummaryJson(TypedDict):
+    """One GPU over a run."""
+
+    name: str | None
+    uuid: str | None
+    samples: int
+    lost_samples: int
+    busy_samples: int
+    util_gpu_mean: float | None
+    util_gpu_min: float | None
+    util_gpu_max: float | None
+    util_mem_mean: float | None
+    sm_clock_min_mhz: int | None
+    sm_clock_max_seen_mhz: int | None
+    sm_clock_min_busy_mhz: int | None
+    sm_clock_max_mhz: int | None
+    sm_clock_drop_pct: float | None
+    clock_events_seen: list[str]
+    clock_event_fraction: dict[str, float]  # event -> share of the samples that reported events
+    suspect_clock_events: list[str]
+    power_mean_w: float | None
+    power_max_w: float | None
+    mem_used_peak_bytes: int | None
+    mem_total_bytes: int | None
+    temperature_max_c: float | None
+
+
+class OverallRunSummaryJson(TypedDict, total=False):
+    """Every GPU together ({} without a sample)."""
+
+    gpu_count: int
+    util_gpu_mean: float | None
+    util_gpu_min: float | None
+    util_gpu_max: float | None
+    sm_clock_min_mhz: int | None
+    sm_clock_max_seen_mhz: int | None
+    sm_clock_drop_pct: float | None  # the worst GPU's: it sets the pace in TP
+    clock_events_seen: list[str]
+    suspect_clock_events: list[str]
+    power_mean_w: float | None  # per GPU
+    power_total_mean_w: float | None
+    mem_used_peak_bytes: int | None  # the fullest GPU
+    gpus_lost: list[int]
+
+
+class TelemetrySummaryJson(TypedDict):
+    available: bool
+    reason: str | None
+    snapshots: int
+    duration_s: float
+    driver_version: str | None
+    cuda_driver_version: str | None
+    gpus: dict[str, GpuRunSummaryJson]  # by GPU index (a string: JSON's keys)
+    overall: OverallRunSummaryJson
+    foreign_processes: list[ForeignProcessJson] | None  # None: not judged (no PIDs of ours known)
+    simulated: bool
+
+
+# -- a run's self-check entries the runner adds (moe_tui.disturbance, moe_tui.run.evidence) ----------------
+class ServerLoadJson(TypedDict):
+    """The server's own running + queued count over a run beside the client's cap (`disturbance.load_summary`)."""
+
+    client_cap: int
+    samples: int
+    server_max_requests: float | None
+    foreign_requests_max: float
+    foreign_seen_at: float | None
+    runner_requests_allowed: NotRequired[int]  # the runner's own health probes, allowed over the cap
+    samples_over_cap: NotRequired[int]
+
+
+class TokenEvidenceJson(TypedDict):
+    """The self-check entry `output_tokens` when the counts do not hold (`run.evidence.token_evidence`)."""
+
+    misses: int
+    first: list[str]
+    counted: int
+    summary_total: object  # the summary's total_output_tokens as the client reported it (shown, never summed)

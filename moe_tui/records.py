@@ -461,3 +461,46 @@ class TokenEvidenceJson(TypedDict):
     first: list[str]
     counted: int
     summary_total: object  # the summary's total_output_tokens as the client reported it (shown, never summed)
+
+
+# -- the runner's state (`moe-tui run --status`, the control socket's snapshot op) ------------------------
+class QueueSummaryJson(TypedDict):
+    paused: bool
+    counts: dict[str, int]
+    total: int
+    next_item_id: int | None
+    pending_profiles: list[str]
+    pending_profiles_shown: int
+
+
+class GpuSnapshotJson(TypedDict):
+    """`moe-tui gpus --format json` (one object; with --watch one a line)."""
+
+    available: bool
+    simulated: bool
+    reason: str | None
+    t: float
+    wall: float
+    sample_seconds: float
+    driver_version: str | None
+    cuda_driver_version: str | int | None
+    nvml_version: str | None
+    gpus: list[FreeForm]  # one per GPU: NVML's readings (telemetry.GpuSample.to_dict)
+
+
+class RunnerStatusJson(TypedDict):
+    """`moe-tui run --status --format json`: the runner's snapshot."""
+
+    pid: int
+    data_dir: str
+    working: bool
+    activity: str
+    detail: str
+    current_item: QueueItemJson | None
+    current_run_id: int | None
+    last_progress: FreeForm | None  # the last BenchProgress event (moe_tui.events), as the runner saw it
+    last_finished: FreeForm | None  # the last RunFinished event
+    queue: QueueSummaryJson
+    session: dict[str, int]  # items this runner closed, by state
+    servers: list[FreeForm]  # each managed server's own description (servers.managed)
+    telemetry: GpuSnapshotJson | None

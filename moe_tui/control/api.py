@@ -29,6 +29,7 @@ from moe_tui.records import (
     CampaignAddedJson,
     ExplainCellJson,
     FreeForm,
+    GpuSnapshotJson,
     SpecOverrides,
     StoredProvenance,
 )
@@ -130,7 +131,7 @@ class ControlSnapshot:
     paused: bool = False
     current_item: int | None = None
     logs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # profile -> recent log lines
-    telemetry: dict[str, Any] | None = None  # the controller's latest GPU snapshot (TelemetrySnapshot.to_dict())
+    telemetry: GpuSnapshotJson | None = None  # the controller's latest GPU snapshot (TelemetrySnapshot.to_dict())
     notices: tuple[str, ...] = ()  # said once when the UI opens (e.g. the store has grown past its threshold)
 
 

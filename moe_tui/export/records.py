@@ -21,9 +21,20 @@ from __future__ import annotations
 from typing import Literal, NotRequired, TypedDict
 
 from moe_tui.bench.live import ProgressFigures
-from moe_tui.records import ExecutorJobJson, FreeForm, Number, QueueItemJson, SpecJson
+from moe_tui.records import (
+    ExecutorJobJson,
+    FreeForm,
+    GpuSnapshotJson,
+    Number,
+    QueueItemJson,
+    QueueSummaryJson,
+    RunnerStatusJson,
+    SpecJson,
+)
 
-__all__ = ["ExecutorJobJson", "FreeForm", "Number", "QueueItemJson", "SpecJson"]  # shared: moe_tui.records
+# shared with the store and the runner: moe_tui.records
+__all__ = ["ExecutorJobJson", "FreeForm", "GpuSnapshotJson", "Number", "QueueItemJson", "QueueSummaryJson",
+           "RunnerStatusJson", "SpecJson"]
 
 
 # -- export --format json --------------------------------------------------------------------------
@@ -39,15 +50,6 @@ class ExportPathsJson(TypedDict):
 
 
 # -- queue ---------------------------------------------------------------------------------------
-class QueueSummaryJson(TypedDict):
-    paused: bool
-    counts: dict[str, int]
-    total: int
-    next_item_id: int | None
-    pending_profiles: list[str]
-    pending_profiles_shown: int
-
-
 class QueueListJson(TypedDict):
     """`moe-tui queue list --format json`."""
 
@@ -161,21 +163,6 @@ class StoreUsageJson(TypedDict):
     keep_samples_runs: int | None  # per-request samples kept for the newest N runs; None: all kept
 
 
-class GpuSnapshotJson(TypedDict):
-    """`moe-tui gpus --format json` (one object; with --watch one a line)."""
-
-    available: bool
-    simulated: bool
-    reason: str | None
-    t: float
-    wall: float
-    sample_seconds: float
-    driver_version: str | None
-    cuda_driver_version: str | int | None
-    nvml_version: str | None
-    gpus: list[FreeForm]  # one per GPU: NVML's readings (telemetry.GpuSample.to_dict)
-
-
 # -- moe-tui bench --events jsonl (what the runner reads from its client process) --------------------
 class BenchProgressJson(ProgressFigures):
     """A progress line (`moe_tui.events.BenchProgress.to_dict`), about every 250 ms: the live figures
@@ -287,21 +274,4 @@ class BenchRecordJson(MetricsJson):
     spec_fingerprint: str
     spec: SpecJson
 
-
-class RunnerStatusJson(TypedDict):
-    """`moe-tui run --status --format json`: the runner's snapshot."""
-
-    pid: int
-    data_dir: str
-    working: bool
-    activity: str
-    detail: str
-    current_item: QueueItemJson | None
-    current_run_id: int | None
-    last_progress: FreeForm | None  # the last BenchProgress event (moe_tui.events), as the runner saw it
-    last_finished: FreeForm | None  # the last RunFinished event
-    queue: QueueSummaryJson
-    session: dict[str, int]  # items this runner closed, by state
-    servers: list[FreeForm]  # each managed server's own description (servers.managed)
-    telemetry: GpuSnapshotJson | None
 

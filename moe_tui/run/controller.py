@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from moe_tui.events import Event, QueueChanged
 from moe_tui.profiles import ProfileSet, load_profiles
-from moe_tui.records import ItemStateJson, PausedJson
+from moe_tui.records import ItemStateJson, PausedJson, RunnerStatusJson
 from moe_tui.run.benchmarks import (  # noqa: F401  (re-exported: the controller's benchmark functions)
     bench_serving_bench,
     default_bench,
@@ -409,7 +409,7 @@ class Controller(QueueFacade):
         return await self._items.run_gate_now(name)
 
     # -- state --------------------------------------------------------------------------------
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> RunnerStatusJson:
         """JSON-able state: activity, servers, queue summary, current item and run, last
         progress and last finished run, and this session's item counts."""
         work = self._ctx.work

@@ -40,6 +40,7 @@ from moe_tui.records import (
     BenchSummary,
     ClientLimitsJson,
     FreeForm,
+    GpuSnapshotJson,
     NoTelemetryJson,
     ProvenanceJson,
     QueueFactsJson,
@@ -96,7 +97,7 @@ class FinishArgs(TypedDict):
     selfcheck: SelfCheck
     provenance: ProvenanceJson
     requests: list[BenchRequestJson]
-    gpu_samples: list[tuple[float, FreeForm]]  # (wall time, TelemetrySnapshot.to_dict()) of each snapshot
+    gpu_samples: list[tuple[float, GpuSnapshotJson]]  # (wall time, the snapshot) of each one taken
     error: str
     finished_at: float
 

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from moe_tui.events import Subscribers
+from moe_tui.records import QueueSummaryJson
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store.db import Store
 from moe_tui.store.queue_item import FINISHED_STATES, ITEM_STATES, RETRYABLE_STATES, QueueItem, _check_states, _item
@@ -161,7 +162,7 @@ class RunQueue:
         rows = self.store.query("SELECT value FROM queue_settings WHERE key = 'paused'")
         return bool(rows) and rows[0][0] == "1"
 
-    def summary(self, upcoming: int = 10) -> dict[str, Any]:
+    def summary(self, upcoming: int = 10) -> QueueSummaryJson:
         """Counts per state and the next `upcoming` pending items' profiles: a few SQL queries on
         indexed columns, never every item loaded (`run --status` stays instant on a huge queue)."""
         counts = self.counts()

@@ -139,12 +139,34 @@ class PlannedItemJson(TypedDict):
     fingerprint: str
 
 
+class ControlPlanJson(TypedDict):
+    """A campaign's control concurrency (`store.queue_plan.CampaignPlan.control_plan`)."""
+
+    concurrency: int | None  # None: no control planned
+    starts_per_side: int
+    extra_per_profile: int
+    why: str
+
+
+class CampaignRowJson(TypedDict):
+    """One `campaigns` row, its definition decoded (`store.queue.RunQueue.campaign`, `.campaigns`)."""
+
+    id: int
+    name: str
+    policy: str
+    created_at: float
+    # Each kind of campaign stores its own definition (a plan's CampaignPlan.definition(), explain's
+    # ExplainDefinitionJson, an investigation's), and a store keeps those of older moe-tui versions:
+    # a reader checks the kind it wants (`kind`) before it reads the rest.
+    definition: FreeForm
+
+
 class PlanAnswerJson(TypedDict):
     """The plan_campaign op's answer (`moe_tui.run.ops.plan_answer`); `items` capped for the socket."""
 
     name: str
     definition: FreeForm  # CampaignPlan.definition(): the campaign's stored definition (store.queue_plan)
-    control: FreeForm | None  # CampaignPlan.control_plan(): the control cell's plan, None without one
+    control: ControlPlanJson
     server_starts: dict[str, int]  # server starts by queue policy (CampaignPlan.start_costs)
     items: list[PlannedItemJson]
 

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from moe_tui.events import Subscribers
-from moe_tui.records import QueueSummaryJson
+from moe_tui.records import CampaignRowJson, QueueSummaryJson
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store.db import Store
 from moe_tui.store.queue_item import FINISHED_STATES, ITEM_STATES, RETRYABLE_STATES, QueueItem, _check_states, _item
@@ -177,7 +177,7 @@ class RunQueue:
             "pending_profiles_shown": len(rows),
         }
 
-    def campaign(self, campaign_id: int) -> dict[str, Any]:
+    def campaign(self, campaign_id: int) -> CampaignRowJson:
         rows = self.store.query("SELECT * FROM campaigns WHERE id = ?", (campaign_id,))
         if not rows:
             raise QueueNotFound(f"campaign {campaign_id}: no such campaign")
@@ -185,7 +185,7 @@ class RunQueue:
         return {"id": row["id"], "name": row["name"], "policy": row["policy"],
                 "created_at": row["created_at"], "definition": json.loads(row["definition_json"])}
 
-    def campaigns(self, policy: str | None = None) -> list[dict[str, Any]]:
+    def campaigns(self, policy: str | None = None) -> list[CampaignRowJson]:
         """Every campaign (of one ordering policy when given: an indexed read), oldest first."""
         sql, params = "SELECT * FROM campaigns", list[Any]()
         if policy is not None:

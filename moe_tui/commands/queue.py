@@ -32,7 +32,7 @@ from moe_tui.commands.common import (
     profiles_dir_for,
     unknown_profile,
 )
-from moe_tui.records import SpecOverrides
+from moe_tui.records import FreeForm, SpecOverrides
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -367,7 +367,7 @@ def _edit(args: argparse.Namespace, store: Store) -> int:
     action = args.queue_action
     if action == "retry" and not hasattr(args, "item"):
         return _retry(args, store)
-    ops: dict[str, tuple[str, dict[str, Any]]] = {  # action -> the runner's op and its arguments
+    ops: dict[str, tuple[str, FreeForm]] = {  # action -> the runner's op and its arguments (per op)
         "pause": ("pause", {}), "resume": ("resume", {}),
         "retry": ("retry_item", {"item_id": getattr(args, "item", None)}),
         "cancel": ("cancel_item", {"item_id": getattr(args, "id", None)}),

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from moe_tui import judgement as J
+from moe_tui.records import ServerLoadJson
 
 # The server manager's own /health probe (a one-token generate in SGLang 0.5.23) is at most one request
 # at the server beside the client's: not someone else.
@@ -48,15 +49,15 @@ class ServerLoadWatch:
             return
         self.samples.append((time.time(), float(running or 0.0) + float(queued or 0.0)))
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ServerLoadJson:
         return load_summary(self.samples, self.cap, self.allowance)
 
 
-def load_summary(samples: list[tuple[float, float]], cap: int, allowance: int = 0) -> dict[str, Any]:
+def load_summary(samples: list[tuple[float, float]], cap: int, allowance: int = 0) -> ServerLoadJson:
     """Self-check fields: the client's cap, how many samples were read, the server's largest
     running + queued count, and (when over the cap and the runner's own `allowance`) the excess over
     the client's cap and when it was seen."""
-    out: dict[str, Any] = {"client_cap": cap, "samples": len(samples), "server_max_requests": None,
+    out: ServerLoadJson = {"client_cap": cap, "samples": len(samples), "server_max_requests": None,
                            "foreign_requests_max": 0, "foreign_seen_at": None}
     if allowance:
         out["runner_requests_allowed"] = allowance

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from moe_tui.records import GpuSnapshotJson
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -179,7 +181,7 @@ class GpuTelemetry(Event):
     """One NVML snapshot of every GPU (`telemetry.TelemetrySnapshot.to_dict()`), from the
     controller's one sampler, about once a second: the TUI draws from these and samples nothing."""
 
-    snapshot: dict[str, Any]
+    snapshot: GpuSnapshotJson
     # pid (as text: JSON keys) -> server profile for the GPU processes that belong to a server (its
     # leader or any descendant, judgement's one rule); a listed pid absent here is foreign.
     owners: dict[str, str] = field(default_factory=dict)

@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from moe_tui.records import BenchSummary
+
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e_latency")
 STATISTICS = ("mean", "median", "std", "p90", "p95", "p99")
 
@@ -113,7 +115,7 @@ def peak_bins(records: Sequence[Mapping[str, Any]]) -> tuple[list[float], list[i
     return tokens.tolist(), [int(c) for c in concurrent]
 
 
-def calculate_metrics(records: Iterable[Mapping[str, Any]], duration_s: float) -> dict[str, Any]:
+def calculate_metrics(records: Iterable[Mapping[str, Any]], duration_s: float) -> BenchSummary:
     """The summary dict (bench_serving JSONL field names) of one timed phase."""
     if not (isinstance(duration_s, (int, float)) and math.isfinite(duration_s) and duration_s > 0):
         raise MetricsError(f"duration must be a positive number of seconds, got {duration_s!r}")
@@ -142,7 +144,7 @@ def calculate_metrics(records: Iterable[Mapping[str, Any]], duration_s: float) -
         e2es.append(latency)
 
     tokens_per_bin, concurrent_per_bin = peak_bins(records)
-    out: dict[str, Any] = {
+    out: BenchSummary = {
         "duration": float(duration_s),
         "completed": completed,
         "failed": failed,

@@ -28,6 +28,7 @@ from typing import Any
 
 from moe_tui import judgement as J
 from moe_tui.disturbance import load_flags
+from moe_tui.records import FreeForm, GpuFactsJson, HostFactsJson, ProvenanceJson, QueueFactsJson, SimClockJson, WarmupPassJson
 from moe_tui.spec import BenchmarkSpec
 
 # Flags a run can carry, in words: the one list lives in moe_tui.judgement (this name is kept for
@@ -44,7 +45,7 @@ def moe_tui_version() -> str:
         return "unknown"
 
 
-def host_facts() -> dict[str, Any]:
+def host_facts() -> HostFactsJson:
     return {
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
@@ -54,8 +55,9 @@ def host_facts() -> dict[str, Any]:
     }
 
 
-def client_facts(spec: Mapping[str, Any], bench_client: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Which client measured: moe-tui's own loader (with its version) or sglang.bench_serving."""
+def client_facts(spec: Mapping[str, Any], bench_client: Mapping[str, Any] | None = None) -> FreeForm:
+    """Which client measured: moe-tui's own loader (with its version) or sglang.bench_serving. Free-form:
+    the client's self-description (`bench_client`: its name, version and limits) with name and version set."""
     name = spec.get("client", "moe-tui")
     facts = dict(bench_client or {})
     facts.setdefault("name", name)
@@ -64,7 +66,7 @@ def client_facts(spec: Mapping[str, Any], bench_client: Mapping[str, Any] | None
     return facts
 
 
-def telemetry_facts(telemetry: Mapping[str, Any] | None) -> dict[str, Any]:
+def telemetry_facts(telemetry: Mapping[str, Any] | None) -> GpuFactsJson:
     """GPU names, driver, CUDA, clocks and throttle summary from `telemetry.summarize_run`'s dict."""
     if not telemetry:
         return {"available": False, "reason": "no telemetry recorded"}
@@ -94,14 +96,14 @@ def build_provenance(
     spec: BenchmarkSpec,
     profile: Mapping[str, Any],
     server: Mapping[str, Any] | None,
-    queue_item: Mapping[str, Any] | None = None,
+    queue_item: QueueFactsJson | None = None,
     bench_client: Mapping[str, Any] | None = None,
-    warmup: Mapping[str, Any] | None = None,
+    warmup: WarmupPassJson | None = None,
     started_at: float | None = None,
     finished_at: float | None = None,
     telemetry: Mapping[str, Any] | None = None,
-    sim_clock: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    sim_clock: SimClockJson | None = None,
+) -> ProvenanceJson:
     """The whole provenance dict. `server` is `ManagedServer.describe()`
     plus `server_info` (the resolved args); `profile` is `ServerProfile.snapshot()`; `sim_clock`
     (an emulator's run on a per-cell clock, `moe_tui.run.sim_clock`) the run's time scale beside
@@ -111,7 +113,7 @@ def build_provenance(
     engine = profile.get("engine", "sglang")
     simulated = J.is_simulated(profile=profile, server_info=server_info)
     spec_dict = spec.canonical_dict()
-    return {
+    provenance: ProvenanceJson = {
         "provenance_schema": 1,
         "simulated": simulated,
         "spec": spec_dict,
@@ -134,12 +136,14 @@ def build_provenance(
         "client": client_facts(spec_dict, bench_client),
         "host": host_facts(),
         "gpu": telemetry_facts(telemetry),
-        "queue_item": dict(queue_item) if queue_item else None,
-        "warmup_pass": dict(warmup) if warmup else None,
+        "queue_item": queue_item,
+        "warmup_pass": warmup or None,
         "started_at": started_at,
         "finished_at": finished_at,
-        **({"sim_clock": dict(sim_clock)} if sim_clock else {}),
     }
+    if sim_clock:
+        provenance["sim_clock"] = sim_clock
+    return provenance
 
 
 def run_flags(

@@ -23,7 +23,9 @@ import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
+
+from moe_tui.records import SpecJson
 
 # Bumped only if the meaning of an existing field changes; it is part of the canonical form so
 # fingerprints from different meanings never collide.
@@ -142,16 +144,16 @@ class BenchmarkSpec:
         """Plain values; `request_rate` may be `math.inf`."""
         return {name: getattr(self, name) for name in self.field_names()}
 
-    def canonical_dict(self) -> dict[str, Any]:
+    def canonical_dict(self) -> SpecJson:
         """JSON-safe values with one spelling each (inf as the string "inf", floats as floats)."""
-        out: dict[str, Any] = {"spec_schema": SPEC_SCHEMA}
+        out: dict[str, Any] = {"spec_schema": SPEC_SCHEMA}  # filled by name from the fields, typed on return
         for name, value in self.to_dict().items():
             if name in ADDED_FIELDS and value == ADDED_FIELDS[name]:
                 continue  # not given: left out, so fingerprints from before the field existed still match
             if isinstance(value, float) and math.isinf(value):
                 value = "inf"
             out[name] = value
-        return out
+        return cast(SpecJson, out)
 
     def canonical_json(self) -> str:
         # A spec never changes, and a campaign asks the same spec for its form and fingerprint once

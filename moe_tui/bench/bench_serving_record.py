@@ -14,11 +14,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from moe_tui.records import FreeForm, SpecOverrides
+
 # sglang.bench_serving's JSONL record by its own field names: a foreign payload (every RESULT_FIELDS
 # key present once normalized, None when absent; PASSTHROUGH_FIELDS and DETAIL_FIELDS as written).
-BenchServingRecord = dict[str, Any]
+BenchServingRecord = FreeForm
 # BenchmarkSpec fields by name, as `BenchmarkSpec.from_dict` takes them (a subset: what a record says).
-SpecFields = dict[str, Any]
+SpecFields = SpecOverrides
 
 CLIENT_NAME = "sglang.bench_serving"
 BACKEND_TO_API = {"sglang": "generate", "sglang-native": "generate", "sglang-oai": "completions"}

@@ -56,12 +56,13 @@ from moe_tui.judgement import (
     sim_time_scale_of_server,
 )
 from moe_tui.metrics import split_chunk_gaps
+from moe_tui.records import FreeForm
 
 # The client's self-check of a run: an open set of named figures (lag, CPU, dispatch rate, connection
 # pool, collector, stall, advice: this module's doc and moe_tui.bench.engine's name them), stored as
 # the run's selfcheck. Free-form by design: each check adds its own fields, and a stored run keeps
 # whatever the version that measured it wrote.
-SelfCheck = dict[str, Any]
+SelfCheck = FreeForm
 
 
 class ProgressFigures(TypedDict):

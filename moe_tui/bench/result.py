@@ -7,25 +7,27 @@ them and re-exports these names.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from moe_tui.bench.client import RequestOutcome
 from moe_tui.bench.live import SelfCheck
 from moe_tui.metrics import split_chunk_gaps
+from moe_tui.records import BenchSummary, FreeForm, SpecJson
 from moe_tui.spec import BenchmarkSpec
 
 if TYPE_CHECKING:
     from moe_tui.export.records import BenchRequestJson, BenchResultJson
 
 # Free-form payloads a result carries, named: their keys are not moe-tui's to fix.
-ServerInfo = dict[str, Any]  # SGLang's /server_info as the server answered
-# bench_serving's summary by bench_serving's field names (moe_tui.metrics.calculate_metrics; for
-# SGLang's own client, its normalized record): the set grows with bench_serving's versions.
-Summary = dict[str, Any]
-# A spec as its canonical dict (moe_tui.spec.BenchmarkSpec.canonical_dict; docs/schemas' SpecJson).
-SpecDict = dict[str, Any]
-# One JSON object of the client process's output, as read back (`to_dict` / `from_dict`).
-JsonObject = dict[str, Any]
+ServerInfo = FreeForm  # SGLang's /server_info as the server answered
+# bench_serving's summary by bench_serving's field names (records.BenchSummary).
+Summary = BenchSummary
+# A spec as its canonical dict (moe_tui.spec.BenchmarkSpec.canonical_dict), or {} in a result read back
+# from a client that could not read its request (one shape per field in the published schema: FreeForm).
+SpecDict = SpecJson | FreeForm
+# One JSON object of the client process's output, as read back (`to_dict` / `from_dict`: decoded here,
+# into BenchResult, and nowhere else).
+JsonObject = FreeForm
 
 CLIENT_NAME = "moe-tui"
 STATUSES = ("complete", "incomplete", "failed")
@@ -57,7 +59,7 @@ class BenchResult:
         """The result as the client process's last line (docs/schemas/bench-result.schema.json)."""
         return {"type": "BenchResult", "status": self.status, "summary": self.summary,  # type: ignore[typeddict-item]
                 "requests": self.requests, "selfcheck": self.selfcheck, "errors_by_kind": self.errors_by_kind,
-                "error": self.error, "flags": self.flags, "spec": self.spec, "fingerprint": self.fingerprint,
+                "error": self.error, "flags": self.flags, "spec": dict(self.spec), "fingerprint": self.fingerprint,
                 "client": self.client, "client_version": self.client_version, "started_at": self.started_at,
                 "finished_at": self.finished_at, "server_info": self.server_info}
 

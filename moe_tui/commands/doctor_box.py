@@ -26,7 +26,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from moe_tui.records import FreeForm
 
 if TYPE_CHECKING:
     from moe_tui.profiles import ServerProfile
@@ -102,21 +104,21 @@ def _pythons(profiles: Sequence[ServerProfile]) -> dict[str, list[str]]:
     return out
 
 
-def probe_versions(python: str) -> dict[str, Any]:
+def probe_versions(python: str) -> FreeForm:
     """SGLang's and FlashInfer's versions in `python`, and why SGLang does not import (or None)."""
     try:
         proc = subprocess.run([python, "-c", _VERSIONS], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"error": f"cannot run {python}: {exc}"}
     try:
-        data: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+        data: FreeForm = json.loads(proc.stdout.strip().splitlines()[-1])
         return data
     except (ValueError, IndexError):
         return {"error": f"{python} answered no versions (exit {proc.returncode}): {proc.stderr.strip()[-200:]}"}
 
 
 def sglang_checks(profiles: Sequence[ServerProfile],
-                  probe: Callable[[str], dict[str, Any]] = probe_versions) -> list[Check]:
+                  probe: Callable[[str], FreeForm] = probe_versions) -> list[Check]:
     out: list[Check] = []
     for python, names in _pythons(profiles).items():
         v = probe(python)

@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         _err(str(exc))
         return 1
     verdict = compare_gate(stored_samples(base_row), stored_samples(cand_row),
-                           baseline_set=(base_row or {}).get("prompt_set", ""),
-                           candidate_set=(cand_row or {}).get("prompt_set", ""))
+                           baseline_set=base_row["prompt_set"] if base_row else "",
+                           candidate_set=cand_row["prompt_set"] if cand_row else "")
     print(f"{profile.name} against {args.against}: {verdict.words}")
     return {PASSED: 0, OUTPUT_DIFFERS: 3}.get(verdict.status, 2)

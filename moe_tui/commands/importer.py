@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from moe_tui import judgement as J
+from moe_tui.records import BenchSummary, FreeForm, SpecOverrides
 
 if TYPE_CHECKING:
     from moe_tui.spec import BenchmarkSpec
@@ -70,11 +71,11 @@ class ImportFileError(ValueError):
     """The file cannot be imported; the message names the file and line."""
 
 
-def parse_assume(text: str) -> dict[str, Any]:
+def parse_assume(text: str) -> SpecOverrides:
     """`seed=1,ignore_eos=true` as checked spec values; ImportFileError names a bad one."""
     from moe_tui.spec import BenchmarkSpec, SpecError
 
-    out: dict[str, Any] = {}
+    out: SpecOverrides = {}
     for part in (p.strip() for p in text.split(",") if p.strip()):
         key, sep, raw = part.partition("=")
         key = key.strip()
@@ -156,7 +157,7 @@ def output_tokens_problem(record: Mapping[str, Any], spec: BenchmarkSpec) -> str
             f"expects {expect}")
 
 
-def _summary(record: Mapping[str, Any]) -> dict[str, Any]:
+def _summary(record: Mapping[str, Any]) -> BenchSummary:
     skip = {"server_info", "spec", "spec_fingerprint", "selfcheck", "flags", "client", "status", "error"}
     summary = {k: v for k, v in record.items() if k not in skip and not isinstance(v, (list, dict))}
     summary.setdefault("failed", len(record["errors"]) - record["completed"]
@@ -175,7 +176,7 @@ def run_from_record(record: Mapping[str, Any], where: str, lineno: int, path: st
     from moe_tui.bench.sglang_adapter import CLIENT_NAME
 
     raw_info = record.get("server_info")
-    server_info: dict[str, Any] = raw_info if isinstance(raw_info, dict) and raw_info else dict(start_info or {})
+    server_info: FreeForm = raw_info if isinstance(raw_info, dict) and raw_info else dict(start_info or {})
     own_start = record.get("server_start")
     start = own_start if isinstance(own_start, str) and own_start else start
     if start is not None and (problem := name_problem(start, "server start name")):
@@ -213,7 +214,8 @@ def run_from_record(record: Mapping[str, Any], where: str, lineno: int, path: st
                 source="import", status=status, selfcheck=record.get("selfcheck") or {})
 
 
-def server_info_file(path: str) -> dict[str, Any]:
+def server_info_file(path: str) -> FreeForm:
+    """SGLang's /server_info answer saved to a file (`--server-info`): its own keys, kept as they are."""
     """A saved GET /server_info (a JSON object); ImportFileError naming the file otherwise."""
     try:
         with open(path, encoding="utf-8") as f:

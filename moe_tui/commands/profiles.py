@@ -23,9 +23,10 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from moe_tui.commands.common import EXIT_NOT_FOUND, add_exit_codes, add_format, add_profiles_dir, profiles_dir_for
+from moe_tui.records import FreeForm
 
 if TYPE_CHECKING:
     from moe_tui.export.records import ProfilesCheckJson, ProfilesShowJson
@@ -185,7 +186,7 @@ def _box_checks(profile: ServerProfile) -> tuple[list[str], list[str]]:
     return problems, notes
 
 
-def _check_with_emulator_parser(args: list[str]) -> tuple[str | None, dict[str, Any]]:
+def _check_with_emulator_parser(args: list[str]) -> tuple[str | None, FreeForm]:
     """(the emulator parser's complaint or None, the values it resolved)."""
     try:
         from moe_tui.sim.args import build_parser
@@ -205,7 +206,7 @@ def _check_with_emulator_parser(args: list[str]) -> tuple[str | None, dict[str, 
     return None, vars(ns)
 
 
-def contradictions(profile: ServerProfile, resolved: dict[str, Any], by: str) -> list[str]:
+def contradictions(profile: ServerProfile, resolved: FreeForm, by: str) -> list[str]:
     """Each profile-owned setting the parser resolved to another value than the profile's key,
     naming the extra_args spelling that got there and SGLang's own name for it."""
     from moe_tui.sglang_flags import PROFILE_OWNED, owned_reached

@@ -32,6 +32,7 @@ from moe_tui.commands.common import (
     profiles_dir_for,
     unknown_profile,
 )
+from moe_tui.records import FreeForm, SpecOverrides
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -135,7 +136,7 @@ def _csv(text: str, kind: type, what: str) -> list[Any]:
         raise SystemExit(EXIT_USAGE) from None
 
 
-def _spec_dict(args: argparse.Namespace) -> dict[str, Any]:
+def _spec_dict(args: argparse.Namespace) -> SpecOverrides:
     fields = {"input_len": args.input_len, "output_len": args.output_len, "range_ratio": args.range_ratio,
               "num_prompts": args.num_prompts, "request_rate": args.request_rate, "seed": args.seed,
               "warmup_requests": args.warmup_requests, "api": args.api, "client": args.client,
@@ -366,7 +367,7 @@ def _edit(args: argparse.Namespace, store: Store) -> int:
     action = args.queue_action
     if action == "retry" and not hasattr(args, "item"):
         return _retry(args, store)
-    ops: dict[str, tuple[str, dict[str, Any]]] = {  # action -> the runner's op and its arguments
+    ops: dict[str, tuple[str, FreeForm]] = {  # action -> the runner's op and its arguments (per op)
         "pause": ("pause", {}), "resume": ("resume", {}),
         "retry": ("retry_item", {"item_id": getattr(args, "item", None)}),
         "cancel": ("cancel_item", {"item_id": getattr(args, "id", None)}),

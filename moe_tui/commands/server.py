@@ -14,10 +14,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from moe_tui.commands.common import EXIT_NOT_FOUND, add_exit_codes, add_format, add_profiles_dir
 from moe_tui.judgement import is_live
+from moe_tui.records import ServerStartRow
 
 if TYPE_CHECKING:
     from moe_tui.events import Event
@@ -189,11 +190,11 @@ def _start(args: argparse.Namespace) -> int:
         store.close()
 
 
-def _latest_starts(store: Store, all_rows: bool = False) -> list[dict[str, Any]]:
+def _latest_starts(store: Store, all_rows: bool = False) -> list[ServerStartRow]:
     rows = store.server_starts(limit=1000)
     if all_rows:
         return rows
-    latest: dict[str, dict[str, Any]] = {}
+    latest: dict[str, ServerStartRow] = {}
     for row in rows:  # newest first
         latest.setdefault(row["profile_name"], row)
     return sorted(latest.values(), key=lambda r: r["profile_name"])
@@ -238,11 +239,12 @@ def _status(args: argparse.Namespace) -> int:
     import json
 
     from moe_tui import servers
+    from moe_tui.export.records import ServerStatusJson
     from moe_tui.store.db import Store
 
     with Store.open_for_reading() as store:
         rows = _latest_starts(store, args.all)
-    out = []
+    out: list[ServerStatusJson] = []
     for row in rows:
         alive = servers.recorded_server_alive(row)
         state = row["state"]

@@ -24,6 +24,15 @@ from typing import Any
 
 from moe_tui.events import Event
 from moe_tui.judgement import is_simulated
+from moe_tui.records import (
+    BenchSummary,
+    CampaignAddedJson,
+    ExplainCellJson,
+    FreeForm,
+    GpuSnapshotJson,
+    SpecOverrides,
+    StoredProvenance,
+)
 
 
 @dataclass(frozen=True)
@@ -122,7 +131,7 @@ class ControlSnapshot:
     paused: bool = False
     current_item: int | None = None
     logs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # profile -> recent log lines
-    telemetry: dict[str, Any] | None = None  # the controller's latest GPU snapshot (TelemetrySnapshot.to_dict())
+    telemetry: GpuSnapshotJson | None = None  # the controller's latest GPU snapshot (TelemetrySnapshot.to_dict())
     notices: tuple[str, ...] = ()  # said once when the UI opens (e.g. the store has grown past its threshold)
 
 
@@ -134,7 +143,7 @@ class CampaignRequest:
     profiles: tuple[str, ...]
     concurrencies: tuple[int, ...]
     repeats: int
-    spec: dict[str, Any]  # BenchmarkSpec fields except max_concurrency
+    spec: SpecOverrides  # BenchmarkSpec fields except max_concurrency
     policy: str
     prompts_per_concurrency: int | None = None  # num_prompts = max(spec num_prompts, this x concurrency)
     control: bool = True  # the control concurrency's extra repeats (the CLI's --no-control turns them off)
@@ -162,9 +171,9 @@ class RunView:
     profile: str
     status: str
     fingerprint: str
-    spec: dict[str, Any]
-    provenance: dict[str, Any]
-    summary: dict[str, Any]
+    spec: FreeForm  # the run's stored spec: canonical for moe-tui's runs, an imported file's own otherwise
+    provenance: StoredProvenance
+    summary: BenchSummary
     flags: tuple[str, ...]
     error: str = ""
     simulated: bool = False
@@ -293,16 +302,16 @@ class ControlClient(abc.ABC):
         """The follow-up the grid proposes for one cell (`moe_tui.investigate.model.InvestigationPlan`)."""
         raise NotImplementedError("this adapter cannot plan investigations")
 
-    def queue_investigation(self, plan: Any) -> dict[str, Any]:
+    def queue_investigation(self, plan: Any) -> CampaignAddedJson:
         """Queue a plan as one campaign; returns {"campaign_id", "item_ids"}."""
         raise NotImplementedError("this adapter cannot queue investigations")
 
     # -- explain (issue 25) -------------------------------------------------------------------
-    def explain_cell(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
+    def explain_cell(self, baseline: str, candidate: str, concurrency: int) -> ExplainCellJson:
         """The cell's breakdown: {"state": none|pending|failed|ready, "message", "lines"}."""
         raise NotImplementedError("this adapter cannot explain cells")
 
-    def queue_explain(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
+    def queue_explain(self, baseline: str, candidate: str, concurrency: int) -> CampaignAddedJson:
         """Queue one profiled run a side at the cell; returns {"campaign_id", "item_ids"}."""
         raise NotImplementedError("this adapter cannot queue profiled runs")
 

@@ -23,6 +23,7 @@ from moe_tui.control.reads import StoreReads, campaign_args, campaign_preview
 from moe_tui.events import Event, Notice, Subscribers
 from moe_tui.judgement import FAILED, is_live
 from moe_tui.profiles import ServerProfile
+from moe_tui.records import CampaignAddedJson, CampaignArgsJson
 from moe_tui.run.rendezvous import read_runner_info
 from moe_tui.store.db import Store
 
@@ -32,6 +33,13 @@ COMMAND_TIMEOUT_S = 60.0
 RUNNER_STOP_WAIT_S = 90.0
 # Log lines a freshly attached TUI shows per running server before new ones stream in.
 ATTACH_LOG_LINES = 200
+
+
+def _plan_args(request: CampaignRequest) -> CampaignArgsJson:
+    """The plan_campaign op's arguments: add_campaign's without the name (a plan has its default one)."""
+    args = campaign_args(request)
+    args.pop("name", None)
+    return args
 
 
 def _snapshot(reads: StoreReads, snap: dict[str, Any]) -> ControlSnapshot:
@@ -70,11 +78,10 @@ class _OpsClient(StoreReads, ControlClient):
         return _snapshot(self, self._op("snapshot"))
 
     def restart_counts(self, request: CampaignRequest) -> dict[str, int]:
-        return dict(self._op("plan_campaign", **{k: v for k, v in campaign_args(request).items() if k != "name"})
-                    ["server_starts"])
+        return dict(self._op("plan_campaign", **_plan_args(request))["server_starts"])
 
     def campaign_preview(self, request: CampaignRequest) -> CampaignPreview:
-        plan = self._op("plan_campaign", **{k: v for k, v in campaign_args(request).items() if k != "name"})
+        plan = self._op("plan_campaign", **_plan_args(request))
         return campaign_preview(request, plan)
 
     def start_server(self, profile: str) -> None:
@@ -108,11 +115,13 @@ class _OpsClient(StoreReads, ControlClient):
         result = self._op("add_campaign", **campaign_args(request))
         return len(result.get("item_ids") or ())
 
-    def queue_investigation(self, plan: Any) -> dict[str, Any]:
-        return dict(self._op("add_investigation", plan=plan.to_dict()))
+    def queue_investigation(self, plan: Any) -> CampaignAddedJson:
+        added: CampaignAddedJson = self._op("add_investigation", plan=plan.to_dict())  # the controller's add_investigation
+        return added
 
-    def queue_explain(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
-        return dict(self._op("add_explain", plan=self.explain_plan(baseline, candidate, concurrency)))
+    def queue_explain(self, baseline: str, candidate: str, concurrency: int) -> CampaignAddedJson:
+        added: CampaignAddedJson = self._op("add_explain", plan=self.explain_plan(baseline, candidate, concurrency))
+        return added
 
 
 class InProcessClient(_OpsClient):

@@ -32,6 +32,7 @@ from typing import Any
 
 from moe_tui import paths
 from moe_tui.control.api import CampaignRequest, ControlClient
+from moe_tui.records import SpecOverrides
 
 DEMO_CAMPAIGN = CampaignRequest(
     name="demo: sim cutlass vs cutedsl",
@@ -44,7 +45,7 @@ DEMO_CAMPAIGN = CampaignRequest(
 )
 
 
-def campaign_defaults(simulated: bool) -> tuple[dict[str, Any], int | None]:
+def campaign_defaults(simulated: bool) -> tuple[SpecOverrides, int | None]:
     """The spec fields and prompts per concurrency a new campaign starts from in the add form. On
     real profiles they are the spec's own defaults, which `moe-tui queue add` uses too (a campaign
     queued from the form and one from the CLI then share a fingerprint and compare); on simulated

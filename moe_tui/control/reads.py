@@ -18,6 +18,7 @@ from moe_tui.export import formats as export
 from moe_tui.grids import pair as grids
 from moe_tui.judgement import is_simulated
 from moe_tui.profiles import ServerProfile
+from moe_tui.records import CampaignArgsJson, ExplainCellJson, ExplainPlanJson
 from moe_tui.store import queue_page
 from moe_tui.store.db import Store
 from moe_tui.store.queue import ORDER_POLICIES, RunQueue
@@ -122,7 +123,7 @@ class StoreReads:
         evidence = evidence_from_grid(grids.build_grid(self.store, baseline, candidate), self.store)
         return plan_investigation(evidence, concurrency, metric)
 
-    def explain_cell(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
+    def explain_cell(self, baseline: str, candidate: str, concurrency: int) -> ExplainCellJson:
         from moe_tui.explain.render import text_lines
         from moe_tui.explain.store import explain_cell
 
@@ -131,7 +132,7 @@ class StoreReads:
         lines = text_lines(view.explanation, ["", *view.extras]) if view.state == "ready" else [view.message]
         return {"state": view.state, "message": view.message, "lines": lines, "simulated": bool(grid.simulated)}
 
-    def explain_plan(self, baseline: str, candidate: str, concurrency: int) -> dict[str, Any]:
+    def explain_plan(self, baseline: str, candidate: str, concurrency: int) -> ExplainPlanJson:
         from moe_tui.explain.store import plan_explain
 
         return plan_explain(grids.build_grid(self.store, baseline, candidate), concurrency)
@@ -211,9 +212,9 @@ def _queue_row(i: Any) -> QueueRow:
                     error=i["error"], campaign=i["campaign"] or "")
 
 
-def campaign_args(request: Any) -> dict[str, Any]:
+def campaign_args(request: Any) -> CampaignArgsJson:
     """A CampaignRequest as the controller's add_campaign/plan_campaign keyword arguments."""
-    args: dict[str, Any] = {
+    args: CampaignArgsJson = {
         "profiles": list(request.profiles), "concurrencies": list(request.concurrencies),
         "repeats": request.repeats, "spec": dict(request.spec), "policy": request.policy,
     }

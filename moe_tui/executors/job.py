@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from moe_tui.executors.results import write_result
+from moe_tui.records import QueueItemJson
 
 JOB_FORMAT = "moe-tui-job"
 
@@ -40,7 +41,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def job_payload(item: dict[str, Any], attempt: int, profiles_dir: str, result_path: str, executor: str) -> dict[str, Any]:
+def job_payload(item: QueueItemJson, attempt: int, profiles_dir: str, result_path: str, executor: str) -> dict[str, Any]:
     return {"format": JOB_FORMAT, "version": 1, "item": item, "attempt": attempt, "profiles_dir": profiles_dir,
             "result_path": result_path, "executor": executor}
 

@@ -25,7 +25,12 @@ from typing import Any
 
 import numpy as np
 
+from moe_tui.records import FreeForm
 from moe_tui.trust import open_regular
+
+# SGLang's expert_distribution_recorder dump (torch.save of its dict, tensors as numpy arrays here): a
+# foreign payload, read into ExpertLoad here and nowhere else.
+ExpertDump = FreeForm
 
 MAX_DUMP_BYTES = 256 * 1024 * 1024
 STORAGE_DTYPES = {"IntStorage": np.int32, "LongStorage": np.int64, "FloatStorage": np.float32,
@@ -119,7 +124,7 @@ def _rebuild_tensor(storage: Any, offset: int, size: tuple[int, ...], stride: tu
     return np.array(view)
 
 
-def load_dump(path: str | Path) -> dict[str, Any]:
+def load_dump(path: str | Path) -> ExpertDump:
     """The dumped dict, tensors as numpy arrays."""
     p = Path(path)
     try:

@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from moe_tui.judgement import run_time_scale
+from moe_tui.records import ExplainDefinitionJson, ExplainPlanItemJson, ExplainPlanJson, SpecJson
 
 if TYPE_CHECKING:
     from moe_tui.compare.model import ComparisonGrid
@@ -45,16 +46,16 @@ def campaign_name(baseline: str, candidate: str, concurrency: int) -> str:
     return f"explain:{baseline}-vs-{candidate}:c={concurrency}"
 
 
-def profiled_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+def profiled_spec(spec: Mapping[str, Any]) -> SpecJson:
     """The cell's spec for a profiled run: one wave of requests (the run is stopped once the traces
     are in) and another seed (so its fingerprint is its own)."""
     out = dict(spec)
     out["num_prompts"] = int(out.get("max_concurrency") or 1)
     out["seed"] = int(out.get("seed") or 0) + PROFILE_SEED_OFFSET
-    return out
+    return cast(SpecJson, out)  # the grid's spec: a canonical one, read back from the store
 
 
-def plan_explain(grid: ComparisonGrid, concurrency: int, *, steps: int = DEFAULT_STEPS, prefill: bool = False) -> dict[str, Any]:
+def plan_explain(grid: ComparisonGrid, concurrency: int, *, steps: int = DEFAULT_STEPS, prefill: bool = False) -> ExplainPlanJson:
     """What to queue for explaining the cell (a plain dict: `enqueue_explain` takes it). With
     `prefill` the profile starts with the benchmark, so the first wave's prefill (EXTEND) is
     profiled too; the decode steps then begin while the batch still fills on a real server."""
@@ -68,7 +69,7 @@ def plan_explain(grid: ComparisonGrid, concurrency: int, *, steps: int = DEFAULT
         raise ExplainQueueError(f"concurrency {concurrency}: the two sides ran no common spec, so there is no one "
                                 f"workload to profile both with (queue both sides with one spec first)")
     spec = profiled_spec(grid.specs[fps["baseline"]])
-    items = [{"side": side, "profile": name, "spec": spec}
+    items: list[ExplainPlanItemJson] = [{"side": side, "profile": name, "spec": spec}
              for side, name in (("baseline", grid.baseline_name), ("candidate", grid.candidate_name))]
     return {"name": campaign_name(grid.baseline_name, grid.candidate_name, concurrency), "kind": KIND,
             "baseline": grid.baseline_name, "candidate": grid.candidate_name, "concurrency": concurrency,
@@ -85,18 +86,20 @@ def enqueue_explain(queue: RunQueue, plan: Mapping[str, Any], *,
 
     planned = [PlannedItem(str(i["profile"]), BenchmarkSpec.from_dict(i["spec"], f"explain item ({i['side']})"),
                            0, True, False) for i in plan["items"]]
-    definition = {k: plan[k] for k in ("kind", "baseline", "candidate", "concurrency", "cell_fingerprint", "steps")}
-    definition["stages"] = list(plan.get("stages") or ["DECODE"])
-    definition |= {"name": plan["name"], "sides": [i["side"] for i in plan["items"]], "profiles_dir": profiles_dir}
+    definition: ExplainDefinitionJson = {
+        "name": plan["name"], "kind": plan["kind"], "baseline": plan["baseline"], "candidate": plan["candidate"],
+        "concurrency": plan["concurrency"], "cell_fingerprint": plan["cell_fingerprint"], "steps": plan["steps"],
+        "stages": list(plan.get("stages") or ["DECODE"]), "sides": [i["side"] for i in plan["items"]],
+        "profiles_dir": profiles_dir}
     return queue.add_planned_campaign(str(plan["name"]), POLICY, definition, planned)
 
 
-def explain_definition(queue: RunQueue, item: QueueItem) -> dict[str, Any] | None:
+def explain_definition(queue: RunQueue, item: QueueItem) -> ExplainDefinitionJson | None:
     """The explain campaign's definition when `item` belongs to one (the controller's cue)."""
     if item.campaign_id is None:
         return None
     d = (queue.campaign(item.campaign_id) or {}).get("definition") or {}
-    return dict(d) if d.get("kind") == KIND else None
+    return cast(ExplainDefinitionJson, dict(d)) if d.get("kind") == KIND else None  # written by enqueue_explain
 
 
 @dataclass(frozen=True)

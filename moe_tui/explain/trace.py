@@ -42,7 +42,12 @@ from pathlib import Path
 from typing import Any
 
 from moe_tui.explain.rules import CLASSES, IDLE, classify
+from moe_tui.records import FreeForm
 from moe_tui.trust import open_regular
+
+# torch.profiler's Chrome-trace JSON as SGLang's /start_profile wrote it: a foreign payload, read into
+# TraceEvent records here and nowhere else.
+ChromeTrace = FreeForm
 
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 GRAPH_LAUNCH = re.compile(r"^cudaGraphLaunch")
@@ -120,7 +125,7 @@ class _Event:
     kernel_class: str = field(default="")
 
 
-def load_trace(path: str | Path, *, max_bytes: int = MAX_TRACE_BYTES) -> dict[str, Any]:
+def load_trace(path: str | Path, *, max_bytes: int = MAX_TRACE_BYTES) -> ChromeTrace:
     """The trace's JSON object; TraceError naming the file for unreadable, oversized or
     malformed input."""
 

@@ -18,36 +18,23 @@ named alias (`FreeForm`).
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from moe_tui.bench.live import ProgressFigures
+from moe_tui.records import (
+    ExecutorJobJson,
+    FreeForm,
+    GpuSnapshotJson,
+    Number,
+    QueueItemJson,
+    QueueSummaryJson,
+    RunnerStatusJson,
+    SpecJson,
+)
 
-# A JSON object whose keys are not fixed by moe-tui: it copies a foreign or user-written payload.
-FreeForm = dict[str, Any]
-Number = float | int
-
-
-class SpecJson(TypedDict):
-    """A BenchmarkSpec in canonical form (`BenchmarkSpec.canonical_dict`): request_rate may be "inf"."""
-
-    spec_schema: int
-    dataset: str
-    input_len: int
-    output_len: int
-    range_ratio: float
-    num_prompts: int
-    max_concurrency: int
-    request_rate: float | str
-    seed: int
-    api: str
-    client: str
-    client_version: str
-    warmup_requests: int
-    ignore_eos: bool
-    temperature: float
-    flush_cache: bool
-    vocab_size: NotRequired[int]
-    tokenizer: NotRequired[str]
+# shared with the store and the runner: moe_tui.records
+__all__ = ["ExecutorJobJson", "FreeForm", "GpuSnapshotJson", "Number", "QueueItemJson", "QueueSummaryJson",
+           "RunnerStatusJson", "SpecJson"]
 
 
 # -- export --format json --------------------------------------------------------------------------
@@ -63,48 +50,6 @@ class ExportPathsJson(TypedDict):
 
 
 # -- queue ---------------------------------------------------------------------------------------
-class QueueItemJson(TypedDict):
-    id: int
-    position: float
-    campaign_id: int | None
-    profile_name: str
-    spec: SpecJson
-    fingerprint: str
-    repeat_index: int
-    warmup: bool
-    state: str
-    attempts: int
-    run_id: int | None
-    error: str
-    created_at: float
-    updated_at: float
-    concurrency: int
-    num_prompts: int
-    fresh_start: bool
-    job: NotRequired[ExecutorJobJson]  # `queue list` only, for an item an executor ran as a batch job
-
-
-class ExecutorJobJson(TypedDict):
-    """The newest batch job a queue item became (`moe_tui.store.jobs.JobRow.to_dict`)."""
-
-    executor: str
-    job_id: str | None
-    state: str
-    node: str
-    reason: str
-    attempt: int
-    outcome: str
-
-
-class QueueSummaryJson(TypedDict):
-    paused: bool
-    counts: dict[str, int]
-    total: int
-    next_item_id: int | None
-    pending_profiles: list[str]
-    pending_profiles_shown: int
-
-
 class QueueListJson(TypedDict):
     """`moe-tui queue list --format json`."""
 
@@ -218,21 +163,6 @@ class StoreUsageJson(TypedDict):
     keep_samples_runs: int | None  # per-request samples kept for the newest N runs; None: all kept
 
 
-class GpuSnapshotJson(TypedDict):
-    """`moe-tui gpus --format json` (one object; with --watch one a line)."""
-
-    available: bool
-    simulated: bool
-    reason: str | None
-    t: float
-    wall: float
-    sample_seconds: float
-    driver_version: str | None
-    cuda_driver_version: str | int | None
-    nvml_version: str | None
-    gpus: list[FreeForm]  # one per GPU: NVML's readings (telemetry.GpuSample.to_dict)
-
-
 # -- moe-tui bench --events jsonl (what the runner reads from its client process) --------------------
 class BenchProgressJson(ProgressFigures):
     """A progress line (`moe_tui.events.BenchProgress.to_dict`), about every 250 ms: the live figures
@@ -344,21 +274,4 @@ class BenchRecordJson(MetricsJson):
     spec_fingerprint: str
     spec: SpecJson
 
-
-class RunnerStatusJson(TypedDict):
-    """`moe-tui run --status --format json`: the runner's snapshot."""
-
-    pid: int
-    data_dir: str
-    working: bool
-    activity: str
-    detail: str
-    current_item: QueueItemJson | None
-    current_run_id: int | None
-    last_progress: FreeForm | None  # the last BenchProgress event (moe_tui.events), as the runner saw it
-    last_finished: FreeForm | None  # the last RunFinished event
-    queue: QueueSummaryJson
-    session: dict[str, int]  # items this runner closed, by state
-    servers: list[FreeForm]  # each managed server's own description (servers.managed)
-    telemetry: GpuSnapshotJson | None
 

@@ -58,7 +58,7 @@ def _point_notes(grid: ComparisonGrid) -> list[str]:
 
 def _spec_fields(spec: dict[str, Any]) -> dict[str, Any]:
     try:
-        canon = BenchmarkSpec.from_dict(spec).canonical_dict()
+        canon: dict[str, Any] = dict(BenchmarkSpec.from_dict(spec).canonical_dict())
     except SpecError:
         canon = dict(spec)
     canon.pop("spec_schema", None)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from moe_tui.gate.correctness import GateSample
+from moe_tui.records import FreeForm, GateSamplesRow
 
 if TYPE_CHECKING:
     from moe_tui.servers.managed import ManagedServer
@@ -49,7 +50,8 @@ def prompt_set_id(prompts: Sequence[tuple[str, str]] = GATE_PROMPTS,
     return f"greedy{len(prompts)}x{max_new_tokens}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
 
 
-def request_body(text: str, max_new_tokens: int) -> dict[str, Any]:
+def request_body(text: str, max_new_tokens: int) -> FreeForm:
+    """SGLang's /generate body (its GenerateReqInput's fields) for one greedy prompt."""
     return {"text": text, "sampling_params": {"temperature": 0, "max_new_tokens": max_new_tokens},
             "return_logprob": True, "logprob_start_len": -1, "top_logprobs_num": 0, "stream": False}
 
@@ -123,8 +125,8 @@ def gate_needed(store: Store, profile_name: str, campaign_id: int | None) -> boo
     return store.gate_samples(profile_name, campaign_id=campaign_id) is None
 
 
-def stored_samples(row: dict[str, Any] | None) -> list[GateSample]:
-    return [GateSample.from_dict(s) for s in (row or {}).get("samples") or []]
+def stored_samples(row: GateSamplesRow | None) -> list[GateSample]:
+    return [GateSample.from_dict(s) for s in (row["samples"] if row else None) or []]
 
 
 async def gate_before_first_run(store: Store, campaign_id: int | None, profile_name: str, server: ManagedServer,

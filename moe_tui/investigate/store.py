@@ -102,8 +102,8 @@ def _mean(values: Sequence[float]) -> float | None:
 
 def _start_seconds(store: Store, profile: str) -> float | None:
     """Mean start-to-ready seconds of the profile's recorded server starts."""
-    spans = [s["ready_at"] - s["started_at"] for s in store.server_starts(profile, limit=20)
-             if s.get("ready_at") and s.get("started_at")]
+    spans = [ready - s["started_at"] for s in store.server_starts(profile, limit=20)
+             if (ready := s["ready_at"]) and s["started_at"]]
     return _mean(spans)
 
 

@@ -16,7 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from moe_tui.events import Event, event_from_dict
+from moe_tui.records import FreeForm
 from moe_tui.run.rendezvous import LINE_LIMIT, RunnerUnavailable, _check_runner_peer, read_runner_info, socket_path_for
+
+# A control op's keyword arguments, per op (the controller's op table names them; its methods check them).
+OpArgs = FreeForm
 
 
 # -- the client side ---------------------------------------------------------------------------
@@ -36,7 +40,7 @@ class RunnerClient:
         self._reader = reader
         self._writer = writer
         self._ids = itertools.count(1)
-        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._pending: dict[int, asyncio.Future[FreeForm]] = {}  # the runner's reply per request id, as sent
         self._events: asyncio.Queue[Event | None] = asyncio.Queue()
         self._subscribed = False
         self._reader_task = asyncio.create_task(self._read_loop())
@@ -168,7 +172,7 @@ class RunnerNotAnswering(RunnerUnavailable):
     """Something holds the runner's socket but does not answer in time."""
 
 
-def _exchange(sock: socket.socket, op: str, args: dict[str, Any]) -> Any:
+def _exchange(sock: socket.socket, op: str, args: OpArgs) -> Any:
     sock.sendall(json.dumps({"id": 1, "op": op, "args": args}).encode() + b"\n")
     buf = b""
     while True:

@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from moe_tui.events import Event, QueueChanged
 from moe_tui.profiles import ProfileSet, load_profiles
+from moe_tui.records import ItemStateJson, PausedJson, RunnerStatusJson
 from moe_tui.run.benchmarks import (  # noqa: F401  (re-exported: the controller's benchmark functions)
     bench_serving_bench,
     default_bench,
@@ -353,19 +354,19 @@ class Controller(QueueFacade):
             self._ctx.finish_item(work.current, "interrupted", reason)
 
     # -- control ------------------------------------------------------------------------------
-    def pause(self) -> dict[str, Any]:
+    def pause(self) -> PausedJson:
         self.queue.pause()
         return {"paused": True}
 
-    def resume(self) -> dict[str, Any]:
+    def resume(self) -> PausedJson:
         self.queue.resume()
         return {"paused": False}
 
-    def skip_current(self) -> dict[str, Any]:
+    def skip_current(self) -> ItemStateJson:
         """Stop the running benchmark; the item becomes `skipped` (retry brings it back)."""
         return self._ops.skip_current()
 
-    def cancel_current(self) -> dict[str, Any]:
+    def cancel_current(self) -> ItemStateJson:
         return self._ops.cancel_current()
 
     # -- servers ------------------------------------------------------------------------------
@@ -408,7 +409,7 @@ class Controller(QueueFacade):
         return await self._items.run_gate_now(name)
 
     # -- state --------------------------------------------------------------------------------
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> RunnerStatusJson:
         """JSON-able state: activity, servers, queue summary, current item and run, last
         progress and last finished run, and this session's item counts."""
         work = self._ctx.work

@@ -23,6 +23,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from moe_tui.records import TokenEvidenceJson
 from moe_tui.spec import BenchmarkSpec
 
 MISSES_KEPT = 5
@@ -57,7 +58,7 @@ def _request_miss(spec: BenchmarkSpec, index: int, record: Mapping[str, Any]) ->
 
 
 def token_evidence(spec: BenchmarkSpec, requests: Sequence[Mapping[str, Any]],
-                   summary: Mapping[str, Any]) -> dict[str, Any] | None:
+                   summary: Mapping[str, Any]) -> TokenEvidenceJson | None:
     """The self-check entry `output_tokens` when the counts do not hold (None when they do):
     `misses` (how many), `first` (up to MISSES_KEPT in words), `counted` and `summary_total`."""
     misses: list[str] = []

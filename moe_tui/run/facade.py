@@ -17,27 +17,39 @@ import multiprocessing
 import os
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any
 
-from moe_tui.run.ops import QueueOps, plan_answer
+from moe_tui.records import (
+    CampaignAddedJson,
+    CappedPlanJson,
+    DeletedJson,
+    FreeForm,
+    ItemStateJson,
+    PlanAnswerJson,
+    QueueItemJson,
+    SpecOverrides,
+)
+from moe_tui.run.ops import PlanArgs, QueueOps, plan_answer
 
 PLAN_ITEMS_SHOWN = 2000  # items listed in a plan's answer; `item_count` says how many there are
 PLAN_IN_THREAD_MAX = 5000  # profiles x concurrencies x repeats up to which a thread builds the plan
 
 
-def capped_plan(plan: dict[str, Any], shown: int = PLAN_ITEMS_SHOWN) -> dict[str, Any]:
+def capped_plan(plan: PlanAnswerJson, shown: int = PLAN_ITEMS_SHOWN) -> CappedPlanJson:
     """`plan` (QueueOps.plan_campaign's answer) with its items listed up to `shown`, their count and the
     cells whose prompts are fewer than their concurrency (over every item) beside them."""
     items = plan["items"]
     short = sorted({(int(i["concurrency"]), int(i["num_prompts"])) for i in items
                     if int(i["num_prompts"]) < int(i["concurrency"])})
-    return {**plan, "items": items[:shown], "item_count": len(items), "items_truncated": len(items) > shown,
-            "short_cells": [list(c) for c in short]}
+    return {"name": plan["name"], "definition": plan["definition"], "control": plan["control"],
+            "server_starts": plan["server_starts"], "items": items[:shown], "item_count": len(items),
+            "items_truncated": len(items) > shown, "short_cells": [list(c) for c in short]}
 
 
-def plan_in_worker(args: dict[str, Any]) -> dict[str, Any]:
+def plan_in_worker(args: PlanArgs) -> CappedPlanJson:
     """The capped answer, built in a worker thread or the planner process (`planner_pid` says which)."""
-    return {**capped_plan(plan_answer(**args)), "planner_pid": os.getpid()}
+    answer = capped_plan(plan_answer(**args))
+    answer["planner_pid"] = os.getpid()
+    return answer
 
 
 class QueueFacade:
@@ -53,9 +65,9 @@ class QueueFacade:
             self._planner = None
 
     async def plan_campaign(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
-                            spec: dict[str, Any] | None = None, policy: str = "abba",
+                            spec: SpecOverrides | None = None, policy: str = "abba",
                             prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
-                            control: bool = True) -> dict[str, Any]:
+                            control: bool = True) -> CappedPlanJson:
         """What adding the campaign would queue (items, control, server starts per policy), built in the
         planner process (started on first use, spawned: never a fork of a process with threads)."""
         args = self._ops.plan_args(list(profiles), concurrencies, repeats, spec, policy, prompts_per_concurrency,
@@ -64,38 +76,38 @@ class QueueFacade:
             return await asyncio.to_thread(plan_in_worker, args)
         if self._planner is None:
             self._planner = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        answer: dict[str, Any] = await asyncio.get_running_loop().run_in_executor(self._planner, plan_in_worker, args)
+        answer: CappedPlanJson = await asyncio.get_running_loop().run_in_executor(self._planner, plan_in_worker, args)
         return answer
 
     def add_campaign(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
-                     spec: dict[str, Any] | None = None, policy: str = "abba",
+                     spec: SpecOverrides | None = None, policy: str = "abba",
                      prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
-                     name: str | None = None, control: bool = True) -> dict[str, Any]:
+                     name: str | None = None, control: bool = True) -> CampaignAddedJson:
         return self._ops.add_campaign(profiles, concurrencies, repeats, spec, policy, prompts_per_concurrency,
                                       warmup_pass, name, control)
 
-    def add_investigation(self, plan: dict[str, Any]) -> dict[str, Any]:
+    def add_investigation(self, plan: FreeForm) -> CampaignAddedJson:
         return self._ops.add_investigation(plan)
 
-    def add_explain(self, plan: dict[str, Any]) -> dict[str, Any]:
+    def add_explain(self, plan: FreeForm) -> CampaignAddedJson:
         return self._ops.add_explain(plan)
 
-    def queue_items(self, states: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    def queue_items(self, states: Iterable[str] | None = None) -> list[QueueItemJson]:
         return self._ops.queue_items(states)
 
-    def move_item(self, item_id: int, direction: str) -> dict[str, Any]:
+    def move_item(self, item_id: int, direction: str) -> QueueItemJson:
         return self._ops.move_item(item_id, direction)
 
-    def skip_item(self, item_id: int) -> dict[str, Any]:
+    def skip_item(self, item_id: int) -> QueueItemJson | ItemStateJson:
         return self._ops.skip_item(item_id)
 
-    def cancel_item(self, item_id: int) -> dict[str, Any]:
+    def cancel_item(self, item_id: int) -> QueueItemJson | ItemStateJson:
         return self._ops.cancel_item(item_id)
 
-    def retry_item(self, item_id: int) -> dict[str, Any]:
+    def retry_item(self, item_id: int) -> QueueItemJson:
         return self._ops.retry_item(item_id)
 
-    def delete_item(self, item_id: int) -> dict[str, Any]:
+    def delete_item(self, item_id: int) -> DeletedJson:
         return self._ops.delete_item(item_id)
 
     def clear_queue(self, finished_only: bool = False) -> int:

@@ -19,10 +19,11 @@ from moe_tui.disturbance import HEALTH_PROBES_IN_FLIGHT, ServerLoadWatch, client
 from moe_tui.events import BenchProgress, RunFinished, RunStarted
 from moe_tui.profiles import ServerProfile, load_profiles
 from moe_tui.provenance import build_provenance
+from moe_tui.records import ClientLimitsJson, FreeForm, QueueFactsJson, WarmupPassJson
 from moe_tui.run.benchmarks import default_bench, spec_as_run, tokenizer_for
 from moe_tui.run.context import RunContext
 from moe_tui.run.ops import Recovery
-from moe_tui.run.recording import finished_run
+from moe_tui.run.recording import ProvenanceArgs, finished_run
 from moe_tui.run.telemetry import TelemetryRelay
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store.queue import QueueItem, warmup_spec
@@ -43,7 +44,7 @@ LOG_TAIL_IN_ERROR = 20
 # stall_timeout]) -> its result (`default_bench` is the one the controller runs).
 BenchFn = Callable[..., Coroutine[Any, Any, "BenchResult"]]
 # What `open_run` gives: the spec as run, the run id, the provenance arguments it is stored with.
-OpenedRun = tuple[BenchmarkSpec, int, dict[str, Any]]
+OpenedRun = tuple[BenchmarkSpec, int, ProvenanceArgs]
 
 
 class ItemRunner:
@@ -103,7 +104,7 @@ class ItemRunner:
             return
 
         await self._gate_if_needed(item, profile, server)  # before the profile's first timed run
-        warmup_info: dict[str, Any] | None = None
+        warmup_info: WarmupPassJson | None = None
         if item.warmup:
             warmup_info = await self._warmup_pass(item, server)
             if self._abort_closed(item):
@@ -245,7 +246,9 @@ class ItemRunner:
         ctx.work.current = None
         ctx.notice("error", f"queue paused: {why}")
 
-    def _server_facts(self, server: ManagedServer) -> dict[str, Any]:
+    def _server_facts(self, server: ManagedServer) -> FreeForm:
+        """`ManagedServer.describe()` with SGLang's /server_info (free-form: the server's own words),
+        the profile's API key blanked wherever the server echoed it."""
         facts = dict(server.describe())
         facts["server_info"] = server.server_info or {}
         if server.secrets:  # the server may echo its keys (resolved args, launch command): never store them
@@ -253,7 +256,7 @@ class ItemRunner:
 
             from moe_tui.servers.server_key import scrub
 
-            facts = cast(dict[str, Any], json.loads(scrub(json.dumps(facts, default=str), server.secrets)))
+            facts = cast(FreeForm, json.loads(scrub(json.dumps(facts, default=str), server.secrets)))
         return facts
 
     async def run_bench(self, spec: BenchmarkSpec, server: ManagedServer, *, run_id: int | None,
@@ -316,14 +319,14 @@ class ItemRunner:
                 self._ctx.notice("error", f"'{server.name}': {wedge.reason}; stopping it, the next item starts it fresh")
                 await server.stop(wedge.reason)
 
-    def client_limits(self, spec: BenchmarkSpec) -> dict[str, Any]:
+    def client_limits(self, spec: BenchmarkSpec) -> ClientLimitsJson:
         """The per-request limits this controller asked for (None: the client's defaults; the
         run's selfcheck holds the values in force). Only moe-tui's client takes them."""
         if spec.client != "moe-tui":
             return {}
         return {"request_timeout_s": self.request_timeout_s, "stall_timeout_s": self.stall_timeout_s}
 
-    async def _warmup_pass(self, item: QueueItem, server: ManagedServer) -> dict[str, Any]:
+    async def _warmup_pass(self, item: QueueItem, server: ManagedServer) -> WarmupPassJson:
         try:
             spec = spec_as_run(warmup_spec(item.spec))
         except ValueError as exc:
@@ -342,7 +345,7 @@ class ItemRunner:
         }
 
     def open_run(self, item: QueueItem, profile: ServerProfile, server: ManagedServer,
-                 warmup_info: dict[str, Any] | None) -> OpenedRun | None:
+                 warmup_info: WarmupPassJson | None) -> OpenedRun | None:
         """The run row for `item` on `server` (spec as run, provenance, attached to the item):
         (spec, run id, the provenance arguments the finished run is stored with), or None when the
         spec cannot be run (the item is failed). Timed and profiled runs open theirs alike."""
@@ -359,7 +362,7 @@ class ItemRunner:
         server_facts = self._server_facts(server)
         # The item keeps the spec as asked; the run is stored under the spec as run (client
         # version filled in), the fingerprint every other moe-tui run of it carries too.
-        queue_facts = {"id": item.id, "campaign_id": item.campaign_id, "repeat_index": item.repeat_index,
+        queue_facts: QueueFactsJson = {"id": item.id, "campaign_id": item.campaign_id, "repeat_index": item.repeat_index,
                        "attempt": item.attempts, "requested_fingerprint": item.fingerprint}
         provenance = build_provenance(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
                                       bench_client=self.client_limits(spec), warmup=warmup_info, started_at=started,
@@ -371,11 +374,11 @@ class ItemRunner:
         )
         self._ctx.work.current_run_id = run_id
         self._ctx.queue.attach_run(item.id, run_id)
-        return spec, run_id, dict(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
-                                  warmup=warmup_info, started_at=started, sim_clock=clock)
+        return spec, run_id, ProvenanceArgs(spec=spec, profile=snapshot, server=server_facts, queue_item=queue_facts,
+                                            warmup=warmup_info, started_at=started, sim_clock=clock)
 
     async def _timed_run(self, item: QueueItem, profile: ServerProfile, server: ManagedServer,
-                         warmup_info: dict[str, Any] | None) -> None:
+                         warmup_info: WarmupPassJson | None) -> None:
         ctx = self._ctx
         opened = self.open_run(item, profile, server, warmup_info)
         if opened is None:

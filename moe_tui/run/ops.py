@@ -12,9 +12,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypedDict
 
 from moe_tui.judgement import LIVE_STATES
+from moe_tui.records import (
+    CampaignAddedJson,
+    DeletedJson,
+    FreeForm,
+    ItemStateJson,
+    PlanAnswerJson,
+    QueueItemJson,
+    ServerStartRow,
+    SpecOverrides,
+)
 from moe_tui.run.context import RunContext
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store.queue import CampaignPlan
@@ -24,7 +34,7 @@ class ControllerError(RuntimeError):
     """A controller operation was refused; the message says why."""
 
 
-def make_plan(profiles: list[str], concurrencies: list[int], repeats: int, spec: dict[str, Any] | None, policy: str,
+def make_plan(profiles: list[str], concurrencies: list[int], repeats: int, spec: SpecOverrides | None, policy: str,
               prompts_per_concurrency: int | None, warmup_pass: bool, control: bool,
               profiles_dir: str | None) -> CampaignPlan:
     from moe_tui.run.bounds import check_campaign_size
@@ -37,7 +47,22 @@ def make_plan(profiles: list[str], concurrencies: list[int], repeats: int, spec:
                         profiles_dir=profiles_dir, control=control)
 
 
-def plan_answer(*, running: str | None, **args: Any) -> dict[str, Any]:
+class PlanArgs(TypedDict):
+    """`plan_answer`'s arguments: plain data, so a worker process builds the plan (moe_tui.run.facade)."""
+
+    profiles: list[str]
+    concurrencies: list[int]
+    repeats: int
+    spec: SpecOverrides | None
+    policy: str
+    prompts_per_concurrency: int | None
+    warmup_pass: bool
+    control: bool
+    profiles_dir: str | None
+    running: str | None  # the profile whose server is up now (the policy's first start may be free)
+
+
+def plan_answer(*, running: str | None, **args: Any) -> PlanAnswerJson:
     """The plan_campaign op's answer: name, definition, control, server starts per policy, every item."""
     plan = make_plan(**args)
     return {
@@ -62,7 +87,7 @@ class QueueOps:
         return str(self._ctx.profiles_dir.resolve()) if self._ctx.profiles_dir else None
 
     def _plan(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
-              spec: dict[str, Any] | None = None, policy: str = "abba",
+              spec: SpecOverrides | None = None, policy: str = "abba",
               prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
               control: bool = True) -> CampaignPlan:
         return make_plan(list(profiles), list(concurrencies), repeats, spec, policy, prompts_per_concurrency,
@@ -77,9 +102,9 @@ class QueueOps:
                 raise ControllerError(exc.args[0]) from None
 
     def plan_args(self, profiles: list[str], concurrencies: Iterable[int], repeats: int = 1,
-                  spec: dict[str, Any] | None = None, policy: str = "abba",
+                  spec: SpecOverrides | None = None, policy: str = "abba",
                   prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
-                  control: bool = True) -> dict[str, Any]:
+                  control: bool = True) -> PlanArgs:
         """`plan_answer`'s arguments for a campaign of known profiles (plain data: a worker process builds it)."""
         self._check_profiles(profiles)
         running = next((s.name for s in self._ctx.servers.live() if s.state == "ready"), None)
@@ -88,16 +113,16 @@ class QueueOps:
                 "control": control, "profiles_dir": self._profiles_dir(), "running": running}
 
     def plan_campaign(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
-                      spec: dict[str, Any] | None = None, policy: str = "abba",
+                      spec: SpecOverrides | None = None, policy: str = "abba",
                       prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
-                      control: bool = True) -> dict[str, Any]:
+                      control: bool = True) -> PlanAnswerJson:
         return plan_answer(**self.plan_args(list(profiles), concurrencies, repeats, spec, policy,
                                             prompts_per_concurrency, warmup_pass, control))
 
     def add_campaign(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
-                     spec: dict[str, Any] | None = None, policy: str = "abba",
+                     spec: SpecOverrides | None = None, policy: str = "abba",
                      prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
-                     name: str | None = None, control: bool = True) -> dict[str, Any]:
+                     name: str | None = None, control: bool = True) -> CampaignAddedJson:
         profiles = list(profiles)
         self._check_profiles(profiles)
         plan = self._plan(profiles, concurrencies, repeats, spec, policy, prompts_per_concurrency, warmup_pass,
@@ -106,7 +131,7 @@ class QueueOps:
         return {"campaign_id": campaign_id, "item_ids": [i.id for i in items],
                 "server_starts": plan.start_costs()}
 
-    def add_investigation(self, plan: dict[str, Any]) -> dict[str, Any]:
+    def add_investigation(self, plan: FreeForm) -> CampaignAddedJson:
         """Queue an investigation plan (`moe_tui.investigate.model.InvestigationPlan.to_dict()`) as one
         campaign; its items run through the same queue as any other."""
         from moe_tui.investigate.store import enqueue_plan_dict
@@ -116,7 +141,7 @@ class QueueOps:
         campaign_id, items = enqueue_plan_dict(self.queue, plan, profiles_dir=profiles_dir)
         return {"campaign_id": campaign_id, "item_ids": [i.id for i in items]}
 
-    def add_explain(self, plan: dict[str, Any]) -> dict[str, Any]:
+    def add_explain(self, plan: FreeForm) -> CampaignAddedJson:
         """Queue an explain plan (`moe_tui.explain.store.plan_explain`): one profiled run a side."""
         from moe_tui.explain.store import enqueue_explain
 
@@ -125,43 +150,43 @@ class QueueOps:
         campaign_id, items = enqueue_explain(self.queue, plan, profiles_dir=profiles_dir)
         return {"campaign_id": campaign_id, "item_ids": [i.id for i in items]}
 
-    def queue_items(self, states: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    def queue_items(self, states: Iterable[str] | None = None) -> list[QueueItemJson]:
         return [i.to_dict() for i in self.queue.items(states)]
 
-    def move_item(self, item_id: int, direction: str) -> dict[str, Any]:
+    def move_item(self, item_id: int, direction: str) -> QueueItemJson:
         return self.queue.move(item_id, direction).to_dict()
 
     def _is_current(self, item_id: int) -> bool:
         current = self._ctx.work.current
         return current is not None and current.id == int(item_id)
 
-    def skip_item(self, item_id: int) -> dict[str, Any]:
+    def skip_item(self, item_id: int) -> QueueItemJson | ItemStateJson:
         if self._is_current(item_id):
             return self.skip_current()
         return self.queue.skip(item_id).to_dict()
 
-    def cancel_item(self, item_id: int) -> dict[str, Any]:
+    def cancel_item(self, item_id: int) -> QueueItemJson | ItemStateJson:
         if self._is_current(item_id):
             return self.cancel_current()
         return self.queue.cancel(item_id).to_dict()
 
-    def skip_current(self) -> dict[str, Any]:
+    def skip_current(self) -> ItemStateJson:
         """Stop the running benchmark; the item becomes `skipped` (retry brings it back)."""
         item = self._ctx.work.current
         if not self._ctx.abort_current("skipped", "skipped by user while running"):
             raise ControllerError("nothing is running: no current item to skip")
         return {"item_id": item.id if item else None, "state": "skipped"}
 
-    def cancel_current(self) -> dict[str, Any]:
+    def cancel_current(self) -> ItemStateJson:
         item = self._ctx.work.current
         if not self._ctx.abort_current("cancelled", "cancelled by user while running"):
             raise ControllerError("nothing is running: no current item to cancel")
         return {"item_id": item.id if item else None, "state": "cancelled"}
 
-    def retry_item(self, item_id: int) -> dict[str, Any]:
+    def retry_item(self, item_id: int) -> QueueItemJson:
         return self.queue.retry(item_id).to_dict()
 
-    def delete_item(self, item_id: int) -> dict[str, Any]:
+    def delete_item(self, item_id: int) -> DeletedJson:
         self.queue.delete(item_id)
         return {"deleted": int(item_id)}
 
@@ -237,7 +262,7 @@ class Recovery:
         for line in await asyncio.to_thread(stop_orphans, self._ctx.data_dir):
             self._ctx.notice("warning", line)
 
-    def _stray_server_starts(self) -> list[dict[str, Any]]:
+    def _stray_server_starts(self) -> list[ServerStartRow]:
         """Server starts recorded live in the store that this controller does not manage."""
         ours = {s.start_id for s in self._ctx.servers.servers.values() if s.start_id is not None}
         live = self._ctx.store.server_start_ids_in_states(sorted(LIVE_STATES))

@@ -27,7 +27,7 @@ import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -35,6 +35,7 @@ from moe_tui.events import BenchProgress, Event, RunStarted
 from moe_tui.explain.recorder import server_recorder_mode, why_not_recorded
 from moe_tui.explain.store import traces_dir
 from moe_tui.profiles import ServerProfile
+from moe_tui.records import ExplainDefinitionJson, FreeForm, ProfiledFactsJson, WarmupPassJson
 from moe_tui.run.capture import CaptureCollector
 from moe_tui.run.context import RunContext
 from moe_tui.store.queue import QueueItem
@@ -54,7 +55,7 @@ DISARM_REQUEST = {"profile_by_stage": False, "start_step": 2**31 - 1, "activitie
 EXPERT_DUMP_GLOB = "expert_distribution_recorder_*.pt"
 
 
-async def _post(client: httpx.AsyncClient, path: str, body: dict[str, Any] | None = None,
+async def _post(client: httpx.AsyncClient, path: str, body: FreeForm | None = None,
                 timeout: float = 30.0) -> tuple[int, str]:
     try:
         r = await client.post(path, json=body, timeout=timeout)
@@ -143,12 +144,13 @@ def expert_dumps(dump_dir: Path, since: float, limit: int = MAX_KEPT_BYTES) -> t
 
 
 async def profiled_run(runner: ItemRunner, ctx: RunContext, item: QueueItem, profile: ServerProfile,
-                       server: ManagedServer, warmup_info: dict[str, Any] | None, definition: dict[str, Any]) -> None:
+                       server: ManagedServer, warmup_info: WarmupPassJson | None,
+                       definition: ExplainDefinitionJson) -> None:
     """The `explain` item's run (steps 1 to 5 of the module docstring): `runner` opens it and runs
     its benchmark, `ctx` carries its events, its stop and the item's close."""
     from moe_tui.run.recording import finished_run
 
-    steps = int(definition.get("steps") or 12)
+    steps = int(definition.get("steps") or 12)  # .get: a definition stored by an older moe-tui
     opened = runner.open_run(item, profile, server, warmup_info)
     if opened is None:
         return
@@ -163,7 +165,7 @@ async def profiled_run(runner: ItemRunner, ctx: RunContext, item: QueueItem, pro
     prefix = f"moe-tui-run{run_id}"
     req = {"output_dir": str(raw), "num_steps": steps, "profile_by_stage": True, "activities": ["CPU", "GPU"],
            "profile_prefix": prefix, "record_shapes": False, "with_stack": False}
-    facts: dict[str, Any] = {"request": req, "steps": steps, "explain": definition.get("name"), "notes": [],
+    facts: ProfiledFactsJson = {"request": req, "steps": steps, "explain": definition.get("name"), "notes": [],
                              "concurrency": spec.max_concurrency,
                              "prefill": "EXTEND" in (definition.get("stages") or ())}
     world = int((server_facts.get("server_info") or {}).get("tp_size") or profile.tp_size or 1)
@@ -220,7 +222,7 @@ async def profiled_run(runner: ItemRunner, ctx: RunContext, item: QueueItem, pro
                 f"profiled run {run_id} ({profile.name}): {len(kept)} file(s) kept in {dest}")
 
 
-async def _expert_dump(client: httpx.AsyncClient, server: ManagedServer, raw: Path, facts: dict[str, Any]) -> None:
+async def _expert_dump(client: httpx.AsyncClient, server: ManagedServer, raw: Path, facts: ProfiledFactsJson) -> None:
     """Stop recording, dump, and copy this dump beside the traces: from the folder moe-tui made for
     this server start (moe_tui.servers.dumps), never /tmp or a folder a profile names."""
     from moe_tui.servers.dumps import expert_dump_dir
@@ -274,7 +276,7 @@ async def _wait_running(client: httpx.AsyncClient, concurrency: int, bench: asyn
     return f"not seen within {FULL_BATCH_WAIT_S:.0f} s"
 
 
-async def _ask_start(client: httpx.AsyncClient, req: dict[str, Any]) -> asyncio.Task[tuple[int, str]]:
+async def _ask_start(client: httpx.AsyncClient, req: FreeForm) -> asyncio.Task[tuple[int, str]]:
     """POST /start_profile and give it START_ANSWER_S to answer: some SGLang versions answer only
     once the profile is done, so the answer is awaited beside the trace folder."""
     start = asyncio.create_task(_post(client, "/start_profile", req, timeout=PROFILE_TIMEOUT_S))
@@ -283,7 +285,7 @@ async def _ask_start(client: httpx.AsyncClient, req: dict[str, Any]) -> asyncio.
 
 
 async def _profile_while(start_bench: Callable[[], asyncio.Task[BenchResult]], full: asyncio.Event, client: httpx.AsyncClient,
-                         req: dict[str, Any], collector: CaptureCollector, facts: dict[str, Any]) -> None:
+                         req: FreeForm, collector: CaptureCollector, facts: ProfiledFactsJson) -> None:
     """Start the benchmark and the profile (once the batch is full; before the benchmark when the
     prefill is wanted too), wait for every rank's decode capture, then disarm the profiler."""
     if facts["prefill"]:

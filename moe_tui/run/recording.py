@@ -28,12 +28,27 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast
 
+from moe_tui.bench.live import SelfCheck
 from moe_tui.judgement import FLAG_OUTPUT_TOKENS_MISMATCH
+from moe_tui.profiles import ProfileSettings
 from moe_tui.provenance import build_provenance, run_flags
+from moe_tui.records import (
+    BenchSummary,
+    ClientLimitsJson,
+    FreeForm,
+    GpuSnapshotJson,
+    NoTelemetryJson,
+    ProvenanceJson,
+    QueueFactsJson,
+    ServerLoadJson,
+    SimClockJson,
+    TelemetrySummaryJson,
+    WarmupPassJson,
+)
 from moe_tui.run.evidence import token_evidence
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store.db import Store
@@ -59,6 +74,34 @@ def _spill_json_default(value: Any) -> Any:
     return _json_default(value, verb="spill")
 
 
+class ProvenanceArgs(TypedDict):
+    """What a run's provenance is built from at its start (`moe_tui.run.items.ItemRunner.open_run`), kept
+    to build it again, completed, when the run ends (`finished_run`)."""
+
+    spec: BenchmarkSpec
+    profile: ProfileSettings
+    server: FreeForm  # ManagedServer.describe() and SGLang's /server_info (the server's own words)
+    queue_item: QueueFactsJson
+    warmup: WarmupPassJson | None
+    started_at: float
+    sim_clock: SimClockJson | None
+
+
+class FinishArgs(TypedDict):
+    """`Store.finish_run`'s keyword arguments for one run (what a spill file keeps of it too)."""
+
+    status: str
+    summary: BenchSummary
+    flags: list[str]
+    telemetry: TelemetrySummaryJson | NoTelemetryJson
+    selfcheck: SelfCheck
+    provenance: ProvenanceJson
+    requests: list[BenchRequestJson]
+    gpu_samples: list[tuple[float, GpuSnapshotJson]]  # (wall time, the snapshot) of each one taken
+    error: str
+    finished_at: float
+
+
 class RunSpilled(RuntimeError):
     """The store could not take a finished run; it is safe in a spill file (the message says where)."""
 
@@ -72,7 +115,7 @@ class FinishedRun:
     item_state: str
     item_error: str
     status: str
-    finish: dict[str, Any] = field(default_factory=dict)
+    finish: FinishArgs
 
     def to_json(self) -> str:
         return json.dumps({"run_id": self.run_id, "item_id": self.item_id, "item_state": self.item_state,
@@ -82,23 +125,23 @@ class FinishedRun:
     @classmethod
     def from_json(cls, text: str) -> FinishedRun:
         data = json.loads(text)
-        finish = dict(data["finish"])
-        finish["gpu_samples"] = [tuple(s) for s in finish.get("gpu_samples") or ()]
+        finish = cast(FinishArgs, dict(data["finish"]))  # written by to_json from a FinishArgs
+        finish["gpu_samples"] = [(float(t), s) for t, s in finish.get("gpu_samples") or ()]
         return cls(int(data["run_id"]), int(data["item_id"]), str(data["item_state"]), str(data["item_error"]),
                    str(data["status"]), finish)
 
 
 def finished_run(*, run_id: int, item: QueueItem, spec: BenchmarkSpec, server: ManagedServer,
-                 result: BenchResult | None, bench_error: str | None, provenance_args: dict[str, Any],
-                 client_limits: dict[str, Any], telemetry_summary: dict[str, Any] | None,
+                 result: BenchResult | None, bench_error: str | None, provenance_args: ProvenanceArgs,
+                 client_limits: ClientLimitsJson, telemetry_summary: TelemetrySummaryJson | None,
                  gpu_snapshots: list[TelemetrySnapshot], abort_verdict: tuple[str, str] | None,
-                 server_load: dict[str, Any] | None = None) -> FinishedRun:
+                 server_load: ServerLoadJson | None = None) -> FinishedRun:
     """The stored form of a timed run: status, flags, provenance, and the item's verdict.
     `server_load`: `disturbance.load_summary` of the run (kept in the self-check; flags foreign load)."""
     finished = time.time()
-    summary: dict[str, Any] = {}
+    summary: BenchSummary = {}
     requests: list[BenchRequestJson] = []
-    selfcheck: dict[str, Any] = {}
+    selfcheck: SelfCheck = {}
     bench_flags: list[str] = []
     if result is None:
         status, error = "failed", bench_error or ""
@@ -131,7 +174,7 @@ def finished_run(*, run_id: int, item: QueueItem, spec: BenchmarkSpec, server: M
         state, item_error = "done", ""
     else:
         state, item_error = "failed", f"run {run_id} {status}: {error}".rstrip(": ")
-    finish = {"status": status, "summary": summary, "flags": flags, "telemetry": telemetry_summary or {},
+    finish: FinishArgs = {"status": status, "summary": summary, "flags": flags, "telemetry": telemetry_summary or {},
               "selfcheck": selfcheck, "provenance": provenance, "requests": requests,
               "gpu_samples": [(s.wall, s.to_dict()) for s in gpu_snapshots if s.available],
               "error": error, "finished_at": finished}

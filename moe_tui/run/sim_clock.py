@@ -15,7 +15,7 @@ figures back into the modelled box's use `judgement.run_time_scale(profile, prov
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from moe_tui.judgement import (
     CELL_CLOCK_BUDGET,
@@ -24,6 +24,8 @@ from moe_tui.judgement import (
     sim_cell_time_scale,
     sim_time_scale,
 )
+from moe_tui.profiles import ProfileSettings
+from moe_tui.records import SimClockJson
 
 if TYPE_CHECKING:
     from moe_tui.servers.managed import ManagedServer
@@ -36,14 +38,14 @@ class ClockError(RuntimeError):
     """The emulator would not take the cell's time scale."""
 
 
-def cell_scale(profile: dict[str, Any], concurrency: int) -> float | None:
+def cell_scale(profile: ProfileSettings, concurrency: int) -> float | None:
     """The time scale a profile (snapshot or `to_dict()`) runs a cell at; None for a real server."""
     if profile.get("engine") != SIM_ENGINE:
         return None
     return sim_cell_time_scale(sim_time_scale(profile), concurrency, stream_interval(profile))
 
 
-def stream_interval(profile: dict[str, Any]) -> int:
+def stream_interval(profile: ProfileSettings) -> int:
     """The profile's `--stream-interval` (SGLang's: one chunk every N tokens), 1 when not given."""
     from moe_tui.profiles import _flag_map
 
@@ -54,7 +56,7 @@ def stream_interval(profile: dict[str, Any]) -> int:
         return 1
 
 
-def cell_clock(profile: dict[str, Any], concurrency: int) -> dict[str, Any] | None:
+def cell_clock(profile: ProfileSettings, concurrency: int) -> SimClockJson | None:
     """The run's `sim_clock` provenance: the cell's time scale beside the launch's, and why; None
     for a real server or a cell at the launch's scale (such runs read as before)."""
     scale = cell_scale(profile, concurrency)

@@ -10,9 +10,10 @@ decided by `moe_tui.telemetry.gpu_owners` (a server's leader, its descendants, o
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from moe_tui.events import GpuTelemetry
+from moe_tui.records import GpuSnapshotJson
 from moe_tui.run.context import RunContext
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ class TelemetryRelay:
         self._interval_s = interval_s
         self._owns = False
         self._was_available: bool | None = None
-        self.last: dict[str, Any] | None = None  # the latest snapshot (a TUI attaching late draws it)
+        self.last: GpuSnapshotJson | None = None  # the latest snapshot (a TUI attaching late draws it)
 
     def start(self) -> Callable[[], None] | None:
         """Start (or adopt) the sampler and relay it; the unsubscribe, or None without telemetry."""

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from moe_tui.records import ExecutorJobJson
 from moe_tui.store.db import Store
 
 
@@ -37,7 +38,7 @@ class JobRow:
     outcome: str
     run_id: int | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ExecutorJobJson:
         return {"executor": self.executor, "job_id": self.job_id, "state": self.state, "node": self.node,
                 "reason": self.reason, "attempt": self.attempt, "outcome": self.outcome}
 

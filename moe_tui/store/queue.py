@@ -34,10 +34,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from moe_tui.events import Subscribers
+from moe_tui.records import CampaignRowJson, QueueSummaryJson
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store.db import Store
 from moe_tui.store.queue_item import FINISHED_STATES, ITEM_STATES, RETRYABLE_STATES, QueueItem, _check_states, _item
@@ -161,7 +162,7 @@ class RunQueue:
         rows = self.store.query("SELECT value FROM queue_settings WHERE key = 'paused'")
         return bool(rows) and rows[0][0] == "1"
 
-    def summary(self, upcoming: int = 10) -> dict[str, Any]:
+    def summary(self, upcoming: int = 10) -> QueueSummaryJson:
         """Counts per state and the next `upcoming` pending items' profiles: a few SQL queries on
         indexed columns, never every item loaded (`run --status` stays instant on a huge queue)."""
         counts = self.counts()
@@ -176,7 +177,7 @@ class RunQueue:
             "pending_profiles_shown": len(rows),
         }
 
-    def campaign(self, campaign_id: int) -> dict[str, Any]:
+    def campaign(self, campaign_id: int) -> CampaignRowJson:
         rows = self.store.query("SELECT * FROM campaigns WHERE id = ?", (campaign_id,))
         if not rows:
             raise QueueNotFound(f"campaign {campaign_id}: no such campaign")
@@ -184,7 +185,7 @@ class RunQueue:
         return {"id": row["id"], "name": row["name"], "policy": row["policy"],
                 "created_at": row["created_at"], "definition": json.loads(row["definition_json"])}
 
-    def campaigns(self, policy: str | None = None) -> list[dict[str, Any]]:
+    def campaigns(self, policy: str | None = None) -> list[CampaignRowJson]:
         """Every campaign (of one ordering policy when given: an indexed read), oldest first."""
         sql, params = "SELECT * FROM campaigns", list[Any]()
         if policy is not None:
@@ -217,7 +218,7 @@ class RunQueue:
         self._changed("item added")
         return self.item(item_id)
 
-    def add_planned_campaign(self, name: str, policy: str, definition: dict[str, Any],
+    def add_planned_campaign(self, name: str, policy: str, definition: Mapping[str, Any],
                              planned: Sequence[PlannedItem]) -> tuple[int, list[QueueItem]]:
         """A campaign of explicit items (an investigation: items of their own concurrency, warmup
         and fresh-start choice), appended in the given order with its row: one transaction."""

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from moe_tui.records import QueueItemJson
 from moe_tui.spec import BenchmarkSpec, SpecError
 from moe_tui.store.db import Store
 from moe_tui.store.queue_plan import QueueError
@@ -39,7 +40,7 @@ class QueueItem:
     updated_at: float
     fresh_start: bool = False  # stop and start its server before it, even if that server is up
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> QueueItemJson:
         """JSON-safe (the spec in canonical form)."""
         return {
             "id": self.id, "position": self.position, "campaign_id": self.campaign_id,

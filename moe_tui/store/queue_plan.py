@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from moe_tui import judgement as J
+from moe_tui.records import ControlPlanJson
 from moe_tui.spec import BenchmarkSpec, SpecError, check_feasible
 
 ORDER_POLICIES = ("abba", "interleaved", "grouped", "alternating")
@@ -116,7 +117,7 @@ class CampaignPlan:
         extra: int = self.control_plan()["extra_per_profile"]
         return len(self.profiles) * (len(self.concurrencies) * self.repeats + extra)
 
-    def control_plan(self) -> dict[str, Any]:
+    def control_plan(self) -> ControlPlanJson:
         """The control concurrency, starts per side that carry it, the extra items per profile (none), and why."""
         conc = J.CONTROL_CONCURRENCY if J.CONTROL_CONCURRENCY in self.concurrencies else None
         if not self.control or len(self.profiles) < 2 or conc is None:

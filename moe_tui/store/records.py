@@ -14,8 +14,9 @@ import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from moe_tui.records import GateSamplesRow, ServerStartRow
 from moe_tui.store.schema import StoreAccess
 
 
@@ -54,11 +55,11 @@ class StartAndGateRecords(StoreAccess):
         with self.transaction() as tx:
             tx.execute(f"UPDATE server_starts SET {sets} WHERE id = ?", (*fields.values(), start_id))
 
-    def server_start(self, start_id: int) -> dict[str, Any] | None:
+    def server_start(self, start_id: int) -> ServerStartRow | None:
         rows = self.query("SELECT * FROM server_starts WHERE id = ?", (start_id,))
         return _server_start_dict(rows[0]) if rows else None
 
-    def server_starts(self, profile_name: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    def server_starts(self, profile_name: str | None = None, limit: int = 100) -> list[ServerStartRow]:
         if profile_name is None:
             rows = self.query("SELECT * FROM server_starts ORDER BY id DESC LIMIT ?", (limit,))
         else:
@@ -106,7 +107,7 @@ class StartAndGateRecords(StoreAccess):
             return int(cur.lastrowid or 0)
 
     def gate_samples(self, profile_name: str, *, campaign_id: int | None = None,
-                     server_start_ids: Sequence[int] | None = None) -> dict[str, Any] | None:
+                     server_start_ids: Sequence[int] | None = None) -> GateSamplesRow | None:
         """The latest gate pass of a profile (of that campaign, of one of those server starts, when
         given), or None."""
         sql = "SELECT * FROM gate_samples WHERE profile_name = ?"
@@ -122,7 +123,7 @@ class StartAndGateRecords(StoreAccess):
             return None
         row = dict(rows[0])
         row["samples"] = json.loads(row.pop("samples_json"))
-        return row
+        return cast(GateSamplesRow, row)  # the table's columns (store.schema), samples decoded
 
 
 def _dump(value: Any) -> str:
@@ -139,10 +140,10 @@ def _json_default(value: Any, verb: str = "store") -> Any:
     raise TypeError(f"cannot {verb} {type(value).__name__} as JSON")
 
 
-def _server_start_dict(row: sqlite3.Row) -> dict[str, Any]:
+def _server_start_dict(row: sqlite3.Row) -> ServerStartRow:
     d = dict(row)
     for key in ("profile_json", "argv_json", "env_json", "server_info_json", "model_info_json"):
         raw = d.pop(key)
         d[key[: -len("_json")]] = json.loads(raw) if raw else None
     d["backend_mismatch"] = bool(d["backend_mismatch"])
-    return d
+    return cast(ServerStartRow, d)  # the table's columns (store.schema), JSON ones decoded

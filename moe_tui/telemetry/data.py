@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
+
+from moe_tui.judgement import CLOCK_DROP_SUSPECT_PCT as CLOCK_DROP_SUSPECT_PCT
 
 # A run whose SM clock under load fell this far below the GPU's max SM clock is flagged: the
 # threshold is judgement's (one home for run-trust rules), re-exported here for telemetry callers.
-from moe_tui.judgement import CLOCK_DROP_SUSPECT_PCT as CLOCK_DROP_SUSPECT_PCT
+from moe_tui.records import FreeForm, GpuSnapshotJson
 
 # --------------------------------------------------------------------------------------------
 # Clock event ("throttle") reasons
@@ -107,7 +109,9 @@ class GpuSample:
             return None
         return 100.0 * self.mem_used_bytes / self.mem_total_bytes
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> FreeForm:
+        """This sample's fields (and its clock events by name): read back by `from_dict`, which drops
+        keys it does not know (the emulator's /sim/gpus sends its own too)."""
         data = asdict(self)
         data["clock_events"] = list(self.clock_events)
         if self.processes is not None:
@@ -143,10 +147,10 @@ class TelemetrySnapshot:
     def gpu(self, index: int) -> GpuSample | None:
         return next((g for g in self.gpus if g.index == index), None)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> GpuSnapshotJson:
         data = asdict(self)
         data["gpus"] = [g.to_dict() for g in self.gpus]
-        return data
+        return cast(GpuSnapshotJson, data)  # this dataclass's fields, the GPUs' as to_dict writes them
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TelemetrySnapshot:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from moe_tui.records import FreeForm
 from moe_tui.telemetry.data import NO_DRIVER, GpuProcess, GpuSample, TelemetrySnapshot
 
 # --------------------------------------------------------------------------------------------
@@ -87,7 +88,7 @@ class NvmlSampler:
         self._process_names = process_names
         self._lock = threading.Lock()
         self._handles: list[tuple[int, Any]] | None = None
-        self._static: dict[int, dict[str, Any]] = {}
+        self._static: dict[int, FreeForm] = {}  # per GPU: NVML's fixed readings (name, uuid, limits)
         self._system: dict[str, str | None] = {}
         self._proc_fn: Any = None
         self._lost_seen = False
@@ -152,7 +153,7 @@ class NvmlSampler:
         self._handles = handles
         return handles
 
-    def _read_static(self, handle: Any) -> dict[str, Any]:
+    def _read_static(self, handle: Any) -> FreeForm:
         nvml = _NVML.module
         limit_mw = self._query("nvmlDeviceGetEnforcedPowerLimit", handle)
         return {

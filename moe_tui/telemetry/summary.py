@@ -8,6 +8,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from moe_tui.records import ForeignProcessJson, GpuRunSummaryJson, TelemetrySummaryJson
 from moe_tui.telemetry.data import (
     BUSY_UTIL_PCT,
     CLOCK_DROP_SUSPECT_PCT,
@@ -67,7 +68,7 @@ def _is_busy(gpu: GpuSample) -> bool:
     return gpu.util_gpu_pct is not None and gpu.util_gpu_pct >= BUSY_UTIL_PCT
 
 
-def _summarize_gpu(samples: list[GpuSample]) -> dict[str, Any]:
+def _summarize_gpu(samples: list[GpuSample]) -> GpuRunSummaryJson:
     lost = sum(1 for g in samples if g.lost)
     util = [g.util_gpu_pct for g in samples if g.util_gpu_pct is not None]
     util_mem = [g.util_mem_pct for g in samples if g.util_mem_pct is not None]
@@ -119,7 +120,7 @@ def _summarize_gpu(samples: list[GpuSample]) -> dict[str, Any]:
 
 def summarize_run(
     snapshots: Sequence[TelemetrySnapshot], our_pids: Iterable[int] | None = None
-) -> dict[str, Any]:
+) -> TelemetrySummaryJson:
     """Summarise a run's telemetry into a JSON-serialisable dict (stored with the run).
 
     `our_pids` are the managed servers' PIDs *with their descendants* (`expand_descendants`, taken
@@ -128,7 +129,7 @@ def summarize_run(
     """
     available = [s for s in snapshots if s.available]
     reasons = sorted({s.reason for s in snapshots if not s.available and s.reason})
-    summary: dict[str, Any] = {
+    summary: TelemetrySummaryJson = {
         "available": bool(available),
         "reason": None if available else (reasons[0] if reasons else "no telemetry samples"),
         "snapshots": len(snapshots),
@@ -176,7 +177,7 @@ def summarize_run(
 
     if our_pids is not None:
         ours = {int(p) for p in our_pids}
-        seen_foreign: dict[tuple[int, int], dict[str, Any]] = {}
+        seen_foreign: dict[tuple[int, int], ForeignProcessJson] = {}
         for snap in available:
             for fp in _foreign_in(snap, ours):
                 entry = seen_foreign.setdefault(

@@ -1,0 +1,242 @@
+"""The queue's records and the controller's answers about it (the control socket's plan, add, skip and
+state), the campaign and store rows beside it, explain's plan and definition. See `moe_tui.records`."""
+
+from __future__ import annotations
+
+from typing import NotRequired, TypedDict
+
+from moe_tui.records.base import FreeForm, SpecJson, SpecOverrides
+from moe_tui.records.run import GpuSnapshotJson
+
+
+# -- the queue ------------------------------------------------------------------------------------
+class QueueItemJson(TypedDict):
+    id: int
+    position: float
+    campaign_id: int | None
+    profile_name: str
+    spec: SpecJson
+    fingerprint: str
+    repeat_index: int
+    warmup: bool
+    state: str
+    attempts: int
+    run_id: int | None
+    error: str
+    created_at: float
+    updated_at: float
+    concurrency: int
+    num_prompts: int
+    fresh_start: bool
+    job: NotRequired[ExecutorJobJson]  # `queue list` only, for an item an executor ran as a batch job
+
+
+class ExecutorJobJson(TypedDict):
+    """The newest batch job a queue item became (`moe_tui.store.jobs.JobRow.to_dict`)."""
+
+    executor: str
+    job_id: str | None
+    state: str
+    node: str
+    reason: str
+    attempt: int
+    outcome: str
+
+
+# -- the controller's answers (moe_tui.run.ops, over the control socket) ------------------------------
+class ItemStateJson(TypedDict):
+    """skip/cancel of the running item: which item (None when it finished meanwhile) and its new state."""
+
+    item_id: int | None
+    state: str
+
+
+class CampaignAddedJson(TypedDict):
+    """A campaign (or an investigation's or explain's plan) added to the queue."""
+
+    campaign_id: int
+    item_ids: list[int]
+    server_starts: NotRequired[dict[str, int]]  # server starts by queue policy (plain campaigns only)
+
+
+class CampaignArgsJson(TypedDict):
+    """The add_campaign/plan_campaign op's arguments from the TUI's form (`control.reads.campaign_args`)."""
+
+    profiles: list[str]
+    concurrencies: list[int]
+    repeats: int
+    spec: SpecOverrides
+    policy: str
+    prompts_per_concurrency: NotRequired[int]
+    name: NotRequired[str]
+    control: NotRequired[bool]
+
+
+class ExplainCellJson(TypedDict):
+    """A cell's breakdown as the explain screen shows it (`control.reads.StoreReads.explain_cell`)."""
+
+    state: str  # none | pending | failed | ready
+    message: str
+    lines: list[str]
+    simulated: bool
+
+
+class DeletedJson(TypedDict):
+    deleted: int
+
+
+class PlannedItemJson(TypedDict):
+    profile_name: str
+    concurrency: int
+    num_prompts: int
+    repeat_index: int
+    fingerprint: str
+
+
+class ControlPlanJson(TypedDict):
+    """A campaign's control concurrency (`store.queue_plan.CampaignPlan.control_plan`)."""
+
+    concurrency: int | None  # None: no control planned
+    starts_per_side: int
+    extra_per_profile: int
+    why: str
+
+
+class CampaignRowJson(TypedDict):
+    """One `campaigns` row, its definition decoded (`store.queue.RunQueue.campaign`, `.campaigns`)."""
+
+    id: int
+    name: str
+    policy: str
+    created_at: float
+    # Each kind of campaign stores its own definition (a plan's CampaignPlan.definition(), explain's
+    # ExplainDefinitionJson, an investigation's), and a store keeps those of older moe-tui versions:
+    # a reader checks the kind it wants (`kind`) before it reads the rest.
+    definition: FreeForm
+
+
+class PlanAnswerJson(TypedDict):
+    """The plan_campaign op's answer (`moe_tui.run.ops.plan_answer`); `items` capped for the socket."""
+
+    name: str
+    definition: FreeForm  # CampaignPlan.definition(): the campaign's stored definition (store.queue_plan)
+    control: ControlPlanJson
+    server_starts: dict[str, int]  # server starts by queue policy (CampaignPlan.start_costs)
+    items: list[PlannedItemJson]
+
+
+class CappedPlanJson(PlanAnswerJson):
+    """The plan as the control socket sends it (`moe_tui.run.facade.capped_plan`): `items` cut to the
+    first ones shown, their full count and the cells whose prompts are fewer than their concurrency."""
+
+    item_count: int
+    items_truncated: bool
+    short_cells: list[list[int]]  # [concurrency, num_prompts] of each such cell
+    planner_pid: NotRequired[int]  # the process that built it (a thread's is the controller's own)
+
+
+class PausedJson(TypedDict):
+    paused: bool
+
+
+# -- rows the store reads back beside the runs (moe_tui.store.records) ------------------------------------
+class ServerStartRow(TypedDict):
+    """One `server_starts` row, its JSON columns decoded (`Store.server_start`, `Store.server_starts`)."""
+
+    id: int
+    profile_name: str
+    profile: FreeForm  # ServerProfile.snapshot(): the user's profile table, secrets redacted
+    argv: list[str]
+    env: dict[str, str]
+    log_path: str
+    pid: int | None
+    started_at: float
+    ready_at: float | None
+    stopped_at: float | None
+    state: str
+    reason: str
+    resolved_backend: str | None
+    backend_mismatch: bool
+    sglang_version: str | None
+    server_info: FreeForm | None  # SGLang's /server_info as it answered
+    model_info: FreeForm | None  # SGLang's /model_info as it answered
+    exit_code: int | None
+    exit_signal: int | None
+    log_tail: str | None
+
+
+class GateSamplesRow(TypedDict):
+    """One `gate_samples` row, its samples decoded (`Store.gate_samples`; moe_tui.gate.probe writes them)."""
+
+    id: int
+    created_at: float
+    profile_name: str
+    campaign_id: int | None
+    server_start_id: int | None
+    prompt_set: str
+    resolved_backend: str | None
+    samples: list[FreeForm]  # per prompt: token ids and logprobs as SGLang's /generate answered
+
+
+# -- explain (moe_tui.explain.store): the plan the control socket carries, the campaign definition stored ---------
+class ExplainPlanItemJson(TypedDict):
+    side: str  # "baseline" or "candidate"
+    profile: str
+    spec: SpecJson  # the cell's spec as profiled (explain.store.profiled_spec)
+
+
+class ExplainPlanJson(TypedDict):
+    """What `explain.store.plan_explain` proposes for a cell: one profiled item a side."""
+
+    name: str
+    kind: str  # explain.store.KIND
+    baseline: str
+    candidate: str
+    concurrency: int
+    cell_fingerprint: str
+    steps: int  # decode steps SGLang's profiler captures
+    items: list[ExplainPlanItemJson]
+    stages: list[str]  # "DECODE", and "EXTEND" when the prefill is profiled too
+
+
+class ExplainDefinitionJson(TypedDict):
+    """An explain campaign's stored definition (`campaigns.definition_json`; explain.store.enqueue_explain)."""
+
+    name: str
+    kind: str
+    baseline: str
+    candidate: str
+    concurrency: int
+    cell_fingerprint: str
+    steps: int
+    stages: list[str]
+    sides: list[str]
+    profiles_dir: str | None
+
+
+# -- the runner's state (`moe-tui run --status`, the control socket's snapshot op) ------------------------
+class QueueSummaryJson(TypedDict):
+    paused: bool
+    counts: dict[str, int]
+    total: int
+    next_item_id: int | None
+    pending_profiles: list[str]
+    pending_profiles_shown: int
+
+
+class RunnerStatusJson(TypedDict):
+    """`moe-tui run --status --format json`: the runner's snapshot."""
+
+    pid: int
+    data_dir: str
+    working: bool
+    activity: str
+    detail: str
+    current_item: QueueItemJson | None
+    current_run_id: int | None
+    last_progress: FreeForm | None  # the last BenchProgress event (moe_tui.events), as the runner saw it
+    last_finished: FreeForm | None  # the last RunFinished event
+    queue: QueueSummaryJson
+    session: dict[str, int]  # items this runner closed, by state
+    servers: list[FreeForm]  # each managed server's own description (servers.managed)
+    telemetry: GpuSnapshotJson | None

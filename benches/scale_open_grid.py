@@ -1,8 +1,9 @@
 """A new run appearing in an open grid (issue 34), for benches/scale.py: the time and the loop's stall.
 
 The grid is built once on the pair (as the Compare screen holds it); then, `repeats` times, another store
-handle (the runner's) commits a new run of the candidate at concurrency 64, of the spec the grid judges
-there, and the grid is built again in a worker thread while a 5 ms asyncio heartbeat runs on the loop.
+handle (the runner's) queues and runs a new campaign of the pair (a run a side at concurrency 64, of the
+spec the grid judges there: a grid's evidence is its pair's own campaigns), and the grid is built again
+in a worker thread while a 5 ms asyncio heartbeat runs on the loop.
 """
 
 from __future__ import annotations
@@ -31,15 +32,27 @@ def new_run_in_open_grid(store_path: Path, repeats: int, pair: tuple[str, ...]) 
     chosen: list[str] = []  # the spec the open grid judges at concurrency 64 (the new runs are of it)
 
     def add_run(writer: Store, k: int) -> int:
-        prof = history_store.profile(b)
-        spec_json = BenchmarkSpec.from_dict(dict(opened.specs[chosen[0]])).canonical_json()
-        rid = writer.create_run(profile_name=b, spec_json=spec_json, fingerprint=chosen[0],
-                                client="moe-tui", profile=prof, provenance=history_store.provenance(prof, 0),
-                                server_start_id=None)
-        writer.finish_run(rid, status="complete", summary={"output_throughput": 3000.0 + k, "completed": 256,
-                                                           "failed": 0, "mean_ttft_ms": 100.0},
-                          flags=["simulated"], telemetry={}, selfcheck={"client_bound": False})
-        return rid
+        """A new campaign of the pair (one item a side, the candidate's first), run as the runner runs it:
+        the grid's evidence is the pair's own campaigns, so the new runs are of one (issue 34)."""
+        from moe_tui.store.queue import PlannedItem, RunQueue
+
+        spec = BenchmarkSpec.from_dict(dict(opened.specs[chosen[0]]))
+        queue = RunQueue(writer)
+        queue.add_planned_campaign(f"bench new run {k}", "interleaved", {"kind": "bench"},
+                                   [PlannedItem(b, spec, 0, True), PlannedItem(a, spec, 0, True)])
+        ids = []
+        while (item := queue.claim_next()) is not None:
+            prof = history_store.profile(item.profile_name)
+            rid = writer.create_run(profile_name=item.profile_name, spec_json=item.spec.canonical_json(),
+                                    fingerprint=item.fingerprint, client="moe-tui", profile=prof,
+                                    provenance=history_store.provenance(prof, item.id), queue_item_id=item.id,
+                                    server_start_id=None)
+            writer.finish_run(rid, status="complete", summary={"output_throughput": 3000.0 + k, "completed": 256,
+                                                               "failed": 0, "mean_ttft_ms": 100.0},
+                              flags=["simulated"], telemetry={}, selfcheck={"client_bound": False},
+                              close_item=(item.id, "done", ""))
+            ids.append(rid)
+        return ids[0]  # the candidate's
 
     async def measure() -> dict[str, float]:
         nonlocal opened

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,21 @@ def test_a_small_plan_is_built_in_a_thread_of_this_process(tmp_path):
         plan = asyncio.run(c.call("plan_campaign", profiles=[A, B], concurrencies=[2, 64], repeats=3))
     assert plan["planner_pid"] == os.getpid() and plan["item_count"] == len(plan["items"]) >= 12
     assert plan["items_truncated"] is False and c._planner is None
+
+
+def test_add_campaign_from_the_control_channel_writes_its_items_off_the_loop(tmp_path):
+    """The `add_campaign` op (the TUI's form, the socket) plans and writes in a worker thread: the store's
+    change listener fires on another thread than the loop's, and what it queued is what the op answers."""
+    with Store(tmp_path / "s.sqlite3") as store:
+        c = Controller(store, DEMO, data_dir=tmp_path, telemetry=False, use_lock=False)
+        writers: list[int] = []
+        c.queue.subscribe(lambda reason: writers.append(threading.get_ident()))
+
+        async def scenario():
+            added = await c.call("add_campaign", profiles=[A, B], concurrencies=[2, 64], repeats=2)
+            return added, threading.get_ident()
+
+        added, loop_thread = asyncio.run(scenario())
+        queued = [i.id for i in c.queue.items()]
+    assert writers and loop_thread not in writers
+    assert added["item_ids"] == queued and len(queued) >= 8

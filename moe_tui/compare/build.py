@@ -301,13 +301,15 @@ def plan_counts(rows: Iterable[Mapping[str, Any]],
         kept[(camp, *key)] = (n0 + r["n"], q0 + queued)
     for camp, profile, fp in expected:
         latest[(profile, fp)] = max(latest.get((profile, fp), 0), camp)
+    earlier: dict[tuple[str, str], int] = {}  # per key, in one pass (a store holds thousands of campaigns)
+    for ck, (n, queued) in kept.items():
+        if not queued and not cut_by.get(ck) and expected.get(ck, 0) <= present.get(ck, 0):
+            earlier[ck[1:]] = earlier.get(ck[1:], 0) + n
     for key, camp in latest.items():
         missing = max(0, expected.get((camp, *key), 0) - present.get((camp, *key), 0))
         cut = cut_by.get((camp, *key), 0) + missing
         planned, pending, _, _ = out.get(key, PlanCount(0, 0))
-        earlier = sum(n for ck, (n, queued) in kept.items() if ck[1:] == key and not queued
-                      and not cut_by.get(ck) and expected.get(ck, 0) <= present.get(ck, 0))
-        out[key] = PlanCount(planned, pending, cut, earlier)
+        out[key] = PlanCount(planned, pending, cut, earlier.get(key, 0))
     return out
 
 

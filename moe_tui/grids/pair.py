@@ -39,6 +39,7 @@ from moe_tui.grids.rows import RUN_STATUSES, ProfileRows  # noqa: F401  (re-expo
 from moe_tui.investigate.model import describe_cell
 from moe_tui.investigate.report import report
 from moe_tui.investigate.store import evidence_from_grid, under_investigation
+from moe_tui.store import grid_rows
 from moe_tui.store.db import Store
 
 CACHED_GRIDS = 8  # per store handle: the pairs a session flips between
@@ -92,21 +93,39 @@ def _build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str
     # runs of the spec chosen at each concurrency are then read whole, once, and kept while unchanged.
     # No provenance, telemetry or samples. Cold runs of an investigation (no warmup pass, on purpose)
     # and profiled runs (`explain`) are marked on the run (`diagnostic`) and left out.
+    # The evidence of a cell is the pair's own campaigns (those with items of both profiles: interleaved,
+    # overlapping in time): the baseline measured against another candidate months ago is not read.
     pair = (baseline, candidate)
     with _rows_lock, frozen_gc() as freeze:
         rows = {name: _profile_rows(store, name) for name in dict.fromkeys(pair)}
-        sources = {name: rows[name].source(store) for name in rows}
+        own = grid_rows.pair_campaigns(store, baseline, candidate)
+        keep = None if own is None else own.run_ids
+        sources = {name: rows[name].source(store, keep) for name in rows}
         grid = build_grid_from_sources(
             sources[baseline], sources[candidate], baseline_name=baseline, candidate_name=candidate,
             fingerprint=fingerprint, metrics=metrics, settings=settings, plan=plan_of(store, pair),
             kept=_kept.setdefault(store, Kept()))
         every = {name: list(rows[name].summaries.values()) for name in rows}  # what the points may name
         freeze[0] = sum(len(r.runs) for r in rows.values()) >= FREEZE_ABOVE_RUNS
+        left_out = sum(r.counted(keep) for r in rows.values())
+    note = campaigns_note(own, left_out)
+    if note:
+        grid = dataclasses.replace(grid, warnings=(*grid.warnings, note))
     grid = mark_investigations(store, grid)
     if not extras:
         return grid
     gated: ComparisonGrid = apply_gate(grid, build_extras(store, baseline, candidate, runs=averaged_runs(grid, every)))
     return gated
+
+
+def campaigns_note(own: grid_rows.PairCampaigns | None, left_out: int) -> str:
+    """Where the grid's runs came from when it is not simply the pair's own campaigns, in words ('' when it is)."""
+    if own is None:
+        return "no campaign measured both profiles: runs from separate campaigns (or none) compared"
+    if not left_out:
+        return ""
+    return (f"{left_out} run{'s' if left_out != 1 else ''} from campaigns that did not measure both: not used (the "
+            f"{own.campaigns} campaign{'s' if own.campaigns != 1 else ''} that measured both are compared)")
 
 
 def _profile_rows(store: Store, profile: str) -> ProfileRows:

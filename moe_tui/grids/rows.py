@@ -10,7 +10,7 @@ reads: the keys per concurrency and the chosen spec's runs, read whole on first 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from moe_tui.compare.runs import Run, concurrency_of, normalise
@@ -73,9 +73,14 @@ class ProfileRows:
             self.summaries[summary.id] = summary
         return [self.runs[i] for i in ids if i in self.runs]
 
-    def source(self, store: Store) -> RunSource:
-        """The rows as a grid build reads them (runs read whole when the build asks for them)."""
-        rows = sorted(self.rows.values(), key=lambda r: r.id)
+    def counted(self, keep: Collection[int] | None) -> int:
+        """How many of the rows a grid may use are left out by `keep` (the pair's campaigns' runs)."""
+        return 0 if keep is None else sum(1 for rid in self.rows if rid not in keep)
+
+    def source(self, store: Store, keep: Collection[int] | None = None) -> RunSource:
+        """The rows as a grid build reads them (runs read whole when the build asks for them); `keep`: the
+        runs of the pair's own campaigns (`store.grid_rows.pair_campaigns`), None: every row."""
+        rows = sorted((r for r in self.rows.values() if keep is None or r.id in keep), key=lambda r: r.id)
         keys: dict[int, list[Keyed]] = {}
         unreadable = [r.id for r in rows if r.concurrency is None]
         for r in rows:

@@ -42,6 +42,7 @@ The facade (what the TUI calls in-process, or as `op` names through `RunnerClien
     await start_server(name) / stop_server(name) / stop_servers()
     add_campaign(profiles, concurrencies, repeats=1, spec={}, policy="abba",
                  prompts_per_concurrency=None, warmup_pass=True, name=None) -> dict
+                                              (the op: planned and written in a worker thread, `run.facade`)
     await plan_campaign(same args) -> dict    items (capped), server starts per policy; no change (`run.facade`)
     queue_items(states=None) -> list[dict]
     move_item(id, direction) / skip_item(id) / cancel_item(id) / retry_item(id) / delete_item(id)
@@ -99,7 +100,7 @@ OPS: dict[str, str] = {
     "snapshot": "snapshot", "pause": "pause", "resume": "resume",
     "skip_current": "skip_current", "cancel_current": "cancel_current",
     "start_server": "start_server", "stop_server": "stop_server", "stop_servers": "stop_servers",
-    "add_campaign": "add_campaign", "plan_campaign": "plan_campaign", "queue_items": "queue_items",
+    "add_campaign": "add_campaign_off_loop", "plan_campaign": "plan_campaign", "queue_items": "queue_items",
     "move_item": "move_item", "skip_item": "skip_item", "cancel_item": "cancel_item",
     "retry_item": "retry_item", "delete_item": "delete_item", "clear_queue": "clear_queue",
     "profiles": "profile_names", "add_investigation": "add_investigation", "add_explain": "add_explain",

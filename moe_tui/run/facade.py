@@ -7,7 +7,8 @@ build. `plan_campaign` checks the profile names on the loop, then builds the pla
 for the form's usual sizes (up to `PLAN_IN_THREAD_MAX` items, milliseconds of work), a process of its
 own above (a thread would hold the GIL the loop needs for seconds: the loop's lag p99 grew by 30 ms
 during a 100k plan, benches/plan_stall.py), and answers with at most `PLAN_ITEMS_SHOWN` items (the count and the short cells are over all of
-them), so neither the loop nor the control socket carries a million items.
+them), so neither the loop nor the control socket carries a million items. `add_campaign` from the control
+channel builds its plan and writes its items in a worker thread too (`add_campaign_off_loop`).
 """
 
 from __future__ import annotations
@@ -83,8 +84,23 @@ class QueueFacade:
                      spec: SpecOverrides | None = None, policy: str = "abba",
                      prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
                      name: str | None = None, control: bool = True) -> CampaignAddedJson:
+        """Queue a campaign here and now (in-process callers: scripts, tests); the control channel's
+        `add_campaign` op is `add_campaign_off_loop`."""
         return self._ops.add_campaign(profiles, concurrencies, repeats, spec, policy, prompts_per_concurrency,
                                       warmup_pass, name, control)
+
+    async def add_campaign_off_loop(self, profiles: Iterable[str], concurrencies: Iterable[int], repeats: int = 1,
+                                    spec: SpecOverrides | None = None, policy: str = "abba",
+                                    prompts_per_concurrency: int | None = None, warmup_pass: bool = True,
+                                    name: str | None = None, control: bool = True) -> CampaignAddedJson:
+        """`add_campaign` as the TUI and the control socket send it (issue 34): the plan built and its items
+        written in a worker thread, so the loop that drives the benchmark in flight goes on beating (the
+        store's writes are serialised by its own lock; the queue's change event reaches the loop
+        thread-safely, `RunContext.emit`)."""
+        answer: CampaignAddedJson = await asyncio.to_thread(
+            self._ops.add_campaign, list(profiles), list(concurrencies), repeats, spec, policy,
+            prompts_per_concurrency, warmup_pass, name, control)
+        return answer
 
     def add_investigation(self, plan: FreeForm) -> CampaignAddedJson:
         return self._ops.add_investigation(plan)

@@ -121,6 +121,39 @@ def _computed_facts(store: Store, ids: Sequence[int]) -> dict[int, dict[str, Any
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class PairCampaigns:
+    """The campaigns that measured both profiles of a pair (their plans name both) and their runs' ids."""
+
+    campaigns: int  # how many comparison campaigns have items of both profiles
+    run_ids: frozenset[int]  # every run of either profile made by one of their queue items
+
+
+def pair_campaigns(store: Store, baseline: str, candidate: str) -> PairCampaigns | None:
+    """The pair's own campaigns (those with queue items of both profiles, `queue_items_profile_campaign`) and
+    the runs their items made of either profile (`queue_items_campaign`, `runs_queue_item`): index reads, no
+    run decoded. None when no comparison campaign holds both (imports, one-off runs, stores from before
+    campaigns): an investigation or explain campaign alone does not make a pair's campaign (it measured one
+    cell of a grid built from whatever was there); with one, its runs count with the pair's campaigns'.
+    Items, not the plan's `campaign_profiles`: an investigation's campaign names no plan and measures both."""
+    both = store.query(
+        "SELECT c.id, c.policy IN ('investigation', 'explain') FROM campaigns c WHERE c.id IN ("
+        "SELECT campaign_id FROM queue_items WHERE profile_name = ? AND campaign_id IS NOT NULL"
+        " INTERSECT SELECT campaign_id FROM queue_items WHERE profile_name = ? AND campaign_id IS NOT NULL)",
+        (baseline, candidate))
+    if all(r[1] for r in both):
+        return None
+    shared = [int(r[0]) for r in both]
+    ids: set[int] = set()
+    for start in range(0, len(shared), _BATCH):
+        chunk = shared[start:start + _BATCH]
+        ids.update(int(r[0]) for r in store.query(
+            "SELECT r.id FROM queue_items q JOIN runs r ON r.queue_item_id = q.id"
+            f" WHERE q.campaign_id IN ({','.join('?' * len(chunk))}) AND q.profile_name IN (?, ?)",
+            (*chunk, baseline, candidate)))
+    return PairCampaigns(sum(1 for r in both if not r[1]), frozenset(ids))
+
+
 def other_ids(store: Store, profile: str, statuses: Sequence[str]) -> list[int]:
     """Ids of `profile`'s rows that do not count for a grid (diagnostic, or another status: running)."""
     return [int(r[0]) for r in store.query(

@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 _ADD_COLUMN = re.compile(r"\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)", re.IGNORECASE)
 
 # Months of data (issue 26). Indices for every read that must not grow with the store: a pair of
@@ -327,6 +327,11 @@ _MIGRATIONS: dict[int, str] = {
     );
     CREATE INDEX IF NOT EXISTS executor_jobs_open ON executor_jobs(executor, settled_at);
     CREATE INDEX IF NOT EXISTS executor_jobs_item ON executor_jobs(queue_item_id, id);
+    """,
+    # The pair's own campaigns (issue 34, `store.grid_rows.pair_campaigns`): the campaigns whose items
+    # include both profiles of a grid, from one covering index per profile. IF NOT EXISTS: renumber freely.
+    11: """
+    CREATE INDEX IF NOT EXISTS queue_items_profile_campaign ON queue_items(profile_name, campaign_id);
     """,
 }
 

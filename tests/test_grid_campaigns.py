@@ -133,3 +133,28 @@ def test_a_new_run_in_an_open_grid_equals_a_fresh_build(store, tmp_path):
     finally:
         fresh.close()
     assert sum(len(after.point(s, 16).run_ids) for s in ("baseline", "candidate")) == 6
+
+
+def _alone(store: Store, name: str, profile: str, conc: int, tok_s: float) -> None:
+    """A one-profile campaign at `conc`, three repeats on three server starts (each side on its own day)."""
+    queue = RunQueue(store)
+    queue.add_planned_campaign(name, "interleaved", {"kind": "comparison"},
+                               [PlannedItem(profile, _spec(conc), rep, True) for rep in range(3)])
+    for n in range(3):
+        _run_next(store, queue, {profile: tok_s}, n)
+
+
+def test_a_concurrency_only_separate_campaigns_reached_is_confounded_not_dropped(store):
+    """The seed's concurrency 10: each side queued alone. The cell is built from those runs (so a spec drift
+    would still be named) but shows no delta: the sides were never interleaved. Fails on a grid that drops
+    them (no cell) or that pools them as if they were one campaign (a verdict)."""
+    _campaign(store, "today", (A, B), {A: 100.0, B: 110.0})
+    _alone(store, "monday", A, 64, 100.0)
+    _alone(store, "friday", B, 64, 150.0)  # +50%: a clear 'better' had the runs been pooled
+    grid = build_grid(store, A, B, extras=False)
+    cell = grid.cell(64, "output_throughput")
+    assert cell.verdict == "confounded" and cell.delta is None and cell.delta_text == "", cell
+    assert any("measured in separate campaigns" in r for r in cell.reasons), cell.reasons
+    assert len(grid.point("baseline", 64).run_ids) == 3 and len(grid.point("candidate", 64).run_ids) == 3
+    assert "not used" not in " ".join(grid.warnings)  # nothing is left out: those runs are the cell's
+    assert grid.cell(16, "output_throughput").verdict != "confounded"  # the pair's own cells are judged

@@ -22,11 +22,13 @@ import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from moe_tui import judgement as J
 from moe_tui.compare import (
     BASELINE,
     METRICS,
     CompareSettings,
     ComparisonGrid,
+    Confounder,
     MetricDef,
     PlanCount,
     plan_counts,
@@ -100,6 +102,9 @@ def _build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str
         rows = {name: _profile_rows(store, name) for name in dict.fromkeys(pair)}
         own = grid_rows.pair_campaigns(store, baseline, candidate)
         keep = None if own is None else own.run_ids
+        apart = separate_concurrencies([rows[name] for name in pair], keep)
+        if keep is not None and apart:  # the seed's c=10: judged (a spec drift named), never given a verdict
+            keep = keep | {rid for r in rows.values() for rid, row in r.rows.items() if row.concurrency in apart}
         sources = {name: rows[name].source(store, keep) for name in rows}
         grid = build_grid_from_sources(
             sources[baseline], sources[candidate], baseline_name=baseline, candidate_name=candidate,
@@ -111,6 +116,8 @@ def _build_grid(store: Store, baseline: str, candidate: str, *, fingerprint: str
     note = campaigns_note(own, left_out)
     if note:
         grid = dataclasses.replace(grid, warnings=(*grid.warnings, note))
+    if keep is not None and apart:
+        grid = confound_separate(grid, apart)
     grid = mark_investigations(store, grid)
     if not extras:
         return grid
@@ -126,6 +133,41 @@ def campaigns_note(own: grid_rows.PairCampaigns | None, left_out: int) -> str:
         return ""
     return (f"{left_out} run{'s' if left_out != 1 else ''} from campaigns that did not measure both: not used (the "
             f"{own.campaigns} campaign{'s' if own.campaigns != 1 else ''} that measured both are compared)")
+
+
+def separate_concurrencies(sides: Sequence[ProfileRows], keep: frozenset[int] | None) -> frozenset[int]:
+    """Concurrencies both profiles measured, but only in campaigns that did not measure both (the pair's
+    own campaigns never reached them): their cells are built from those runs, so a spec drift between
+    them is still named, and confounded (`confound_separate`), never given a delta."""
+    if keep is None:
+        return frozenset()
+    measured = [{r.concurrency for r in side.rows.values()} for side in sides]
+    paired = {r.concurrency for side in sides for rid, r in side.rows.items() if rid in keep}
+    return frozenset(c for c in set.intersection(*measured) - paired if c is not None)
+
+
+SEPARATE = Confounder(field="measured in separate campaigns, never interleaved: queue both profiles in one "
+                            "campaign at this concurrency for a verdict", baseline="", candidate="", source="control")
+
+
+def confound_separate(grid: ComparisonGrid, apart: frozenset[int]) -> ComparisonGrid:
+    """The cells at `apart` concurrencies as confounded by their campaigns (what else they are refused for,
+    a different spec first, stays said): each side's runs were measured at other times, between other
+    comparisons, so their difference is not the compared setting's alone."""
+    cells = []
+    for cell in grid.cells:
+        if cell.concurrency not in apart:
+            cells.append(cell)
+        elif cell.verdict in (J.REFUSED, J.NO_DATA, J.CONFOUNDED):
+            cells.append(dataclasses.replace(cell, reasons=(*cell.reasons, SEPARATE.describe())))
+        else:
+            cells.append(dataclasses.replace(
+                cell, verdict=J.CONFOUNDED, verdict_text=J.VERDICT_WORDS[J.CONFOUNDED], confounders=(SEPARATE,),
+                reasons=(SEPARATE.describe(),), delta=None, delta_pct=None, delta_text="", ci_low=None,
+                ci_high=None, ci_low_pct=None, ci_high_pct=None, ci_text="", p_value=None, p_adjusted=None,
+                repeats_needed=None, provisional="", uncontrolled="", control_relative_pct=None,
+                control_relative_ci_pct=None, ci_too_wide=False))
+    return dataclasses.replace(grid, cells=tuple(cells))
 
 
 def _profile_rows(store: Store, profile: str) -> ProfileRows:

@@ -38,6 +38,10 @@ def test_a_port_held_by_another_runner_pauses_the_queue_and_names_it(tmp_path):
         states = mine.query("SELECT state FROM queue_items ORDER BY id")
         assert states == [("pending",), ("pending",)]  # nothing failed, nothing skipped
         assert not mine.query("SELECT id FROM runs")
+        # `run --status` says why it paused (it said only "queue paused; resume to continue", the
+        # reason was in the runner's log alone: walk of 2026-12-05)
+        status = mine.run("run", "--status")
+        assert f"the runner of data dir {other.data_dir.resolve()} holds it" in status.stdout, status.stdout
         mine.kill(runner)
         out = runner.stdout.read() if runner.stdout else ""
         assert f"the runner of data dir {other.data_dir.resolve()} holds it" in out, out

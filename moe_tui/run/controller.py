@@ -290,8 +290,9 @@ class Controller(QueueFacade):
         try:
             while not self._shutting_down:
                 if self.queue.paused:
-                    if not announced_pause:
-                        ctx.status("paused", "queue paused; resume to continue")
+                    if not announced_pause:  # a pause with its reason (a held port) keeps it for `run --status`
+                        reason = ctx.work.activity == "paused" and ctx.work.detail.startswith("queue paused: ")
+                        ctx.status("paused", ctx.work.detail if reason else "queue paused; resume to continue")
                         announced_pause = True
                     await self._sleep_until_woken()
                     continue

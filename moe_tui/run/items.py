@@ -245,6 +245,7 @@ class ItemRunner:
         ctx.queue.pause()
         ctx.work.current = None
         ctx.notice("error", f"queue paused: {why}")
+        ctx.status("paused", f"queue paused: {why}")  # what `run --status` and the dashboard say, not only the log
 
     def _server_facts(self, server: ManagedServer) -> FreeForm:
         """`ManagedServer.describe()` with SGLang's /server_info (free-form: the server's own words),

@@ -3,6 +3,7 @@ waits in its place, and the notice names that data dir and the command that stop
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 
@@ -42,6 +43,7 @@ def test_a_port_held_by_another_runner_pauses_the_queue_and_names_it(tmp_path):
         # reason was in the runner's log alone: walk of 2026-12-05)
         status = mine.run("run", "--status")
         assert f"the runner of data dir {other.data_dir.resolve()} holds it" in status.stdout, status.stdout
+        assert re.search(r"^  sim-b +stopped +port ", status.stdout, re.M), status.stdout  # it was `?`
         mine.kill(runner)
         out = runner.stdout.read() if runner.stdout else ""
         assert f"the runner of data dir {other.data_dir.resolve()} holds it" in out, out

@@ -253,7 +253,8 @@ def status_text(snap: dict[str, Any]) -> str:
     servers = snap.get("servers") or []
     lines.append(f"servers: {len(servers) or 'none'}")
     for server in servers:
-        lines.append(f"  {server.get('name', '?'):<32} {server.get('state', '?'):<9} port {server.get('port', '?')}")
+        name = server.get("profile") or server.get("name") or "?"  # the snapshot names it `profile`
+        lines.append(f"  {name:<32} {server.get('state', '?'):<9} port {server.get('port', '?')}")
     return "\n".join(lines)
 
 

@@ -45,3 +45,18 @@ def test_explain_column_heads_tell_the_sides_apart():
     assert column_heads("short-a", "short-b", 17) == ("short-a", "short-b")
     a, b = column_heads("x" * 30 + "-left", "y" * 30 + "-right", 17)
     assert a != b and len(a) <= 17 and len(b) <= 17
+
+
+def test_the_control_line_says_its_state_once():
+    """Compare read `control check: absent: control check absent: concurrency 2 was not measured ...`."""
+    from compare_data import control_fail_runs
+
+    from moe_tui.compare import build_grid_from_runs
+    from moe_tui.ui.screens.compare import diff_text
+
+    a, b = control_fail_runs()
+    grid = build_grid_from_runs(a[-1:], b[-1:], baseline_name="sim-cutlass", candidate_name="sim-cutedsl")
+    assert grid.control.state == "absent"
+    line = next(x for x in diff_text(grid).plain.splitlines() if x.startswith("control check"))
+    assert line.startswith("control check: absent: concurrency 2 was not measured by both sides"), line
+    assert line.count("absent") == 1, line

@@ -48,8 +48,11 @@ def diff_text(grid: Any) -> Text:
         text.append("; ".join(d.describe() for d in grid.launch_diff), style="yellow")
     text.append("\n")
     text.append("control check: ", style="bold")
-    text.append(f"{J.CONTROL_WORDS[grid.control.state]}: ", style="bold red" if grid.control.failed else "bold")
-    text.append(grid.control.text, style="bold red" if grid.control.failed else "dim")
+    words = J.CONTROL_WORDS[grid.control.state]
+    text.append(f"{words}: ", style="bold red" if grid.control.failed else "bold")
+    # the check's text may open with its state ("control check absent: ..."), said just before
+    text.append(grid.control.text.removeprefix(f"control check {words}: "),
+                style="bold red" if grid.control.failed else "dim")
     for env in grid.control.environment_differences:
         text.append("\n  beside it: ", style="dim")
         text.append(env, style="dim")

@@ -69,10 +69,15 @@ def load_grid(args: argparse.Namespace, command: str) -> tuple[Any, int]:
     try:
         settings = settings_from_args(args)
         with Store.open_for_reading() as store:
+            from moe_tui.control.direction import waiting_profiles
+            from moe_tui.store.queue import RunQueue
+
             known = set(store.profile_names_with_runs())
-            missing = [n for n in (args.baseline, args.candidate) if n not in known]
+            # a campaign's profile with no run yet (its first sweep) is not unknown: its side is empty
+            waiting = waiting_profiles(RunQueue(store).campaigns(), known)
+            missing = [n for n in (args.baseline, args.candidate) if n not in known and n not in waiting]
             return build_grid(store, args.baseline, args.candidate, fingerprint=args.fingerprint,
-                              settings=settings), 0
+                              settings=settings, queued=waiting), 0
     except CompareError as exc:
         print(f"moe-tui {command}: {exc}", file=sys.stderr)
         return None, EXIT_NOT_FOUND if missing else EXIT_USAGE

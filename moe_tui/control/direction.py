@@ -45,6 +45,17 @@ def campaign_order(campaigns: Sequence[Mapping[str, Any]], with_runs: Iterable[s
     return None
 
 
+def waiting_profiles(campaigns: Sequence[Mapping[str, Any]], with_runs: Iterable[str]) -> list[str]:
+    """Profiles without runs yet named by a campaign one of whose profiles has runs: during a
+    campaign's first sweep one side has run and the other not yet; its grid shows what is there."""
+    have, out = set(with_runs), list[str]()
+    for camp in campaigns:
+        named = [str(n) for n in ((camp.get("definition") or {}).get("profiles") or ())]
+        if any(n in have for n in named):
+            out += [n for n in named if n not in have and n not in out]
+    return out
+
+
 def load_pick(data_dir: Path | None) -> Pair | None:
     """The pair the user picked last in this data dir; None if none or the file is unreadable."""
     if data_dir is None:

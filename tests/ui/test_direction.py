@@ -179,3 +179,32 @@ async def test_data_arriving_never_flips_the_users_direction(make_app):
         await _settle(pilot)
         assert adapter.remembered[-1] == (B, A)
         assert app.compare_pair == (B, A)
+
+
+def test_compare_by_cli_during_the_first_sweep_shows_the_grid(tmp_path, monkeypatch, capsys):
+    """The same in `moe-tui compare`: it said "no runs for profile 'sim-flashinfer-cutedsl' (did you
+    mean 'sim-flashinfer-cutlass'?)", the baseline offered for its own queued candidate. A profile
+    the campaign has queued is not unknown; a name that is neither run nor queued still exits 4."""
+    import json
+
+    from moe_tui import cli
+    from moe_tui.paths import store_path
+
+    monkeypatch.setenv("MOE_TUI_HOME", str(tmp_path / "home"))
+    with Store(store_path()) as s:
+        queue = RunQueue(s)
+        queue.add_campaign(CampaignPlan(profiles=(A, B), concurrencies=(10,), base_spec=BenchmarkSpec(), repeats=2,
+                                        policy="grouped"), name="demo")
+        for value in (100.0, 101.0):  # the baseline's two repeats are done, the candidate's two queued
+            item = queue.claim_next()
+            assert item is not None and item.profile_name == A
+            rid = s.create_run(profile_name=A, spec_json=item.spec.canonical_json(), fingerprint=item.fingerprint,
+                               client="moe-tui", profile={"name": A, "engine": "sim"}, queue_item_id=item.id)
+            s.finish_run(rid, status="complete", summary={"completed": 10, "failed": 0, "output_throughput": value},
+                         close_item=(item.id, "done", ""))
+    assert cli.main(["compare", A, B, "--format", "json"]) == 0
+    (cell,) = [c for c in json.loads(capsys.readouterr().out)["cells"] if c["metric"] == "output_throughput"]
+    assert cell["n_baseline"] == 2 and cell["n_candidate"] == 0 and cell["delta_pct"] is None
+    assert f"no run yet: {B} at concurrency 10 (2 queued)" in " ".join(cell["reasons"])
+    assert cli.main(["compare", A, "sim-nothing-queued"]) == 4
+    assert "no runs for profile 'sim-nothing-queued'" in capsys.readouterr().err

@@ -228,8 +228,13 @@ def _profiles(names: tuple[str, str], used: Mapping[str, list[Run]], sources: Ma
             warnings.append(f"{name}: the averaged runs were made with {len(distinct)} different profile snapshots "
                             "(the profile was edited between runs)")
     if not snaps[BASELINE] or not snaps[CANDIDATE]:
-        missing = [n for n, s in zip(names, (snaps[BASELINE], snaps[CANDIDATE])) if not s]
-        warnings.append(f"profile snapshot not recorded for {', '.join(missing)}: launch settings cannot be compared")
+        # A side with no run yet (a campaign's first sweep) is "not yet", not a snapshot that went missing.
+        unrun = [n for side, n in zip((BASELINE, CANDIDATE), names) if not snaps[side] and not sources[side].every()]
+        missing = [n for side, n in zip((BASELINE, CANDIDATE), names) if not snaps[side] and n not in unrun]
+        if unrun:
+            warnings.append(f"no run of {', '.join(unrun)} yet: launch settings are compared once it has one")
+        if missing:
+            warnings.append(f"profile snapshot not recorded for {', '.join(missing)}: launch settings cannot be compared")
         return snaps, []
     return snaps, snapshot_diff(snaps[BASELINE], snaps[CANDIDATE], settings.vary)
 

@@ -77,5 +77,6 @@ def control_check(points: Mapping[tuple[str, int], SidePoint], runs: Mapping[tup
                       f"control check inconclusive: {what}; the interval is neither inside the margin nor clear "
                       "of zero beyond it (more server starts narrow it)", na, nb, pct, lo, hi, overlapping)
     return result(J.CONTROL_ABSENT, None,
-                  "control check absent: concurrency 2 was not measured by both sides; add it to both "
-                  "sweeps: every verdict is judged against it on the same server starts")
+                  "control check absent: concurrency 2 was not measured by both sides (yet, where it is "
+                  "queued; else add it to both sweeps): every verdict is judged against it on the same "
+                  "server starts")

@@ -113,6 +113,10 @@ def test_the_newest_campaigns_pair_is_offered_before_the_candidate_has_a_run(tmp
         cell = reads.comparison(A, B).cell(10, "output_throughput")
         assert cell.baseline.n == 2 and cell.candidate.n == 0 and cell.delta_text == ""
         assert cell.verdict == "no_data" and cell.verdict_text == f"no data: no run yet: {B} at concurrency 10 (2 queued)"
+        grid = reads.comparison(A, B)  # "not yet", not a fault: no "profile snapshot not recorded"
+        assert f"no run of {B} yet: launch settings are compared once it has one" in grid.warnings
+        assert not any("snapshot not recorded" in w for w in grid.warnings)
+        assert "(yet, where it is queued; else add it to both sweeps)" in grid.control.text
     finally:
         s.close()
 

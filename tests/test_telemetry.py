@@ -176,8 +176,8 @@ def test_summary_per_gpu_and_overall():
     g0, g1 = summary["gpus"]["0"], summary["gpus"]["1"]
     assert summary["snapshots"] == 4 and summary["duration_s"] == 3.0
     assert g0["util_gpu_mean"] == pytest.approx(73.5) and g0["util_gpu_min"] == 0.0
-    # The idle 345 MHz is no drop; the busy 1470 MHz is: (1980 - 1470) / 1980.
-    assert g0["sm_clock_min_mhz"] == 345 and g0["sm_clock_min_busy_mhz"] == 1470
+    # The idle 345 MHz is no drop (nor the run's minimum clock); the busy 1470 MHz is: (1980 - 1470) / 1980.
+    assert g0["sm_clock_min_mhz"] == 1470 and g0["sm_clock_min_busy_mhz"] == 1470
     assert g0["sm_clock_drop_pct"] == pytest.approx(25.8)
     assert g0["clock_events_seen"] == ["gpu_idle", "sw_power_cap", "sync_boost"]
     assert g0["suspect_clock_events"] == ["sw_power_cap"]
@@ -403,3 +403,18 @@ def test_gpu_owners_follow_the_live_tree():
         stranger.kill()
         leader.wait()
         stranger.wait()
+
+
+def test_the_minimum_clock_leaves_out_samples_nvml_reported_idle():
+    """Walk 2026-12-05 finding 8: a run's ramp and tail idle the GPU at 345 MHz (NVML's GpuIdle event), and
+    the run's `sm_clock_min_mhz` said 345: the Compare screen then listed '2617 | 345 vs 2617' beside a clean
+    grid. The minimum is of the samples not reported idle; a run seen only idle keeps its idle clock."""
+    run = [snap(0.0, gpu(0, 0.0, util=0.0, clock=345, bits=0x001)),
+           snap(1.0, gpu(0, 1.0, clock=1980)), snap(2.0, gpu(0, 2.0, clock=1755, bits=0x004)),
+           snap(3.0, gpu(0, 3.0, util=0.0, clock=345, bits=0x001))]
+    summary = summarize_run(run)
+    assert summary["gpus"]["0"]["sm_clock_min_mhz"] == 1755  # a power-capped sample still counts
+    assert summary["overall"]["sm_clock_min_mhz"] == 1755
+    assert summary["gpus"]["0"]["clock_event_fraction"]["gpu_idle"] == 0.5  # the idle samples are still told
+    idle_only = summarize_run([run[0], run[3]])
+    assert idle_only["overall"]["sm_clock_min_mhz"] == 345

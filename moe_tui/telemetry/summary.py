@@ -68,12 +68,23 @@ def _is_busy(gpu: GpuSample) -> bool:
     return gpu.util_gpu_pct is not None and gpu.util_gpu_pct >= BUSY_UTIL_PCT
 
 
+def _awake_clocks(samples: Sequence[GpuSample]) -> list[int]:
+    """SM clocks of the samples NVML did not report idle (clock event bit 0x1, GpuIdle): a run's ramp and
+    tail idle the GPU at its idle clock (345 MHz on an H200), which is no slowdown of the run and, listed as
+    the run's minimum clock, read as one (walk 2026-12-05, finding 8). A run seen only idle keeps its idle
+    clock (nothing else to say)."""
+    clocks = [g.sm_clock_mhz for g in samples if g.sm_clock_mhz is not None
+              and not (g.clock_event_bits is not None and g.clock_event_bits & 0x001)]
+    return clocks or [g.sm_clock_mhz for g in samples if g.sm_clock_mhz is not None]
+
+
 def _summarize_gpu(samples: list[GpuSample]) -> GpuRunSummaryJson:
     lost = sum(1 for g in samples if g.lost)
     util = [g.util_gpu_pct for g in samples if g.util_gpu_pct is not None]
     util_mem = [g.util_mem_pct for g in samples if g.util_mem_pct is not None]
     power = [g.power_w for g in samples if g.power_w is not None]
     clocks = [g.sm_clock_mhz for g in samples if g.sm_clock_mhz is not None]
+    awake = _awake_clocks(samples)
     busy_clocks = [g.sm_clock_mhz for g in samples if g.sm_clock_mhz is not None and _is_busy(g)]
     rated = [g.sm_clock_max_mhz for g in samples if g.sm_clock_max_mhz]
     mem_used = [g.mem_used_bytes for g in samples if g.mem_used_bytes is not None]
@@ -102,7 +113,7 @@ def _summarize_gpu(samples: list[GpuSample]) -> GpuRunSummaryJson:
         "util_gpu_min": util_min,
         "util_gpu_max": util_max,
         "util_mem_mean": _stats(util_mem)[0],
-        "sm_clock_min_mhz": min(clocks) if clocks else None,
+        "sm_clock_min_mhz": min(awake) if awake else None,
         "sm_clock_max_seen_mhz": max(clocks) if clocks else None,
         "sm_clock_min_busy_mhz": min_busy,
         "sm_clock_max_mhz": max_clock,
@@ -156,6 +167,7 @@ def summarize_run(
     )
     drops = [v["sm_clock_drop_pct"] for v in gpus.values() if v["sm_clock_drop_pct"] is not None]
     clocks = [g.sm_clock_mhz for g in all_samples if g.sm_clock_mhz is not None]
+    awake = _awake_clocks(all_samples)
     peaks = [v["mem_used_peak_bytes"] for v in gpus.values() if v["mem_used_peak_bytes"] is not None]
     powers = [v["power_mean_w"] for v in gpus.values() if v["power_mean_w"] is not None]
     seen = sorted({e for v in gpus.values() for e in v["clock_events_seen"]})
@@ -164,7 +176,7 @@ def summarize_run(
         "util_gpu_mean": util_mean,
         "util_gpu_min": util_min,
         "util_gpu_max": util_max,
-        "sm_clock_min_mhz": min(clocks) if clocks else None,
+        "sm_clock_min_mhz": min(awake) if awake else None,
         "sm_clock_max_seen_mhz": max(clocks) if clocks else None,
         "sm_clock_drop_pct": max(drops) if drops else None,  # the worst GPU sets the pace in TP
         "clock_events_seen": seen,

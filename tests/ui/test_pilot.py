@@ -123,6 +123,22 @@ async def test_bench_panel_follows_run_and_labels_simulated(make_app):
         assert "41.0/90.0" in stats
 
 
+async def test_bench_panel_says_what_the_runner_does_before_its_first_run(make_app):
+    """Walk 2026-12-05 finding 11: between a server start and its run the panel said "no benchmark running"
+    beside the queue line's "benchmarking: #5"; it says what the runner is at (and idle again, nothing)."""
+    app, _ = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        panel = app.screen.query_one(BenchPanel)
+        await emit(pilot, app, ControllerStatus(activity="idle"))
+        assert plain(panel.query_one("#bench-head", Static)) == "no benchmark running"
+        await emit(pilot, app, ControllerStatus(activity="starting-server", detail="sim-flashinfer-cutlass for #5",
+                                                queue_item_id=5))
+        assert plain(panel.query_one("#bench-head", Static)) == "starting server: sim-flashinfer-cutlass for #5"
+        await emit(pilot, app, ControllerStatus(activity="idle"))
+        assert plain(panel.query_one("#bench-head", Static)) == "no benchmark running"
+
+
 def test_progress_messages_collapse_to_the_newest():
     a = CoreEventArrived(BenchProgress(run_id=1, completed=1, total=9, errors=0, elapsed_s=1, output_tok_s=1))
     b = CoreEventArrived(BenchProgress(run_id=1, completed=2, total=9, errors=0, elapsed_s=2, output_tok_s=2))

@@ -63,7 +63,7 @@ class DashboardScreen(LiveScreen):
             self.query_one(GpuPanel).show(live.telemetry, live.gpu_util, live.gpu_mem, app.gpu_owners())
         if topics & {"servers", "logs", "tick"}:
             self.query_one(ServerPanel).show(live, now=app.clock())
-        if topics & {"bench", "servers"}:
+        if topics & {"bench", "servers", "status"}:  # status: what comes before a run (a server starting)
             self.query_one(BenchPanel).show(live)
         if topics & {"queue", "status"}:
             self.query_one(QueueSummary).show(live)

@@ -30,6 +30,9 @@ def _put(widget: Static, content: object) -> None:
     put(widget, content)
 
 
+BEFORE_A_RUN = frozenset({"starting-server", "benchmarking"})  # the controller's activities that precede a run
+
+
 class BenchPanel(Vertical):
     # Fixed heights (head 1, bar 1, sparkline 3, stats 3) so 4 updates a second never change the
     # panel's size: a size change would re-lay out the whole screen (tens of ms on a slow core).
@@ -72,7 +75,11 @@ class BenchPanel(Vertical):
         bar.display = run is not None
         if run is None:
             titles(self, subtitle="")
-            _put(head, Text("no benchmark running", style="dim"))
+            # Between a server start and its run the runner is already at work on the item (walk
+            # 2026-12-05, finding 11: "no benchmark running" beside the queue line's "benchmarking: #5").
+            busy = live.activity in BEFORE_A_RUN and live.detail
+            _put(head, Text(f"{live.activity.replace('-', ' ')}: {live.detail}", style="cyan") if busy
+                 else Text("no benchmark running", style="dim"))
             last = bench.last_finished
             _put(stats, Text(f"last run #{last.run_id} {render.middle_truncate(last.profile, PROFILE_WIDTH)}: "
                              f"{last.status}") if last else "")

@@ -12,10 +12,12 @@ profile has no runs or an option is invalid (the message says which), 1 when the
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from moe_tui.commands.common import add_json_alias
+from moe_tui.commands.common import add_json_alias, add_profiles_dir
 
 if TYPE_CHECKING:
     from moe_tui.compare.model import CompareSettings
@@ -31,6 +33,9 @@ def add_pair_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("candidate", metavar="CANDIDATE", help="profile name of the candidate column")
     p.add_argument("--fingerprint", metavar="FP", default=None,
                    help="only the concurrencies with runs of this spec fingerprint (6+ leading characters)")
+    # The grid reads stored runs only; the folder says which names are profiles not run yet (walk
+    # 2026-12-05, finding 14: the flag `queue add` and `run` take was refused here).
+    add_profiles_dir(p)
     p.add_argument("--vary", metavar="FIELD[,FIELD]", default=",".join(sorted(J.DEFAULT_VARY)),
                    help="the field(s) this comparison varies; every other difference confounds "
                         "(default: %(default)s)")
@@ -79,11 +84,26 @@ def load_grid(args: argparse.Namespace, command: str) -> tuple[Any, int]:
             return build_grid(store, args.baseline, args.candidate, fingerprint=args.fingerprint,
                               settings=settings, queued=waiting), 0
     except CompareError as exc:
-        print(f"moe-tui {command}: {exc}", file=sys.stderr)
+        print(f"moe-tui {command}: {exc}{_not_run_yet(missing, getattr(args, 'profiles_dir', None))}", file=sys.stderr)
         return None, EXIT_NOT_FOUND if missing else EXIT_USAGE
     except StoreError as exc:
         print(f"moe-tui {command}: {exc}", file=sys.stderr)
         return None, 1
+
+
+def _not_run_yet(missing: list[str], profiles_dir: str | None) -> str:
+    """'; X is a profile in DIR with no run yet: queue it ...' for the missing names the profile folders hold."""
+    from moe_tui.commands.common import profile_folders
+    from moe_tui.profiles import load_profiles
+
+    found: dict[str, Path] = {}
+    for folder in profile_folders(profiles_dir):
+        if folder.is_dir():
+            for profile in load_profiles(folder).profiles:
+                found.setdefault(profile.name, folder)
+    named = [n for n in missing if n in found]
+    return "".join(f"; {n!r} is a profile in {found[n]} with no run yet: queue it (moe-tui queue add --profiles "
+                   f"{shlex.quote(n)} --profiles-dir {shlex.quote(str(found[n]))})" for n in named)
 
 
 def terminal_width() -> int | None:

@@ -212,3 +212,19 @@ def test_compare_by_cli_during_the_first_sweep_shows_the_grid(tmp_path, monkeypa
     assert f"no run yet: {B} at concurrency 10 (2 queued)" in " ".join(cell["reasons"])
     assert cli.main(["compare", A, "sim-nothing-queued"]) == 4
     assert "no runs for profile 'sim-nothing-queued'" in capsys.readouterr().err
+
+
+def test_compare_takes_the_profiles_folder_and_says_which_name_is_a_profile_not_run_yet(tmp_path, monkeypatch, capsys):
+    """Walk 2026-12-05 finding 14: `compare --profiles-dir DIR` was refused (usage error), though `queue add` and
+    `run` take it. The grid reads stored runs; the folder tells a profile not run yet from a typo."""
+    from moe_tui import cli
+
+    monkeypatch.setenv("MOE_TUI_HOME", str(tmp_path / "home"))
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    (folder / "fresh.toml").write_text('name = "sim-fresh"\nengine = "sim"\nmodel_path = "m"\n'
+                                       'moe_runner_backend = "flashinfer_cutlass"\nport = 31900\ngpus = [0]\n')
+    assert cli.main(["compare", "sim-fresh", "sim-typo", "--profiles-dir", str(folder)]) == 4
+    err = capsys.readouterr().err
+    assert f"'sim-fresh' is a profile in {folder} with no run yet" in err, err
+    assert "'sim-typo' is a profile" not in err

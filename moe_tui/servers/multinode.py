@@ -133,9 +133,13 @@ def lost_nodes(nodes: Sequence[str] | str, env: dict[str, str] | None = None) ->
     if not names:
         return []
     try:
-        out = _run(["sinfo", "-h", "-N", "-n", names, "-o", "%N|%T|%E"], env=env)
+        return lost_in_sinfo(_run(["sinfo", "-h", "-N", "-n", names, "-o", "%N|%T|%E"], env=env))
     except ServerStartError:
         return []
+
+
+def lost_in_sinfo(out: str) -> list[str]:
+    """The lost nodes in `sinfo -h -N -o '%N|%T|%E'` output (see `lost_nodes`)."""
     lost: dict[str, str] = {}
     for line in out.splitlines():
         parts = line.strip().split("|")

@@ -62,7 +62,7 @@ def test_losing_the_second_node_mid_run_names_it_and_retries_the_item(env, slurm
     _two_node_profile(env, "wide", time_scale=10)
     lines: list[str] = []
     with open_store(env) as store:
-        item = add(store, "wide", num_prompts=16, output_len=128, max_concurrency=2)
+        item = add(store, "wide", num_prompts=8, output_len=128, max_concurrency=2)  # seconds: time to strike
         d = dispatcher(store, env, slurm_idle, lines)
         d.adopt()
         wait_job_state(env.db, item, {"RUNNING"}, d, timeout=60)

@@ -55,6 +55,12 @@ async def _work(job: dict[str, Any], work: Path, job_id: str) -> dict[str, Any] 
 
     asked = job["item"]
     profile = load_profiles(job["profiles_dir"]).by_name(asked["profile_name"])
+    placement = None
+    if profile.nnodes > 1:  # one server over the job's nodes: its rendezvous fixed here (servers/multinode.py)
+        from moe_tui.servers.multinode import PLACEMENT_ENV, slurm_placement
+
+        placement = slurm_placement(profile.nnodes, str(Path(job["result_path"]).parent), free_port())
+        os.environ[PLACEMENT_ENV] = placement.to_json()
     profiles = ProfileSet(profiles=[dataclasses.replace(profile, port=free_port())], problems=[])
     store = Store(work / "moe-tui.sqlite3")
     queue = RunQueue(store)
@@ -74,9 +80,20 @@ async def _work(job: dict[str, Any], work: Path, job_id: str) -> dict[str, Any] 
     if stopped.is_set():
         return None
     done = queue.item(item.id)
-    return {"job_id": job_id, "item_id": int(asked["id"]), "attempt": int(job["attempt"]),
-            "node": os.environ.get("SLURMD_NODENAME") or socket.gethostname(), "item_state": done.state,
-            "item_error": done.error, **_run_parts(store, done.run_id, asked, int(job["attempt"]))}
+    out = {"job_id": job_id, "item_id": int(asked["id"]), "attempt": int(job["attempt"]),
+           "node": os.environ.get("SLURMD_NODENAME") or socket.gethostname(), "item_state": done.state,
+           "item_error": done.error, **_run_parts(store, done.run_id, asked, int(job["attempt"]))}
+    if placement is not None:
+        from moe_tui.servers.multinode import lost_nodes
+
+        out["nodes"] = list(placement.nodes)
+        if out["run"] is not None:
+            out["run"]["provenance"]["multinode"] = placement.describe()
+        lost = lost_nodes(placement.nodes) if done.state != "done" else []
+        if lost:  # a node of the server died: not the item's fault; the dispatcher retries it elsewhere
+            out.update(item_state="interrupted", lost_nodes=lost, run=None, server_start=None,
+                       item_error=f"node {', '.join(lost)} lost: {done.error}")
+    return out
 
 
 def _run_parts(store: Any, run_id: int | None, asked: dict[str, Any], attempt: int) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from moe_tui import compare, paths
 from moe_tui.control.api import QUEUE_PAGE, CampaignPreview, QueueRow, QueueWindow, RunView, ServerRow
+from moe_tui.executors.nodes import NodeRow, read_node_rows
 from moe_tui.export import formats as export
 from moe_tui.grids import pair as grids
 from moe_tui.judgement import is_simulated
@@ -156,6 +157,9 @@ class StoreReads:
                        error=run.error, simulated=simulated,
                        latencies_ms={k: tuple(v) for k, v in lat.items()},
                        roofline=run_roofline_terms(run))  # issue 15: grid_extras
+
+    def node_rows(self) -> tuple[NodeRow, ...]:
+        return tuple(read_node_rows(self.store))
 
     def log_lines(self, profile: str, limit: int = 2000) -> list[str]:
         starts = self.store.server_starts(profile, limit=1)

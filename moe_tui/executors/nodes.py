@@ -112,14 +112,14 @@ class NodeRow:
 
     @property
     def status_text(self) -> str:
-        sim = " · simulated GPUs" if self.simulated else ""
+        """A few words, k9s-style: live (sim: the emulator's GPUs), STALE and the sample's age, ended."""
         if self.status == "live":
-            return f"live{sim}"
+            return "live · sim" if self.simulated else "live"
         if self.status == "stale":
-            return f"STALE: no sample for {self.age_s:.0f} s{sim}"
+            return f"STALE {self.age_s:.0f}s" if self.age_s is not None else "STALE"
         if self.status == "ended":
-            return f"ended: its job(s) finished{sim}"
-        return "waiting for the job's first sample"
+            return "ended"
+        return "no sample yet"
 
 
 def _gib(value: Any) -> float | None:

@@ -31,7 +31,7 @@ def gpu(index: int, util: float = 50.0) -> dict[str, object]:
 def sample(node: str, t: float, gpus: list[dict[str, object]], owned: list[int] | None = None,
            simulated: bool = True) -> dict[str, object]:
     return {"format": "moe-tui-node-gpus", "node": node, "owned": owned,
-            "snapshot": {"t": t, "simulated": simulated, "available": True, "gpus": gpus}}
+            "snapshot": {"t": 12.5, "wall": t, "simulated": simulated, "available": True, "gpus": gpus}}
 
 
 def test_a_live_node_shows_its_gpus_and_which_job_owns_each() -> None:
@@ -79,7 +79,7 @@ def test_owned_gpus_reads_slurms_allocation_not_uuids() -> None:
 
 def test_the_node_file_round_trips_and_a_foreign_file_is_no_sample(tmp_path: Path) -> None:
     path = tmp_path / NODE_FILE
-    write_node_sample(path, job_id="5", item_id=3, node="node1", snapshot={"t": NOW, "gpus": [gpu(0)]},
+    write_node_sample(path, job_id="5", item_id=3, node="node1", snapshot={"t": 1.0, "wall": NOW, "gpus": [gpu(0)]},
                       owned=None, seq=1)
     body = read_node_sample(path)
     assert body is not None and body["node"] == "node1" and body["snapshot"]["gpus"][0]["index"] == 0

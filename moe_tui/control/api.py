@@ -63,6 +63,10 @@ class QueueRow:
     run_id: int | None = None
     error: str = ""
     campaign: str = ""
+    # The item's newest batch job (an executor's: `store.jobs`), "" when no executor worked it.
+    job_id: str = ""
+    job_node: str = ""
+    job_state: str = ""  # the scheduler's word: PENDING, RUNNING, COMPLETING, FAILED, NODE_FAIL, ...
 
     @property
     def short_fingerprint(self) -> str:

@@ -151,7 +151,8 @@ def node_rows(jobs: Sequence[JobRow], samples: Mapping[int, dict[str, Any] | Non
             sample = samples.get(job.id)
             if not sample:
                 continue
-            t = _num(sample["snapshot"].get("t")) or _num(sample.get("written_at"))
+            # The snapshot's wall clock (its `t` is the job's monotonic clock: no meaning here).
+            t = _num(sample["snapshot"].get("wall")) or _num(sample.get("written_at"))
             if t is not None and (newest is None or t > newest):
                 newest = t
             simulated = simulated or bool(sample["snapshot"].get("simulated"))

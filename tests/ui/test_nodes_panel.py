@@ -28,7 +28,7 @@ def _gpu(index: int, util: float) -> dict[str, object]:
 
 def _sample(node: str, age: float, gpus: list[dict[str, object]], owned: list[int] | None) -> dict[str, object]:
     return {"format": "moe-tui-node-gpus", "node": node, "owned": owned,
-            "snapshot": {"t": T0 - age, "simulated": True, "available": True, "gpus": gpus}}
+            "snapshot": {"t": 12.5, "wall": T0 - age, "simulated": True, "available": True, "gpus": gpus}}
 
 
 ROWS = tuple(node_rows(

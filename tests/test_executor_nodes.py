@@ -7,6 +7,7 @@ from pathlib import Path
 
 from moe_tui.executors.nodes import (
     NODE_FILE,
+    gres_gpu_indices,
     node_rows,
     owned_gpus,
     read_node_sample,
@@ -89,3 +90,11 @@ def test_the_node_file_round_trips_and_a_foreign_file_is_no_sample(tmp_path: Pat
     path.write_text("{not json", encoding="utf-8")
     assert read_node_sample(path) is None
     assert read_node_sample(tmp_path / "missing.json") is None
+
+
+def test_the_allocation_is_read_from_scontrols_gres_idx() -> None:
+    shown = ("JobId=7 JobName=x\n   JOB_GRES=gpu:3\n     Nodes=node1 CPU_IDs=0 Mem=0 GRES=gpu:3(IDX:0-1,5)\n"
+             "     Nodes=node2 CPU_IDs=0 Mem=0 GRES=gpu:1(IDX:2)\n   TresPerNode=gres:gpu:3\n")
+    assert gres_gpu_indices(shown, "node1") == [0, 1, 5]
+    assert gres_gpu_indices(shown, "node2") == [2]
+    assert gres_gpu_indices("JobId=7\n   TresPerNode=gres:gpu:3\n", "node1") is None

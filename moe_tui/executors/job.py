@@ -25,13 +25,14 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from moe_tui.executors.nodes import NODE_FILE, owned_gpus, write_node_sample
+from moe_tui.executors.nodes import NODE_FILE, gres_gpu_indices, owned_gpus, write_node_sample
 from moe_tui.executors.results import write_result
 
 JOB_FORMAT = "moe-tui-job"
@@ -88,10 +89,19 @@ def _node_relay(path: Path, job_id: str, item_id: int) -> Callable[[Any], None]:
 
     node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
     owned = owned_gpus(os.environ)
+    if owned is None and os.environ.get("SLURM_JOB_ID"):  # GRES without the env: Slurm's own word
+        try:
+            shown = subprocess.run(["scontrol", "show", "job", "-d", job_id], capture_output=True, text=True,
+                                   timeout=10, check=False).stdout
+            owned = gres_gpu_indices(shown, node)
+        except (OSError, subprocess.SubprocessError):
+            owned = None
     seq = [0]
 
     def relay(event: Any) -> None:
-        if isinstance(event, GpuTelemetry):
+        # Only snapshots with GPUs: the emulator's stop leaves "no simulated server runs", which is no
+        # news about the node (a node that stops answering turns STALE on the dashboard instead).
+        if isinstance(event, GpuTelemetry) and event.snapshot.get("available") and event.snapshot.get("gpus"):
             seq[0] += 1
             try:
                 write_node_sample(path, job_id=job_id, item_id=item_id, node=node, snapshot=event.snapshot,

@@ -12,8 +12,8 @@ second. The controller reads it when it draws. Why a file and not a stream:
   the history a run needs travels in its result file (`gpu_samples`), not here.
 
 Ownership: the job records which of the node's GPUs Slurm gave it (`SLURM_JOB_GPUS`, else the
-numeric `CUDA_VISIBLE_DEVICES`); without a GPU allocation (a partition without GRES, as in the
-test cluster) the GPUs its own sampler reports are its own.
+numeric `CUDA_VISIBLE_DEVICES`, else `scontrol show job -d`'s `GRES=gpu:N(IDX:...)`); without a
+GPU allocation (a partition without GRES) the GPUs its own sampler reports are its own.
 
 Freshness: a node's row is `live` while its newest sample is under `STALE_AFTER_S` old, `stale`
 past that (the job's clock against the reader's: cluster hosts keep NTP time), `ended` once its
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -51,6 +52,27 @@ def owned_gpus(env: Mapping[str, str]) -> list[int] | None:
             except ValueError:  # GPU UUIDs (MIG or UUID lists): not indices, look further
                 continue
     return None
+
+
+_GRES_IDX = re.compile(r"GRES=\S*?gpu[^\s(]*\(IDX:([0-9,\-]+)\)")
+
+
+def gres_gpu_indices(scontrol_text: str, node: str) -> list[int] | None:
+    """The GPU indices `scontrol show job -d` gives the job on `node` (`Nodes=node1 ... GRES=gpu:2(IDX:0-1)`),
+    or None when it names none (Slurm sets no SLURM_JOB_GPUS for some GRES set-ups, but says it here)."""
+    found: list[int] | None = None
+    for line in scontrol_text.splitlines():
+        match = _GRES_IDX.search(line)
+        if match is None:
+            continue
+        indices: set[int] = set()
+        for part in match.group(1).split(","):
+            lo, _, hi = part.partition("-")
+            if lo.isdigit() and (not hi or hi.isdigit()):
+                indices.update(range(int(lo), int(hi or lo) + 1))
+        if f"Nodes={node} " in line + " " or found is None:
+            found = sorted(indices)
+    return found
 
 
 def write_node_sample(path: Path, *, job_id: str, item_id: int, node: str, snapshot: Mapping[str, Any],

@@ -1,7 +1,7 @@
 """Per-node telemetry through the test cluster (issue 37 item 4): a job's node GPUs (the emulator's
 simulated ones, marked so) reach the controller's node rows, the rows the dashboard's Nodes panel
-shows, owned by that job and item while it runs; once the job ended its node shows as ended, with
-no last figure shown as live."""
+shows, owned by that job and item (Slurm's GRES allocation, as the job read it) while it runs; once
+the job ended its node shows as ended, with no last figure shown as live."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import time
 import pytest
 from runner_support import scaled
 
-from moe_tui.executors.nodes import MAX_NODE_FILE_BYTES, NODE_FILE, read_node_rows
-from tests.slurm.support import add, dispatcher, drive, jobs_of, open_store, wait_job_state
+from moe_tui.executors.dispatch import Dispatcher
+from moe_tui.executors.nodes import MAX_NODE_FILE_BYTES, NODE_FILE, read_node_rows, read_node_sample
+from moe_tui.executors.slurm import SlurmExecutor, SlurmSettings
+from tests.slurm.support import add, drive, job_env, jobs_of, open_store, wait_job_state
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 
@@ -23,7 +25,10 @@ def test_a_jobs_node_gpus_reach_the_node_rows_live_then_ended(env, slurm_idle):
     lines: list[str] = []
     with open_store(env) as store:
         item = add(store, "base", **LONG)
-        d = dispatcher(store, env, slurm_idle, lines)
+        gres = SlurmSettings(gpus="gres", time_limit_s=600)  # --gres=gpu:8 (the profile's tp_size)
+        executor = SlurmExecutor(lambda request: gres, env=job_env(slurm_idle, env.home / "nodes"))
+        d = Dispatcher(store, env.profiles, env.data_dir, executor, poll_s=0.3, result_grace_s=1.0,
+                       on_line=lines.append)
         d.adopt()
         job_id, _, node = wait_job_state(env.db, item, {"RUNNING"}, d, timeout=60)[:3]
         deadline = time.monotonic() + scaled(60)
@@ -35,6 +40,8 @@ def test_a_jobs_node_gpus_reach_the_node_rows_live_then_ended(env, slurm_idle):
             time.sleep(d.poll_s)
         assert live.node == node and live.simulated, live
         assert all(g.job_id == job_id and g.item_id == item for g in live.gpus), live.gpus
+        relayed = read_node_sample(next((env.data_dir / "jobs").iterdir()) / NODE_FILE)
+        assert relayed is not None and relayed["owned"] == list(range(8))  # Slurm's GRES allocation (IDX:0-7)
         assert all(g.util_pct is not None and g.mem_text for g in live.gpus), live.gpus
         drive(d, timeout=120)
         [ended] = [r for r in read_node_rows(store) if r.node == node]

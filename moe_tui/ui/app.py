@@ -29,7 +29,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
-from moe_tui.control import CampaignPreview, CampaignRequest, ControlClient, ControlSnapshot, LiveState, NodeRow, QueueWindow
+from moe_tui.control import CampaignPreview, CampaignRequest, ControlClient, ControlSnapshot, LiveState, QueueWindow
 from moe_tui.control.seen import SeenVerdicts
 from moe_tui.events import Notice, RunFinished
 from moe_tui.ui import render
@@ -206,7 +206,7 @@ class MoeTuiApp(App[None]):
         # Batch jobs relay their nodes' GPUs through files, not events: read them once a second.
         self.call_core("read the nodes", self.client.node_rows, done=self._nodes_loaded, group="nodes-read")
 
-    def _nodes_loaded(self, rows: tuple[NodeRow, ...]) -> None:
+    def _nodes_loaded(self, rows: tuple[Any, ...]) -> None:
         if self.live.set_nodes(rows):
             self.mark_dirty("nodes")
 

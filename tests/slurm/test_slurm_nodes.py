@@ -1,23 +1,57 @@
 """Per-node telemetry through the test cluster (issue 37 item 4): a job's node GPUs (the emulator's
 simulated ones, marked so) reach the controller's node rows, the rows the dashboard's Nodes panel
-shows, owned by that job and item (Slurm's GRES allocation, as the job read it) while it runs; once
-the job ended its node shows as ended, with no last figure shown as live."""
+shows, owned by that job and item (Slurm's GRES allocation, as the job read it) while it runs; a
+job whose relay falls silent (stopped) shows STALE with no figure; once the job ended its node
+shows as ended, with no last figure shown as live."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
+import psutil
 import pytest
 from runner_support import scaled
 
 from moe_tui.executors.dispatch import Dispatcher
-from moe_tui.executors.nodes import MAX_NODE_FILE_BYTES, NODE_FILE, read_node_rows, read_node_sample
+from moe_tui.executors.nodes import MAX_NODE_FILE_BYTES, NODE_FILE, NodeRow, read_node_rows, read_node_sample
 from moe_tui.executors.slurm import SlurmExecutor, SlurmSettings
 from tests.slurm.support import add, drive, job_env, jobs_of, open_store, wait_job_state
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 
 LONG = dict(num_prompts=16, output_len=128, max_concurrency=2)  # seconds of emulated decode: time to look
+
+
+def _job_process(root: Path) -> psutil.Process:
+    for proc in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if "moe_tui.executors.job" in " ".join(proc.info["cmdline"] or []) and \
+                    proc.environ().get("TMPDIR", "").startswith(str(root)):
+                return proc
+    raise AssertionError(f"no job process under {root}")
+
+
+@contextlib.contextmanager
+def _paused(proc: psutil.Process) -> Iterator[None]:
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGCONT)
+
+
+def _wait_status(store, node: str, status: str, d) -> NodeRow:
+    deadline = time.monotonic() + scaled(30)
+    while time.monotonic() < deadline:
+        row = next((r for r in read_node_rows(store) if r.node == node), None)
+        if row is not None and row.status == status:
+            return row
+        time.sleep(d.poll_s)
+    raise AssertionError(f"{node} never {status}: {read_node_rows(store)}")
 
 
 def test_a_jobs_node_gpus_reach_the_node_rows_live_then_ended(env, slurm_idle):
@@ -43,6 +77,9 @@ def test_a_jobs_node_gpus_reach_the_node_rows_live_then_ended(env, slurm_idle):
         relayed = read_node_sample(next((env.data_dir / "jobs").iterdir()) / NODE_FILE)
         assert relayed is not None and relayed["owned"] == list(range(8))  # Slurm's GRES allocation (IDX:0-7)
         assert all(g.util_pct is not None and g.mem_text for g in live.gpus), live.gpus
+        with _paused(_job_process(env.home / "nodes")):  # the job's relay falls silent: STALE, no figure
+            stale = _wait_status(store, node, "stale", d)
+        assert all(g.util_pct is None and g.mem_text == "" for g in stale.gpus), stale.gpus
         drive(d, timeout=120)
         [ended] = [r for r in read_node_rows(store) if r.node == node]
     assert jobs_of(env.db, item)[-1][3] == "imported"

@@ -203,6 +203,12 @@ class MoeTuiApp(App[None]):
 
     def _tick(self) -> None:
         self.mark_dirty("tick")
+        # Batch jobs relay their nodes' GPUs through files, not events: read them once a second.
+        self.call_core("read the nodes", self.client.node_rows, done=self._nodes_loaded, group="nodes-read")
+
+    def _nodes_loaded(self, rows: tuple[Any, ...]) -> None:
+        if self.live.set_nodes(rows):
+            self.mark_dirty("nodes")
 
     # -- messages up ---------------------------------------------------------------------------
     def on_core_event_arrived(self, message: CoreEventArrived) -> None:

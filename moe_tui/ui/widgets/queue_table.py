@@ -56,8 +56,10 @@ def job_text(row: QueueRow) -> Text:
     """The item's batch job: its id, Slurm's state for it, its node (the node is cut first)."""
     if not row.job_id:
         return Text("—", style="dim")
+    # The blank before the node is a span of its own: an SVG renderer drops a span's leading blank
+    # (screenshots read "RUNNINGnode1").
     return Text.assemble(row.job_id, " ", (row.job_state, JOB_STATE_STYLES.get(row.job_state, "bold red")),
-                         (f" {row.job_node}" if row.job_node else "", "dim"), no_wrap=True, overflow="ellipsis")
+                         " " if row.job_node else "", (row.job_node, "dim"), no_wrap=True, overflow="ellipsis")
 
 
 def queue_cells(n: int, row: QueueRow, current: int | None) -> tuple[object, ...]:

@@ -133,6 +133,7 @@ class ServerProfile:
     roofline: Mapping[str, Any] = field(default_factory=dict)  # roofline inputs; not a launch setting
     source: str = ""  # file it was loaded from; not a launch setting
     api_key: str = ""  # optional: the server answers only requests bearing it (SGLang --api-key)
+    nnodes: int = 1  # >1: one server over that many nodes (one srun inside a Slurm job: servers/multinode.py)
 
     @property
     def time_scale(self) -> float:
@@ -155,6 +156,8 @@ class ServerProfile:
         args += list(self.extra_args)
         # `api_key` is never on the command line (ps shows it to every local user): the server manager
         # hands it over in the start's --config file (moe_tui.servers.server_key).
+        if self.nnodes > 1:  # each rank's --node-rank and --dist-init-addr are the start's (servers/multinode.py)
+            args += ["--nnodes", str(self.nnodes)]
         if self.engine == "sim":
             args += sim_flags(self.sim)
         return args
@@ -197,6 +200,8 @@ class ServerProfile:
         data["env"] = redact_env(dict(self.env))
         data["api_key"] = REDACTED if self.api_key else ""
         data["sim"] = dict(self.sim)
+        if self.nnodes == 1:  # one node, as every profile before the key: its snapshot (and what it shapes) unchanged
+            data.pop("nnodes")
         return data
 
     def snapshot(self) -> ProfileSettings:
@@ -218,7 +223,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "gpus": (list,), "host": (str,), "port": (int,), "startup_timeout_s": (int, float),
     "startup_stall_s": (int, float),
     "extra_args": (list,), "env": (dict,), "python": (str,), "description": (str,), "sim": (dict,),
-    "roofline": (dict,), "api_key": (str,),
+    "roofline": (dict,), "api_key": (str,), "nnodes": (int,),
 }
 _REQUIRED = ("name", "engine", "model_path", "moe_runner_backend")
 
@@ -254,6 +259,7 @@ def profile_from_dict(data: Mapping[str, Any], where: str = "<profile>") -> Serv
         roofline=dict(data.get("roofline", {})),
         source=where,
         api_key=data.get("api_key", ""),
+        nnodes=data.get("nnodes", 1),
     )
 
 
@@ -308,14 +314,17 @@ def _check_placement(data: Mapping[str, Any], where: str) -> None:
     for key, default in (("startup_timeout_s", 1800.0), ("startup_stall_s", DEFAULT_STARTUP_STALL_S)):
         value = data.get(key, default)
         _need(where, 0 < value <= 86400, key, f"must be in (0, 86400] seconds, got {value}")
+    nnodes, tp = data.get("nnodes", 1), data.get("tp_size", 1)
+    _need(where, 1 <= nnodes <= 64 and tp % nnodes == 0, "nnodes",
+          f"must be in [1, 64], got {nnodes}; tp_size must be divisible by number of nodes (SGLang's check; tp_size {tp})")
     gpus = data.get("gpus", [])
     for g in gpus:
         _need(where, isinstance(g, int) and not isinstance(g, bool) and 0 <= g < 1024, "gpus",
               f"GPU indices must be integers >= 0, got {g!r}")
     _need(where, len(set(gpus)) == len(gpus), "gpus", f"lists a GPU twice: {gpus}")
-    tp = data.get("tp_size", 1)
-    if gpus:
-        _need(where, len(gpus) >= tp, "gpus", f"lists {len(gpus)} GPU(s) but tp_size is {tp}")
+    if gpus:  # the GPUs of each node
+        _need(where, len(gpus) >= tp // nnodes, "gpus", f"lists {len(gpus)} GPU(s) but tp_size is {tp}"
+              + (f" over {nnodes} nodes" if nnodes > 1 else ""))
     host = data.get("host", "127.0.0.1")
     if host != "localhost":
         try:

@@ -27,8 +27,11 @@ FLAGS_FILE = Path(__file__).with_name("sglang_flags_0_5_23.json")
 PROFILE_OWNED: dict[str, str] = {
     "model_path": "model_path", "served_model_name": "served_model_name", "tp_size": "tp_size",
     "ep_size": "ep_size", "moe_runner_backend": "moe_runner_backend", "quantization": "quantization",
-    "host": "host", "port": "port", "api_key": "api_key",
+    "host": "host", "port": "port", "api_key": "api_key", "nnodes": "nnodes",
 }
+# Set by moe-tui per start, not by a profile key: a multi-node start's rank and rendezvous address
+# (servers/multinode.py), derived from the profile's `nnodes`.
+START_OWNED: dict[str, str] = {"node_rank": "nnodes", "dist_init_addr": "nnodes"}
 
 
 @dataclass(frozen=True)
@@ -81,8 +84,9 @@ def owned_reached(extra_args: tuple[str, ...] | list[str]) -> list[tuple[str, Re
         if not arg.startswith("--"):
             continue
         r = resolve(arg)
-        if r.dest in PROFILE_OWNED:
-            out.append((PROFILE_OWNED[r.dest], r))
+        owner = PROFILE_OWNED.get(r.dest or "") or START_OWNED.get(r.dest or "")
+        if owner:
+            out.append((owner, r))
     return out
 
 

@@ -12,8 +12,8 @@ What lives here:
 
 May import: the core (spec, profiles, metrics, compare, judgement, events), the services (store,
 queue, telemetry, export), controller and runner. Never Textual: `moe_tui.ui` imports this
-package, not the other way round. Telemetry view types are re-exported here so that the UI needs
-no service import of its own.
+package, not the other way round. Telemetry view types (and the batch jobs' node rows) are
+re-exported here so that the UI needs no service import of its own.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from moe_tui.control.api import (
     ServerRow,
 )
 from moe_tui.control.live import BenchLive, LiveState, ServerLive
+from moe_tui.executors.nodes import NodeGpuRow, NodeRow
 from moe_tui.telemetry import SUSPECT_CLOCK_EVENTS, GpuSample, TelemetrySnapshot
 
 __all__ = [
@@ -40,6 +41,8 @@ __all__ = [
     "ControlSnapshot",
     "GpuSample",
     "LiveState",
+    "NodeGpuRow",
+    "NodeRow",
     "QueueRow",
     "QueueWindow",
     "RunView",

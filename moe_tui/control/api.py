@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from moe_tui.events import Event
+from moe_tui.executors.nodes import NodeRow
 from moe_tui.judgement import is_simulated
 from moe_tui.records import (
     BenchSummary,
@@ -71,6 +72,10 @@ class QueueRow:
     run_id: int | None = None
     error: str = ""
     campaign: str = ""
+    # The item's newest batch job (an executor's: `store.jobs`), "" when no executor worked it.
+    job_id: str = ""
+    job_node: str = ""
+    job_state: str = ""  # the scheduler's word: PENDING, RUNNING, COMPLETING, FAILED, NODE_FAIL, ...
 
     @property
     def short_fingerprint(self) -> str:
@@ -216,6 +221,11 @@ class ControlClient(abc.ABC):
         row of item `current`. Store-backed clients read only that page."""
         return QueueWindow.of(self.queue_rows(), offset=offset, limit=limit, words=words, around=around,
                               current=current)
+
+    def node_rows(self) -> tuple[NodeRow, ...]:
+        """The batch jobs' nodes with their relayed GPUs and which job owns each (`executors.nodes`):
+        the dashboard's node panel. None for a client that reads no store."""
+        return ()
 
     @abc.abstractmethod
     def profile_names(self) -> list[str]: ...

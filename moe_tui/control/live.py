@@ -29,6 +29,7 @@ from moe_tui.events import (
     ServerMetrics,
     ServerStateChanged,
 )
+from moe_tui.executors.nodes import NodeRow
 from moe_tui.judgement import is_live
 from moe_tui.telemetry import TelemetrySnapshot
 
@@ -93,6 +94,7 @@ class LiveState:
         self.gpu_util: dict[int, collections.deque[float]] = {}
         self.gpu_mem: dict[int, collections.deque[float]] = {}
         self.notices: collections.deque[Notice] = collections.deque(maxlen=50)
+        self.nodes: tuple[NodeRow, ...] = ()  # batch jobs' nodes (`ControlClient.node_rows`), newest read
 
     # -- snapshots -----------------------------------------------------------------------------
     def load(self, snapshot: ControlSnapshot) -> None:
@@ -114,6 +116,12 @@ class LiveState:
         self.current_item = snapshot.current_item
         if snapshot.telemetry is not None and self.telemetry is None:  # events may have brought a newer one
             self.add_telemetry(TelemetrySnapshot.from_dict(snapshot.telemetry))
+
+    def set_nodes(self, rows: tuple[NodeRow, ...]) -> bool:
+        """The newest node read; whether it changed what the node panel shows."""
+        changed = rows != self.nodes
+        self.nodes = rows
+        return changed
 
     def set_queue(self, window: QueueWindow) -> None:
         self.queue = window

@@ -14,6 +14,7 @@ from typing import Any
 
 from moe_tui import compare, paths
 from moe_tui.control.api import QUEUE_PAGE, CampaignPreview, QueueRow, QueueWindow, RunView, ServerRow
+from moe_tui.executors.nodes import NodeRow, read_node_rows
 from moe_tui.export import formats as export
 from moe_tui.grids import pair as grids
 from moe_tui.judgement import is_simulated
@@ -21,6 +22,7 @@ from moe_tui.profiles import ServerProfile
 from moe_tui.records import CampaignArgsJson, ExplainCellJson, ExplainPlanJson
 from moe_tui.store import queue_page
 from moe_tui.store.db import Store
+from moe_tui.store.jobs import ExecutorJobs, JobRow
 from moe_tui.store.queue import ORDER_POLICIES, RunQueue
 
 # The default first (the campaign form preselects it): counterbalanced interleaving keeps repeats
@@ -71,9 +73,14 @@ class StoreReads:
             return cached[1]
         page = queue_page.read_page(self.store, offset=offset, limit=limit, words=words, around=around,
                                     current=current)
-        window = QueueWindow(offset=page.offset, total=page.total, rows=tuple(_queue_row(r) for r in page.rows),
+        # The page's batch jobs (issue 37): one indexed read for the page's items, as `queue list`.
+        shown = [int(r["id"]) for r in page.rows] + ([int(page.current["id"])] if page.current is not None else [])
+        jobs = ExecutorJobs(self.store).latest_for_items(shown) if shown else {}
+        window = QueueWindow(offset=page.offset, total=page.total,
+                             rows=tuple(_queue_row(r, jobs.get(int(r["id"]))) for r in page.rows),
                              counts=dict(page.counts), words=tuple(words),
-                             current=_queue_row(page.current) if page.current is not None else None)
+                             current=_queue_row(page.current, jobs.get(int(page.current["id"])))
+                             if page.current is not None else None)
         self._queue_window_cache = (key, window)
         return window
 
@@ -168,6 +175,9 @@ class StoreReads:
                        latencies_ms={k: tuple(v) for k, v in lat.items()},
                        roofline=run_roofline_terms(run))  # issue 15: grid_extras
 
+    def node_rows(self) -> tuple[NodeRow, ...]:
+        return tuple(read_node_rows(self.store))
+
     def log_lines(self, profile: str, limit: int = 2000) -> list[str]:
         starts = self.store.server_starts(profile, limit=1)
         if not starts:
@@ -204,12 +214,15 @@ class StoreReads:
         return tuple(rows)
 
 
-def _queue_row(i: Any) -> QueueRow:
-    """A queue item read by column name (`RunQueue.light_items`, `store.queue_page`) as a view row."""
+def _queue_row(i: Any, job: JobRow | None = None) -> QueueRow:
+    """A queue item read by column name (`RunQueue.light_items`, `store.queue_page`) as a view row,
+    with its newest batch job when an executor worked it."""
     return QueueRow(id=i["id"], position=i["position"], profile=i["profile_name"],
                     concurrency=int(i["concurrency"] or 0), repeat_index=i["repeat_index"],
                     fingerprint=i["fingerprint"], state=i["state"], attempts=i["attempts"], run_id=i["run_id"],
-                    error=i["error"], campaign=i["campaign"] or "")
+                    error=i["error"], campaign=i["campaign"] or "",
+                    job_id=(job.job_id or "?") if job is not None else "", job_node=job.node if job else "",
+                    job_state=job.state if job is not None else "")
 
 
 def campaign_args(request: Any) -> CampaignArgsJson:

@@ -8,6 +8,7 @@ code on one item inside the job (`job`), and brings the result back as one file 
 - `slurm`: `sbatch`/`squeue`/`scancel` (`SlurmExecutor`), its settings (`SlurmSettings`);
 - `job`: what runs inside a job (`python -m moe_tui.executors.job JOB.json`);
 - `results`: the per-job result file (written once, atomically) and its idempotent import;
+- `nodes`: each job's node GPUs, relayed through its job folder, as the dashboard's node rows;
 - `dispatch`: the controller's loop over an executor (`Dispatcher`): submit, watch, import, retry,
   re-adopt after a restart. `docs/executors.md` says how it fits together and how a Kubernetes
   executor would.

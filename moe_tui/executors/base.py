@@ -75,3 +75,8 @@ class Executor(ABC):
     @abstractmethod
     def find(self, name: str) -> str | None:
         """The id of a job the scheduler knows by this name, if any (re-adoption after a crash)."""
+
+    def lost_nodes(self, nodes: str, now: str = "", reason: str = "") -> list[str]:
+        """'NODE (why)' for each of a job's `nodes` the scheduler reports lost; `now` and `reason`:
+        the job's nodes and reason as last seen (none known: empty)."""
+        return []

@@ -55,6 +55,7 @@ class Dispatcher:
         self._tag = hashlib.sha256(str(self.data_dir.resolve()).encode()).hexdigest()[:8]
         self._seen: dict[int, tuple[str, str]] = {}
         self._cancel_sent: set[int] = set()
+        self._lost: dict[int, list[str]] = {}  # job row -> its nodes the scheduler said lost when it ended
         self.counts = {"submitted": 0, "imported": 0, "retried": 0, "failed": 0, "cancelled": 0, "stale": 0}
 
     # -- start and loop -------------------------------------------------------------------------
@@ -128,8 +129,15 @@ class Dispatcher:
         ended = status is None or status.ended
         node = status.node if status is not None else ""
         if self._seen.get(row.id) != (state, node) or (ended and row.ended_seen_at is None):
+            before = self._seen.get(row.id, ("", row.node))[1]
             self._seen[row.id] = (state, node)
-            self.jobs.update(row.id, state=state, node=node, reason=status.reason if status else "", ended=ended)
+            reason = status.reason if status else ""
+            if (state in LOST or reason == "NodeDown") and row.id not in self._lost:
+                # which node: asked at once (a node that comes back is soon idle again), from the
+                # nodes the job held before Slurm took the failed one off it
+                self._lost[row.id] = self.executor.lost_nodes(before or node, now=node, reason=reason)
+                reason = "; ".join(filter(None, [reason, *self._lost[row.id]]))
+            self.jobs.update(row.id, state=state, node=node, reason=reason, ended=ended)
             self.on_line(f"item #{row.item_id} job {row.job_id}: {state}{' on ' + node if node else ''}")
         if row.cancel_asked and not ended and row.id not in self._cancel_sent:
             self._cancel_sent.add(row.id)
@@ -141,6 +149,9 @@ class Dispatcher:
             result = read_result(Path(row.result_path))
         except ResultError as exc:
             self._fail(row, f"its result cannot be imported: {exc}")
+            return
+        if result is not None and result.get("lost_nodes"):  # a node of a multi-node server died under it
+            self._retry(row, f"job {row.job_id}: node {', '.join(map(str, result['lost_nodes']))} lost mid-run")
             return
         if result is not None:
             outcome, run_id = import_result(self.store, row, result)
@@ -155,7 +166,9 @@ class Dispatcher:
             self._close(row, "cancelled", f"cancelled by user (job {row.job_id})", "cancelled")
         elif state in LOST or state == "CANCELLED":
             why = "cancelled outside moe-tui" if state == "CANCELLED" else state
-            self._retry(row, f"job {row.job_id} {why}{' on ' + row.node if row.node else ''} without a result")
+            lost = self._lost.get(row.id) or []
+            self._retry(row, f"job {row.job_id} {why}{' on ' + row.node if row.node else ''} without a result"
+                        + (f": node {', '.join(lost)} lost" if lost else ""))
         else:
             self._fail(row, f"job {row.job_id} ended {state} without a result{self._log_tail(row)}")
 
@@ -223,7 +236,7 @@ class Dispatcher:
         spec = item.spec
         request = JobRequest(
             name=f"moetui-{self._tag}-i{item.id}-a{attempt}", job_file=job_file, workdir=workdir,
-            result_path=result_path, gpus=len(profile.gpus) or profile.tp_size,
+            result_path=result_path, gpus=len(profile.gpus) or profile.tp_size // profile.nnodes, nodes=profile.nnodes,
             time_limit_s=time_limit_for(profile.startup_timeout_s, spec.num_prompts, spec.max_concurrency,
                                         spec.output_len, item.warmup, profile.time_scale))
         row_id = self.jobs.record(self.executor.name, request.name, item.id, attempt, str(result_path))

@@ -7,7 +7,8 @@ attempt, the profiles folder and where the result goes. The job makes a private 
 node's own disk (`$TMPDIR`), queues the item there and works it with `run.controller.Controller`
 until the queue is empty: the same server start, readiness, warmup, benchmark, telemetry,
 provenance and flags as the local runner. The profile's port is replaced by a free one of this node
-(two jobs may share a machine). Then the run, its requests, GPU samples and server start go into
+(two jobs may share a machine). While it works, its node's GPU snapshots are relayed through the job folder (`nodes`: one file,
+replaced each second). Then the run, its requests, GPU samples and server start go into
 the result file (`results.write_result`, atomic) and the private dir is removed.
 
 SIGTERM (scancel, preemption, the time limit) stops the benchmark and the server and writes no
@@ -24,11 +25,14 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from moe_tui.executors.nodes import NODE_FILE, gres_gpu_indices, owned_gpus, write_node_sample
 from moe_tui.executors.results import write_result
 from moe_tui.records import QueueItemJson
 
@@ -55,12 +59,19 @@ async def _work(job: dict[str, Any], work: Path, job_id: str) -> dict[str, Any] 
 
     asked = job["item"]
     profile = load_profiles(job["profiles_dir"]).by_name(asked["profile_name"])
+    placement = None
+    if profile.nnodes > 1:  # one server over the job's nodes: its rendezvous fixed here (servers/multinode.py)
+        from moe_tui.servers.multinode import PLACEMENT_ENV, slurm_placement
+
+        placement = slurm_placement(profile.nnodes, str(Path(job["result_path"]).parent), free_port())
+        os.environ[PLACEMENT_ENV] = placement.to_json()
     profiles = ProfileSet(profiles=[dataclasses.replace(profile, port=free_port())], problems=[])
     store = Store(work / "moe-tui.sqlite3")
     queue = RunQueue(store)
     item = queue.add_item(profile.name, BenchmarkSpec.from_dict(asked["spec"], "the job's item spec"),
                           repeat_index=int(asked["repeat_index"]), warmup=bool(asked["warmup"]))
     controller = Controller(store, profiles, data_dir=work)
+    controller.subscribe(_node_relay(Path(job["result_path"]).parent / NODE_FILE, job_id, int(asked["id"])))
     stopped = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -74,9 +85,48 @@ async def _work(job: dict[str, Any], work: Path, job_id: str) -> dict[str, Any] 
     if stopped.is_set():
         return None
     done = queue.item(item.id)
-    return {"job_id": job_id, "item_id": int(asked["id"]), "attempt": int(job["attempt"]),
-            "node": os.environ.get("SLURMD_NODENAME") or socket.gethostname(), "item_state": done.state,
-            "item_error": done.error, **_run_parts(store, done.run_id, asked, int(job["attempt"]))}
+    out = {"job_id": job_id, "item_id": int(asked["id"]), "attempt": int(job["attempt"]),
+           "node": os.environ.get("SLURMD_NODENAME") or socket.gethostname(), "item_state": done.state,
+           "item_error": done.error, **_run_parts(store, done.run_id, asked, int(job["attempt"]))}
+    if placement is not None:
+        from moe_tui.servers.multinode import lost_nodes
+
+        out["nodes"] = list(placement.nodes)
+        if out["run"] is not None:
+            out["run"]["provenance"]["multinode"] = placement.describe()
+        lost = lost_nodes(placement.nodes) if done.state != "done" else []
+        if lost:  # a node of the server died: not the item's fault; the dispatcher retries it elsewhere
+            out.update(item_state="interrupted", lost_nodes=lost, run=None, server_start=None,
+                       item_error=f"node {', '.join(lost)} lost: {done.error}")
+    return out
+
+
+def _node_relay(path: Path, job_id: str, item_id: int) -> Callable[[Any], None]:
+    """The controller's GPU snapshots, relayed to the dispatcher through the job folder (`nodes`)."""
+    from moe_tui.events import GpuTelemetry
+
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    owned = owned_gpus(os.environ)
+    if owned is None and os.environ.get("SLURM_JOB_ID"):  # GRES without the env: Slurm's own word
+        try:
+            shown = subprocess.run(["scontrol", "show", "job", "-d", job_id], capture_output=True, text=True,
+                                   timeout=10, check=False).stdout
+            owned = gres_gpu_indices(shown, node)
+        except (OSError, subprocess.SubprocessError):
+            owned = None
+    seq = [0]
+
+    def relay(event: Any) -> None:
+        # Only snapshots with GPUs: the emulator's stop leaves "no simulated server runs", which is no
+        # news about the node (a node that stops answering turns STALE on the dashboard instead).
+        if isinstance(event, GpuTelemetry) and event.snapshot.get("available") and event.snapshot.get("gpus"):
+            seq[0] += 1
+            try:
+                write_node_sample(path, job_id=job_id, item_id=item_id, node=node, snapshot=event.snapshot,
+                                  owned=owned, seq=seq[0])
+            except OSError:  # shared storage hiccup: the next second tries again; the run goes on
+                pass
+    return relay
 
 
 def _run_parts(store: Any, run_id: int | None, asked: dict[str, Any], attempt: int) -> dict[str, Any]:

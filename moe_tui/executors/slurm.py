@@ -197,6 +197,25 @@ class SlurmExecutor(Executor):
         if done.returncode != 0:
             raise ExecutorError(f"scancel {job_id} failed: {done.stderr.strip()[:500]}")
 
+    def lost_nodes(self, nodes: str, now: str = "", reason: str = "") -> list[str]:
+        """The nodes sinfo reports down, failing or not responding; else, for a job ended by NodeDown,
+        the nodes Slurm took off it (a failed node leaves the job's list as it completes; one that
+        still has its slurmd is soon back in service under ReturnToService=2)."""
+        from moe_tui.servers.multinode import lost_nodes
+
+        lost = lost_nodes(nodes, self.env)
+        if lost or reason != "NodeDown" or not now or now == nodes:
+            return lost
+        held, left = self._hostnames(nodes), set(self._hostnames(now))
+        return [f"{n} (taken off the job by Slurm: NodeDown)" for n in held if n not in left]
+
+    def _hostnames(self, hostlist: str) -> list[str]:
+        try:
+            done = self._run(["scontrol", "show", "hostnames", hostlist])
+        except ExecutorError:
+            return []
+        return done.stdout.split() if done.returncode == 0 else []
+
     def find(self, name: str) -> str | None:
         found = [s.job_id for s in self._squeue("-u", self.user, "-n", name)]
         return found[-1] if found else None

@@ -92,10 +92,11 @@ class StopReport:
     exit_code: int | None = None
     exit_signal: int | None = None
     seconds: float = 0.0
+    remote_left: tuple[str, ...] = ()  # a multi-node start: what the sweep found on other nodes (servers/multinode.py)
 
     @property
     def clean(self) -> bool:
-        return not self.survivors and not self.gpu_holders
+        return not self.survivors and not self.gpu_holders and not self.remote_left
 
     def describe(self) -> str:
         parts = [f"stopped {len(self.signalled)} process(es) in {self.seconds:.1f} s"]
@@ -105,6 +106,8 @@ class StopReport:
             parts.append(f"STILL ALIVE: pids {', '.join(map(str, self.survivors))}")
         if self.gpu_holders:
             parts.append(f"NVML still lists pids {', '.join(map(str, self.gpu_holders))} on the GPUs")
+        if self.remote_left:
+            parts.append("LEFT ON NODES: " + "; ".join(self.remote_left))
         return "; ".join(parts)
 
 

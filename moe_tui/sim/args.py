@@ -10,6 +10,7 @@ allowed, `--cuda-graph-max-bs` is rejected as ambiguous (it prefixes `-decode` a
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,7 +79,8 @@ SGLANG_FLAGS: tuple[FlagSpec, ...] = (
     _flag("--random-seed", type=int, default=None),
     _flag("--context-length", type=int, default=None),
     _flag("--disable-cuda-graph", action="store_true"),
-    _flag("--dist-init-addr", type=str, default=None),
+    _flag("--dist-init-addr", "--nccl-init-addr", type=str, default=None),
+    _flag("--dist-timeout", type=int, default=None),
     _flag("--nnodes", type=int, default=1),
     _flag("--node-rank", type=int, default=0),
     _flag("--disable-radix-cache", action="store_true",
@@ -245,6 +247,10 @@ def parse_args(argv: list[str], prog: str = "python -m moe_tui.sim") -> argparse
     for ok, message in checks:
         if not ok:
             parser.error(message)
+    if args.nnodes < 1 or args.tp_size % args.nnodes:  # check_server_args (arg_groups/validation_hook.py): an assert
+        print("Traceback (most recent call last):\nAssertionError: tp_size must be divisible by number of nodes",
+              file=sys.stderr)
+        raise SystemExit(1)
     if args.sim_exact:
         args.sim_start_sigma = args.sim_drift_sigma = args.sim_run_jitter = 0.0
     return args

@@ -26,6 +26,7 @@ from tokenizers import Tokenizer
 from moe_tui.sim.args import DEFAULT_CHUNKED_PREFILL_SIZE, DEFAULT_CONTEXT_LENGTH, DEFAULT_MAX_RUNNING_REQUESTS
 from moe_tui.sim.failure import child_failed
 from moe_tui.sim.gpus import GPU_PRESETS, SimGpuBoard, SimGpuWire
+from moe_tui.sim.internode import Peers, internode_ms, moe_shape
 from moe_tui.sim.memory import DEFAULT_MEM_FRACTION, WEIGHTS_GIB, MemoryBudget
 from moe_tui.sim.model import BatchScheduler, SeqState, StepPlan, load_backends, perf_for
 from moe_tui.sim.output import Metrics, TextBank, log
@@ -137,11 +138,13 @@ class SimEngine:
                                    self.perf.workspace_gib, kv_bytes_per_elem=1.0 if "fp8" in self.kv_cache_dtype else 2.0)
         self.kv_pool = max(1, self.memory.max_total_num_tokens)  # 1: startup fails first (startup.py)
         self.cache = None if args.disable_radix_cache else RadixCache(self.kv_pool)
-        self.gpu_indices = gpu_indices(args.tp_size)
+        self.gpu_indices = gpu_indices(args.tp_size // max(1, args.nnodes))  # this node's share of the TP ranks
         self.board = SimGpuBoard(self.gpu_indices, weights_gib=WEIGHTS_GIB,
                                  mem_fraction=args.mem_fraction_static or DEFAULT_MEM_FRACTION,
                                  power_limit_w=args.sim_gpu_power_limit_w, seed=self.sim_seed, preset=self.gpu)
-        self.children = ChildProcs(args.tp_size, args.ep_size, orphan_seconds=args.sim_orphan_children)
+        self.children = ChildProcs(args.tp_size // max(1, args.nnodes), args.ep_size, orphan_seconds=args.sim_orphan_children)
+        self.peers: Peers | None = None  # rank 0 of a multi-node start: its links to the other ranks (sim/internode.py)
+        self.moe_shape = moe_shape(args.model_path)
         self.prefix = log_prefix(0, args.tp_size, args.ep_size)
         self.busy = BusyMeter()
         self.time_scale: float = args.sim_time_scale
@@ -237,6 +240,7 @@ class SimEngine:
         if self.args.sim_zero_delay:
             return 0.0
         ms = self.perf.step_ms(decode_batch, prefill_tokens)
+        ms += internode_ms(decode_batch + prefill_tokens, self.args.nnodes, self.args.tp_size, self.moe_shape)
         if decode_batch > 0:
             ms += self.args.sim_moe_slowdown_ms
         if self.args.sim_jit_stall_ms and decode_batch > 0:

@@ -346,6 +346,8 @@ class SimServer:
         finally:
             for task in self._tasks + ([self.e.fault_task] if self.e.fault_task else []):
                 task.cancel()
+            if self.e.peers is not None:  # rank 0's ShutdownReq to the other nodes' ranks
+                self.e.peers.shutdown()
             await loop.run_in_executor(None, self.e.children.stop)
             await runner.cleanup()
         return code

@@ -15,4 +15,14 @@ __all__ = ["SimServer", "run_server"]
 
 
 def run_server(args: argparse.Namespace, argv: list[str]) -> int:
+    if args.nnodes > 1 and args.node_rank > 0:  # no API on a non-zero node rank (sim/internode.py)
+        return asyncio.run(_follower(args, argv))
     return asyncio.run(SimServer(args, argv).serve())
+
+
+async def _follower(args: argparse.Namespace, argv: list[str]) -> int:
+    from moe_tui.sim.engine import SimEngine
+    from moe_tui.sim.internode import serve_follower
+    from moe_tui.sim.startup import follower_startup
+
+    return await serve_follower(SimEngine(args, argv), follower_startup)

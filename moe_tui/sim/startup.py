@@ -17,6 +17,8 @@ import asyncio
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from moe_tui.sim import SIM_VERSION
 from moe_tui.sim.engine import SimEngine
@@ -25,6 +27,7 @@ from moe_tui.sim.memory import WEIGHTS_GIB
 from moe_tui.sim.output import log, log_raw
 from moe_tui.sim.server_info import server_args
 
+T = TypeVar("T")
 LOAD_PROGRESS_EVERY_S = 0.5  # a bar update this often (tqdm refreshes at most every 0.1 s; shards take longer)
 SHARDS = 80
 LOAD_DESC = "Loading safetensors checkpoint shards"
@@ -164,11 +167,40 @@ async def _autotune_and_graphs(engine: SimEngine, t1: float) -> None:
         f"mem usage=2.10 GB, avail mem={max(0.0, engine.memory.kv_gib - 2.1):.2f} GB.", prefix)
 
 
+async def _init_parallel(engine: SimEngine, join: Callable[[SimEngine], Awaitable[T]]) -> T:
+    """A multi-node start's rendezvous (sim/internode.py), between the lines 0.5.23 prints around it
+    (distributed/bootstrap.py; printed on one node too, where the emulator has nothing to wait for
+    and keeps its log as it was)."""
+    log("Init parallel begin.", engine.prefix)
+    tic = time.monotonic()
+    joined = await join(engine)
+    log(f"Init parallel ends. elapsed={time.monotonic() - tic:.2f} s", engine.prefix)
+    return joined
+
+
+async def follower_startup(engine: SimEngine, join: Callable[[SimEngine], Awaitable[T]]) -> T:
+    """A non-zero node rank's start: its schedulers, the rendezvous, its share of the weights."""
+    t0 = time.monotonic()
+    _banner(engine)
+    await _spawn_children(engine)
+    joined = await _init_parallel(engine, join)
+    log(f"Load weight begin. avail mem={engine.memory.mem_total_bytes / 2**30:.2f} GB", engine.prefix)
+    await _load_weights(engine, engine.args.sim_load_seconds + engine.args.sim_slow_start)
+    log(f"Load weight end. elapsed={time.monotonic() - t0:.2f} s, type=GlmMoeDsaForCausalLM, dtype=torch.bfloat16, "
+        f"avail mem={engine.memory.mem_total_bytes / 2**30 - WEIGHTS_GIB:.2f} GB, mem usage={WEIGHTS_GIB:.2f} GB.",
+        engine.prefix)
+    return joined
+
+
 async def startup(engine: SimEngine) -> None:
     a, prefix = engine.args, engine.prefix
     t0 = time.monotonic()
     _banner(engine)
     await _spawn_children(engine)
+    if a.nnodes > 1:
+        from moe_tui.sim.internode import host_rendezvous
+
+        engine.peers = await _init_parallel(engine, host_rendezvous)
     t1 = await _load_and_pool(engine, t0)
     await _autotune_and_graphs(engine, t1)
     total = time.monotonic() - t0
@@ -181,6 +213,8 @@ async def startup(engine: SimEngine) -> None:
     assert engine.open_port is not None, "the HTTP side (routes.SimServer) sets open_port before startup"
     if not await engine.open_port():  # only now, as SGLang's uvicorn starts after the engine is up
         return
+    if engine.peers is not None:
+        engine.peers.send("ready")  # the followers' schedulers are up as well: their dummy health servers start
     log_raw(f"INFO:     Started server process [{os.getpid()}]")
     log_raw("INFO:     Waiting for application startup.")
     log_raw("INFO:     Application startup complete.")

@@ -76,6 +76,18 @@ class ExecutorJobs:
             raise
         return {int(r["queue_item_id"]): _row(r) for r in rows}
 
+    def recent(self, since: float) -> list[JobRow]:
+        """Open jobs and those settled or updated since `since` (the dashboard's node rows: an
+        ended job's node shows as ended a while). None from a store made before schema 10."""
+        try:
+            rows = self.store.query("SELECT * FROM executor_jobs WHERE settled_at IS NULL OR settled_at >= ?"
+                                    " OR updated_at >= ? ORDER BY id", (since, since))
+        except Exception as exc:  # an older store, read-only: no executor has worked it
+            if "no such table" in str(exc):
+                return []
+            raise
+        return [_row(r) for r in rows]
+
     def open_job_of(self, item_id: int) -> JobRow | None:
         """The item's job not yet settled (a running item an executor works), if any."""
         rows = self.store.query("SELECT * FROM executor_jobs WHERE queue_item_id = ? AND settled_at IS NULL", (int(item_id),))

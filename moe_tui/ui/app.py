@@ -124,12 +124,7 @@ class MoeTuiApp(App[None]):
         self._modes = {name: (cls if name == self.DEFAULT_MODE else self._mode_screen(cls))
                        for name, cls in self.MODES.items()}
         self.preparer = Preparer(self)
-        self.sub_title = subtitle or client.mode
-        if client.data_dir is not None:  # which data dir (and so which runner and queue) this is: before
-            # the mode, its head elided, so that an 80-column header (cut at its end) keeps the tail
-            where = f"{render.data_dir_label(client.data_dir)}  ·  {client.mode}"
-            self.sub_title = self.sub_title.replace(client.mode, where, 1) if client.mode in self.sub_title \
-                else f"{self.sub_title}  ·  {render.data_dir_label(client.data_dir)}"
+        self.sub_title = render.header_subtitle(subtitle or client.mode, client.mode, client.data_dir)
 
     def format_title(self, title: str, sub_title: str) -> Content:
         """"moe-tui — in-process controller": Textual's own words and separator, but the blank
@@ -203,6 +198,12 @@ class MoeTuiApp(App[None]):
 
     def _tick(self) -> None:
         self.mark_dirty("tick")
+        # Batch jobs relay their nodes' GPUs through files, not events: read them once a second.
+        self.call_core("read the nodes", self.client.node_rows, done=self._nodes_loaded, group="nodes-read")
+
+    def _nodes_loaded(self, rows: tuple[Any, ...]) -> None:
+        if self.live.set_nodes(rows):
+            self.mark_dirty("nodes")
 
     # -- messages up ---------------------------------------------------------------------------
     def on_core_event_arrived(self, message: CoreEventArrived) -> None:

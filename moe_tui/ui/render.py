@@ -62,6 +62,15 @@ def data_dir_label(path: object, width: int = 28) -> str:
     return text if len(text) <= width else "…" + text[-(width - 1):]
 
 
+def header_subtitle(subtitle: str, mode: str, data_dir: object | None) -> str:
+    """The header's subtitle: which data dir (and so which runner and queue) this is, before the
+    mode, its head elided, so that an 80-column header (cut at its end) keeps the tail."""
+    if data_dir is None:
+        return subtitle
+    where = f"{data_dir_label(data_dir)}  ·  {mode}"
+    return subtitle.replace(mode, where, 1) if mode in subtitle else f"{subtitle}  ·  {data_dir_label(data_dir)}"
+
+
 def plain_cells(cells: Iterable[object]) -> tuple[object, ...]:
     """Table cells with every str made plain `Text` (Textual's DataTable parses str as markup)."""
     return tuple(Text(c) if isinstance(c, str) else c for c in cells)

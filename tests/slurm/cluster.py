@@ -134,9 +134,15 @@ def start(root: Path, nodes: int = 2, cpus: int = 2) -> Cluster:
         f"SlurmctldLogFile={root / 'slurmctld.log'}", f"SlurmdLogFile={root / 'slurmd'}-%n.log",
         "SlurmctldDebug=info", "SlurmdDebug=info",
     ]
+    # Eight GPUs per node as GRES over plain files (scheduling only: the jobs run the emulator), so a
+    # `--gres=gpu:N` job gets an allocation (`scontrol show job -d`: GRES=gpu:N(IDX:...)).
+    (root / "gpus").mkdir(exist_ok=True)
+    for i in range(8):
+        (root / "gpus" / f"gpu{i}").touch()
+    (root / "gres.conf").write_text(f"Name=gpu File={root / 'gpus'}/gpu[0-7]\n")
     for name, port in zip(names, node_ports):
         lines.append(f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} CPUs={cpus} "
-                     f"RealMemory=2000 State=UNKNOWN")
+                     f"RealMemory=2000 Gres=gpu:8 State=UNKNOWN")
     lines.append(f"PartitionName=debug Nodes={','.join(names)} Default=YES MaxTime=INFINITE State=UP")
     (root / "state").mkdir(exist_ok=True)
     for name in names:

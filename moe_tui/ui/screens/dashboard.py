@@ -1,4 +1,4 @@
-"""DashboardScreen (the default): GPUs, servers, the live benchmark and the queue at a glance."""
+"""DashboardScreen (the default): GPUs, batch jobs' nodes, servers, the live benchmark and the queue at a glance."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from moe_tui.ui.screens.base import LiveScreen, composed
 from moe_tui.ui.widgets.bench_panel import BenchPanel
 from moe_tui.ui.widgets.gpu_panel import GpuPanel
 from moe_tui.ui.widgets.key_bar import KeyBar
+from moe_tui.ui.widgets.node_panel import NodePanel
 from moe_tui.ui.widgets.queue_summary import QueueSummary
 from moe_tui.ui.widgets.server_panel import ServerPanel
 
@@ -39,6 +40,7 @@ class DashboardScreen(LiveScreen):
         yield Header(show_clock=False, icon="◆")
         with VerticalScroll(id="dashboard-body"):
             yield GpuPanel(id="gpu-panel", classes="panel")
+            yield NodePanel(id="node-panel", classes="panel")
             with Horizontal(id="dashboard-lower"):
                 yield ServerPanel(id="server-panel", classes="panel")
                 yield BenchPanel(id="bench-panel", classes="panel")
@@ -48,10 +50,10 @@ class DashboardScreen(LiveScreen):
     def on_mount(self) -> None:
         if not composed(self):
             return  # the App closed while this screen was built off screen
-        self.live_update({"layout", "servers", "logs", "bench", "queue", "status", "gpus"})
+        self.live_update({"layout", "servers", "logs", "bench", "queue", "status", "gpus", "nodes"})
 
     def on_screen_resume(self) -> None:
-        self.live_update({"layout", "servers", "logs", "bench", "queue", "status", "gpus"})
+        self.live_update({"layout", "servers", "logs", "bench", "queue", "status", "gpus", "nodes"})
 
     def live_update(self, topics: set[str]) -> None:
         app = self.control
@@ -59,8 +61,11 @@ class DashboardScreen(LiveScreen):
         if "layout" in topics:
             self.query_one(GpuPanel).set_compact(app.narrow)
             self.query_one(ServerPanel).set_compact(app.narrow)
+            self.query_one(NodePanel).set_compact(app.narrow)
         if "gpus" in topics:
             self.query_one(GpuPanel).show(live.telemetry, live.gpu_util, live.gpu_mem, app.gpu_owners())
+        if topics & {"nodes", "layout"}:
+            self.query_one(NodePanel).show(app.live.nodes)
         if topics & {"servers", "logs", "tick"}:
             self.query_one(ServerPanel).show(live, now=app.clock())
         if topics & {"bench", "servers", "status"}:  # status: what comes before a run (a server starting)

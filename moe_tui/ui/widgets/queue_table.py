@@ -36,12 +36,30 @@ COLUMNS = (
     ("state", "State", 11),
     ("tries", "Tries", 5),
     ("run", "Run", 5),
+    ("job", "Job", 22),
     ("note", "Note", None),
 )
 WINDOW = QUEUE_PAGE  # rows in the table at once (a tall terminal shows about 60)
 
 # 80 columns: what an item is and how it went; the item id, spec, tries and run show at 120.
 NARROW_COLUMNS = {"n": 3, "profile": 22, "conc": 4, "rep": 3, "state": 11, "note": 19}  # 74 with cell padding
+# The Job column (an executor's batch job: id, Slurm state, node) shows only while the page has
+# one: at 120 in place of the spec; at 80 it takes room from the profile and the note (78 in all).
+WIDE_JOB_COLUMNS = tuple(key for key, _, _ in COLUMNS if key != "spec")
+NARROW_JOB_COLUMNS = {"n": 3, "profile": 15, "conc": 4, "rep": 3, "state": 11, "job": 17, "note": 11}
+# Slurm's words, k9s's colours: working, waiting, ended well, lost (retried) or failed.
+JOB_STATE_STYLES = {"RUNNING": "bold cyan", "COMPLETING": "cyan", "PENDING": "yellow", "SUBMITTING": "yellow",
+                    "CONFIGURING": "yellow", "COMPLETED": "green", "CANCELLED": "dim", "GONE": "dim"}
+
+
+def job_text(row: QueueRow) -> Text:
+    """The item's batch job: its id, Slurm's state for it, its node (the node is cut first)."""
+    if not row.job_id:
+        return Text("—", style="dim")
+    # The blank before the node is a span of its own: an SVG renderer drops a span's leading blank
+    # (screenshots read "RUNNINGnode1").
+    return Text.assemble(row.job_id, " ", (row.job_state, JOB_STATE_STYLES.get(row.job_state, "bold red")),
+                         " " if row.job_node else "", (row.job_node, "dim"), no_wrap=True, overflow="ellipsis")
 
 
 def queue_cells(n: int, row: QueueRow, current: int | None) -> tuple[object, ...]:
@@ -56,6 +74,7 @@ def queue_cells(n: int, row: QueueRow, current: int | None) -> tuple[object, ...
         render.state_text(row.state),
         str(row.attempts),
         str(row.run_id) if row.run_id is not None else "—",
+        job_text(row),
         Text(row.error, style="red") if row.error else Text(row.campaign, style="dim"),
     )
 
@@ -79,9 +98,19 @@ class QueueTable(KeyedTable):
         self._current: int | None = None
         self._target: int | None = None  # where the cursor goes once the page holding it arrives
         self._keep_view: tuple[int, float] | None = None  # (window start, scroll) before a wheel shift
+        self._narrow = False
+        self._fit_columns()  # no Job column until a page has a batch job
 
     def set_narrow(self, narrow: bool) -> None:
-        self.show_columns(NARROW_COLUMNS if narrow else None)
+        self._narrow = narrow
+        self._fit_columns()
+
+    def _fit_columns(self) -> None:
+        jobs = any(r.job_id for r in self._window.rows)
+        if self._narrow:
+            self.show_columns(NARROW_JOB_COLUMNS if jobs else NARROW_COLUMNS)
+        else:
+            self.show_columns(WIDE_JOB_COLUMNS if jobs else tuple(k for k, _, _ in COLUMNS if k != "job"))
 
     @property
     def window_start(self) -> int:
@@ -98,6 +127,7 @@ class QueueTable(KeyedTable):
             return False
         before = self._window.offset
         self._window, self._current = window, current
+        self._fit_columns()
         self.sync({str(r.id): queue_cells(n, r, current)
                    for n, r in enumerate(window.rows, start=window.offset + 1)})
         target, self._target = self._target, None

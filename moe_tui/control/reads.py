@@ -196,9 +196,16 @@ class StoreReads:
 
     # -- servers: every profile, with what the core says about the live ones ----------------
     def server_rows(self, described: Iterable[Mapping[str, Any]]) -> tuple[ServerRow, ...]:
+        from moe_tui.control import direction
+
         live = {d["profile"]: d for d in described}
+        # The newest campaign's profiles first, in its order (baseline above candidate), then the rest as
+        # the folder lists them (walk 2026-12-05, finding 13: the candidate was listed above the baseline).
+        newest = self._queue().newest_campaign()
+        first = direction.newest_campaign_profiles([newest]) if newest else []
+        ordered = sorted(self.profiles, key=lambda p: first.index(p.name) if p.name in first else len(first))
         rows = []
-        for p in self.profiles:
+        for p in ordered:
             d = live.get(p.name, {})
             state = d.get("state", "stopped")
             ready_since = None

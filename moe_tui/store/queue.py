@@ -193,6 +193,13 @@ class RunQueue:
         return [{"id": r["id"], "name": r["name"], "policy": r["policy"], "created_at": r["created_at"],
                  "definition": json.loads(r["definition_json"])} for r in self.store.query(sql + " ORDER BY id", params)]
 
+    def newest_campaign(self) -> CampaignRowJson | None:
+        """The newest campaign (one row by the primary key), or None without one."""
+        rows = self.store.query("SELECT * FROM campaigns ORDER BY id DESC LIMIT 1")
+        return None if not rows else {"id": rows[0]["id"], "name": rows[0]["name"], "policy": rows[0]["policy"],
+                                      "created_at": rows[0]["created_at"],
+                                      "definition": json.loads(rows[0]["definition_json"])}
+
     # -- adding -------------------------------------------------------------------------------
     def add_campaign(self, plan: CampaignPlan, name: str | None = None) -> tuple[int, list[QueueItem]]:
         """All of the plan's items, appended in the plan's order, with the campaign row: one

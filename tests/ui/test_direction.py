@@ -228,3 +228,25 @@ def test_compare_takes_the_profiles_folder_and_says_which_name_is_a_profile_not_
     err = capsys.readouterr().err
     assert f"'sim-fresh' is a profile in {folder} with no run yet" in err, err
     assert "'sim-typo' is a profile" not in err
+
+
+def test_the_servers_list_the_newest_campaigns_baseline_first(tmp_path):
+    """Walk 2026-12-05 finding 13: the Servers panel listed profiles as the folder sorts them, so the demo's
+    candidate (cutedsl) stood above its baseline (cutlass). The newest campaign's profiles come first, in its
+    order; the others follow as the folder lists them."""
+    from moe_tui.paths import bundled_demo_profiles_dir
+    from moe_tui.profiles import load_profiles
+
+    s = Store(tmp_path / "store.sqlite3")
+    try:
+        reads = Reads(s, tmp_path)
+        reads.profiles = list(load_profiles(bundled_demo_profiles_dir()).profiles)
+        folder_order = [p.name for p in reads.profiles]
+        assert folder_order.index(B) < folder_order.index(A)  # the folder puts the candidate first
+        assert [r.profile for r in reads.server_rows(())] == folder_order  # no campaign: the folder's order
+        RunQueue(s).add_campaign(CampaignPlan(profiles=(A, B), concurrencies=(10,), base_spec=BenchmarkSpec(),
+                                              repeats=1, policy="interleaved"), name="demo")
+        shown = [r.profile for r in reads.server_rows(())]
+        assert shown[:2] == [A, B] and sorted(shown) == sorted(folder_order)
+    finally:
+        s.close()

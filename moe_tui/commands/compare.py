@@ -33,9 +33,6 @@ def add_pair_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("candidate", metavar="CANDIDATE", help="profile name of the candidate column")
     p.add_argument("--fingerprint", metavar="FP", default=None,
                    help="only the concurrencies with runs of this spec fingerprint (6+ leading characters)")
-    # The grid reads stored runs only; the folder says which names are profiles not run yet (walk
-    # 2026-12-05, finding 14: the flag `queue add` and `run` take was refused here).
-    add_profiles_dir(p)
     p.add_argument("--vary", metavar="FIELD[,FIELD]", default=",".join(sorted(J.DEFAULT_VARY)),
                    help="the field(s) this comparison varies; every other difference confounds "
                         "(default: %(default)s)")
@@ -120,6 +117,9 @@ def terminal_width() -> int | None:
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     add_pair_arguments(p)
+    # The grid reads stored runs only; the folder says which names are profiles not run yet (walk
+    # 2026-12-05, finding 14: the flag `queue add` and `run` take was refused here).
+    add_profiles_dir(p)
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     add_json_alias(p)
     p.add_argument("-o", "--output", metavar="FILE", default=None, help="write to FILE instead of stdout")

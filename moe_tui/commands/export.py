@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from moe_tui.commands.common import add_format
+from moe_tui.commands.common import add_format, add_profiles_dir
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> argparse.ArgumentParser:
@@ -22,6 +22,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
 
     p = sub.add_parser(name, help=help_text, description=help_text)
     add_pair_arguments(p)
+    add_profiles_dir(p)  # as on compare: which names are profiles not run yet
     p.add_argument("-o", "--output", "--dir", dest="dir", metavar="DIR", default=None,
                    help="folder for the files (default: data dir exports/); -o/--output as on compare and explain, "
                         "--dir its old spelling")

@@ -216,6 +216,18 @@ class ManagedServer(ServerFollowMixin, ServerWatchMixin):
         self.server_key = start_key(self.profile)
         return ["--config", str(write_key_config(folder, self.server_key))] if self.server_key else []
 
+    def _launch_argv(self, server_id: str) -> tuple[list[str], Path]:
+        """The start's command line: the profile's, as one srun step over the job's nodes for a two-node
+        profile (refused outside such a job), with the key's --config file in the start's own folder."""
+        argv = self.profile.argv(self.python)
+        if self.profile.nnodes > 1:
+            self.placement = current_placement(self.profile.nnodes)
+            argv = launch_argv(argv, self.placement, self.python)
+        # Expert dumps go to a folder of this start only (0700): never a shared /tmp where another
+        # user's planted pickle would be read as this server's expert load.
+        dump_dir = expert_dump_dir(server_id, create=True)
+        return argv + self._key_config(dump_dir), dump_dir
+
     # -- start ----------------------------------------------------------------------------------
     async def start(self, *, force: bool = False) -> None:
         """Run the pre-start checks, launch the child and return while it starts (state starting).
@@ -241,14 +253,7 @@ class ManagedServer(ServerFollowMixin, ServerWatchMixin):
         self.server_id = f"{self.profile.name}-{uuid.uuid4().hex[:12]}"
         stamp = time.strftime("%Y%m%d-%H%M%S")
         self.log_path = paths.logs_dir() / f"{self.profile.name}-{stamp}-{self.server_id[-12:]}.log"
-        argv = self.profile.argv(self.python)
-        if self.profile.nnodes > 1:  # one srun step over the job's nodes; refused outside such a job
-            self.placement = current_placement(self.profile.nnodes)
-            argv = launch_argv(argv, self.placement, self.python)
-        # Expert dumps go to a folder of this start only (0700): never a shared /tmp where another
-        # user's planted pickle would be read as this server's expert load.
-        self.expert_dump_dir = expert_dump_dir(self.server_id, create=True)
-        argv += self._key_config(self.expert_dump_dir)
+        argv, self.expert_dump_dir = self._launch_argv(self.server_id)
         # moe-tui's markers last: neither a profile's env nor anything else may override them
         ours = {**{k: os.environ[k] for k in INHERITED_MARKERS if k in os.environ},
                 SERVER_ID_ENV: self.server_id, "PYTHONUNBUFFERED": "1",

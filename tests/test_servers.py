@@ -694,3 +694,25 @@ async def test_tp8_orphans_of_a_sigkilled_parent_are_owned_by_marker_and_swept(s
     finally:
         orphan.kill()
         orphan.wait()
+
+
+@pytest.mark.integration
+async def test_a_ready_server_that_stops_answering_is_not_reused(store, tracked):
+    """A server that crashed during the last item may not have exited when the next item asks (its crash
+    handler still stopping children); reused, it failed that item too (test_server_crash, once under load,
+    2026-12-05). `still_serving` asks /health: a frozen server (SIGSTOP) is not one to reuse, a killed one is
+    recorded failed within the exit wait, a live one is reused."""
+    server = make(tracked, sim_profile(), store)
+    await server.start()
+    await server.wait_ready(timeout=15)
+    assert await server.still_serving(timeout=5.0, exit_wait=1.0)
+    os.kill(server.pid, signal.SIGSTOP)
+    try:
+        assert not await server.still_serving(timeout=0.5, exit_wait=0.3)
+        assert server.state == READY  # frozen, not gone: the caller stops it
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+    assert await server.still_serving(timeout=5.0, exit_wait=1.0)
+    os.killpg(server.pid, signal.SIGKILL)  # a crash: the exit watcher records it while still_serving waits
+    assert not await server.still_serving(timeout=0.5, exit_wait=30.0)
+    assert server.state == FAILED and "SIGKILL" in server.reason, server.reason

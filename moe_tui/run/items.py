@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 # After asking a benchmark to stop, how long it may take to wind down before it is cancelled.
 BENCH_STOP_GRACE_S = 15.0
 LOG_TAIL_IN_ERROR = 20
+HEALTH_PROBE_S, CRASH_EXIT_WAIT_S = 5.0, 10.0  # a reused server's /health; a crashed one's exit (still_serving)
 
 # A benchmark: (spec, base_url, *, on_progress, stop, run_id, [tokenizer, request_timeout,
 # stall_timeout]) -> its result (`default_bench` is the one the controller runs).
@@ -170,11 +171,14 @@ class ItemRunner:
         await self._recovery.stop_stray_servers(f"the queue needs '{profile.name}'")
         current = servers.get(profile.name)
         if current is not None and current.state == "ready" and current.profile == profile:
-            if not item.fresh_start:
+            if not await current.still_serving(HEALTH_PROBE_S, CRASH_EXIT_WAIT_S):
+                if current.is_live:  # neither answering nor gone: not a server to benchmark
+                    await current.stop(f"did not answer /health before item #{item.id}")
+            elif not item.fresh_start:
                 return current
-            # The item asked for a fresh start (an investigation's cold run or restart).
-            ctx.status("stopping-server", f"{profile.name} (item #{item.id} asks for a fresh start)")
-            await current.stop(f"item #{item.id} asks for a fresh server start")
+            else:  # the item asked for a fresh start (an investigation's cold run or restart)
+                ctx.status("stopping-server", f"{profile.name} (item #{item.id} asks for a fresh start)")
+                await current.stop(f"item #{item.id} asks for a fresh server start")
         ctx.status("starting-server", profile.name)
         from moe_tui.servers.base import PortInUseError, ServerError
 

@@ -25,6 +25,8 @@ class ServerFollowMixin:
     """The log follower and the process watchdog of a `ManagedServer`."""
 
     if TYPE_CHECKING:  # what the mixin uses of ManagedServer (declared there, typed here for mypy)
+        import httpx
+
         from moe_tui.events import Event, ServerStateChanged
         from moe_tui.profiles import ServerProfile
 
@@ -38,6 +40,7 @@ class ServerFollowMixin:
         _stopping: bool
         _deadline: float
         _last_progress: float
+        _client: httpx.AsyncClient | None
 
         @property
         def secrets(self) -> tuple[str, ...]: ...
@@ -121,3 +124,23 @@ class ServerFollowMixin:
                 return
             await asyncio.sleep(0.1)
 
+    async def still_serving(self, timeout: float, exit_wait: float) -> bool:
+        """Whether a ready server is still one to run the next item on: its process alive and GET /health
+        answered 200 within `timeout`. A server that crashed during the last item may not have exited when
+        the next item asks (SGLang's crash handler stops its children before it kills itself): reused, it
+        failed that item too (the reliability suite, 2026-12-05). One that does not answer is given
+        `exit_wait` seconds to exit, so its crash is recorded as such (`_watch_exit`); False either way."""
+        import httpx
+
+        if self.state != READY or self._popen is None or self._client is None:
+            return False
+        if self._popen.poll() is None:
+            try:
+                if (await self._client.get("/health", timeout=timeout)).status_code == 200:
+                    return True
+            except httpx.HTTPError:
+                pass
+        until = time.monotonic() + exit_wait
+        while self.state == READY and time.monotonic() < until:
+            await asyncio.sleep(0.1)
+        return False

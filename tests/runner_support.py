@@ -29,17 +29,25 @@ def free_port() -> int:
     return claim()
 
 
-def write_profile(directory: Path, name: str, backend: str, port: int, **sim: Any) -> Path:
-    table = {**FAST_SIM, **sim}
-    lines = [
-        f'name = "{name}"', 'engine = "sim"', 'model_path = "GLM-5-NVFP4"',
-        f'moe_runner_backend = "{backend}"', "tp_size = 8", "ep_size = 8",
-        'quantization = "modelopt_fp4"', 'host = "127.0.0.1"', f"port = {port}",
-        "startup_timeout_s = 30", 'extra_args = ["--enable-metrics"]', "", "[sim]",
-    ]
-    for key, value in table.items():
-        lines.append(f'{key} = "{value}"' if isinstance(value, str) else
-                     f"{key} = {str(value).lower() if isinstance(value, bool) else value}")
+def _toml(value: Any) -> str:
+    """A TOML value of the few kinds a test profile holds (JSON's strings and arrays of strings are TOML's)."""
+    import json
+
+    return str(value).lower() if isinstance(value, bool) else json.dumps(value) if isinstance(value, (str, list)) \
+        else str(value)
+
+
+def write_profile(directory: Path, name: str, backend: str, port: int, *, top: dict[str, Any] | None = None,
+                  env: dict[str, str] | None = None, **sim: Any) -> Path:
+    """A fast emulator profile of GLM-5 (TP8/EP8): `top` overrides the profile's own keys (tp_size, extra_args,
+    api_key, ...), `env` is its [env] table, `sim` its [sim] table over FAST_SIM."""
+    head: dict[str, Any] = {"name": name, "engine": "sim", "model_path": "GLM-5-NVFP4", "moe_runner_backend": backend,
+                            "tp_size": 8, "ep_size": 8, "quantization": "modelopt_fp4", "host": "127.0.0.1",
+                            "port": port, "startup_timeout_s": 30, "extra_args": ["--enable-metrics"], **(top or {})}
+    lines = [f"{key} = {_toml(value)}" for key, value in head.items()]
+    if env:
+        lines += ["", "[env]", *(f"{key} = {_toml(value)}" for key, value in env.items())]
+    lines += ["", "[sim]", *(f"{key} = {_toml(value)}" for key, value in {**FAST_SIM, **sim}.items())]
     path = directory / f"{name}.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -66,10 +74,12 @@ class Env:
     def db(self) -> Path:
         return self.data_dir / "moe-tui.sqlite3"
 
-    def profile(self, name: str, backend: str, **sim: Any) -> str:
+    def profile(self, name: str, backend: str, *, top: dict[str, Any] | None = None, env: dict[str, str] | None = None,
+                **sim: Any) -> str:
+        """`write_profile` on a free port of this test's: the profile's name."""
         port = free_port()
         self.ports.append(port)
-        write_profile(self.profiles, name, backend, port, **sim)
+        write_profile(self.profiles, name, backend, port, top=top, env=env, **sim)
         return name
 
     def argv(self, *args: str) -> list[str]:

@@ -9,51 +9,26 @@ import json
 import stat
 
 import pytest
-from runner_support import Env, free_port, wait_gone
+from runner_support import Env, wait_gone
 
 from tests.support.schemas import validate_export
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-PROFILE = """
-name = "{name}"
-engine = "sim"
-model_path = "GLM-5-NVFP4"
-moe_runner_backend = "flashinfer_cutlass"
-tp_size = 2
-ep_size = 2
-quantization = "modelopt_fp4"
-port = {port}
-startup_timeout_s = 30
-extra_args = {extra_args}
-api_key = "{api_key}"
-
-[env]
-SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR = "{dumps}"
-
-[sim]
-time_scale = 25
-load_seconds = 0.1
-graph_seconds = 0.05
-warmup_seconds = 0.05
-exact = true
-{extra}
-"""
+SIM = {"time_scale": 25, "load_seconds": 0.1, "graph_seconds": 0.05, "warmup_seconds": 0.05, "exact": True}
 WORKLOAD = ["--input-len", "128", "--output-len", "160", "--num-prompts", "8", "--prompts-per-concurrency", "1"]
 INJECTED_MS = 20.0
 API_KEY = "k-explain-e2e"  # every admin call (profiler, expert recorder) must carry it
 
 
-def add_profile(env: Env, name: str, extra: str = "", recorder: bool = True) -> str:
-    port = free_port()
-    env.ports.append(port)
+def add_profile(env: Env, name: str, recorder: bool = True, **sim: float) -> str:
     dumps = env.home / f"dumps-{name}"
     dumps.mkdir(parents=True, exist_ok=True)
-    extra_args = ('["--enable-metrics", "--expert-distribution-recorder-mode", "stat", '
-                  '"--expert-distribution-recorder-buffer-size", "200"]' if recorder else '["--enable-metrics"]')
-    (env.profiles / f"{name}.toml").write_text(PROFILE.format(name=name, port=port, dumps=dumps, extra=extra,
-                                                              extra_args=extra_args, api_key=API_KEY))
-    return name
+    extra_args = ["--enable-metrics", *(["--expert-distribution-recorder-mode", "stat",
+                                         "--expert-distribution-recorder-buffer-size", "200"] if recorder else [])]
+    return env.profile(name, "flashinfer_cutlass", top={"tp_size": 2, "ep_size": 2, "extra_args": extra_args,
+                                                         "api_key": API_KEY},
+                       env={"SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR": str(dumps)}, **{**SIM, **sim})
 
 
 def ok(proc) -> str:
@@ -64,7 +39,7 @@ def ok(proc) -> str:
 def test_explain_attributes_an_injected_moe_slowdown(env):
     # the baseline runs without a recorder mode: asking it for expert load would kill a real server
     a = add_profile(env, "sim-a", recorder=False)
-    b = add_profile(env, "sim-b", f"moe_slowdown_ms = {INJECTED_MS}")
+    b = add_profile(env, "sim-b", moe_slowdown_ms=INJECTED_MS)
     pdir = ["--profiles-dir", str(env.profiles)]
     # two repeats a side: the grid measures the run-to-run spread explain judges its noise by
     ok(env.run("queue", "add", "--no-control", "--profiles", f"{a},{b}", "--concurrency", "8", "--repeats", "2", *pdir, *WORKLOAD))

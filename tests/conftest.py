@@ -45,12 +45,14 @@ def sglang_client():
 
 
 @pytest.fixture
-def env(tmp_path):
-    """A private MOE_TUI_HOME, a profiles folder and fast emulator profiles on free ports, with
-    every process the test started killed afterwards (`runner_support.Env`)."""
+def env(tmp_path, monkeypatch):
+    """A private MOE_TUI_HOME (for the `moe-tui` processes the test starts and for this one's in-process
+    reads), a profiles folder and fast emulator profiles on free ports, with every process the test
+    started killed afterwards (`runner_support.Env`)."""
     from runner_support import Env
 
     e = Env(tmp_path)
+    monkeypatch.setenv("MOE_TUI_HOME", str(e.home))
     yield e
     e.cleanup()
 

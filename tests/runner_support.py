@@ -197,3 +197,17 @@ def wait_gone(env: Env, timeout: float = 10.0) -> None:
         time.sleep(0.1)
     left = env.emulators()
     assert not left, f"emulator processes left behind: {[(p.pid, p.cmdline()) for p in left]}"
+
+
+def runner_children(data_dir: Path) -> list[psutil.Process]:
+    """The live processes a runner of `data_dir` started (they carry MOE_TUI_RUNNER_DIR): its servers and
+    clients, found by what the runner marked them with, not by pid."""
+    wanted = str(data_dir.resolve())
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("MOE_TUI_RUNNER_DIR") == wanted and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found

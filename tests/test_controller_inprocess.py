@@ -21,14 +21,6 @@ from moe_tui.store.db import Store
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-@pytest.fixture
-def env(tmp_path, monkeypatch):
-    e = Env(tmp_path)
-    monkeypatch.setenv("MOE_TUI_HOME", str(e.home))
-    yield e
-    e.cleanup()
-
-
 def _controller(env: Env, store: Store) -> Controller:
     return Controller(store, env.profiles, data_dir=env.data_dir, telemetry=False)
 

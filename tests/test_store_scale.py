@@ -16,17 +16,11 @@ from moe_tui.investigate.store import diagnostic_run_ids, enqueue_plan, evidence
 from moe_tui.store.db import Store
 from moe_tui.store.queue import RunQueue
 from moe_tui.store.schema import SCHEMA_VERSION
+from tests import test_grid_investigation
 from tests.test_grid_investigation import A, B, _stored
 from tests.ui.fakes import demo_runs
 
-
-@pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "store.sqlite3")
-    a, b = demo_runs()
-    s.import_runs([_stored(r) for r in a + b])
-    yield s
-    s.close()
+store = test_grid_investigation.store  # the demo runs' store, the same fixture
 
 
 def _cold_run(store: Store) -> tuple[int, float]:

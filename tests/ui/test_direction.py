@@ -17,7 +17,7 @@ from moe_tui.store.queue import RunQueue
 from moe_tui.store.queue_plan import CampaignPlan
 from moe_tui.ui.screens.compare import CompareScreen, keep_direction
 from tests.ui.fakes import RecordingAdapter, demo_runs
-from tests.ui.waiting import workers_finished
+from tests.ui.waiting import workers_settled
 
 A, B = "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl"
 SIZE = (120, 40)
@@ -93,22 +93,28 @@ def test_store_default_is_the_campaign_order_and_a_pick_overrides_it(store, tmp_
     assert Reads(store, tmp_path / "elsewhere").compare_direction() == (A, B)
 
 
+def first_sweep(s: Store) -> None:
+    """A grouped campaign of A then B at concurrency 10, two repeats: the baseline's two runs done (as the
+    runner makes them, from the claimed items), the candidate's two queued."""
+    queue = RunQueue(s)
+    queue.add_campaign(CampaignPlan(profiles=(A, B), concurrencies=(10,), base_spec=BenchmarkSpec(), repeats=2,
+                                    policy="grouped"), name="first sweep")
+    for value in (100.0, 101.0):
+        item = queue.claim_next()
+        assert item is not None and item.profile_name == A
+        rid = s.create_run(profile_name=A, spec_json=item.spec.canonical_json(), fingerprint=item.fingerprint,
+                           client="moe-tui", profile={"name": A, "engine": "sim"}, queue_item_id=item.id)
+        s.finish_run(rid, status="complete", summary={"completed": 10, "failed": 0, "output_throughput": value},
+                     close_item=(item.id, "done", ""))
+
+
 def test_the_newest_campaigns_pair_is_offered_before_the_candidate_has_a_run(tmp_path):
     """The demo's first sweep (grouped): the baseline's runs land first; the candidate has none yet. The pickers
     offer the campaign's pair and the grid says, per cell, that the candidate's run is queued (was: nothing)."""
     s = Store(tmp_path / "store.sqlite3")
     try:
         reads = Reads(s, tmp_path)
-        queue = RunQueue(s)
-        queue.add_campaign(CampaignPlan(profiles=(A, B), concurrencies=(10,), base_spec=BenchmarkSpec(), repeats=2,
-                                        policy="grouped"), name="first sweep")
-        for value in (100.0, 101.0):  # the baseline's two repeats are done, the candidate's two queued
-            item = queue.claim_next()
-            assert item is not None and item.profile_name == A
-            rid = s.create_run(profile_name=A, spec_json=item.spec.canonical_json(), fingerprint=item.fingerprint,
-                               client="moe-tui", profile={"name": A, "engine": "sim"}, queue_item_id=item.id)
-            s.finish_run(rid, status="complete", summary={"completed": 10, "failed": 0, "output_throughput": value},
-                         close_item=(item.id, "done", ""))
+        first_sweep(s)
         assert reads.compared_profiles() == [A, B] and reads.compare_direction() == (A, B)
         cell = reads.comparison(A, B).cell(10, "output_throughput")
         assert cell.baseline.n == 2 and cell.candidate.n == 0 and cell.delta_text == ""
@@ -155,32 +161,26 @@ class Arriving(RecordingAdapter):
         self.remembered.append((baseline, candidate))
 
 
-async def _settle(pilot):
-    await workers_finished(pilot.app)
-    await pilot.pause(0.05)
-    await workers_finished(pilot.app)
-
-
 async def test_data_arriving_never_flips_the_users_direction(make_app):
     app, adapter = make_app(adapter=Arriving())
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await workers_settled(pilot)
         await pilot.press("3")
-        await _settle(pilot)
+        await workers_settled(pilot)
         screen = app.screen
         assert isinstance(screen, CompareScreen)
         base = screen.query_one("#compare-baseline", Select)
         assert base.value == Select.NULL  # one profile with runs: nothing to compare yet
         base.value = A  # the user picks the baseline
-        await _settle(pilot)
+        await workers_settled(pilot)
         adapter.names = [B, A]  # a run of B lands
         screen.load_choices()
-        await _settle(pilot)
+        await workers_settled(pilot)
         assert (base.value, screen.query_one("#compare-candidate", Select).value) == (A, B)
         assert app.compare_pair == (A, B)
         assert f"baseline {A} → candidate {B}" in str(screen.query_one("#compare-grid").border_title)
         await pilot.press("w")
-        await _settle(pilot)
+        await workers_settled(pilot)
         assert adapter.remembered[-1] == (B, A)
         assert app.compare_pair == (B, A)
 
@@ -196,16 +196,7 @@ def test_compare_by_cli_during_the_first_sweep_shows_the_grid(tmp_path, monkeypa
 
     monkeypatch.setenv("MOE_TUI_HOME", str(tmp_path / "home"))
     with Store(store_path()) as s:
-        queue = RunQueue(s)
-        queue.add_campaign(CampaignPlan(profiles=(A, B), concurrencies=(10,), base_spec=BenchmarkSpec(), repeats=2,
-                                        policy="grouped"), name="demo")
-        for value in (100.0, 101.0):  # the baseline's two repeats are done, the candidate's two queued
-            item = queue.claim_next()
-            assert item is not None and item.profile_name == A
-            rid = s.create_run(profile_name=A, spec_json=item.spec.canonical_json(), fingerprint=item.fingerprint,
-                               client="moe-tui", profile={"name": A, "engine": "sim"}, queue_item_id=item.id)
-            s.finish_run(rid, status="complete", summary={"completed": 10, "failed": 0, "output_throughput": value},
-                         close_item=(item.id, "done", ""))
+        first_sweep(s)
     assert cli.main(["compare", A, B, "--format", "json"]) == 0
     (cell,) = [c for c in json.loads(capsys.readouterr().out)["cells"] if c["metric"] == "output_throughput"]
     assert cell["n_baseline"] == 2 and cell["n_candidate"] == 0 and cell["delta_pct"] is None

@@ -12,7 +12,7 @@ from moe_tui.compare import build_grid_from_runs
 from moe_tui.control.seen import SeenVerdicts
 from moe_tui.ui.screens.compare import CompareScreen
 from tests.ui.fakes import RecordingAdapter, demo_runs
-from tests.ui.waiting import workers_finished
+from tests.ui.waiting import workers_settled
 
 A, B = "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl"
 SIZE = (120, 40)
@@ -74,19 +74,12 @@ class Changing(RecordingAdapter):
         return self.grids[self.now]
 
 
-async def _settle(pilot):
-    await workers_finished(pilot.app)
-    await pilot.pause(0.05)
-    await workers_finished(pilot.app)
-    await pilot.pause(0.05)
-
-
 async def test_the_grid_marks_the_changed_cell_and_clears_it_once_seen(make_app):
     app, adapter = make_app(adapter=Changing())
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await workers_settled(pilot)
         await pilot.press("3")
-        await _settle(pilot)
+        await workers_settled(pilot)
         screen = app.screen
         assert isinstance(screen, CompareScreen)
         table = screen.query_one("#compare-grid", DataTable)
@@ -94,13 +87,13 @@ async def test_the_grid_marks_the_changed_cell_and_clears_it_once_seen(make_app)
         assert table.get_cell("10/output_throughput", "verdict").plain == was
         adapter.now = 1  # a run was replaced
         await pilot.press("ctrl+r")  # reload: the second grid arrives
-        await _settle(pilot)
+        await workers_settled(pilot)
         assert table.get_cell("10/output_throughput", "verdict").plain.startswith("↻ ")
         table.focus()
         table.move_cursor(row=table.get_row_index("10/output_throughput"))
-        await _settle(pilot)
+        await workers_settled(pilot)
         detail = str(screen.query_one("#compare-cell", Static).render())
         assert f"changed since you last saw it: was {was}" in detail and "why: runs n=2->1" in detail
         await pilot.press("down")  # looked at it, moved on
-        await _settle(pilot)
+        await workers_settled(pilot)
         assert not table.get_cell("10/output_throughput", "verdict").plain.startswith("↻")

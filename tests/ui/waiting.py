@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from textual.app import App
+from textual.pilot import Pilot
 from textual.worker import WorkerCancelled, WorkerFailed, WorkerState
 
 _UNFINISHED = (WorkerState.PENDING, WorkerState.RUNNING)
@@ -37,3 +38,12 @@ async def live_flushed(app: App[object]) -> None:
     this waits on the App's own state instead (its pending flush and its dirty topics)."""
     while getattr(app, "_flush_pending", False) or getattr(app, "_dirty", None):
         await asyncio.sleep(_POLL_S)
+
+
+async def workers_settled(pilot: Pilot[object]) -> None:
+    """Workers finished, a pause for what their results post, and any workers those started finished: a
+    screen that loads its data in a worker (Compare) and re-reads once it has painted."""
+    await workers_finished(pilot.app)
+    await pilot.pause(0.05)
+    await workers_finished(pilot.app)
+    await pilot.pause(0.05)

@@ -27,6 +27,7 @@ import os
 import random
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from moe_tui.spec import BenchmarkSpec  # noqa: E402
 from moe_tui.store.db import Store  # noqa: E402
-from moe_tui.store.queue import PlannedItem, RunQueue  # noqa: E402
+from moe_tui.store.queue import PlannedItem, QueueItem, RunQueue  # noqa: E402
 
 PAIR = ("aa-baseline", "ab-candidate")
 PAIR_CONCS = (1, 8, 64, 256)
@@ -103,23 +104,30 @@ def _summary(rng: random.Random, conc: int, base: float) -> dict:
             "request_throughput": tok / 256, "total_output_tokens": 1024 * conc}
 
 
+def claimed_runs(store: Store, queue: RunQueue, profile_of: Callable[[str], dict],
+                 provenance_of: Callable[[dict, QueueItem], dict]) -> Iterator[tuple[QueueItem, int]]:
+    """Every pending item claimed as the controller claims it, with its run created on a server start per
+    profile change: (item, run id), for the caller to finish the run."""
+    start_of: dict[str, int] = {}
+    while (item := queue.claim_next()) is not None:
+        profile = profile_of(item.profile_name)
+        if item.profile_name not in start_of:
+            start_of = {item.profile_name: store.record_server_start(
+                profile_name=item.profile_name, profile=profile, argv=["python", "-m", "sglang.launch_server"],
+                env={}, log_path="/dev/null", pid=4242, state="ready")}
+        yield item, store.create_run(profile_name=item.profile_name, spec_json=item.spec.canonical_json(),
+                                     fingerprint=item.fingerprint, client="moe-tui", profile=profile,
+                                     provenance=provenance_of(profile, item), queue_item_id=item.id,
+                                     server_start_id=start_of[item.profile_name])
+
+
 def work_campaign(store: Store, queue: RunQueue, name: str, policy: str, definition: dict,
                   planned: list[PlannedItem], rng: random.Random, base: dict[str, float]) -> int:
     """Queue a campaign and run every item as the controller does: claim, server start per
     profile change, create the run, finish it with samples and the item closed in one transaction."""
     queue.add_planned_campaign(name, policy, definition, planned)
     done = 0
-    start_of: dict[str, int] = {}
-    while (item := queue.claim_next()) is not None:
-        profile = _profile(item.profile_name)
-        if item.profile_name not in start_of:
-            start_of = {item.profile_name: store.record_server_start(
-                profile_name=item.profile_name, profile=profile, argv=["python", "-m", "sglang.launch_server"],
-                env={}, log_path="/dev/null", pid=4242, state="ready")}
-        rid = store.create_run(profile_name=item.profile_name, spec_json=item.spec.canonical_json(),
-                               fingerprint=item.fingerprint, client="moe-tui", profile=profile,
-                               provenance=_provenance(profile, item.id, item.attempts), queue_item_id=item.id,
-                               server_start_id=start_of[item.profile_name])
+    for item, rid in claimed_runs(store, queue, _profile, lambda prof, item: _provenance(prof, item.id, item.attempts)):
         flags = ["simulated"] + ([] if item.warmup else ["no_warmup_pass"])
         store.finish_run(rid, status="complete", summary=_summary(rng, item.spec.max_concurrency,
                                                                   base.setdefault(item.profile_name, rng.uniform(90, 110))),

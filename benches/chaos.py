@@ -48,23 +48,11 @@ import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from runner_support import Env, free_port, write_profile  # noqa: E402
+from runner_support import Env, free_port, runner_children, write_profile  # noqa: E402
 
 TARGETS = ("runner", "server", "bench child", "maintenance")
 OLD = "chaos-old"  # the profile whose runs store maintenance imports and prunes (never the campaign's)
 SPEC = ["--num-prompts", "12", "--input-len", "32", "--output-len", "32", "--no-warmup-pass"]
-
-
-def marked(data_dir: Path) -> list[psutil.Process]:
-    wanted = str(data_dir.resolve())
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get("MOE_TUI_RUNNER_DIR") == wanted and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
 
 
 def watchdogs(pids: set[int]) -> list[psutil.Process]:
@@ -83,7 +71,7 @@ def watchdogs(pids: set[int]) -> list[psutil.Process]:
 def victim(kind: str, runner: subprocess.Popen, data_dir: Path) -> psutil.Process | None:
     if kind == "runner":
         return psutil.Process(runner.pid) if runner.poll() is None else None
-    for proc in marked(data_dir):
+    for proc in runner_children(data_dir):
         try:
             cmd = " ".join(proc.cmdline())
         except psutil.Error:
@@ -261,7 +249,7 @@ def run_chaos(kills: int, seed: int, env: Env) -> dict:
             runner.wait(30)
             t0 = time.monotonic()
             deadline = t0 + 60
-            while marked(env.data_dir) and time.monotonic() < deadline:
+            while runner_children(env.data_dir) and time.monotonic() < deadline:
                 time.sleep(0.1)
             cleanup_s.append(time.monotonic() - t0)
             runner = start_runner(env, len(runner_pids))
@@ -311,7 +299,7 @@ def check(env: Env, final: subprocess.CompletedProcess, done_kills: Counter, mis
     if stuck:
         problems.append(f"runs left running: {stuck}")
     time.sleep(1.0)
-    left = [(p.pid, " ".join(p.cmdline())[:100]) for p in marked(env.data_dir)]
+    left = [(p.pid, " ".join(p.cmdline())[:100]) for p in runner_children(env.data_dir)]
     left += [(p.pid, "emulator") for p in env.emulators()]
     left += [(p.pid, "watchdog") for p in watchdogs(runner_pids)]
     if left:

@@ -10,8 +10,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from tests.slurm.support import (add, dispatcher, drive, jobs_of, leftovers, open_store, runs_of, wait_job_state,
-                                 wait_server_up)
+from tests.slurm.support import add, dispatcher, drive, jobs_of, leftovers, open_store, runs_of, wait_job_state, wait_server_up
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 

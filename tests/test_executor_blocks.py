@@ -123,3 +123,21 @@ def test_a_sweeps_runs_are_imported_once_each_on_one_shared_server_start(tmp_pat
     assert len(starts) == 1 and None not in starts  # the cell and its control: one start, as measured
     assert store.query("SELECT COUNT(*) FROM server_starts")[0][0] == 1
     assert {store.run(r).provenance["executor"]["node"] for r in runs} == {"node2"}
+
+
+def test_cancelling_one_item_of_a_sweep_cancels_it_and_retries_the_others_saying_why(tmp_path):
+    store, _ = _campaign(tmp_path, repeats=1)
+    lines: list[str] = []
+    d = Dispatcher(store, tmp_path, tmp_path / "data", _Recorder(), result_grace_s=0.0, on_line=lines.append)
+    d.step()
+    jobs = ExecutorJobs(store)
+    rows = [r for r in jobs.open_jobs("slurm") if r.job_id == "101"]
+    jobs.ask_cancel(rows[0].id)  # `queue cancel` of the sweep's first item: its job is scancelled
+    for _ in range(2):  # seen ended, then settled
+        for row in [r for r in jobs.open_jobs("slurm") if r.job_id == "101"]:
+            d._settle(row, JobStatus("101", "CANCELLED", "node1"))
+    queue = RunQueue(store)
+    assert queue.item(rows[0].item_id).state == "cancelled"
+    assert [queue.item(r.item_id).state for r in rows[1:]] == ["pending", "pending"]  # a new sweep job comes
+    said = [line for line in lines if "retried" in line]
+    assert len(said) == 2 and all(f"cancelled with item #{rows[0].item_id} of its sweep" in x for x in said), lines

@@ -171,7 +171,11 @@ class Dispatcher:
         if row.cancel_asked:
             self._close(row, "cancelled", f"cancelled by user (job {row.job_id})", "cancelled")
         elif state in LOST or state == "CANCELLED":
-            why = "cancelled outside moe-tui" if state == "CANCELLED" else state
+            why = state
+            if state == "CANCELLED":  # by the user for another item of its sweep, or from outside moe-tui
+                asked = self.store.query("SELECT queue_item_id FROM executor_jobs WHERE executor = ? AND job_id = ?"
+                                         " AND cancel_asked = 1 ORDER BY id LIMIT 1", (row.executor, row.job_id))
+                why = f"cancelled with item #{asked[0][0]} of its sweep" if asked else "cancelled outside moe-tui"
             lost = self._lost.get(row.id) or []
             self._retry(row, f"job {row.job_id} {why}{' on ' + row.node if row.node else ''} without a result"
                         + (f": node {', '.join(lost)} lost" if lost else ""))

@@ -67,6 +67,22 @@ def test_each_rank_execs_the_server_with_its_node_rank_and_the_rendezvous(monkey
     assert seen == [["py", "-m", "moe_tui.sim", "--nnodes", "2", "--node-rank", want, "--dist-init-addr", "10.1.0.7:29512"]]
 
 
+@pytest.mark.parametrize("procid, node", [("0", "node1"), ("1", "node2")])
+def test_the_heads_key_file_reaches_a_rank_only_where_it_exists(monkeypatch, tmp_path, procid, node):
+    seen: list[list[str]] = []
+    monkeypatch.setattr(os, "execvp", lambda path, args: seen.append(args))
+    monkeypatch.setenv("SLURM_PROCID", procid)
+    monkeypatch.setenv("SLURMD_NODENAME", node)
+    here = tmp_path / "keys.yaml"
+    here.write_text("api-key: x\n")
+    for config in (str(here), str(tmp_path / "on-the-head-only.yaml")):
+        rank.main(["--dist-init-addr", "h:1", "--head", "node1", "--", "py", "--nnodes", "2", "--config", config])
+    kept, missing = seen
+    assert kept[:5] == ["py", "--nnodes", "2", "--config", str(here)]  # a shared folder: every rank reads it
+    # rank 0 always keeps it (a missing file there is an error SGLang must name); rank 1 serves no API
+    assert ("--config" in missing) == (procid == "0"), missing
+
+
 def test_rank_zero_off_the_head_node_refuses(monkeypatch, capsys):
     monkeypatch.setattr(os, "execvp", lambda path, args: pytest.fail("must not exec"))
     monkeypatch.setenv("SLURM_PROCID", "0")

@@ -46,6 +46,7 @@ class JobRequest:
     gpus: int
     time_limit_s: float
     nodes: int = 1
+    nodelist: str = ""  # pinned to this node ("" : wherever the scheduler puts it): a node-blocked plan
 
 
 class ExecutorError(RuntimeError):

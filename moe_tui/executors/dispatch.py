@@ -10,8 +10,13 @@ every `poll_s`:
    retried as the local runner retries an interrupted item (the item back to pending: a new job, a
    new attempt), up to `max_attempts`; a job that failed on its own fails its item with its log's
    tail; a job whose cancel was asked (`ExecutorJobs.ask_cancel`) cancels its item;
-3. claims pending items (queue order) and submits each as one job, up to the executor's
-   `max_in_flight`.
+3. claims pending items (queue order) and submits each **sweep** as one job, up to the executor's
+   `max_in_flight`: a campaign's consecutive pending items of one profile and repeat (its sweep over
+   the concurrencies, the control's included) run on one server start in one job, as the local
+   runner runs them on one start, so each cell has its control on the same start (and node). With
+   `node_blocks`, the sweeps of repeat r are pinned to node `node_blocks[r % len]` (`--nodelist`):
+   each repeat block (both profiles, the control) is measured on one node, and every node holds
+   whole blocks, balanced between the sides when the repeats divide evenly over the nodes.
 
 Killed and started again, it re-adopts its jobs by id from the store (and, for a job recorded but
 never answered for, by its unique name), interrupts only items that have no job, and goes on: a job
@@ -25,7 +30,7 @@ import asyncio
 import hashlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from moe_tui.executors.base import LOST, Executor, ExecutorError, JobRequest, JobStatus
@@ -45,12 +50,13 @@ class Dispatcher:
 
     def __init__(self, store: Store, profiles_dir: Path, data_dir: Path, executor: Executor, *,
                  max_attempts: int = 3, poll_s: float = 1.0, result_grace_s: float = 10.0,
-                 on_line: Callable[[str], None] | None = None) -> None:
+                 on_line: Callable[[str], None] | None = None, node_blocks: Sequence[str] = ()) -> None:
         self.store, self.executor = store, executor
         self.profiles_dir, self.data_dir = Path(profiles_dir).resolve(), Path(data_dir)
         self.queue, self.jobs = RunQueue(store), ExecutorJobs(store)
         self.max_attempts, self.poll_s, self.result_grace_s = max_attempts, poll_s, result_grace_s
         self.on_line = on_line or (lambda line: None)
+        self.node_blocks = tuple(node_blocks)
         self.jobs_dir = self.data_dir / "jobs"
         self._tag = hashlib.sha256(str(self.data_dir.resolve()).encode()).hexdigest()[:8]
         self._seen: dict[int, tuple[str, str]] = {}
@@ -146,7 +152,7 @@ class Dispatcher:
             except ExecutorError as exc:
                 self.on_line(str(exc))
         try:
-            result = read_result(Path(row.result_path))
+            result = read_result(Path(row.result_path), row.item_id)
         except ResultError as exc:
             self._fail(row, f"its result cannot be imported: {exc}")
             return
@@ -165,7 +171,11 @@ class Dispatcher:
         if row.cancel_asked:
             self._close(row, "cancelled", f"cancelled by user (job {row.job_id})", "cancelled")
         elif state in LOST or state == "CANCELLED":
-            why = "cancelled outside moe-tui" if state == "CANCELLED" else state
+            why = state
+            if state == "CANCELLED":  # by the user for another item of its sweep, or from outside moe-tui
+                asked = self.store.query("SELECT queue_item_id FROM executor_jobs WHERE executor = ? AND job_id = ?"
+                                         " AND cancel_asked = 1 ORDER BY id LIMIT 1", (row.executor, row.job_id))
+                why = f"cancelled with item #{asked[0][0]} of its sweep" if asked else "cancelled outside moe-tui"
             lost = self._lost.get(row.id) or []
             self._retry(row, f"job {row.job_id} {why}{' on ' + row.node if row.node else ''} without a result"
                         + (f": node {', '.join(lost)} lost" if lost else ""))
@@ -217,39 +227,64 @@ class Dispatcher:
             item = self.queue.claim_next()
             if item is None:
                 return
-            if self._submit(item):
-                in_flight += 1
+            sweep = [item, *self._claim_sweep(item)]
+            if self._submit(sweep):
+                in_flight += len(sweep)
 
-    def _submit(self, item: QueueItem) -> bool:
+    def _claim_sweep(self, first: QueueItem) -> list[QueueItem]:
+        """The rest of `first`'s sweep: the next pending items of its campaign, profile and repeat."""
+        out: list[QueueItem] = []
+        while first.campaign_id is not None:
+            nxt = self.queue.next_pending()
+            if nxt is None or (nxt.campaign_id, nxt.profile_name, nxt.repeat_index) != \
+                    (first.campaign_id, first.profile_name, first.repeat_index):
+                break
+            claimed = self.queue.claim_next()
+            if claimed is None:
+                break
+            out.append(claimed)
+        return out
+
+    def block_node(self, item: QueueItem) -> str:
+        """The node `item`'s repeat block is pinned to ("" without `node_blocks`)."""
+        return self.node_blocks[item.repeat_index % len(self.node_blocks)] if self.node_blocks else ""
+
+    def _submit(self, sweep: list[QueueItem]) -> bool:
+        item = sweep[0]
         try:
             profile = load_profiles(self.profiles_dir).by_name(item.profile_name)
         except KeyError as exc:
-            self.queue.finish(item.id, "failed", error=f"profile: {exc.args[0]}")
+            for it in sweep:
+                self.queue.finish(it.id, "failed", error=f"profile: {exc.args[0]}")
             return False
         attempt = item.attempts
         workdir = self.jobs_dir / f"item-{item.id}-a{attempt}"
         workdir.mkdir(parents=True, exist_ok=True)
-        result_path = workdir / "result.json"
+        result_path = workdir / "result.json"  # one file for the job: every item's part, written at once
         job_file = workdir / "job.json"
-        job_file.write_text(json.dumps(job_payload(item.to_dict(), attempt, str(self.profiles_dir), str(result_path),
-                                                   self.executor.name)), encoding="utf-8")
-        spec = item.spec
+        job_file.write_text(json.dumps(job_payload([it.to_dict() for it in sweep], attempt, str(self.profiles_dir),
+                                                   str(result_path), self.executor.name)), encoding="utf-8")
+        bench = sum(time_limit_for(0.0, it.spec.num_prompts, it.spec.max_concurrency, it.spec.output_len,
+                                   it.warmup, profile.time_scale) - 120.0 for it in sweep)
         request = JobRequest(
             name=f"moetui-{self._tag}-i{item.id}-a{attempt}", job_file=job_file, workdir=workdir,
             result_path=result_path, gpus=len(profile.gpus) or profile.tp_size // profile.nnodes, nodes=profile.nnodes,
-            time_limit_s=time_limit_for(profile.startup_timeout_s, spec.num_prompts, spec.max_concurrency,
-                                        spec.output_len, item.warmup, profile.time_scale))
-        row_id = self.jobs.record(self.executor.name, request.name, item.id, attempt, str(result_path))
+            time_limit_s=profile.startup_timeout_s + bench + 120.0, nodelist=self.block_node(item))
+        rows = [self.jobs.record(self.executor.name, request.name, it.id, it.attempts, str(result_path)) for it in sweep]
         try:
             job_id = self.executor.submit(request)
         except (ExecutorError, OSError) as exc:
-            self.jobs.settle(row_id, "failed", reason=str(exc))
-            self.queue.finish(item.id, "failed", error=f"{self.executor.name}: {exc}")
-            self.counts["failed"] += 1
-            self.on_line(f"item #{item.id}: not submitted: {exc}")
+            for row_id, it in zip(rows, sweep):
+                self.jobs.settle(row_id, "failed", reason=str(exc))
+                self.queue.finish(it.id, "failed", error=f"{self.executor.name}: {exc}")
+                self.counts["failed"] += 1
+            self.on_line(f"item(s) {', '.join(f'#{it.id}' for it in sweep)}: not submitted: {exc}")
             return False
-        self.jobs.set_job_id(row_id, job_id)
+        for row_id in rows:
+            self.jobs.set_job_id(row_id, job_id)
         self.counts["submitted"] += 1
-        self.on_line(f"item #{item.id} ({item.profile_name} conc={spec.max_concurrency} rep={item.repeat_index}) "
-                     f"-> {self.executor.name} job {job_id}")
+        concs = ",".join(str(it.spec.max_concurrency) for it in sweep)
+        self.on_line(f"item{'s' if len(sweep) > 1 else ''} {', '.join(f'#{it.id}' for it in sweep)} "
+                     f"({item.profile_name} conc={concs} rep={item.repeat_index}) -> {self.executor.name} job {job_id}"
+                     + (f" on {request.nodelist}" if request.nodelist else ""))
         return True

@@ -1,19 +1,21 @@
-"""What runs inside a batch job: one queue item, worked by the local runner's own code, one result file.
+"""What runs inside a batch job: one sweep of queue items, worked by the local runner's own code, one result file.
 
     python -m moe_tui.executors.job JOB.json
 
-JOB.json (written by `dispatch.Dispatcher`) names the item (profile, spec, repeat, warmup), its
-attempt, the profiles folder and where the result goes. The job makes a private data dir on the
-node's own disk (`$TMPDIR`), queues the item there and works it with `run.controller.Controller`
-until the queue is empty: the same server start, readiness, warmup, benchmark, telemetry,
-provenance and flags as the local runner. The profile's port is replaced by a free one of this node
-(two jobs may share a machine). While it works, its node's GPU snapshots are relayed through the job folder (`nodes`: one file,
-replaced each second). Then the run, its requests, GPU samples and server start go into
-the result file (`results.write_result`, atomic) and the private dir is removed.
+JOB.json (written by `dispatch.Dispatcher`) names the items (one profile's sweep: profile, spec,
+repeat, warmup, attempt each), the profiles folder and where the result goes. The job makes a
+private data dir on the node's own disk (`$TMPDIR`), queues the items there in order and works them
+with `run.controller.Controller` until the queue is empty: the same server start (one for the
+sweep, as the local runner keeps a server across a profile's items), readiness, warmup, benchmark,
+telemetry, provenance and flags as the local runner. The profile's port is replaced by a free one
+of this node (two jobs may share a machine). While it works, its node's GPU snapshots are relayed
+through the job folder (`nodes`: one file, replaced each second). Then every item's run, requests,
+GPU samples and server start go into the one result file (`results.write_result`, atomic) and the
+private dir is removed.
 
 SIGTERM (scancel, preemption, the time limit) stops the benchmark and the server and writes no
-result: the dispatcher sees the job end without one and retries the item. Exit 0 when a result was
-written, 1 when not.
+result: the dispatcher sees the job end without one and retries its items (the sweep again, on one
+start). Exit 0 when a result was written, 1 when not.
 """
 
 from __future__ import annotations
@@ -45,9 +47,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def job_payload(item: QueueItemJson, attempt: int, profiles_dir: str, result_path: str, executor: str) -> dict[str, Any]:
-    return {"format": JOB_FORMAT, "version": 1, "item": item, "attempt": attempt, "profiles_dir": profiles_dir,
-            "result_path": result_path, "executor": executor}
+def job_payload(items: list[QueueItemJson], attempt: int, profiles_dir: str, result_path: str,
+                executor: str) -> dict[str, Any]:
+    """The job file: `items` (one profile's sweep, in order; each with its own `attempts`)."""
+    return {"format": JOB_FORMAT, "version": 2, "item": items[0], "items": items, "attempt": attempt,
+            "profiles_dir": profiles_dir, "result_path": result_path, "executor": executor}
 
 
 async def _work(job: dict[str, Any], work: Path, job_id: str) -> dict[str, Any] | None:
@@ -58,6 +62,7 @@ async def _work(job: dict[str, Any], work: Path, job_id: str) -> dict[str, Any] 
     from moe_tui.store.queue import RunQueue
 
     asked = job["item"]
+    sweep = list(job.get("items") or [asked])
     profile = load_profiles(job["profiles_dir"]).by_name(asked["profile_name"])
     placement = None
     if profile.nnodes > 1:  # one server over the job's nodes: its rendezvous fixed here (servers/multinode.py)
@@ -68,8 +73,8 @@ async def _work(job: dict[str, Any], work: Path, job_id: str) -> dict[str, Any] 
     profiles = ProfileSet(profiles=[dataclasses.replace(profile, port=free_port())], problems=[])
     store = Store(work / "moe-tui.sqlite3")
     queue = RunQueue(store)
-    item = queue.add_item(profile.name, BenchmarkSpec.from_dict(asked["spec"], "the job's item spec"),
-                          repeat_index=int(asked["repeat_index"]), warmup=bool(asked["warmup"]))
+    mine = [queue.add_item(profile.name, BenchmarkSpec.from_dict(it["spec"], f"the job's item {it['id']} spec"),
+                           repeat_index=int(it["repeat_index"]), warmup=bool(it["warmup"])) for it in sweep]
     controller = Controller(store, profiles, data_dir=work)
     controller.subscribe(_node_relay(Path(job["result_path"]).parent / NODE_FILE, job_id, int(asked["id"])))
     stopped = asyncio.Event()
@@ -84,20 +89,25 @@ async def _work(job: dict[str, Any], work: Path, job_id: str) -> dict[str, Any] 
     stop.cancel()
     if stopped.is_set():
         return None
-    done = queue.item(item.id)
-    out = {"job_id": job_id, "item_id": int(asked["id"]), "attempt": int(job["attempt"]),
-           "node": os.environ.get("SLURMD_NODENAME") or socket.gethostname(), "item_state": done.state,
-           "item_error": done.error, **_run_parts(store, done.run_id, asked, int(job["attempt"]))}
+    parts = []
+    for it, private in zip(sweep, mine):
+        done = queue.item(private.id)
+        attempt = int(it.get("attempts") or job["attempt"])
+        parts.append({"item_id": int(it["id"]), "attempt": attempt, "item_state": done.state,
+                      "item_error": done.error, **_run_parts(store, done.run_id, it, attempt)})
+    out: dict[str, Any] = {"job_id": job_id, "node": os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
+                           "items": parts}
     if placement is not None:
         from moe_tui.servers.multinode import lost_nodes
 
         out["nodes"] = list(placement.nodes)
-        if out["run"] is not None:
-            out["run"]["provenance"]["multinode"] = placement.describe()
-        lost = lost_nodes(placement.nodes) if done.state != "done" else []
-        if lost:  # a node of the server died: not the item's fault; the dispatcher retries it elsewhere
-            out.update(item_state="interrupted", lost_nodes=lost, run=None, server_start=None,
-                       item_error=f"node {', '.join(lost)} lost: {done.error}")
+        lost = lost_nodes(placement.nodes) if any(p["item_state"] != "done" for p in parts) else []
+        for part in parts:
+            if part["run"] is not None:
+                part["run"]["provenance"]["multinode"] = placement.describe()
+            if lost and part["item_state"] != "done":  # a node of the server died: not the item's fault
+                part.update(item_state="interrupted", lost_nodes=lost, run=None, server_start=None,
+                            item_error=f"node {', '.join(lost)} lost: {part['item_error']}")
     return out
 
 
@@ -166,7 +176,8 @@ def main(argv: list[str]) -> int:
             print(f"job {job_id}: signalled before its item ended; no result (the controller retries it)", file=sys.stderr)
             return 1
         write_result(Path(job["result_path"]), result)
-        print(f"job {job_id}: item #{result['item_id']} {result['item_state']} on {result['node']}")
+        said = ", ".join(f"#{p['item_id']} {p['item_state']}" for p in result["items"])
+        print(f"job {job_id}: item(s) {said} on {result['node']}")
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -1,16 +1,20 @@
 """The per-job result file: written once and atomically inside the job, imported once by the controller.
 
-A job works its item in a private store on the node's own disk and, at its end, writes everything
-the controller needs as ONE JSON file beside its job file (storage both sides see): the item's
-verdict, the run (spec, provenance, summary, flags, telemetry, requests, GPU samples) and its server
-start. It is written to a temporary name, flushed and renamed (`write_result`): a reader sees the
-whole file or none. No SQLite file ever lives on shared storage.
+A job works its items (one profile's sweep) in a private store on the node's own disk and, at its
+end, writes everything the controller needs as ONE JSON file beside its job file (storage both sides
+see): the job and its node, and per item (`items`) its verdict, the run (spec, provenance, summary,
+flags, telemetry, requests, GPU samples) and its server start. It is written to a temporary name,
+flushed and renamed (`write_result`): a reader sees the whole file or none, so a sweep comes back
+whole or not at all. No SQLite file ever lives on shared storage. Version 1 (one item, its fields
+at the top) is still read.
 
 `import_result` is idempotent by job and item: the run stored carries the job in its provenance
 (`executor.job_id`) and the item is closed with that run in the same transaction
 (`Store.finish_run(close_item=...)`), so an import interrupted anywhere and done again stores the run
 once; a result for an item no longer running under that attempt (retried meanwhile, edited by
-hand) is `stale` and stores nothing.
+hand) is `stale` and stores nothing. The items of one job share its server start: imported once,
+the first import's start row is reused by the others (the grid pairs a cell with its control by
+start).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from moe_tui.store.jobs import ExecutorJobs, JobRow
 from moe_tui.store.queue import FINISHED_STATES, QueueError, RunQueue
 
 RESULT_FORMAT = "moe-tui-job-result"
-RESULT_VERSION = 1
+RESULT_VERSION = 2
+READ_VERSIONS = (1, 2)
 RESULT_MAX_BYTES = 256 << 20
 
 
@@ -48,8 +53,9 @@ def write_result(path: Path, result: dict[str, Any]) -> None:
         os.close(fd)
 
 
-def read_result(path: Path) -> dict[str, Any] | None:
-    """The result at `path`, checked; None when there is none (yet). Raises ResultError."""
+def read_result(path: Path, item_id: int | None = None) -> dict[str, Any] | None:
+    """The result at `path` for `item_id` (the job's fields with that item's part; None: a version-1
+    file as it is), checked; None when there is none (yet). Raises ResultError."""
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -60,8 +66,17 @@ def read_result(path: Path) -> dict[str, Any] | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ResultError(f"{path}: not a readable result: {exc}") from None
-    if not isinstance(data, dict) or data.get("format") != RESULT_FORMAT or data.get("version") != RESULT_VERSION:
-        raise ResultError(f"{path}: not a {RESULT_FORMAT} version {RESULT_VERSION} file")
+    if not isinstance(data, dict) or data.get("format") != RESULT_FORMAT or data.get("version") not in READ_VERSIONS:
+        raise ResultError(f"{path}: not a {RESULT_FORMAT} file of version {' or '.join(map(str, READ_VERSIONS))}")
+    if "items" in data:
+        parts = data.pop("items")
+        if not isinstance(parts, list) or not all(isinstance(p, dict) for p in parts):
+            raise ResultError(f"{path}: 'items' must be a list of objects")
+        part = next((p for p in parts if p.get("item_id") == item_id), None) if item_id is not None else \
+            (parts[0] if len(parts) == 1 else None)
+        if part is None:
+            raise ResultError(f"{path}: no part for item {item_id} (items: {[p.get('item_id') for p in parts]})")
+        data = {**data, **part}
     for key, kind in (("job_id", str), ("item_id", int), ("attempt", int), ("item_state", str), ("item_error", str),
                       ("node", str)):
         if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
@@ -103,7 +118,9 @@ def import_result(store: Store, row: JobRow, result: dict[str, Any]) -> tuple[st
     if run is None:  # the job ended its item without a run (its server did not start)
         queue.finish(row.item_id, state, error=error)
         return "imported", None
-    start_id = _server_start(store, run["profile_name"], result.get("server_start"))
+    start_id = _job_start(store, row.job_id, run["profile_name"])
+    if start_id is None:
+        start_id = _server_start(store, run["profile_name"], result.get("server_start"))
     provenance = dict(run.get("provenance") or {})
     provenance["executor"] = {"kind": row.executor, "job_id": row.job_id, "node": result["node"],
                               "attempt": row.attempt}
@@ -116,6 +133,16 @@ def import_result(store: Store, row: JobRow, result: dict[str, Any]) -> tuple[st
                      gpu_samples=[(float(t), s) for t, s in run.get("gpu_samples") or []],
                      finished_at=run.get("finished_at"), close_item=(row.item_id, state, error))
     return "imported", run_id
+
+
+def _job_start(store: Store, job_id: str, profile_name: str) -> int | None:
+    """The server start an earlier item of this job was imported with (one start per job)."""
+    rows = store.query(
+        "SELECT r.server_start_id FROM executor_jobs j JOIN runs r ON r.queue_item_id = j.queue_item_id"
+        " WHERE j.job_id = ? AND r.profile_name = ? AND r.server_start_id IS NOT NULL"
+        " AND json_extract(r.provenance_json, '$.executor.job_id') = ? ORDER BY r.id LIMIT 1",
+        (str(job_id), profile_name, str(job_id)))
+    return int(rows[0][0]) if rows else None
 
 
 _START_FIELDS = ("ready_at", "stopped_at", "state", "reason", "resolved_backend", "backend_mismatch", "sglang_version",

@@ -161,6 +161,7 @@ class SlurmExecutor(Executor):
         return ["sbatch", "--parsable", f"--job-name={request.name}", f"--chdir={request.workdir}",
                 f"--output={request.workdir / 'job-%j.log'}", f"--nodes={request.nodes}",
                 "--ntasks-per-node=1", f"--time={slurm_time(limit)}", "--no-requeue",
+                *([f"--nodelist={request.nodelist}"] if request.nodelist else []),
                 *settings.sbatch_args(request.gpus), str(script)]
 
     def submit(self, request: JobRequest) -> str:

@@ -72,7 +72,24 @@ def main(argv: list[str]) -> int:
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
+    if rank > 0:
+        command = _without_head_only_config(command)
     os.execvp(command[0], [*command, "--node-rank", str(rank), "--dist-init-addr", args.dist_init_addr])
+
+
+def _without_head_only_config(command: list[str]) -> list[str]:
+    """The start's key file (`--config`, servers/server_key.py) lives in the head's private folder, on
+    the head's own disk: on another node it is not there, and SGLang would fail reading it. A non-zero
+    rank serves no API (only SGLang's dummy health server), so it needs no key: the flag is dropped
+    there when its file is missing, and the rank log says so."""
+    if "--config" not in command[:-1]:
+        return command
+    i = command.index("--config")
+    if Path(command[i + 1]).is_file():
+        return command
+    print(f"moe-tui: --config {command[i + 1]} is the head node's (the start's api key); not on this node, "
+          "and this rank serves no API: left out", file=sys.stderr)
+    return command[:i] + command[i + 2:]
 
 
 if __name__ == "__main__":

@@ -129,6 +129,10 @@ def start(root: Path, nodes: int = 2, cpus: int = 2) -> Cluster:
         "SchedulerType=sched/backfill", "SchedulerParameters=sched_interval=1", "MinJobAge=300",
         "KillWait=5", "InactiveLimit=0", "SlurmctldTimeout=30", "SlurmdTimeout=30", "MessageTimeout=10",
         "OverTimeLimit=0", "GresTypes=gpu",
+        # Preemption by partition priority: a job of `urgent` ends (CANCEL: Slurm's state PREEMPTED)
+        # a job of the default partition holding the node it needs, as a higher-priority queue does
+        # on a shared cluster (the Slurm tier's PREEMPTED test).
+        "PreemptType=preempt/partition_prio", "PreemptMode=CANCEL",
         f"StateSaveLocation={root / 'state'}", f"SlurmdSpoolDir={root / 'spool'}/%n",
         f"SlurmctldPidFile={root / 'slurmctld.pid'}", f"SlurmdPidFile={root / 'slurmd'}-%n.pid",
         f"SlurmctldLogFile={root / 'slurmctld.log'}", f"SlurmdLogFile={root / 'slurmd'}-%n.log",
@@ -143,7 +147,8 @@ def start(root: Path, nodes: int = 2, cpus: int = 2) -> Cluster:
     for name, port in zip(names, node_ports):
         lines.append(f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} CPUs={cpus} "
                      f"RealMemory=2000 Gres=gpu:8 State=UNKNOWN")
-    lines.append(f"PartitionName=debug Nodes={','.join(names)} Default=YES MaxTime=INFINITE State=UP")
+    lines.append(f"PartitionName=debug Nodes={','.join(names)} Default=YES MaxTime=INFINITE State=UP PriorityTier=1")
+    lines.append(f"PartitionName=urgent Nodes={','.join(names)} MaxTime=INFINITE State=UP PriorityTier=10")
     (root / "state").mkdir(exist_ok=True)
     for name in names:
         (root / "spool" / name).mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,7 @@ import psutil
 from runner_support import scaled
 
 from moe_tui.executors.dispatch import Dispatcher
+from moe_tui.executors.nodes import NODE_FILE
 from moe_tui.executors.slurm import SlurmExecutor, SlurmSettings
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store.db import Store
@@ -103,3 +104,16 @@ def wait_job_state(db: Path, item_id: int, states: set[str], d: Dispatcher, time
             return jobs[-1]
         time.sleep(d.poll_s)
     raise AssertionError(f"item {item_id}'s job never reached {states}: {jobs_of(db, item_id)}")
+
+
+def wait_server_up(env: Any, item_id: int, d: Dispatcher, attempt: int = 1, timeout: float = 60) -> None:
+    """Step `d` until the item's job relays its node's GPUs (`executors.nodes`): the job's emulator
+    serves (its simulated GPUs exist only while a server runs), so a strike now lands mid-run."""
+    relay = env.data_dir / "jobs" / f"item-{item_id}-a{attempt}" / NODE_FILE
+    deadline = time.monotonic() + scaled(timeout)
+    while time.monotonic() < deadline:
+        if relay.is_file():
+            return
+        d.step()
+        time.sleep(d.poll_s)
+    raise AssertionError(f"item {item_id}'s job never relayed its GPUs ({relay}): {jobs_of(env.db, item_id)}")

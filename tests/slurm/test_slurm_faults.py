@@ -1,15 +1,16 @@
-"""Nothing lost, nothing twice: jobs killed under the dispatcher (scancel, a node set DOWN) are retried
-as new jobs and their item is measured exactly once; what a killed job started is gone with it."""
+"""Nothing lost, nothing twice: jobs killed under the dispatcher (scancel, a node set DOWN, preemption
+by a higher-priority partition) are retried as new jobs and their item is measured exactly once; what
+a killed job started is gone with it. Each strike waits for the job's server to serve (its GPU relay),
+never a fixed sleep."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
 
-from tests.slurm.support import add, dispatcher, drive, jobs_of, leftovers, open_store, runs_of, wait_job_state
+from tests.slurm.support import add, dispatcher, drive, jobs_of, leftovers, open_store, runs_of, wait_job_state, wait_server_up
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 
@@ -35,14 +36,20 @@ def _long_item_as_a_job(env, slurm_idle, lines: list[str]) -> Iterator[tuple[int
         item = add(store, "base", **LONG)
         d = dispatcher(store, env, slurm_idle, lines)
         d.adopt()
-        yield item, d, lambda: wait_job_state(env.db, item, {"RUNNING"}, d, timeout=60)
+        yield item, d, lambda: _serving(env, item, d)
+
+
+def _serving(env, item: int, d) -> tuple:
+    """The item's job RUNNING and its server up (the strike lands mid-run); the job's row."""
+    job = wait_job_state(env.db, item, {"RUNNING"}, d, timeout=60)
+    wait_server_up(env, item, d)
+    return job
 
 
 def test_scancel_mid_run_retries_the_item_once(env, slurm_idle):
     lines: list[str] = []
     with _long_item_as_a_job(env, slurm_idle, lines) as (item, d, running):
         job = running()
-        time.sleep(2)  # into the benchmark: the job's server is up
         slurm_idle.cmd("scancel", job[0])
         drive(d, timeout=120)
     _exactly_once(env, item, "CANCELLED")
@@ -54,11 +61,27 @@ def test_node_down_mid_run_retries_the_item_on_a_live_node(env, slurm_idle):
     lines: list[str] = []
     with _long_item_as_a_job(env, slurm_idle, lines) as (item, d, running):
         job = running()
-        time.sleep(2)
         slurm_idle.cmd("scontrol", "update", f"nodename={job[2]}", "state=down", "reason=moe-tui-test")
         drive(d, timeout=120)
     _exactly_once(env, item, "NODE_FAIL")
     assert jobs_of(env.db, item)[0][2] == job[2]
+    assert leftovers(env.home) == []
+
+
+def test_preempted_by_a_higher_priority_job_retries_the_item_once(env, slurm_idle):
+    """The test cluster preempts by partition priority (PreemptMode=CANCEL: Slurm reports PREEMPTED)."""
+    lines: list[str] = []
+    with _long_item_as_a_job(env, slurm_idle, lines) as (item, d, running):
+        job = running()
+        urgent = slurm_idle.cmd("sbatch", "--parsable", "--output=/dev/null", "--partition=urgent", "--exclusive",
+                                f"--nodelist={job[2]}", "--time=1", "--wrap", "sleep 1").strip()
+        wait_job_state(env.db, item, {"PREEMPTED"}, d, timeout=60)
+        drive(d, timeout=120)
+    _exactly_once(env, item, "PREEMPTED")
+    assert jobs_of(env.db, item)[0][2] == job[2]
+    said = [line for line in lines if "retried" in line]
+    assert said and f"job {job[0]} PREEMPTED" in said[0], lines
+    assert "COMPLETED" in slurm_idle.cmd("squeue", "-h", "-t", "all", "-j", urgent, "-o", "%T")  # it got the node
     assert leftovers(env.home) == []
 
 

@@ -98,3 +98,23 @@ def test_the_allocation_is_read_from_scontrols_gres_idx() -> None:
     assert gres_gpu_indices(shown, "node1") == [0, 1, 5]
     assert gres_gpu_indices(shown, "node2") == [2]
     assert gres_gpu_indices("JobId=7\n   TresPerNode=gres:gpu:3\n", "node1") is None
+
+
+def test_a_sweeps_job_shows_the_item_its_relay_says_is_being_measured(tmp_path) -> None:
+    from moe_tui.events import GpuTelemetry, RunStarted
+    from moe_tui.executors.job import _node_relay
+
+    path = tmp_path / NODE_FILE
+    relay = _node_relay(path, "101", {1: 7, 2: 8})  # the job's private queue ids -> the controller's items
+    snapshot = {"t": 1.0, "wall": NOW, "simulated": True, "available": True, "gpus": [gpu(0)]}
+    relay(GpuTelemetry(snapshot=snapshot))  # type: ignore[arg-type]
+    assert read_node_sample(path)["item_id"] == 7  # before any run: the sweep's first item
+    relay(RunStarted(run_id=5, queue_item_id=2, profile="base", fingerprint="f", spec_summary="c=8"))
+    relay(GpuTelemetry(snapshot=snapshot))  # type: ignore[arg-type]
+    relayed = read_node_sample(path)
+    assert relayed["item_id"] == 8
+    rows = [job(1, "101", 7), job(2, "101", 8)]  # one job, two items of its sweep: one file both read
+    [row] = node_rows(rows, {1: relayed, 2: relayed}, NOW)
+    assert [(g.index, g.job_id, g.item_id) for g in row.gpus] == [(0, "101", 8)]
+    [row] = node_rows(list(reversed(rows)), {1: {**relayed, "item_id": 7}, 2: {**relayed, "item_id": 7}}, NOW)
+    assert row.gpus[0].item_id == 7

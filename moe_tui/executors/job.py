@@ -76,7 +76,8 @@ async def _work(job: dict[str, Any], work: Path, job_id: str) -> dict[str, Any] 
     mine = [queue.add_item(profile.name, BenchmarkSpec.from_dict(it["spec"], f"the job's item {it['id']} spec"),
                            repeat_index=int(it["repeat_index"]), warmup=bool(it["warmup"])) for it in sweep]
     controller = Controller(store, profiles, data_dir=work)
-    controller.subscribe(_node_relay(Path(job["result_path"]).parent / NODE_FILE, job_id, int(asked["id"])))
+    controller.subscribe(_node_relay(Path(job["result_path"]).parent / NODE_FILE, job_id,
+                                     {p.id: int(it["id"]) for p, it in zip(mine, sweep)}))
     stopped = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -111,9 +112,10 @@ async def _work(job: dict[str, Any], work: Path, job_id: str) -> dict[str, Any] 
     return out
 
 
-def _node_relay(path: Path, job_id: str, item_id: int) -> Callable[[Any], None]:
-    """The controller's GPU snapshots, relayed to the dispatcher through the job folder (`nodes`)."""
-    from moe_tui.events import GpuTelemetry
+def _node_relay(path: Path, job_id: str, items: dict[int, int]) -> Callable[[Any], None]:
+    """The controller's GPU snapshots, relayed to the dispatcher through the job folder (`nodes`), each
+    naming the sweep's item being measured (`items`: the private queue's id -> the controller's)."""
+    from moe_tui.events import GpuTelemetry, RunStarted
 
     node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
     owned = owned_gpus(os.environ)
@@ -125,14 +127,17 @@ def _node_relay(path: Path, job_id: str, item_id: int) -> Callable[[Any], None]:
         except (OSError, subprocess.SubprocessError):
             owned = None
     seq = [0]
+    current = [next(iter(items.values()))]
 
     def relay(event: Any) -> None:
+        if isinstance(event, RunStarted) and event.queue_item_id in items:
+            current[0] = items[event.queue_item_id]
         # Only snapshots with GPUs: the emulator's stop leaves "no simulated server runs", which is no
         # news about the node (a node that stops answering turns STALE on the dashboard instead).
         if isinstance(event, GpuTelemetry) and event.snapshot.get("available") and event.snapshot.get("gpus"):
             seq[0] += 1
             try:
-                write_node_sample(path, job_id=job_id, item_id=item_id, node=node, snapshot=event.snapshot,
+                write_node_sample(path, job_id=job_id, item_id=current[0], node=node, snapshot=event.snapshot,
                                   owned=owned, seq=seq[0])
             except OSError:  # shared storage hiccup: the next second tries again; the run goes on
                 pass

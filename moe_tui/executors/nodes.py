@@ -180,6 +180,9 @@ def node_rows(jobs: Sequence[JobRow], samples: Mapping[int, dict[str, Any] | Non
             simulated = simulated or bool(sample["snapshot"].get("simulated"))
             live = job in running and t is not None and now - t <= stale_after_s
             owned = sample.get("owned")
+            # A sweep's job works several items: the relay names the one being measured.
+            said = sample.get("item_id")
+            item = said if isinstance(said, int) and sample.get("job_id") == job.job_id else job.item_id
             for g in sample["snapshot"]["gpus"]:
                 if not isinstance(g, dict) or not isinstance(g.get("index"), int):
                     continue
@@ -192,7 +195,7 @@ def node_rows(jobs: Sequence[JobRow], samples: Mapping[int, dict[str, Any] | Non
                     mem_text=f"{used:.0f}/{total:.0f}" if live and used is not None and total else "",
                     power_w=_num(g.get("power_w")) if live else None,
                     temperature_c=_num(g.get("temperature_c")) if live else None,
-                    job_id=str(job.job_id or "") if mine else "", item_id=job.item_id if mine else None)
+                    job_id=str(job.job_id or "") if mine else "", item_id=item if mine else None)
                 if g["index"] not in gpus or mine:
                     gpus[g["index"]] = row
         age = now - newest if newest is not None else None

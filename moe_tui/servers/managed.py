@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import dataclasses
 import io
 import os
 import shutil
@@ -41,7 +40,7 @@ from moe_tui.servers.base import (
 from moe_tui.servers.dumps import RECORDER_DIR_ENV, expert_dump_dir
 from moe_tui.servers.follow import ServerFollowMixin
 from moe_tui.servers.logtail import LineSplitter
-from moe_tui.servers.multinode import Placement, current_placement, launch_argv, lost_note, sweep
+from moe_tui.servers.multinode import Placement, lost_note, server_argv, swept
 from moe_tui.servers.preflight import preflight
 from moe_tui.servers.registry import _REGISTRY, _REGISTRY_LOCK, managed_servers
 from moe_tui.servers.server_key import scrub, start_key, write_key_config
@@ -216,18 +215,6 @@ class ManagedServer(ServerFollowMixin, ServerWatchMixin):
         self.server_key = start_key(self.profile)
         return ["--config", str(write_key_config(folder, self.server_key))] if self.server_key else []
 
-    def _launch_argv(self, server_id: str) -> tuple[list[str], Path]:
-        """The start's command line: the profile's, as one srun step over the job's nodes for a two-node
-        profile (refused outside such a job), with the key's --config file in the start's own folder."""
-        argv = self.profile.argv(self.python)
-        if self.profile.nnodes > 1:
-            self.placement = current_placement(self.profile.nnodes)
-            argv = launch_argv(argv, self.placement, self.python)
-        # Expert dumps go to a folder of this start only (0700): never a shared /tmp where another
-        # user's planted pickle would be read as this server's expert load.
-        dump_dir = expert_dump_dir(server_id, create=True)
-        return argv + self._key_config(dump_dir), dump_dir
-
     # -- start ----------------------------------------------------------------------------------
     async def start(self, *, force: bool = False) -> None:
         """Run the pre-start checks, launch the child and return while it starts (state starting).
@@ -253,7 +240,11 @@ class ManagedServer(ServerFollowMixin, ServerWatchMixin):
         self.server_id = f"{self.profile.name}-{uuid.uuid4().hex[:12]}"
         stamp = time.strftime("%Y%m%d-%H%M%S")
         self.log_path = paths.logs_dir() / f"{self.profile.name}-{stamp}-{self.server_id[-12:]}.log"
-        argv, self.expert_dump_dir = self._launch_argv(self.server_id)
+        argv, self.placement = server_argv(self.profile, self.python)  # over several nodes: one srun step
+        # Expert dumps go to a folder of this start only (0700): never a shared /tmp where another
+        # user's planted pickle would be read as this server's expert load.
+        self.expert_dump_dir = expert_dump_dir(self.server_id, create=True)
+        argv += self._key_config(self.expert_dump_dir)
         # moe-tui's markers last: neither a profile's env nor anything else may override them
         ours = {**{k: os.environ[k] for k in INHERITED_MARKERS if k in os.environ},
                 SERVER_ID_ENV: self.server_id, "PYTHONUNBUFFERED": "1",
@@ -346,8 +337,7 @@ class ManagedServer(ServerFollowMixin, ServerWatchMixin):
             self.log_lines.append(last)
         tail = tuple(self.log_tail(LOG_TAIL_LINES))
         self.exit_code, self.exit_signal = exit_code, exit_signal
-        if self.placement is not None:  # a rank's node gone: said as such, not as the head's crash
-            reason += await asyncio.to_thread(lost_note, self.placement)
+        reason += await asyncio.to_thread(lost_note, self.placement)  # a rank's node gone: said as such
         self._record(state=FAILED, reason=reason, exit_code=exit_code, exit_signal=exit_signal,
                      log_tail="\n".join(tail), stopped_at=time.time())
         self.failure = self._set_state(FAILED, reason, exit_code=exit_code, exit_signal=exit_signal, log_tail=tail)
@@ -366,9 +356,7 @@ class ManagedServer(ServerFollowMixin, ServerWatchMixin):
             self.pid, self.server_id, grace_s=self.grace_s, popen=self._popen,
             gpus=self.profile.gpus if self.profile.engine != "sim" else (), gpu_probe=self.gpu_probe,
         )
-        if self.placement is not None and self.server_id is not None:  # and on the other nodes
-            left = sweep(self.placement, self.server_id, self.python)
-            report = dataclasses.replace(report, remote_left=tuple(left))
+        report = swept(report, self.placement, self.server_id, self.python)  # and on the other nodes
         self.last_stop = report
         return report
 

@@ -29,8 +29,13 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from moe_tui.servers.base import SERVER_ID_ENV, ServerStartError
+
+if TYPE_CHECKING:
+    from moe_tui.profiles import ServerProfile
+    from moe_tui.servers.teardown import StopReport
 
 PLACEMENT_ENV = "MOE_TUI_PLACEMENT"
 SLURM_TIMEOUT_S = 30.0
@@ -112,6 +117,23 @@ def launch_argv(argv: Sequence[str], placement: Placement, python: str | None = 
             "--head", placement.head, "--rank-log-dir", placement.rank_log_dir, "--", *argv]
 
 
+def server_argv(profile: ServerProfile, python: str | None) -> tuple[list[str], Placement | None]:
+    """A profile's server argv and, over several nodes, its placement: the argv wrapped in one srun step
+    over the job's nodes (refused outside such a job). One node: the argv as it is, no placement."""
+    argv = profile.argv(python)
+    if profile.nnodes <= 1:
+        return argv, None
+    placement = current_placement(profile.nnodes)
+    return launch_argv(argv, placement, python), placement
+
+
+def swept(report: StopReport, placement: Placement | None, server_id: str | None, python: str | None) -> StopReport:
+    """A stop's report with what `sweep` found on the placement's nodes (a one-node start: as it is)."""
+    if placement is None or server_id is None:
+        return report
+    return dataclasses.replace(report, remote_left=tuple(sweep(placement, server_id, python)))
+
+
 def sweep(placement: Placement, server_id: str, python: str | None = None) -> list[str]:
     """After a stop: on every node of the placement, kill what still carries this start's marker;
     one line per node that had something left (empty: nothing was left anywhere)."""
@@ -153,9 +175,9 @@ def lost_in_sinfo(out: str) -> list[str]:
     return list(lost.values())
 
 
-def lost_note(placement: Placement) -> str:
-    """'; node X lost (...)' when Slurm reports one of the start's nodes lost, else ''."""
-    lost = lost_nodes(placement.nodes)
+def lost_note(placement: Placement | None) -> str:
+    """'; node X lost (...)' when Slurm reports one of a multi-node start's nodes lost, else ''."""
+    lost = lost_nodes(placement.nodes) if placement is not None else []
     return f"; node {', '.join(lost)} lost" if lost else ""
 
 

@@ -28,6 +28,8 @@ from moe_tui.commands.common import add_format, add_profiles_dir, profiles_dir_f
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from moe_tui.run.batch import BatchFactory
+
 PROGRESS_EVERY_S = 2.0
 
 
@@ -84,23 +86,26 @@ def run(args: argparse.Namespace) -> int:
         for name in sorted(duplicates.duplicates):
             print(f"moe-tui run: {duplicates.duplicate_message(name)}", file=sys.stderr)
         return 2
-    if args.detach and args.executor != "local":
-        print("moe-tui run: --detach works the queue locally; run --executor slurm in the foreground "
-              "(its jobs outlive it: the next start re-adopts them)", file=sys.stderr)
-        return 2
     if args.detach:
         return _detach(args, data_dir, profiles_dir)
     until_empty = not args.stay
-    if args.executor == "slurm":
-        from moe_tui.commands.run_slurm import run_slurm
+    if args.executor == "slurm":  # the dispatcher hosted by the runner (`run.batch`): the TUI attaches to it
+        from moe_tui.commands.run_slurm import slurm_batch
 
-        return run_slurm(args, data_dir, profiles_dir, until_empty, not args.no_retry_interrupted)
+        batch = slurm_batch(args, data_dir, profiles_dir)
+        if isinstance(batch, int):
+            return batch
+        return _foreground(data_dir, profiles_dir, until_empty, not args.no_retry_interrupted, batch=batch[0],
+                           what=batch[1])
     return _foreground(data_dir, profiles_dir, until_empty, not args.no_retry_interrupted,
                        request_timeout=args.request_timeout, stall_timeout=args.stall_timeout)
 
 
 def _foreground(data_dir: Path, profiles_dir: Path, until_empty: bool, retry_interrupted: bool, *,
-                request_timeout: float | None = None, stall_timeout: float | None = None) -> int:
+                request_timeout: float | None = None, stall_timeout: float | None = None,
+                batch: BatchFactory | None = None, what: str = "runner") -> int:
+    """The runner in this process until the queue drains or a signal: items run here, or as batch jobs
+    (`batch`, `run.batch`: the same control socket, so the TUI attaches to either)."""
     import asyncio
 
     from moe_tui.run.controller import Controller
@@ -119,11 +124,11 @@ def _foreground(data_dir: Path, profiles_dir: Path, until_empty: bool, retry_int
         return 1
     try:
         controller = Controller(store, profiles_dir, data_dir=data_dir, request_timeout_s=request_timeout,
-                                stall_timeout_s=stall_timeout)
+                                stall_timeout_s=stall_timeout, batch=batch)
         limits = "".join(f"; {name} {value:g} s" for name, value in (("request timeout", request_timeout),
                                                                      ("stall timeout", stall_timeout))
                          if value is not None)
-        printer.line(f"runner pid {__import__('os').getpid()} on {data_dir}; profiles from {profiles_dir}; "
+        printer.line(f"{what} pid {__import__('os').getpid()} on {data_dir}; profiles from {profiles_dir}; "
                      f"{'until the queue is empty' if until_empty else 'waiting for new items'}{limits}")
         try:
             rc = asyncio.run(serve(controller, data_dir, until_empty=until_empty,
@@ -161,6 +166,10 @@ def _detach(args: argparse.Namespace, data_dir: Path, profiles_dir: Path) -> int
         argv += ["--request-timeout", repr(args.request_timeout)]
     if args.stall_timeout is not None:
         argv += ["--stall-timeout", repr(args.stall_timeout)]
+    if args.executor != "local":  # the batch dispatcher, detached like the local runner (`run.batch`)
+        from moe_tui.commands.run_slurm import forwarded
+
+        argv += ["--executor", args.executor, *forwarded(args)]
     log_path = paths.logs_dir() / f"runner-{time.strftime('%Y%m%d-%H%M%S')}.log"
     try:
         pid = spawn_detached(argv, data_dir, log_path)

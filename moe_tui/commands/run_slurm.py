@@ -3,8 +3,10 @@
     moe-tui run --executor slurm [--partition P] [--account A] [--qos Q] [--constraint C]
                 [--gpus gres|exclusive|none] [--time-limit S] [--node-blocks N1,N2,...] [--stay] [--profiles-dir DIR]
 
-Each pending item becomes one `sbatch` job working it with the local runner's code on the node it
-lands on; one line per job state change and imported result. The data dir (MOE_TUI_HOME) must be on
+Each sweep of pending items becomes one `sbatch` job working it with the local runner's code on the
+node it lands on; one line per job state change and imported result. The dispatcher is hosted by the
+runner (`moe_tui.run.batch`): the same control socket, so `moe-tui` (the TUI) attaches to it, adds
+campaigns and sees the jobs, and `--detach` starts it in the background. The data dir (MOE_TUI_HOME) must be on
 storage the nodes see: the jobs' files and results live in its `jobs/` folder. Ctrl-C stops this
 controller and leaves the jobs to Slurm; the next start re-adopts them. `--node-blocks` pins each
 repeat block (repeat r of every profile, the control included) to one node, r modulo the nodes
@@ -16,8 +18,14 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from moe_tui.executors.dispatch import Dispatcher
+    from moe_tui.run.batch import BatchFactory
+    from moe_tui.store.db import Store
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 
@@ -37,16 +45,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "measures whole repeat blocks, both sides and the control")
 
 
-def run_slurm(args: argparse.Namespace, data_dir: Path, profiles_dir: Path, until_empty: bool, retry_interrupted: bool) -> int:
-    import asyncio
-    import signal
+def forwarded(args: argparse.Namespace) -> list[str]:
+    """The --executor slurm options as given, for the detached runner's command line."""
+    out: list[str] = []
+    for flag, value in (("--partition", args.partition), ("--account", args.account), ("--qos", args.qos),
+                        ("--constraint", args.constraint), ("--gpus", args.gpus), ("--node-blocks", args.node_blocks)):
+        if value is not None:
+            out += [flag, str(value)]
+    if args.time_limit is not None:
+        out += ["--time-limit", repr(args.time_limit)]
+    return out
 
+
+def slurm_batch(args: argparse.Namespace, data_dir: Path, profiles_dir: Path) -> tuple[BatchFactory, str] | int:
+    """The runner's batch worker for these options (`run.batch`) and its name; or the exit code after
+    printing what is wrong with them."""
     from moe_tui.executors.dispatch import Dispatcher
     from moe_tui.executors.slurm import SlurmExecutor, SlurmSettingsError, load_config
     from moe_tui.profiles import load_profiles
-    from moe_tui.run.rendezvous import RunnerBusy, RunnerUnavailable
-    from moe_tui.store.db import Store
-    from moe_tui.store.errors import StoreError
 
     campaign = {"partition": args.partition, "account": args.account, "qos": args.qos, "constraint": args.constraint,
                 "gpus": args.gpus, "time_limit_s": args.time_limit}
@@ -64,24 +80,10 @@ def run_slurm(args: argparse.Namespace, data_dir: Path, profiles_dir: Path, unti
     names = {p.name for p in load_profiles(profiles_dir).profiles}
     executor = SlurmExecutor(lambda request: config.for_profile(_profile_of(request.job_file, names)))
 
-    def line(text: str) -> None:
-        print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
+    def dispatcher(store: Store, on_line: Callable[[str], None]) -> Dispatcher:
+        return Dispatcher(store, profiles_dir, data_dir, executor, on_line=on_line, node_blocks=blocks)
 
-    async def main() -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        with Store.open_default() as store:
-            dispatcher = Dispatcher(store, profiles_dir, data_dir, executor, on_line=line, node_blocks=blocks)
-            return await dispatcher.run(until_empty=until_empty, retry_interrupted=retry_interrupted, stop=stop)
-
-    line(f"slurm dispatcher pid {__import__('os').getpid()} on {data_dir}; profiles from {profiles_dir}")
-    try:
-        return asyncio.run(main())
-    except (RunnerBusy, RunnerUnavailable, StoreError, OSError) as exc:
-        print(f"moe-tui run: {exc}", file=sys.stderr)
-        return 1
+    return dispatcher, f"{executor.name} dispatcher"
 
 
 def _profile_of(job_file: Path, names: set[str]) -> str:

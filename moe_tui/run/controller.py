@@ -72,6 +72,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from moe_tui.events import Event, QueueChanged
 from moe_tui.profiles import ProfileSet, load_profiles
 from moe_tui.records import ItemStateJson, PausedJson, RunnerStatusJson
+from moe_tui.run.batch import BatchFactory, work_batches
 from moe_tui.run.benchmarks import (  # noqa: F401  (re-exported: the controller's benchmark functions)
     bench_serving_bench,
     default_bench,
@@ -137,6 +138,7 @@ class Controller(QueueFacade):
         telemetry_interval_s: float = 1.0,
         request_timeout_s: float | None = None,
         stall_timeout_s: float | None = None,
+        batch: BatchFactory | None = None,
     ):
         # Per-request limits for every item's benchmark (None: the client's defaults, 600 s+ and
         # 120 s of silence); passed to the bench only when set, and recorded in provenance.
@@ -170,12 +172,18 @@ class Controller(QueueFacade):
         self._shutting_down = False
         self._unsubs: list[Callable[[], None]] = []
         self._data_version: int | None = None
+        self._batch, self._batch_stop = batch, asyncio.Event()  # items as batch jobs (`run.batch`)
 
     @property
     def fatal(self) -> str | None:
         """Why the worker stopped when it could not go on (the store refused a finished run, or
         the worker itself crashed); the runner exits non-zero with it."""
         return self._ctx.work.fatal
+
+    @property
+    def batch_mode(self) -> bool:
+        """Whether items run as batch jobs (`run.batch`): no server or child of this runner to watch."""
+        return self._batch is not None
 
     @property
     def holds_lock(self) -> bool:
@@ -207,10 +215,12 @@ class Controller(QueueFacade):
             ctx.lock.acquire()
             from moe_tui.run.orphans import mark_children
 
-            mark_children(self.data_dir)  # so the next owner can find what we leave if we die
+            if self._batch is None:  # a batch job inherits the environment and must outlive us (`run.batch`)
+                mark_children(self.data_dir)  # so the next owner can find what we leave if we die
         self._unsubs.append(self.servers.subscribe(ctx.emit))
         self._unsubs.append(self.queue.subscribe(self._queue_changed))
-        await self._recovery.recover(retry_interrupted)
+        if self._batch is None:  # batch mode: the dispatcher re-adopts what runs as jobs
+            await self._recovery.recover(retry_interrupted)
         unsub_telemetry = self._telemetry.start()
         if unsub_telemetry is not None:
             self._unsubs.append(unsub_telemetry)
@@ -218,7 +228,10 @@ class Controller(QueueFacade):
         self._poller = asyncio.create_task(self._poll_external(), name="controller-poll")
         if work:
             self._until_empty = until_empty
-            self._worker = asyncio.create_task(self._work_loop(), name="controller-worker")
+            loop = self._work_loop() if self._batch is None else work_batches(
+                ctx, self._batch(self.store, self._batch_line), until_empty=until_empty,
+                retry_interrupted=retry_interrupted, stop=self._batch_stop)
+            self._worker = asyncio.create_task(loop, name="controller-worker")
 
     async def wait_idle(self) -> None:
         """Until the worker has ended (the queue drained in until_empty mode, or shutdown)."""
@@ -237,6 +250,7 @@ class Controller(QueueFacade):
         self.close_planner()
         ctx.status("stopping", reason)
         ctx.abort_current("interrupted", f"interrupted: {reason}")
+        self._batch_stop.set()  # batch mode: the dispatcher leaves its jobs to the scheduler
         self._wake.set()
         if self._worker is not None:
             try:
@@ -282,6 +296,12 @@ class Controller(QueueFacade):
         loop = self._ctx.loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._wake.set)
+
+    def _batch_line(self, line: str) -> None:
+        """A dispatcher's line (from its thread): said, and the queue announced changed: the dispatcher writes
+        through this store's own connection, which SQLite's data_version does not count as a change."""
+        self._ctx.notice("info", line)
+        self._queue_changed("batch job")
 
     # -- the worker ---------------------------------------------------------------------------
     async def _work_loop(self) -> None:

@@ -199,7 +199,7 @@ async def serve(controller: Controller, data_dir: str | Path, *, until_empty: bo
     # The socket's folder is checked (ours, 0700) before anything starts: RunnerUnavailable if not.
     control = ControlServer(controller, data_dir, on_shutdown=request_stop)
     await controller.start(work=True, until_empty=until_empty, retry_interrupted=retry_interrupted)
-    if controller.holds_lock:
+    if controller.holds_lock and not controller.batch_mode:  # batch jobs outlive their runner (run.batch)
         from moe_tui.run.watchdog import spawn
 
         spawn(data_dir)  # stops our servers and load generator at once if we are killed

@@ -35,6 +35,10 @@ SelfChecks = FreeForm
 # SGLang's own JSON as it answered or as a client sends it (/server_info, /get_model_info, a /generate or
 # /v1/completions body): its keys are SGLang's and change with SGLang's versions.
 SglangJson = FreeForm
+# One event of a Chrome trace as torch.profiler (Kineto) writes it: its keys are Kineto's.
+TraceEvent = FreeForm
+# A model's config.json as Hugging Face writes it (the model's own keys: num_hidden_layers, ...).
+HfConfig = FreeForm
 # One GPU's NVML readings as the sampler took them (telemetry.GpuSample.to_dict; NVML's fields).
 GpuReadings = FreeForm
 # Keyword arguments passed through to a constructor that names and checks them itself (the controller's

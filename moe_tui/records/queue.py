@@ -238,5 +238,42 @@ class RunnerStatusJson(TypedDict):
     last_finished: FreeForm | None  # the last RunFinished event
     queue: QueueSummaryJson
     session: dict[str, int]  # items this runner closed, by state
-    servers: list[FreeForm]  # each managed server's own description (servers.managed)
+    servers: list[ManagedServerJson]  # each managed server's own description (servers.managed)
     telemetry: GpuSnapshotJson | None
+
+
+# -- the servers the runner manages (moe_tui.servers.managed, the controller's server ops) -----------------
+class ManagedServerJson(TypedDict):
+    """`ManagedServer.describe()`: one managed server's state for status displays and the control socket."""
+
+    profile: str
+    state: str
+    phase: str
+    reason: str
+    pid: int | None
+    port: int | None
+    base_url: str | None
+    start_id: int | None
+    log_path: str | None
+    resolved_backend: str | None
+    backend_mismatch: bool
+    server_info_error: str | None
+    sglang_version: str | None
+    keep_running: bool
+    exit_code: int | None
+    exit_signal: int | None
+
+
+class ServerStoppedJson(TypedDict):
+    """The controller's answer to stopping a server (`stop`: the teardown's report, None: nothing ran)."""
+
+    profile: str
+    state: NotRequired[str]
+    stop: str | None
+
+
+class GateRanJson(TypedDict):
+    """The correctness gate run on demand (`gate.probe.gate_server`): its stored gate id."""
+
+    gate_id: int | None
+    profile: str

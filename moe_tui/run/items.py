@@ -19,7 +19,7 @@ from moe_tui.disturbance import HEALTH_PROBES_IN_FLIGHT, ServerLoadWatch, client
 from moe_tui.events import BenchProgress, RunFinished, RunStarted
 from moe_tui.profiles import ServerProfile, load_profiles
 from moe_tui.provenance import build_provenance
-from moe_tui.records import ClientLimitsJson, FreeForm, QueueFactsJson, WarmupPassJson
+from moe_tui.records import ClientLimitsJson, FreeForm, GateRanJson, QueueFactsJson, WarmupPassJson
 from moe_tui.run.benchmarks import default_bench, spec_as_run, tokenizer_for
 from moe_tui.run.context import RunContext
 from moe_tui.run.ops import Recovery
@@ -129,7 +129,7 @@ class ItemRunner:
         if await gate_before_first_run(self._ctx.store, item.campaign_id, profile.name, server, self._ctx.notice):
             self._ctx.status("gate", f"{profile.name}: greedy correctness prompts stored")
 
-    async def run_gate_now(self, name: str) -> dict[str, Any]:
+    async def run_gate_now(self, name: str) -> GateRanJson:
         """The gate on demand against a profile's ready server (op "gate")."""
         from moe_tui.gate.probe import GateError, gate_server
         from moe_tui.run.ops import ControllerError

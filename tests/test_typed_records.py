@@ -81,3 +81,17 @@ def test_a_managed_server_description_fits_the_published_run_status():
     jsonschema.validate(server.describe(), described, cls=jsonschema.Draft202012Validator)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**server.describe(), "extra": 1}, described, cls=jsonschema.Draft202012Validator)
+
+
+def test_run_status_text_names_each_server_by_its_profile():
+    """`moe-tui run --status` printed '?' for every server: it read a key ("name") the servers'
+    description never had; typed as ManagedServerJson, the reader uses "profile"."""
+    from moe_tui.commands.run import status_text
+
+    server = ManagedServer(ServerProfile(name="sim-x", engine="sim", model_path="/m",
+                                         moe_runner_backend="flashinfer_cutlass", port=30999))
+    text = status_text({"pid": 1, "data_dir": "/d", "working": False, "activity": "idle", "detail": "",
+                        "current_item": None, "current_run_id": None, "last_progress": None, "last_finished": None,
+                        "queue": {"counts": {}, "paused": False}, "session": {}, "servers": [server.describe()],
+                        "telemetry": None})
+    assert "\n  sim-x " in text and "port 30999" in text

@@ -12,10 +12,12 @@ from typing import Literal, NotRequired, TypedDict
 
 from moe_tui.records.base import FreeForm, SpecJson
 
-
 # -- compare --format json (export: the same) --------------------------------------------------------
+ControlState = Literal["agrees", "differs", "inconclusive", "absent"]  # judgement.CONTROL_STATES
+
+
 class ControlJson(TypedDict):
-    state: Literal["agrees", "differs", "inconclusive", "absent"]
+    state: ControlState
     concurrency: int | None
     delta_pct: float | None
     ci_pct: list[float] | None

@@ -175,7 +175,16 @@ class GateSamplesRow(TypedDict):
     server_start_id: int | None
     prompt_set: str
     resolved_backend: str | None
-    samples: list[FreeForm]  # per prompt: token ids and logprobs as SGLang's /generate answered
+    samples: list[GateSampleJson]  # per prompt: token ids and logprobs as SGLang's /generate answered
+
+
+class GateSampleJson(TypedDict):
+    """One gate prompt's answer (`gate.correctness.GateSample.to_dict`): token ids and their logprobs."""
+
+    prompt_id: str
+    token_ids: list[int]
+    logprobs: list[float | None]
+    finish_reason: str | None
 
 
 # -- explain (moe_tui.explain.store): the plan the control socket carries, the campaign definition stored ---------

@@ -27,10 +27,10 @@ import socket
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from moe_tui.executors.results import write_result
-from moe_tui.records import QueueItemJson
+from moe_tui.records import ExecutorJobFileJson, FreeForm, JobResultJson, QueueItemJson
 
 JOB_FORMAT = "moe-tui-job"
 
@@ -41,12 +41,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def job_payload(item: QueueItemJson, attempt: int, profiles_dir: str, result_path: str, executor: str) -> dict[str, Any]:
+def job_payload(item: QueueItemJson, attempt: int, profiles_dir: str, result_path: str, executor: str) -> ExecutorJobFileJson:
     return {"format": JOB_FORMAT, "version": 1, "item": item, "attempt": attempt, "profiles_dir": profiles_dir,
             "result_path": result_path, "executor": executor}
 
 
-async def _work(job: dict[str, Any], work: Path, job_id: str) -> dict[str, Any] | None:
+async def _work(job: ExecutorJobFileJson, work: Path, job_id: str) -> JobResultJson | None:
     from moe_tui.profiles import ProfileSet, load_profiles
     from moe_tui.run.controller import Controller
     from moe_tui.spec import BenchmarkSpec
@@ -79,7 +79,12 @@ async def _work(job: dict[str, Any], work: Path, job_id: str) -> dict[str, Any] 
             "item_error": done.error, **_run_parts(store, done.run_id, asked, int(job["attempt"]))}
 
 
-def _run_parts(store: Any, run_id: int | None, asked: dict[str, Any], attempt: int) -> dict[str, Any]:
+class _RunParts(TypedDict):
+    run: FreeForm | None  # JobResultJson's
+    server_start: FreeForm | None
+
+
+def _run_parts(store: Any, run_id: int | None, asked: QueueItemJson, attempt: int) -> _RunParts:
     if run_id is None:
         return {"run": None, "server_start": None}
     row = dict(store.query("SELECT * FROM runs WHERE id = ?", (run_id,))[0])
@@ -111,7 +116,7 @@ def main(argv: list[str]) -> int:
     work = Path(tempfile.mkdtemp(prefix=f"moe-tui-job-{job_id}-", dir=os.environ.get("TMPDIR") or None))
     os.environ["MOE_TUI_HOME"] = str(work)  # anything that asks for the data dir gets the private one
     try:
-        result = asyncio.run(_work(job, work, job_id))
+        result = asyncio.run(_work(cast(ExecutorJobFileJson, job), work, job_id))  # job_payload wrote it
         if result is None:
             print(f"job {job_id}: signalled before its item ended; no result (the controller retries it)", file=sys.stderr)
             return 1

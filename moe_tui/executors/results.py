@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from moe_tui.records import JobResultJson
 from moe_tui.store.db import Store
 from moe_tui.store.jobs import ExecutorJobs, JobRow
 from moe_tui.store.queue import FINISHED_STATES, QueueError, RunQueue
@@ -33,7 +34,7 @@ class ResultError(ValueError):
     """A result file that cannot be imported; the message names the file and what is wrong."""
 
 
-def write_result(path: Path, result: dict[str, Any]) -> None:
+def write_result(path: Path, result: JobResultJson) -> None:
     """`result` as `path`, all at once: temporary name in the same folder, fsync, rename, fsync the folder."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
@@ -48,7 +49,7 @@ def write_result(path: Path, result: dict[str, Any]) -> None:
         os.close(fd)
 
 
-def read_result(path: Path) -> dict[str, Any] | None:
+def read_result(path: Path) -> JobResultJson | None:
     """The result at `path`, checked; None when there is none (yet). Raises ResultError."""
     try:
         size = path.stat().st_size
@@ -81,10 +82,10 @@ def read_result(path: Path) -> dict[str, Any] | None:
         for key in ("flags", "requests", "gpu_samples"):
             if not isinstance(run.get(key, []), list):
                 raise ResultError(f"{path}: run.{key} must be a list")
-    return data
+    return cast(JobResultJson, data)  # each field checked above
 
 
-def import_result(store: Store, row: JobRow, result: dict[str, Any]) -> tuple[str, int | None]:
+def import_result(store: Store, row: JobRow, result: JobResultJson) -> tuple[str, int | None]:
     """Store `result` of the job `row` once: ("imported", run id or None) or ("stale", None)."""
     jobs, queue = ExecutorJobs(store), RunQueue(store)
     if row.job_id is None or result["job_id"] != row.job_id or result["item_id"] != row.item_id:

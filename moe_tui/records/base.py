@@ -41,6 +41,9 @@ TraceEvent = FreeForm
 HfConfig = FreeForm
 # One GPU's NVML readings as the sampler took them (telemetry.GpuSample.to_dict; NVML's fields).
 GpuReadings = FreeForm
+# A user-written TOML table as parsed (a profile's settings, slurm.toml's tables): its keys are checked
+# where they are used (each names a bad key and its file).
+SettingsTable = FreeForm
 # Keyword arguments passed through to a constructor that names and checks them itself (the controller's
 # options, the emulator's parsed arguments).
 Options = FreeForm

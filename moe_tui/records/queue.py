@@ -286,3 +286,30 @@ class GateRanJson(TypedDict):
 
     gate_id: int | None
     profile: str
+
+
+# -- a batch job per queue item (moe_tui.executors: the job file in, the result file out) -----------------
+class ExecutorJobFileJson(TypedDict):
+    """The job file an executor hands its job (`executors.job.job_payload`)."""
+
+    format: str
+    version: int
+    item: QueueItemJson
+    attempt: int
+    profiles_dir: str
+    result_path: str
+    executor: str
+
+
+class JobResultJson(TypedDict):
+    """The result file a job writes (`executors.job`; `executors.results.read_result` checks each field
+    before `import_result` stores it: the file comes from another node)."""
+
+    job_id: str
+    item_id: int
+    attempt: int
+    node: str
+    item_state: str
+    item_error: str
+    run: FreeForm | None  # the run's store columns as the job's private store held them (checked by key)
+    server_start: FreeForm | None  # the server start's store row, less its id and pid

@@ -19,8 +19,10 @@ from here.
 """
 
 from moe_tui.records.base import (  # noqa: F401
+    ArchiveLine,
     BenchSummary,
     DecodedTexts,
+    EventJson,
     FreeForm,
     GpuReadings,
     GridFactsJson,
@@ -89,6 +91,7 @@ from moe_tui.records.run import (  # noqa: F401
 )
 
 __all__ = [
+    "ArchiveLine",
     "BenchSummary",
     "CampaignAddedJson",
     "CampaignArgsJson",
@@ -98,6 +101,7 @@ __all__ = [
     "ControlPlanJson",
     "DecodedTexts",
     "DeletedJson",
+    "EventJson",
     "ExecutorJobFileJson",
     "ExecutorJobJson",
     "ExplainCellJson",

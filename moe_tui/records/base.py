@@ -44,6 +44,11 @@ GpuReadings = FreeForm
 # A user-written TOML table as parsed (a profile's settings, slurm.toml's tables): its keys are checked
 # where they are used (each names a bad key and its file).
 SettingsTable = FreeForm
+# An Event on the wire (events.Event.to_dict): its dataclass's fields by name and "type", the class's name.
+# The typed form is the Event dataclass itself; event_from_dict decodes this back into it.
+EventJson = FreeForm
+# One JSON line of a run archive file as read (store.archive): untrusted, each field checked as it is restored.
+ArchiveLine = FreeForm
 # Keyword arguments passed through to a constructor that names and checks them itself (the controller's
 # options, the emulator's parsed arguments).
 Options = FreeForm

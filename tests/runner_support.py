@@ -11,10 +11,12 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -27,6 +29,35 @@ def free_port() -> int:
     from moe_tui.sim.launch import free_port as claim
 
     return claim()
+
+
+def processes_with(variable: str, values: set[str] | frozenset[str]) -> list[psutil.Process]:
+    """Every live process on the machine whose environment sets `variable` to one of `values` (a server's
+    MOE_TUI_SERVER_ID, a runner child's MOE_TUI_RUNNER_DIR): the whole process table, not a handle's pid."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(variable) in values and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def runner_children(data_dir: Path) -> list[psutil.Process]:
+    """The live processes a runner of `data_dir` started (they carry MOE_TUI_RUNNER_DIR)."""
+    return processes_with("MOE_TUI_RUNNER_DIR", {str(Path(data_dir).resolve())})
+
+
+@pytest.fixture(name="env")
+def runner_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
+    """One test's `Env` with MOE_TUI_HOME pointing at it; everything it started is cleaned up after
+    (the runner by its recorded pid, any emulator of the test's ports). Import `runner_env` where a test
+    module or conftest uses the fixture `env`."""
+    e = Env(tmp_path)
+    monkeypatch.setenv("MOE_TUI_HOME", str(e.home))
+    yield e
+    e.cleanup()
 
 
 def write_profile(directory: Path, name: str, backend: str, port: int, **sim: Any) -> Path:

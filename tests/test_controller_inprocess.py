@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from runner_support import Env, scaled, wait_gone
+from runner_support import Env, runner_env, scaled, wait_gone  # noqa: F401  (runner_env: the fixture env)
 
 from moe_tui.events import ControllerStatus, RunFinished, RunStarted
 from moe_tui.run.controller import Controller, ControllerError
@@ -20,13 +20,6 @@ from moe_tui.store.db import Store
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-
-@pytest.fixture
-def env(tmp_path, monkeypatch):
-    e = Env(tmp_path)
-    monkeypatch.setenv("MOE_TUI_HOME", str(e.home))
-    yield e
-    e.cleanup()
 
 
 def _controller(env: Env, store: Store) -> Controller:

@@ -27,15 +27,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from runner_support import Env, free_port, scaled  # noqa: E402
-
-
-@pytest.fixture
-def env(tmp_path, monkeypatch):
-    e = Env(tmp_path)
-    monkeypatch.setenv("MOE_TUI_HOME", str(e.home))
-    yield e
-    e.cleanup()
+from runner_support import Env, free_port, runner_env, scaled  # noqa: E402, F401  (runner_env: the fixture env)
 
 
 def digest(db: Path) -> dict[str, tuple[int, str]]:

@@ -12,7 +12,7 @@ import signal
 
 import psutil
 import pytest
-from runner_support import wait_for, wait_gone
+from runner_support import runner_children, wait_for, wait_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -28,18 +28,6 @@ def _timed_phase(env) -> bool:
     except (RunnerUnavailable, OSError):
         return False
     return progress.get("phase") == "timed"
-
-
-def _marked(env) -> list[psutil.Process]:
-    wanted = str(env.data_dir.resolve())
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get("MOE_TUI_RUNNER_DIR") == wanted and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
 
 
 def test_frozen_runner_status_says_so_and_stop_works_by_signal(env):
@@ -67,7 +55,7 @@ def test_frozen_runner_status_says_so_and_stop_works_by_signal(env):
             runner_proc.send_signal(signal.SIGCONT)
     runner.wait(10)
     assert runner.returncode == -signal.SIGKILL
-    wait_for(lambda: not _marked(env), 30, "nothing left of the runner's children")
+    wait_for(lambda: not runner_children(env.data_dir), 30, "nothing left of the runner's children")
     wait_gone(env)
     again = env.run("run", "--profiles-dir", str(env.profiles), timeout=150)
     assert again.returncode == 0 and "Traceback" not in again.stdout, again.stdout
@@ -99,5 +87,5 @@ def test_stop_of_a_frozen_runner_takes_under_10_s(env):
     assert stop.returncode == 0 and f"runner {runner.pid} killed" in stop.stdout, stop.stdout
     assert took < 10 * speed_factor(), f"run --stop took {took:.1f} s"
     runner.wait(10)
-    wait_for(lambda: not _marked(env), 30, "nothing left of the runner's children")
+    wait_for(lambda: not runner_children(env.data_dir), 30, "nothing left of the runner's children")
     wait_gone(env)

@@ -7,33 +7,20 @@ from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 
 import psutil
 import pytest
-from runner_support import wait_for, wait_gone
+from runner_support import runner_children, wait_for, wait_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SPEC = ["--num-prompts", "24", "--input-len", "32", "--output-len", "32", "--no-warmup-pass"]
 
 
-def _children_of_data_dir(data_dir: Path) -> list[psutil.Process]:
-    wanted = str(data_dir.resolve())
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get("MOE_TUI_RUNNER_DIR") == wanted and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
-
-
 def _bench_child_running(env) -> bool:
     """The emulator up and the item's benchmark process beside it (the client process starts with the
     item, before its server is ready: alone it is not yet a benchmark in flight)."""
-    cmds = [" ".join(p.cmdline()) for p in _children_of_data_dir(env.data_dir) if p.is_running()]
+    cmds = [" ".join(p.cmdline()) for p in runner_children(env.data_dir) if p.is_running()]
     return any("bench" in c for c in cmds) and any("moe_tui.sim" in c for c in cmds)
 
 
@@ -53,12 +40,12 @@ def test_sigkilled_runner_is_cleaned_up_by_its_watchdog_at_once(env):
                    "--profiles-dir", str(env.profiles), *SPEC).returncode == 0
     runner = env.popen("run", "--profiles-dir", str(env.profiles))
     wait_for(lambda: _bench_child_running(env), 90, "the benchmark child running")
-    old = [p for p in _children_of_data_dir(env.data_dir) if p.pid != runner.pid]
+    old = [p for p in runner_children(env.data_dir) if p.pid != runner.pid]
     assert len(_watchdogs_of(runner.pid)) == 1
     assert not any("runner_watchdog" in " ".join(p.cmdline()) for p in old)  # it carries no marker
     os.kill(runner.pid, signal.SIGKILL)
     runner.wait(10)
-    wait_for(lambda: not _children_of_data_dir(env.data_dir), 30, "the watchdog stopping what the runner left")
+    wait_for(lambda: not runner_children(env.data_dir), 30, "the watchdog stopping what the runner left")
     wait_gone(env)
     log_path = env.data_dir / "logs" / "watchdog.log"
     wait_for(lambda: log_path.exists() and "benchmark child" in log_path.read_text(), 30, "the watchdog's log")
@@ -69,7 +56,7 @@ def test_sigkilled_runner_is_cleaned_up_by_its_watchdog_at_once(env):
     again = env.run("run", "--profiles-dir", str(env.profiles), timeout=180)
     assert again.returncode == 0 and "Traceback" not in again.stdout, again.stdout
     assert [s for (s,) in env.query("SELECT state FROM queue_items ORDER BY id")] == ["done", "done"]
-    assert not _children_of_data_dir(env.data_dir)
+    assert not runner_children(env.data_dir)
     wait_gone(env)
 
 
@@ -80,7 +67,7 @@ def test_sigkilled_runner_leaves_nothing_once_a_new_runner_starts(env):
                    "--profiles-dir", str(env.profiles), *SPEC).returncode == 0
     runner = env.popen("run", "--profiles-dir", str(env.profiles))
     wait_for(lambda: _bench_child_running(env), 90, "the benchmark child running")
-    old = {p.pid: " ".join(p.cmdline()) for p in _children_of_data_dir(env.data_dir) if p.pid != runner.pid}
+    old = {p.pid: " ".join(p.cmdline()) for p in runner_children(env.data_dir) if p.pid != runner.pid}
     assert any("moe_tui.sim" in c for c in old.values()) and any("bench" in c for c in old.values()), old
     # The OOM killer takes the runner's watchdog too: then the next start must stop what is left.
     (watchdog,) = _watchdogs_of(runner.pid)
@@ -105,5 +92,5 @@ def test_sigkilled_runner_leaves_nothing_once_a_new_runner_starts(env):
     assert [s for _, s in items] == ["done", "done"]
     complete = env.query("SELECT queue_item_id FROM runs WHERE status = 'complete' ORDER BY queue_item_id")
     assert [r[0] for r in complete] == [i for i, _ in items]  # one complete run per item
-    assert not _children_of_data_dir(env.data_dir)
+    assert not runner_children(env.data_dir)
     wait_gone(env)

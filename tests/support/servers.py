@@ -11,7 +11,7 @@ import psutil
 from moe_tui import servers
 from moe_tui.profiles import ServerProfile
 from moe_tui.servers import SERVER_ID_ENV, ManagedServer
-from tests.runner_support import free_port
+from tests.runner_support import free_port, processes_with
 
 REPO = Path(__file__).resolve().parent.parent.parent
 FAST_SIM = {"load_seconds": 0.2, "graph_seconds": 0.1, "warmup_seconds": 0.1, "time_scale": 50}
@@ -30,14 +30,7 @@ def sim_profile(name: str = "sim-test", *, backend: str = "flashinfer_cutlass", 
 
 def marked_processes(markers) -> list[psutil.Process]:
     """Every live process on the machine carrying one of these server markers."""
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get(SERVER_ID_ENV) in markers and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except (psutil.Error, OSError):
-            continue
-    return found
+    return processes_with(SERVER_ID_ENV, set(markers))
 
 
 def group_alive(pgid: int) -> bool:

@@ -17,19 +17,12 @@ from textual.widgets import Static
 from moe_tui.control import CampaignRequest
 from moe_tui.ui.screens.quit import QuitScreen
 from moe_tui.ui.widgets.queue_summary import QueueSummary
-from tests.runner_support import Env, scaled, wait_gone
+from tests.runner_support import Env, runner_env, scaled, wait_gone  # noqa: F401  (runner_env: the fixture env)
 
 pytestmark = pytest.mark.integration  # starts real processes
 
 SMALL_SPEC = {"input_len": 32, "output_len": 8, "num_prompts": 8, "range_ratio": 1.0, "seed": 1}
 
-
-@pytest.fixture
-def env(tmp_path, monkeypatch):
-    e = Env(tmp_path)
-    monkeypatch.setenv("MOE_TUI_HOME", str(e.home))
-    yield e
-    e.cleanup()  # kills the runner (by its recorded pid) and any emulator of the test's ports
 
 
 def plain(widget) -> str:

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from moe_tui.spec import BenchmarkSpec  # noqa: E402
 from moe_tui.store.db import Store  # noqa: E402
-from moe_tui.store.queue import PlannedItem, RunQueue  # noqa: E402
+from moe_tui.store.queue import PlannedItem, QueueItem, RunQueue  # noqa: E402
 
 BASELINE = "baseline-cutlass"
 CANDIDATES = tuple(f"cand-{i:02d}" for i in range(1, 20))
@@ -107,6 +107,20 @@ def _summary(rng: random.Random, conc: int, base: float) -> dict:
             "total_output_tokens": 1024 * conc}
 
 
+def start_item_run(store: Store, item: QueueItem, prof: dict, provenance: dict,
+                   start_of: dict[str, int]) -> tuple[int, dict[str, int]]:
+    """An item's run begun as the controller begins it: a server start when the profile changes (the
+    last one otherwise), then the run's row. Returns the run id and the server start in use."""
+    if item.profile_name not in start_of:
+        start_of = {item.profile_name: store.record_server_start(
+            profile_name=item.profile_name, profile=prof, argv=["python", "-m", "sglang.launch_server"],
+            env={}, log_path="/dev/null", pid=4242, state="ready")}
+    rid = store.create_run(profile_name=item.profile_name, spec_json=item.spec.canonical_json(),
+                           fingerprint=item.fingerprint, client="moe-tui", profile=prof, provenance=provenance,
+                           queue_item_id=item.id, server_start_id=start_of[item.profile_name])
+    return rid, start_of
+
+
 def work(store: Store, queue: RunQueue, clock: _Clock, name: str, policy: str, definition: dict,
          planned: list[PlannedItem], rng: random.Random, counter: list[int]) -> None:
     """Queue a campaign and run every item as the controller does (a server start per profile change)."""
@@ -114,14 +128,7 @@ def work(store: Store, queue: RunQueue, clock: _Clock, name: str, policy: str, d
     start_of: dict[str, int] = {}
     while (item := queue.claim_next()) is not None:
         prof = profile(item.profile_name)
-        if item.profile_name not in start_of:
-            start_of = {item.profile_name: store.record_server_start(
-                profile_name=item.profile_name, profile=prof, argv=["python", "-m", "sglang.launch_server"],
-                env={}, log_path="/dev/null", pid=4242, state="ready")}
-        rid = store.create_run(profile_name=item.profile_name, spec_json=item.spec.canonical_json(),
-                               fingerprint=item.fingerprint, client="moe-tui", profile=prof,
-                               provenance=provenance(prof, item.id), queue_item_id=item.id,
-                               server_start_id=start_of[item.profile_name])
+        rid, start_of = start_item_run(store, item, prof, provenance(prof, item.id), start_of)
         clock.now += 60.0
         counter[0] += 1
         base = 100.0 + (7.0 if item.profile_name != BASELINE else 0.0) + int(item.profile_name[-2:] or 0) \

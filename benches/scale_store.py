@@ -32,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benches.history_store import start_item_run  # noqa: E402
 from moe_tui.spec import BenchmarkSpec  # noqa: E402
 from moe_tui.store.db import Store  # noqa: E402
 from moe_tui.store.queue import PlannedItem, RunQueue  # noqa: E402
@@ -112,14 +113,7 @@ def work_campaign(store: Store, queue: RunQueue, name: str, policy: str, definit
     start_of: dict[str, int] = {}
     while (item := queue.claim_next()) is not None:
         profile = _profile(item.profile_name)
-        if item.profile_name not in start_of:
-            start_of = {item.profile_name: store.record_server_start(
-                profile_name=item.profile_name, profile=profile, argv=["python", "-m", "sglang.launch_server"],
-                env={}, log_path="/dev/null", pid=4242, state="ready")}
-        rid = store.create_run(profile_name=item.profile_name, spec_json=item.spec.canonical_json(),
-                               fingerprint=item.fingerprint, client="moe-tui", profile=profile,
-                               provenance=_provenance(profile, item.id, item.attempts), queue_item_id=item.id,
-                               server_start_id=start_of[item.profile_name])
+        rid, start_of = start_item_run(store, item, profile, _provenance(profile, item.id, item.attempts), start_of)
         flags = ["simulated"] + ([] if item.warmup else ["no_warmup_pass"])
         store.finish_run(rid, status="complete", summary=_summary(rng, item.spec.max_concurrency,
                                                                   base.setdefault(item.profile_name, rng.uniform(90, 110))),

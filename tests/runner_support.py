@@ -5,13 +5,14 @@ whole-process-table check that no emulator of the test is left behind."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +61,19 @@ def runner_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]
     e.cleanup()
 
 
-def write_profile(directory: Path, name: str, backend: str, port: int, **sim: Any) -> Path:
+# --stream-interval 16 sends a chunk every 16 tokens, like SGLang's own flag of that name: the client and
+# the emulator keep up at concurrency 256 on a CI box (the end-to-end campaigns' profiles).
+STREAMED_ARGS = ("--enable-metrics", "--stream-interval", "16")
+
+
+def write_profile(directory: Path, name: str, backend: str, port: int, *,
+                  extra_args: Sequence[str] = ("--enable-metrics",), **sim: Any) -> Path:
     table = {**FAST_SIM, **sim}
     lines = [
         f'name = "{name}"', 'engine = "sim"', 'model_path = "GLM-5-NVFP4"',
         f'moe_runner_backend = "{backend}"', "tp_size = 8", "ep_size = 8",
         'quantization = "modelopt_fp4"', 'host = "127.0.0.1"', f"port = {port}",
-        "startup_timeout_s = 30", 'extra_args = ["--enable-metrics"]', "", "[sim]",
+        "startup_timeout_s = 30", f"extra_args = {json.dumps(list(extra_args))}", "", "[sim]",
     ]
     for key, value in table.items():
         lines.append(f'{key} = "{value}"' if isinstance(value, str) else
@@ -97,10 +104,11 @@ class Env:
     def db(self) -> Path:
         return self.data_dir / "moe-tui.sqlite3"
 
-    def profile(self, name: str, backend: str, **sim: Any) -> str:
+    def profile(self, name: str, backend: str, *, extra_args: Sequence[str] = ("--enable-metrics",), **sim: Any) -> str:
+        """An emulator profile `name` on a claimed port (FAST_SIM with `sim` over it); returns its name."""
         port = free_port()
         self.ports.append(port)
-        write_profile(self.profiles, name, backend, port, **sim)
+        write_profile(self.profiles, name, backend, port, extra_args=extra_args, **sim)
         return name
 
     def argv(self, *args: str) -> list[str]:

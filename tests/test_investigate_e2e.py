@@ -13,40 +13,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from runner_support import Env, free_port, wait_gone
+from runner_support import STREAMED_ARGS, Env, wait_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-PROFILE = """
-name = "{name}"
-engine = "sim"
-model_path = "GLM-5-NVFP4"
-moe_runner_backend = "{backend}"
-tp_size = 8
-ep_size = 8
-quantization = "modelopt_fp4"
-port = {port}
-startup_timeout_s = 30
-extra_args = ["--enable-metrics", "--stream-interval", "16"]
-
-[sim]
-time_scale = {time_scale}
-load_seconds = 0.1
-graph_seconds = 0.05
-warmup_seconds = 0.05
-noise_pct = 2.0
-{extra}
-"""
 
 WORKLOAD = ["--input-len", "128", "--output-len", "32", "--num-prompts", "8", "--prompts-per-concurrency", "1"]
 
 
-def add_profile(env: Env, name: str, backend: str, time_scale: int = 50, extra: str = "") -> str:
-    port = free_port()
-    env.ports.append(port)
-    (env.profiles / f"{name}.toml").write_text(
-        PROFILE.format(name=name, backend=backend, port=port, time_scale=time_scale, extra=extra))
-    return name
+def add_profile(env: Env, name: str, backend: str, time_scale: int = 50, **sim: float) -> str:
+    return env.profile(name, backend, extra_args=STREAMED_ARGS, time_scale=time_scale, load_seconds=0.1,
+                       graph_seconds=0.05, warmup_seconds=0.05, noise_pct=2.0, **sim)
 
 
 def ok(proc) -> str:
@@ -75,9 +51,9 @@ def test_too_few_repeats_settle_and_the_missing_control_is_proposed(env):
     # machine's late wake-ups and client start-up (tens of ms, real time) stay well under the 3%
     # margin; at 50x they spread the starts by 3-4% (measured beside 8 busy loops) and the control
     # said "inconclusive" beside a second `make test`.
-    low = "start_sigma = 0.2\nrun_jitter = 0.2"
-    a = add_profile(env, "sim-cutlass", "flashinfer_cutlass", time_scale=10, extra=low)
-    b = add_profile(env, "sim-cutedsl", "flashinfer_cutedsl", time_scale=10, extra=low)
+    low = {"start_sigma": 0.2, "run_jitter": 0.2}
+    a = add_profile(env, "sim-cutlass", "flashinfer_cutlass", time_scale=10, **low)
+    b = add_profile(env, "sim-cutedsl", "flashinfer_cutedsl", time_scale=10, **low)
     pdir = ["--profiles-dir", str(env.profiles)]
     # --no-control: the sweep is made without concurrency 2, so the investigation's repeats bring it:
     # each new start measures the control and then the cell (the subject of this test).
@@ -117,7 +93,7 @@ def test_seed_sign_change_is_bisected_and_a_jit_stall_is_flagged_by_the_cold_war
     # client ahead of the server at concurrency 256;
     # the candidate JIT-compiles each new batch bucket once per server start (0.3 s a bucket here).
     a = add_profile(env, "sim-cutlass", "flashinfer_cutlass", time_scale=5)
-    b = add_profile(env, "sim-cutedsl", "flashinfer_cutedsl", time_scale=5, extra="jit_stall_ms = 1500.0")
+    b = add_profile(env, "sim-cutedsl", "flashinfer_cutedsl", time_scale=5, jit_stall_ms=1500.0)
     pdir = ["--profiles-dir", str(env.profiles)]
     # --no-control: the subject is the sign change and the cold/warm pair, read from the raw means
     # (the planner sizes from them when the grid has no verdict); the control: the test above.

@@ -11,35 +11,10 @@ import csv
 import io
 
 import pytest
-from runner_support import Env, free_port, wait_gone
+from runner_support import STREAMED_ARGS, Env, wait_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-# Fast enough for CI, slow enough that the client and the emulator keep up at concurrency 256:
-# --stream-interval 16 sends a chunk every 16 tokens, like SGLang's own flag of that name.
-PROFILE = """
-name = "{name}"
-engine = "sim"
-model_path = "GLM-5-NVFP4"
-moe_runner_backend = "{backend}"
-tp_size = 8
-ep_size = 8
-quantization = "modelopt_fp4"
-port = {port}
-startup_timeout_s = 30
-extra_args = ["--enable-metrics", "--stream-interval", "16"]
-
-[sim]
-time_scale = 6
-load_seconds = 0.2
-graph_seconds = 0.1
-warmup_seconds = 0.1
-# Small start-to-start variance (0.3%, not the hardware-like 1.5%): this test is about the seed's
-# shape across concurrencies; what the grid does with hardware-like variance is measured by
-# benches/aa_emulator.py and tested on plain data in tests/test_compare.py.
-start_sigma = 0.3
-run_jitter = 0.3
-"""
 
 LOSS = 256  # where the seed's cutedsl falls behind
 WORKLOAD = ["--input-len", "128", "--output-len", "32", "--num-prompts", "8",
@@ -47,10 +22,11 @@ WORKLOAD = ["--input-len", "128", "--output-len", "32", "--num-prompts", "8",
 
 
 def add_profile(env: Env, name: str, backend: str) -> str:
-    port = free_port()
-    env.ports.append(port)
-    (env.profiles / f"{name}.toml").write_text(PROFILE.format(name=name, backend=backend, port=port))
-    return name
+    # Fast enough for CI (time scale 6), streamed every 16 tokens; a small start-to-start variance (0.3%,
+    # not the hardware-like 1.5%): this test is about the seed's shape across concurrencies; what the grid
+    # does with hardware-like variance is measured by benches/aa_emulator.py and tested on plain data in
+    # tests/test_compare.py.
+    return env.profile(name, backend, extra_args=STREAMED_ARGS, time_scale=6, start_sigma=0.3, run_jitter=0.3)
 
 
 def grid_rows(env: Env, baseline: str, candidate: str) -> dict[tuple[int, str], dict[str, str]]:

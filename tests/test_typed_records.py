@@ -1,4 +1,4 @@
-"""The typed records (moe_tui/records.py) make a misspelt field a type error: mypy --strict, run on a
+"""The typed records (moe_tui/records/) make a misspelt field a type error: mypy --strict, run on a
 small file that reads and writes records the way moe-tui's code does, reports each misspelling by
 name and accepts the right spellings. (Before the records, these were `dict[str, Any]`: mypy passed
 every misspelling and the reader got a silent None.)"""

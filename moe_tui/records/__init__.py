@@ -12,10 +12,12 @@ become JSON are frozen dataclasses where they live (`moe_tui.store.queue_item.Qu
 What is free-form by nature is named so: `FreeForm`, always with a comment saying whose payload
 it is (SGLang's /server_info, a user's profile table, NVML's readings, an imported file's fields).
 
-By concept: `base` (FreeForm and its named uses, the canonical spec), `queue` (queue items, the
-controller's answers, campaign/server-start/gate rows, explain's plan, the runner's status), `run`
-(provenance and its parts, the telemetry summary and GPU snapshot, self-check entries). Import them
-from here.
+By concept: `base` (FreeForm and its named uses, the canonical spec, the grid facts), `queue` (queue
+items, the controller's answers, campaign/server-start/gate rows, managed servers, explain's plan, the
+runner's status, executors' job and result files), `run` (provenance and its parts, the telemetry
+summary and GPU snapshot, self-check entries, request rows), `grid` (the comparison's published records,
+imported from `moe_tui.records.grid`), `store` (the store's usage, from `moe_tui.records.store`). Import
+base, queue and run records from here.
 """
 
 from moe_tui.records.base import (  # noqa: F401

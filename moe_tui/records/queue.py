@@ -251,6 +251,18 @@ class RunnerStatusJson(TypedDict):
     telemetry: GpuSnapshotJson | None
 
 
+class RunnerInfoJson(TypedDict, total=False):
+    """`runner.json` in the data dir: who serves the control socket (`run.runner` writes it; a reader
+    trusts it only when the file is ours and private, `run.rendezvous.read_runner_info`)."""
+
+    pid: int
+    socket: str
+    started_at: float
+    data_dir: str
+    until_empty: bool
+    log: str | None
+
+
 # -- the servers the runner manages (moe_tui.servers.managed, the controller's server ops) -----------------
 class ManagedServerJson(TypedDict):
     """`ManagedServer.describe()`: one managed server's state for status displays and the control socket."""

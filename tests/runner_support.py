@@ -61,6 +61,20 @@ def runner_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]
     e.cleanup()
 
 
+@contextlib.contextmanager
+def tmpfs(path: Path, size: str, mode: str | None = None) -> Iterator[Path]:
+    """A tmpfs of `size` mounted at `path` (made here) for the block, lazily unmounted after; the test is
+    skipped where mounting is not allowed (it needs root)."""
+    path.mkdir()
+    options = f"size={size}" + (f",mode={mode}" if mode else "")
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
 # --stream-interval 16 sends a chunk every 16 tokens, like SGLang's own flag of that name: the client and
 # the emulator keep up at concurrency 256 on a CI box (the end-to-end campaigns' profiles).
 STREAMED_ARGS = ("--enable-metrics", "--stream-interval", "16")

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benches.history_store import start_item_run  # noqa: E402
+from benches.history_store import provenance, start_item_run  # noqa: E402
 from moe_tui.spec import BenchmarkSpec  # noqa: E402
 from moe_tui.store.db import Store  # noqa: E402
 from moe_tui.store.queue import PlannedItem, RunQueue  # noqa: E402
@@ -60,22 +60,10 @@ def _profile(name: str) -> dict:
 
 
 def _provenance(profile: dict, item_id: int, attempt: int) -> dict:
-    resolved = {f"arg_{k}": k * 3 for k in range(60)} | {"moe_runner_backend": profile["moe_runner_backend"],
-                                                          "kv_cache_dtype": "auto", "simulated": True}
-    return {
-        "provenance_schema": 2,
-        "server": {"engine": "sim", "sglang_version": "0.5.23-sim", "resolved_backend": profile["moe_runner_backend"],
-                   "requested_backend": profile["moe_runner_backend"], "backend_mismatch": False,
-                   "resolved_args": resolved, "argv": ["python", "-m", "sglang.launch_server"] + ["--x"] * 30},
-        "gpu": {"gpu_names": {str(i): "NVIDIA H200" for i in range(8)}, "driver_version": "580.65",
-                "cuda_driver_version": "13.0", "sm_clock_max_seen_mhz": 1980, "sm_clock_min_mhz": 1755},
-        "host": {"hostname": "box", "platform": "Linux-6.8-x86_64", "python_version": "3.11.9",
-                 "moe_tui_version": "0.4.0"},
-        "client": {"name": "moe-tui", "version": "0.4.0"},
-        "queue_item": {"id": item_id, "attempt": attempt},
-        "warmup_pass": {"duration_s": 3.2, "requests": 8},
-        "simulated": True,
-    }
+    """history_store's provenance (the same bytes a run stores), with the item's attempt."""
+    prov = provenance(profile, item_id)
+    prov["queue_item"]["attempt"] = attempt
+    return prov
 
 
 def _telemetry() -> dict:

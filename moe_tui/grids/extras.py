@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from moe_tui.gate.correctness import NOT_COMPARABLE, GateVerdict, compare_gate
 from moe_tui.judgement import BETTER, FLAG_OUTPUT_DIFFERS, UNRELIABLE, WITHIN_NOISE, WORSE, flag_words
+from moe_tui.records import Options
 from moe_tui.records.grid import GridExtrasJson, RooflineCellJson
 from moe_tui.roofline.decode import Roofline, RooflineError, percent_of_roofline
 from moe_tui.roofline.inputs import RooflineInputError, RooflineSetup, mean_decode_context, roofline_setup
@@ -198,7 +199,7 @@ def apply_gate(grid: Any, extras: GridExtras) -> Any:
     why = f"no speed verdict: {extras.gate.words}"
     cells = []
     for cell in grid.cells:
-        changes: dict[str, Any] = {}
+        changes: Options = {}
         if _has(cell, "candidate_flags") and FLAG_OUTPUT_DIFFERS not in cell.candidate_flags:
             changes["candidate_flags"] = (*cell.candidate_flags, FLAG_OUTPUT_DIFFERS)
         if _has(cell, "flags_text"):
@@ -210,7 +211,7 @@ def apply_gate(grid: Any, extras: GridExtras) -> Any:
             if _has(cell, "verdict_text"):
                 changes["verdict_text"] = "output differs: no verdict"
         cells.append(dataclasses.replace(cell, **changes))
-    grid_changes: dict[str, Any] = {"cells": tuple(cells)}
+    grid_changes: Options = {"cells": tuple(cells)}
     if _has(grid, "flags"):
         grid_changes["flags"] = (*grid.flags, FLAG_OUTPUT_DIFFERS)
     if _has(grid, "warnings"):

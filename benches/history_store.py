@@ -26,11 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benches.scale_store import _provenance as scale_store_provenance  # noqa: E402
-from benches.scale_store import claimed_runs  # noqa: E402
 from moe_tui.spec import BenchmarkSpec  # noqa: E402
 from moe_tui.store.db import Store  # noqa: E402
-from moe_tui.store.queue import PlannedItem, RunQueue  # noqa: E402
+from moe_tui.store.queue import PlannedItem, QueueItem, RunQueue  # noqa: E402
 
 BASELINE = "baseline-cutlass"
 CANDIDATES = tuple(f"cand-{i:02d}" for i in range(1, 20))
@@ -73,10 +71,18 @@ def profile(name: str) -> dict:
 
 
 def provenance(prof: dict, item_id: int) -> dict:
-    """The lean store's provenance: the full-fidelity store's (`scale_store`), no attempt recorded."""
-    prov = scale_store_provenance(prof, item_id, 0)
-    prov["queue_item"] = {"id": item_id}
-    return prov
+    resolved = {f"arg_{k}": k * 3 for k in range(60)} | {"moe_runner_backend": prof["moe_runner_backend"],
+                                                          "kv_cache_dtype": "auto", "simulated": True}
+    return {"provenance_schema": 2,
+            "server": {"engine": "sim", "sglang_version": "0.5.23-sim", "resolved_backend": prof["moe_runner_backend"],
+                       "requested_backend": prof["moe_runner_backend"], "backend_mismatch": False,
+                       "resolved_args": resolved, "argv": ["python", "-m", "sglang.launch_server"] + ["--x"] * 30},
+            "gpu": {"gpu_names": {str(i): "NVIDIA H200" for i in range(8)}, "driver_version": "580.65",
+                    "cuda_driver_version": "13.0", "sm_clock_max_seen_mhz": 1980, "sm_clock_min_mhz": 1755},
+            "host": {"hostname": "box", "platform": "Linux-6.8-x86_64", "python_version": "3.11.9",
+                     "moe_tui_version": "0.4.0"},
+            "client": {"name": "moe-tui", "version": "0.4.0"}, "queue_item": {"id": item_id},
+            "warmup_pass": {"duration_s": 3.2, "requests": 8}, "simulated": True}
 
 
 def _telemetry() -> dict:
@@ -101,11 +107,28 @@ def _summary(rng: random.Random, conc: int, base: float) -> dict:
             "total_output_tokens": 1024 * conc}
 
 
+def start_item_run(store: Store, item: QueueItem, prof: dict, provenance: dict,
+                   start_of: dict[str, int]) -> tuple[int, dict[str, int]]:
+    """An item's run begun as the controller begins it: a server start when the profile changes (the
+    last one otherwise), then the run's row. Returns the run id and the server start in use."""
+    if item.profile_name not in start_of:
+        start_of = {item.profile_name: store.record_server_start(
+            profile_name=item.profile_name, profile=prof, argv=["python", "-m", "sglang.launch_server"],
+            env={}, log_path="/dev/null", pid=4242, state="ready")}
+    rid = store.create_run(profile_name=item.profile_name, spec_json=item.spec.canonical_json(),
+                           fingerprint=item.fingerprint, client="moe-tui", profile=prof, provenance=provenance,
+                           queue_item_id=item.id, server_start_id=start_of[item.profile_name])
+    return rid, start_of
+
+
 def work(store: Store, queue: RunQueue, clock: _Clock, name: str, policy: str, definition: dict,
          planned: list[PlannedItem], rng: random.Random, counter: list[int]) -> None:
     """Queue a campaign and run every item as the controller does (a server start per profile change)."""
     queue.add_planned_campaign(name, policy, definition, planned)
-    for item, rid in claimed_runs(store, queue, profile, lambda prof, item: provenance(prof, item.id)):
+    start_of: dict[str, int] = {}
+    while (item := queue.claim_next()) is not None:
+        prof = profile(item.profile_name)
+        rid, start_of = start_item_run(store, item, prof, provenance(prof, item.id), start_of)
         clock.now += 60.0
         counter[0] += 1
         base = 100.0 + (7.0 if item.profile_name != BASELINE else 0.0) + int(item.profile_name[-2:] or 0) \

@@ -27,15 +27,15 @@ import os
 import random
 import sys
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benches.history_store import provenance, start_item_run  # noqa: E402
 from moe_tui.spec import BenchmarkSpec  # noqa: E402
 from moe_tui.store.db import Store  # noqa: E402
-from moe_tui.store.queue import PlannedItem, QueueItem, RunQueue  # noqa: E402
+from moe_tui.store.queue import PlannedItem, RunQueue  # noqa: E402
 
 PAIR = ("aa-baseline", "ab-candidate")
 PAIR_CONCS = (1, 8, 64, 256)
@@ -60,22 +60,10 @@ def _profile(name: str) -> dict:
 
 
 def _provenance(profile: dict, item_id: int, attempt: int) -> dict:
-    resolved = {f"arg_{k}": k * 3 for k in range(60)} | {"moe_runner_backend": profile["moe_runner_backend"],
-                                                          "kv_cache_dtype": "auto", "simulated": True}
-    return {
-        "provenance_schema": 2,
-        "server": {"engine": "sim", "sglang_version": "0.5.23-sim", "resolved_backend": profile["moe_runner_backend"],
-                   "requested_backend": profile["moe_runner_backend"], "backend_mismatch": False,
-                   "resolved_args": resolved, "argv": ["python", "-m", "sglang.launch_server"] + ["--x"] * 30},
-        "gpu": {"gpu_names": {str(i): "NVIDIA H200" for i in range(8)}, "driver_version": "580.65",
-                "cuda_driver_version": "13.0", "sm_clock_max_seen_mhz": 1980, "sm_clock_min_mhz": 1755},
-        "host": {"hostname": "box", "platform": "Linux-6.8-x86_64", "python_version": "3.11.9",
-                 "moe_tui_version": "0.4.0"},
-        "client": {"name": "moe-tui", "version": "0.4.0"},
-        "queue_item": {"id": item_id, "attempt": attempt},
-        "warmup_pass": {"duration_s": 3.2, "requests": 8},
-        "simulated": True,
-    }
+    """history_store's provenance (the same bytes a run stores), with the item's attempt."""
+    prov = provenance(profile, item_id)
+    prov["queue_item"]["attempt"] = attempt
+    return prov
 
 
 def _telemetry() -> dict:
@@ -104,30 +92,16 @@ def _summary(rng: random.Random, conc: int, base: float) -> dict:
             "request_throughput": tok / 256, "total_output_tokens": 1024 * conc}
 
 
-def claimed_runs(store: Store, queue: RunQueue, profile_of: Callable[[str], dict],
-                 provenance_of: Callable[[dict, QueueItem], dict]) -> Iterator[tuple[QueueItem, int]]:
-    """Every pending item claimed as the controller claims it, with its run created on a server start per
-    profile change: (item, run id), for the caller to finish the run."""
-    start_of: dict[str, int] = {}
-    while (item := queue.claim_next()) is not None:
-        profile = profile_of(item.profile_name)
-        if item.profile_name not in start_of:
-            start_of = {item.profile_name: store.record_server_start(
-                profile_name=item.profile_name, profile=profile, argv=["python", "-m", "sglang.launch_server"],
-                env={}, log_path="/dev/null", pid=4242, state="ready")}
-        yield item, store.create_run(profile_name=item.profile_name, spec_json=item.spec.canonical_json(),
-                                     fingerprint=item.fingerprint, client="moe-tui", profile=profile,
-                                     provenance=provenance_of(profile, item), queue_item_id=item.id,
-                                     server_start_id=start_of[item.profile_name])
-
-
 def work_campaign(store: Store, queue: RunQueue, name: str, policy: str, definition: dict,
                   planned: list[PlannedItem], rng: random.Random, base: dict[str, float]) -> int:
     """Queue a campaign and run every item as the controller does: claim, server start per
     profile change, create the run, finish it with samples and the item closed in one transaction."""
     queue.add_planned_campaign(name, policy, definition, planned)
     done = 0
-    for item, rid in claimed_runs(store, queue, _profile, lambda prof, item: _provenance(prof, item.id, item.attempts)):
+    start_of: dict[str, int] = {}
+    while (item := queue.claim_next()) is not None:
+        profile = _profile(item.profile_name)
+        rid, start_of = start_item_run(store, item, profile, _provenance(profile, item.id, item.attempts), start_of)
         flags = ["simulated"] + ([] if item.warmup else ["no_warmup_pass"])
         store.finish_run(rid, status="complete", summary=_summary(rng, item.spec.max_concurrency,
                                                                   base.setdefault(item.profile_name, rng.uniform(90, 110))),

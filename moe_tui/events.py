@@ -23,9 +23,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
-from moe_tui.records import GpuSnapshotJson
+from moe_tui.records import EventJson, GpuSnapshotJson
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -69,7 +69,7 @@ class Subscribers(Generic[T]):
 class Event:
     time: float = field(default_factory=time.time, kw_only=True)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> EventJson:
         data = dataclasses.asdict(self)
         data["type"] = type(self).__name__
         return data
@@ -194,7 +194,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
 }
 
 
-def event_from_dict(data: dict[str, Any]) -> Event:
+def event_from_dict(data: EventJson) -> Event:
     data = dict(data)
     cls = EVENT_TYPES[data.pop("type")]
     for f in dataclasses.fields(cls):

@@ -24,6 +24,7 @@ from moe_tui.judgement import sim_time_scale
 from moe_tui.profile_diff import SettingDiff as SettingDiff  # re-exported: callers import them from here
 from moe_tui.profile_diff import flag_map as flag_map
 from moe_tui.profile_diff import profile_diff as profile_diff
+from moe_tui.records import FreeForm
 from moe_tui.redaction import REDACTED as REDACTED  # re-exported: callers import them from here
 from moe_tui.redaction import SECRET_MARKERS as SECRET_MARKERS
 from moe_tui.redaction import is_secret_name as is_secret_name
@@ -33,7 +34,7 @@ from moe_tui.sglang_flags import owned_conflict
 
 # A profile's settings as plain JSON-safe data (its snapshot, stored with every run): the keys of a
 # user-written TOML table of some moe-tui version, so free-form when read back from a store.
-ProfileSettings = dict[str, Any]
+ProfileSettings = FreeForm
 _flag_map = flag_map  # its older name (compare.confound and run.sim_clock import it)
 ENGINES = ("sglang", "sim")
 # moe-tui's own environment variables (server markers, settings): never set by a profile's env.

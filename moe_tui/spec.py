@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from moe_tui.records import SpecJson
+from moe_tui.records import SpecJson, SpecOverrides
 
 # Bumped only if the meaning of an existing field changes; it is part of the canonical form so
 # fingerprints from different meanings never collide.
@@ -140,13 +140,13 @@ class BenchmarkSpec:
         return BenchmarkSpec.from_dict(data)
 
     # -- canonical form -----------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SpecOverrides:
         """Plain values; `request_rate` may be `math.inf`."""
         return {name: getattr(self, name) for name in self.field_names()}
 
     def canonical_dict(self) -> SpecJson:
         """JSON-safe values with one spelling each (inf as the string "inf", floats as floats)."""
-        out: dict[str, Any] = {"spec_schema": SPEC_SCHEMA}  # filled by name from the fields, typed on return
+        out: dict[str, object] = {"spec_schema": SPEC_SCHEMA}  # filled by name from the fields, typed on return
         for name, value in self.to_dict().items():
             if name in ADDED_FIELDS and value == ADDED_FIELDS[name]:
                 continue  # not given: left out, so fingerprints from before the field existed still match
@@ -211,7 +211,7 @@ _FLOAT_FIELDS = {"range_ratio", "request_rate", "temperature"}
 _BOOL_FIELDS = {"ignore_eos", "flush_cache"}
 _STR_FIELDS = {"client", "client_version", "api", "dataset", "tokenizer"}
 # Fields added after schema 1, with the "not given" value that keeps them out of the canonical form.
-ADDED_FIELDS: dict[str, Any] = {"vocab_size": 0, "tokenizer": ""}
+ADDED_FIELDS: dict[str, int | str] = {"vocab_size": 0, "tokenizer": ""}
 
 
 def _coerce(name: str, value: Any, where: str | None) -> Any:

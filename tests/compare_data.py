@@ -8,9 +8,11 @@ scenario behind the golden files in tests/golden/.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from moe_tui.compare import build_grid_from_runs
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store.db import RunRecord
 
@@ -134,3 +136,27 @@ def control_fail_runs() -> tuple[list[RunRecord], list[RunRecord]]:
     a += [make_run(20, "sim-cutlass", concurrency=64, summary=summary(218.7), profile=snap_a, prov=pa)]
     b += [make_run(21, "sim-cutedsl", concurrency=64, summary=summary(249.2), profile=snap_b, prov=pb)]
     return a, b
+
+
+SNAP_A = snapshot("a", "flashinfer_cutlass")
+SNAP_B = snapshot("b", "flashinfer_cutedsl", port=30001)
+
+
+SNAP_A = snapshot("a", "flashinfer_cutlass")
+SNAP_B = snapshot("b", "flashinfer_cutedsl", port=30001)
+
+
+def grid_of(a: list[RunRecord], b: list[RunRecord], settings: Any = None, **kw: Any) -> Any:
+    """The grid with uncontrolled verdicts accepted (labelled): the tests that use it are about what a
+    cell's own evidence says; the control gate is tested on its own (test_compare.py, test_compare_gate.py)."""
+    from moe_tui.compare import CompareSettings
+
+    settings = dataclasses.replace(settings or CompareSettings(), accept_uncontrolled=True)
+    return build_grid_from_runs(a, b, settings=settings, **kw)
+
+
+def runs(name: str, conc: int, values: list[float], start: int, snap: Any = None, **kw: Any) -> list[RunRecord]:
+    """Runs of `name` at concurrency `conc`, one a value (output throughput), ids from `start`."""
+    return [make_run(start + i, name, concurrency=conc, summary=summary(v), profile=snap or SNAP_A, **kw)
+            for i, v in enumerate(values)]
+

@@ -48,7 +48,8 @@ def sglang_client():
 def env(tmp_path, monkeypatch):
     """A private MOE_TUI_HOME (for the `moe-tui` processes the test starts and for this one's in-process
     reads), a profiles folder and fast emulator profiles on free ports, with every process the test
-    started killed afterwards (`runner_support.Env`)."""
+    started killed afterwards (`runner_support.Env`: the runner by its recorded pid, any emulator of the
+    test's ports). The one `env` fixture of the suite."""
     from runner_support import Env
 
     e = Env(tmp_path)

@@ -5,16 +5,19 @@ whole-process-table check that no emulator of the test is left behind."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,21 +32,57 @@ def free_port() -> int:
     return claim()
 
 
+def processes_with(variable: str, values: set[str] | frozenset[str]) -> list[psutil.Process]:
+    """Every live process on the machine whose environment sets `variable` to one of `values` (a server's
+    MOE_TUI_SERVER_ID, a runner child's MOE_TUI_RUNNER_DIR): the whole process table, not a handle's pid."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(variable) in values and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def runner_children(data_dir: Path) -> list[psutil.Process]:
+    """The live processes a runner of `data_dir` started (they carry MOE_TUI_RUNNER_DIR)."""
+    return processes_with("MOE_TUI_RUNNER_DIR", {str(Path(data_dir).resolve())})
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size: str, mode: str | None = None) -> Iterator[Path]:
+    """A tmpfs of `size` mounted at `path` (made here) for the block, lazily unmounted after; the test is
+    skipped where mounting is not allowed (it needs root)."""
+    path.mkdir()
+    options = f"size={size}" + (f",mode={mode}" if mode else "")
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+# --stream-interval 16 sends a chunk every 16 tokens, like SGLang's own flag of that name: the client and
+# the emulator keep up at concurrency 256 on a CI box (the end-to-end campaigns' profiles).
+STREAMED_ARGS = ("--enable-metrics", "--stream-interval", "16")
+
+
 def _toml(value: Any) -> str:
     """A TOML value of the few kinds a test profile holds (JSON's strings and arrays of strings are TOML's)."""
-    import json
-
     return str(value).lower() if isinstance(value, bool) else json.dumps(value) if isinstance(value, (str, list)) \
         else str(value)
 
 
-def write_profile(directory: Path, name: str, backend: str, port: int, *, top: dict[str, Any] | None = None,
+def write_profile(directory: Path, name: str, backend: str, port: int, *,
+                  extra_args: Sequence[str] = ("--enable-metrics",), top: dict[str, Any] | None = None,
                   env: dict[str, str] | None = None, **sim: Any) -> Path:
-    """A fast emulator profile of GLM-5 (TP8/EP8): `top` overrides the profile's own keys (tp_size, extra_args,
-    api_key, ...), `env` is its [env] table, `sim` its [sim] table over FAST_SIM."""
+    """A fast emulator profile of GLM-5 (TP8/EP8): `top` overrides the profile's own keys (tp_size, api_key,
+    ...), `env` is its [env] table, `sim` its [sim] table over FAST_SIM."""
     head: dict[str, Any] = {"name": name, "engine": "sim", "model_path": "GLM-5-NVFP4", "moe_runner_backend": backend,
                             "tp_size": 8, "ep_size": 8, "quantization": "modelopt_fp4", "host": "127.0.0.1",
-                            "port": port, "startup_timeout_s": 30, "extra_args": ["--enable-metrics"], **(top or {})}
+                            "port": port, "startup_timeout_s": 30, "extra_args": list(extra_args), **(top or {})}
     lines = [f"{key} = {_toml(value)}" for key, value in head.items()]
     if env:
         lines += ["", "[env]", *(f"{key} = {_toml(value)}" for key, value in env.items())]
@@ -74,12 +113,12 @@ class Env:
     def db(self) -> Path:
         return self.data_dir / "moe-tui.sqlite3"
 
-    def profile(self, name: str, backend: str, *, top: dict[str, Any] | None = None, env: dict[str, str] | None = None,
-                **sim: Any) -> str:
-        """`write_profile` on a free port of this test's: the profile's name."""
+    def profile(self, name: str, backend: str, *, extra_args: Sequence[str] = ("--enable-metrics",),
+                top: dict[str, Any] | None = None, env: dict[str, str] | None = None, **sim: Any) -> str:
+        """An emulator profile `name` on a claimed port (`write_profile`); returns its name."""
         port = free_port()
         self.ports.append(port)
-        write_profile(self.profiles, name, backend, port, top=top, env=env, **sim)
+        write_profile(self.profiles, name, backend, port, extra_args=extra_args, top=top, env=env, **sim)
         return name
 
     def argv(self, *args: str) -> list[str]:
@@ -198,16 +237,3 @@ def wait_gone(env: Env, timeout: float = 10.0) -> None:
     left = env.emulators()
     assert not left, f"emulator processes left behind: {[(p.pid, p.cmdline()) for p in left]}"
 
-
-def runner_children(data_dir: Path) -> list[psutil.Process]:
-    """The live processes a runner of `data_dir` started (they carry MOE_TUI_RUNNER_DIR): its servers and
-    clients, found by what the runner marked them with, not by pid."""
-    wanted = str(data_dir.resolve())
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get("MOE_TUI_RUNNER_DIR") == wanted and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found

@@ -9,12 +9,11 @@ import sys
 
 import numpy as np
 import pytest
-from compare_data import control_fail_runs, golden_runs, make_run, provenance, snapshot, summary
+from compare_data import SNAP_A, SNAP_B, control_fail_runs, golden_runs, grid_of, make_run, provenance, runs, summary
 from scipy import stats
 
 from moe_tui.compare import (
     BETTER,
-    CONFOUNDED,
     FLAG_BACKEND_MISMATCH,
     FLAG_CLIENT_BOUND,
     FLAG_CLOCK_DROP,
@@ -37,23 +36,6 @@ from moe_tui.compare import (
     REFUSED as DIFFERENT_SPEC,
 )
 from moe_tui.grids.pair import build_grid
-
-SNAP_A = snapshot("a", "flashinfer_cutlass")
-SNAP_B = snapshot("b", "flashinfer_cutedsl", port=30001)
-
-
-def grid_of(a, b, settings=None, **kw):
-    """The grid with uncontrolled verdicts accepted (labelled): these tests are about what a cell's own
-    evidence says; the control gate is tested on its own below and in test_compare_gate.py."""
-    from moe_tui.compare import CompareSettings
-
-    settings = dataclasses.replace(settings or CompareSettings(), accept_uncontrolled=True)
-    return build_grid_from_runs(a, b, settings=settings, **kw)
-
-
-def runs(name, conc, values, start, snap=None, **kw):
-    return [make_run(start + i, name, concurrency=conc, summary=summary(v), profile=snap or SNAP_A, **kw)
-            for i, v in enumerate(values)]
 
 
 def test_welch_ci_matches_scipy_ttest():
@@ -299,58 +281,6 @@ def test_the_control_is_concurrency_2_never_1_and_its_absence_withholds_verdicts
     assert c.verdict == "uncontrolled" and "control absent" in c.uncontrolled and c.delta_pct is None
 
 
-def test_launch_setting_and_driver_differences_confound_every_cell_they_touch():
-    a, b = golden_runs()
-    snap = snapshot("glm5-cutedsl", "flashinfer_cutedsl", port=30001,
-                    extra_args=("--enable-metrics", "--cuda-graph-max-bs", "256"))
-    b = [make_run(r.id, r.profile_name, concurrency=r.spec["max_concurrency"], summary=r.summary, status=r.status,
-                  flags=tuple(r.flags), spec_changes={k: r.spec[k] for k in ("output_len", "num_prompts")},
-                  profile=snap, prov=provenance(driver="580.82.07", resolved_backend="flashinfer_cutedsl"))
-         for r in b]
-    g = grid_of(a, b)
-    assert [d.key for d in g.backend_diff] == ["moe_runner_backend"]
-    assert [d.key for d in g.launch_diff] == ["extra_args --cuda-graph-max-bs"]
-    assert {d.key for d in g.identity_diff} == {"name", "port"}
-    c = g.cell(10, "output_throughput")
-    assert c.verdict == CONFOUNDED and c.delta_text == "" and c.ci_text == ""
-    fields = {x.field: x for x in c.confounders}
-    assert fields["extra_args --cuda-graph-max-bs"].candidate == "256"
-    assert fields["driver_version"].describe() == "driver_version: 580.65.06 vs 580.82.07"
-    assert g.warnings[0].startswith("confounded: ")
-    rows = {r.key: r for r in g.provenance}
-    assert rows["driver_version"].differs and rows["gpu_names"].baseline == "8 x NVIDIA RTX PRO 6000 Blackwell"
-    assert not g.simulated
-
-
-def test_python_counts_and_identity_does_not():
-    a = runs("a", 64, [200.0, 201.0, 199.0], 1)
-    b = runs("b", 64, [260.0, 261.0, 259.0], 10, snapshot("b", "flashinfer_cutedsl", port=39999, description="x"))
-    assert grid_of(a, b).cell(64, "output_throughput").verdict == BETTER
-    b = runs("b", 64, [260.0, 261.0, 259.0], 10, snapshot("b", "flashinfer_cutedsl", python="/opt/other/python"))
-    c = grid_of(a, b).cell(64, "output_throughput")
-    assert c.verdict == CONFOUNDED and c.confounders[0].field == "python"
-
-
-def test_resolved_server_args_confound_with_an_explicit_ignore_list():
-    """The issue's attack: imported records differing in resolved args got "-30.0% worse", no warning."""
-    from moe_tui.compare import CompareSettings
-
-    def prov(**args):
-        base = {"moe_runner_backend": "flashinfer_cutlass", "model_path": "m", "tp_size": 8, "max_running_requests": 1024,
-                "port": 30000, "random_seed": 1, "startup_time": {"load_weight": 3.0}}
-        return {"server_info": dict(base, **args)}
-
-    a = runs("a", 64, [200.0, 201.0, 199.0], 1, prov=prov())
-    b = runs("b", 64, [140.0, 141.0, 139.0], 10, SNAP_B,
-             prov=prov(moe_runner_backend="flashinfer_cutedsl", max_running_requests=8, port=30001, random_seed=99,
-                       startup_time={"load_weight": 9.0}))
-    c = grid_of(a, b).cell(64, "output_throughput")
-    assert c.verdict == CONFOUNDED and [x.describe() for x in c.confounders] == ["max_running_requests: 1024 vs 8"]
-    # Declared as what is varied, the same difference is the comparison itself.
-    s = CompareSettings(vary=frozenset({"moe_runner_backend", "max_running_requests"}))
-    assert grid_of(a, b, settings=s).cell(64, "output_throughput").verdict == WORSE
-
-
 def test_grid_serves_the_ui_without_computation():
     a, b = golden_runs()
     g = grid_of(a, b, baseline_name="glm5-cutlass", candidate_name="glm5-cutedsl")
@@ -434,31 +364,6 @@ def test_repeats_from_one_server_start_each_are_noise_unknown():
     assert cell.verdict == BETTER
     # Starts not known (imported runs): nothing to judge by, the rule does not apply.
     assert grid_of(a, b).cell(64, "output_throughput").verdict == BETTER
-
-
-def test_emulator_per_start_values_and_backend_derived_args_do_not_confound():
-    """What the emulator's /server_info really carries per start (its children's pids, the start's
-    drawn speed factors) and what SGLang derives from the backend itself (shared-experts fusion is
-    off for flashinfer_cutedsl) are not second differences; the demo showed every cell confounded
-    by them. A real second setting in the same args still confounds."""
-    def info(backend, start, fusion_off, **extra):
-        return {"server": {"resolved_args": {
-            "moe_runner_backend": backend, "max_running_requests": 1024, "tp_size": 8,
-            "disable_shared_experts_fusion": fusion_off, **extra,
-            "sim": {"sim_time_scale": 20.0, "detokenizer_pid": 1000 + start, "scheduler_pids": [2000 + start],
-                    "perf_factor_start": 1.0 + start / 100, "perf_factor_drift": 0.999 + start / 1000,
-                    "perf_factor_run": 1.001, "runs_seen": start, "foreign_gpu_pid": None, "gpus_lost": []}}}}
-
-    a = [dataclasses.replace(r, provenance=info("flashinfer_cutlass", i, False), server_start_id=i)
-         for i, r in enumerate(runs("a", 64, [200.0, 201.0, 199.0], 1))]
-    b = [dataclasses.replace(r, provenance=info("flashinfer_cutedsl", 10 + i, True), server_start_id=10 + i)
-         for i, r in enumerate(runs("b", 64, [230.0, 231.0, 229.0], 10, SNAP_B))]
-    cell = grid_of(a, b).cell(64, "output_throughput")
-    assert cell.verdict == BETTER, (cell.verdict, cell.reasons)
-    b8 = [dataclasses.replace(r, provenance=info("flashinfer_cutedsl", 10 + i, True, max_running_requests=8))
-          for i, r in enumerate(b)]
-    cell = grid_of(a, b8).cell(64, "output_throughput")
-    assert cell.verdict == CONFOUNDED and [c.field for c in cell.confounders] == ["max_running_requests"]
 
 
 def test_moderated_variance_borrows_only_what_the_grid_supports():

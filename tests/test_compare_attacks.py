@@ -28,6 +28,16 @@ def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
                           timeout=120, cwd=ROOT)
 
 
+def two_profiles(tmp_path: Path) -> Path:
+    """A profiles folder with two bare emulator profiles, a (cutlass) and b (cutedsl): enough to plan a queue."""
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    for name, backend in (("a", "flashinfer_cutlass"), ("b", "flashinfer_cutedsl")):
+        (profiles / f"{name}.toml").write_text(f'name = "{name}"\nengine = "sim"\nmodel_path = "m"\n'
+                                               f'moe_runner_backend = "{backend}"\n')
+    return profiles
+
+
 def record(conc: int, tput: float, backend: str, pid: int | None = None, **server: object) -> dict:
     """A bench_serving record; `pid` names the server start (none: the record carries no start identity)."""
     info = {"version": "0.5.23", "moe_runner_backend": backend, "model_path": "GLM-5", "tp_size": 8,
@@ -164,11 +174,7 @@ def test_output_tokens_checked_against_completed_times_output_len(tmp_path):
 
 def test_queue_add_interleaves_and_flushes_by_default(tmp_path):
     home = tmp_path / "h"
-    profiles = tmp_path / "profiles"
-    profiles.mkdir()
-    for name, backend in (("a", "flashinfer_cutlass"), ("b", "flashinfer_cutedsl")):
-        (profiles / f"{name}.toml").write_text(f'name = "{name}"\nengine = "sim"\nmodel_path = "m"\n'
-                                               f'moe_runner_backend = "{backend}"\n')
+    profiles = two_profiles(tmp_path)
     res = _cli(home, "queue", "add", "--profiles", "a,b", "--concurrency", "2", "--repeats", "2",
                "--profiles-dir", str(profiles))
     assert res.returncode == 0, res.stderr

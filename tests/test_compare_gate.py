@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_compare_attacks import ASSUME, _cli, cell, grid_json, record, write
+from test_compare_attacks import ASSUME, _cli, cell, grid_json, record, two_profiles, write
 
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store.db import Store
@@ -182,11 +182,7 @@ def test_sides_apart_in_time_are_said_and_withheld(tmp_path):
 @pytest.mark.integration
 def test_a_plan_cut_short_is_said_until_re_planned(tmp_path):
     home = tmp_path / "h"
-    profiles = tmp_path / "profiles"
-    profiles.mkdir()
-    for name, backend in (("a", "flashinfer_cutlass"), ("b", "flashinfer_cutedsl")):
-        (profiles / f"{name}.toml").write_text(f'name = "{name}"\nengine = "sim"\nmodel_path = "m"\n'
-                                               f'moe_runner_backend = "{backend}"\n')
+    profiles = two_profiles(tmp_path)
     res = _cli(home, "queue", "add", "--profiles", "a,b", "--concurrency", "64", "--repeats", "3",
                "--profiles-dir", str(profiles), "--no-control")
     assert res.returncode == 0, res.stderr
@@ -253,11 +249,7 @@ def test_the_prompt_vocabulary_is_in_the_fingerprint_and_old_fingerprints_hold(t
 @pytest.mark.integration
 def test_the_plan_carries_the_control_in_every_sweep(tmp_path):
     home = tmp_path / "h"
-    profiles = tmp_path / "profiles"
-    profiles.mkdir()
-    for name, backend in (("a", "flashinfer_cutlass"), ("b", "flashinfer_cutedsl")):
-        (profiles / f"{name}.toml").write_text(f'name = "{name}"\nengine = "sim"\nmodel_path = "m"\n'
-                                               f'moe_runner_backend = "{backend}"\n')
+    profiles = two_profiles(tmp_path)
     args = ["queue", "add", "--profiles", "a,b", "--concurrency", "1,64", "--repeats", "3", "--profiles-dir",
             str(profiles), "--dry-run"]
     first = _cli(home, *args)

@@ -21,6 +21,7 @@ from moe_tui.store.db import Store
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
+
 def _controller(env: Env, store: Store) -> Controller:
     return Controller(store, env.profiles, data_dir=env.data_dir, telemetry=False)
 

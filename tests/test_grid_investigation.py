@@ -8,29 +8,18 @@ import pytest
 from moe_tui.grids.pair import build_grid
 from moe_tui.investigate.planner import plan_investigation
 from moe_tui.investigate.store import enqueue_plan, evidence_from_grid, investigations
-from moe_tui.spec import BenchmarkSpec
-from moe_tui.store.db import Store
 from moe_tui.store.queue import RunQueue
+from tests.support.stores import store_of, stored_row
 from tests.ui.fakes import demo_runs
 
 A, B = "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl"
 
 
-def _stored(r, **changes):
-    row = dict(profile_name=r["profile_name"], spec_json=BenchmarkSpec.from_dict(r["spec"]).canonical_json(),
-               fingerprint=r["fingerprint"], client="moe-tui", summary=r["summary"], provenance=r["provenance"],
-               profile=r["profile"], started_at=r["started_at"], finished_at=r["finished_at"], source="moe-tui")
-    row.update(changes)
-    return row
-
-
 @pytest.fixture
 def store(tmp_path):
-    s = Store(tmp_path / "store.sqlite3")
     a, b = demo_runs()
-    s.import_runs([_stored(r) for r in a + b])
-    yield s
-    s.close()
+    with store_of(tmp_path, a + b) as s:
+        yield s
 
 
 def test_cell_under_investigation_is_marked_and_cold_run_left_out(store):
@@ -47,7 +36,7 @@ def test_cell_under_investigation_is_marked_and_cold_run_left_out(store):
     runs = demo_runs()[1] if cold_item.profile_name == B else demo_runs()[0]
     side = next(r for r in runs if r["spec"]["max_concurrency"] == 10)
     summary = {**side["summary"], "output_throughput": 1.0}
-    (run_id,) = store.import_runs([_stored(side, summary=summary)])
+    (run_id,) = store.import_runs([stored_row(side, summary=summary)])
     RunQueue(store).attach_run(cold_item.id, run_id)
 
     grid = build_grid(store, A, B)

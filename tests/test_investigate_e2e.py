@@ -13,18 +13,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from runner_support import Env, wait_gone
+from runner_support import STREAMED_ARGS, Env, wait_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-SIM = {"load_seconds": 0.1, "graph_seconds": 0.05, "warmup_seconds": 0.05, "noise_pct": 2.0}
-STREAMING = {"extra_args": ["--enable-metrics", "--stream-interval", "16"]}
 
 WORKLOAD = ["--input-len", "128", "--output-len", "32", "--num-prompts", "8", "--prompts-per-concurrency", "1"]
 
 
 def add_profile(env: Env, name: str, backend: str, time_scale: int = 50, **sim: float) -> str:
-    return env.profile(name, backend, top=STREAMING, **{**SIM, "time_scale": time_scale, **sim})
+    return env.profile(name, backend, extra_args=STREAMED_ARGS, time_scale=time_scale, load_seconds=0.1,
+                       graph_seconds=0.05, warmup_seconds=0.05, noise_pct=2.0, **sim)
 
 
 def ok(proc) -> str:

@@ -13,18 +13,10 @@ import csv
 import io
 
 import pytest
-from runner_support import Env, wait_gone
+from runner_support import STREAMED_ARGS, Env, wait_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-# Fast enough for CI, slow enough that the client and the emulator keep up at concurrency 256:
-# --stream-interval 16 sends a chunk every 16 tokens, like SGLang's own flag of that name.
-# Small start-to-start variance (0.3%, not the hardware-like 1.5%): this test is about the seed's
-# shape across concurrencies; what the grid does with hardware-like variance is measured by
-# benches/aa_emulator.py and tested on plain data in tests/test_compare.py.
-SIM = {"time_scale": 6, "load_seconds": 0.2, "graph_seconds": 0.1, "warmup_seconds": 0.1, "start_sigma": 0.3,
-       "run_jitter": 0.3}
-STREAMING = {"extra_args": ["--enable-metrics", "--stream-interval", "16"]}
 
 LOSS = 256  # where the seed's cutedsl falls behind
 WORKLOAD = ["--input-len", "128", "--output-len", "32", "--num-prompts", "8",
@@ -32,7 +24,11 @@ WORKLOAD = ["--input-len", "128", "--output-len", "32", "--num-prompts", "8",
 
 
 def add_profile(env: Env, name: str, backend: str) -> str:
-    return env.profile(name, backend, top=STREAMING, **SIM)
+    # Fast enough for CI (time scale 6), streamed every 16 tokens; a small start-to-start variance (0.3%,
+    # not the hardware-like 1.5%): this test is about the seed's shape across concurrencies; what the grid
+    # does with hardware-like variance is measured by benches/aa_emulator.py and tested on plain data in
+    # tests/test_compare.py.
+    return env.profile(name, backend, extra_args=STREAMED_ARGS, time_scale=6, start_sigma=0.3, run_jitter=0.3)
 
 
 def grid_rows(env: Env, baseline: str, candidate: str) -> dict[tuple[int, str], dict[str, str]]:

@@ -16,11 +16,16 @@ from moe_tui.investigate.store import diagnostic_run_ids, enqueue_plan, evidence
 from moe_tui.store.db import Store
 from moe_tui.store.queue import RunQueue
 from moe_tui.store.schema import SCHEMA_VERSION
-from tests import test_grid_investigation
-from tests.test_grid_investigation import A, B, _stored
+from tests.support.stores import store_of, stored_row
+from tests.test_grid_investigation import A, B
 from tests.ui.fakes import demo_runs
 
-store = test_grid_investigation.store  # the demo runs' store, the same fixture
+
+@pytest.fixture
+def store(tmp_path):
+    a, b = demo_runs()
+    with store_of(tmp_path, a + b) as s:
+        yield s
 
 
 def _cold_run(store: Store) -> tuple[int, float]:
@@ -32,7 +37,7 @@ def _cold_run(store: Store) -> tuple[int, float]:
     cold_item = next(item for role, item in record.roles() if role.get("role") == "cold")
     runs = demo_runs()[1] if cold_item.profile_name == B else demo_runs()[0]
     side = next(r for r in runs if r["spec"]["max_concurrency"] == 10)
-    (run_id,) = store.import_runs([_stored(side, summary={**side["summary"], "output_throughput": 1.0})])
+    (run_id,) = store.import_runs([stored_row(side, summary={**side["summary"], "output_throughput": 1.0})])
     RunQueue(store).attach_run(cold_item.id, run_id)
     return run_id, before.candidate.mean if cold_item.profile_name == B else before.baseline.mean
 
@@ -78,7 +83,7 @@ def test_upgrade_marks_the_cold_runs_an_older_store_knew_only_through_queue_item
     path = tmp_path / "old.sqlite3"
     with Store(path) as s:
         a, b = demo_runs()
-        s.import_runs([_stored(r) for r in a + b])
+        s.import_runs([stored_row(r) for r in a + b])
         run_id, _ = _cold_run(s)
     _as_schema_4(path)
     conn = sqlite3.connect(path)
@@ -148,19 +153,19 @@ def test_the_grids_reads_are_index_seeks_not_scans(store, sql, index):
 
 
 def test_profile_names_skip_scan_finds_every_profile(store):
-    store.import_runs([_stored(demo_runs()[0][0], profile_name=name) for name in ("zz", "aa", "mm")])
+    store.import_runs([stored_row(demo_runs()[0][0], profile_name=name) for name in ("zz", "aa", "mm")])
     assert store.profile_names_with_runs() == sorted({A, B, "zz", "aa", "mm"})
 
 
 def test_a_grid_is_built_once_per_store_change(store):
     first = build_grid(store, A, B)
     assert build_grid(store, A, B) is first  # nothing committed: the cached grid
-    store.import_runs([_stored(demo_runs()[0][0])])  # this handle commits
+    store.import_runs([stored_row(demo_runs()[0][0])])  # this handle commits
     second = build_grid(store, A, B)
     assert second is not first and second.cell(1, "output_throughput").baseline.n == \
         first.cell(1, "output_throughput").baseline.n + 1
     other = Store(store.path)  # another process's handle commits
-    other.import_runs([_stored(demo_runs()[0][0])])
+    other.import_runs([stored_row(demo_runs()[0][0])])
     other.close()
     third = build_grid(store, A, B)
     assert third is not second and third.cell(1, "output_throughput").baseline.n == \
@@ -197,7 +202,7 @@ def test_the_queue_view_is_read_again_only_after_a_change(store):
 
 
 def test_an_import_finds_earlier_copies_by_hash_through_an_index(store):
-    (rid,) = store.import_runs([_stored(demo_runs()[0][0], provenance={"content_sha256": "abc", "source_file": "f"},
+    (rid,) = store.import_runs([stored_row(demo_runs()[0][0], provenance={"content_sha256": "abc", "source_file": "f"},
                                         source="import")])
     statements: list[str] = []
     store._conn.set_trace_callback(statements.append)  # the statement as run, its values inlined

@@ -20,7 +20,9 @@ import argparse
 import json
 import math
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from moe_tui.records import SpecOverrides
 
 if TYPE_CHECKING:
     from moe_tui.bench.engine import BenchResult
@@ -86,7 +88,7 @@ def spec_from_args(args: argparse.Namespace) -> BenchmarkSpec:
     from moe_tui import __version__
     from moe_tui.spec import BenchmarkSpec, SpecError
 
-    data: dict[str, Any] = {}
+    data: SpecOverrides = {}
     if args.spec_file:
         path = Path(args.spec_file)
         try:

@@ -24,6 +24,7 @@ import time
 from typing import TYPE_CHECKING, Any, TextIO
 
 from moe_tui.commands.common import add_format, add_profiles_dir, profiles_dir_for
+from moe_tui.records import RunnerStatusJson
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -238,14 +239,14 @@ def _status(data_dir: Path, as_json: bool = False) -> int:
     return 0
 
 
-def status_text(snap: dict[str, Any]) -> str:
+def status_text(snap: RunnerStatusJson) -> str:
     """The runner's snapshot as a person reads it: who, doing what, the queue, the servers."""
     queue = snap.get("queue") or {}
     counts = ", ".join(f"{k} {v}" for k, v in (queue.get("counts") or {}).items() if v) or "empty"
     lines = [f"runner pid {snap.get('pid', '?')} on {snap.get('data_dir', '?')}",
              f"doing:   {snap.get('activity') or 'idle'}" + (f" ({snap['detail']})" if snap.get("detail") else ""),
              f"queue:   {'PAUSED' if queue.get('paused') else 'active'}: {counts}"]
-    item = snap.get("current_item") or {}
+    item = snap.get("current_item")
     if item:
         spec = item.get("spec") or {}
         lines.append(f"item:    #{item.get('id')} {item.get('profile_name', '?')} conc {spec.get('max_concurrency', '?')}"
@@ -262,8 +263,7 @@ def status_text(snap: dict[str, Any]) -> str:
     servers = snap.get("servers") or []
     lines.append(f"servers: {len(servers) or 'none'}")
     for server in servers:
-        name = server.get("profile") or server.get("name") or "?"  # the snapshot names it `profile`
-        lines.append(f"  {name:<32} {server.get('state', '?'):<9} port {server.get('port', '?')}")
+        lines.append(f"  {server['profile']:<32} {server['state']:<9} port {server['port'] or '?'}")
     return "\n".join(lines)
 
 

@@ -103,7 +103,7 @@ def _usage(store: Store, args: argparse.Namespace) -> int:
     if usage.campaigns:
         print(f"\n{'campaign':<40} {'items':>7} {'runs':>7} {'stored':>12}")
         for c in usage.campaigns:
-            print(f"{('#' + str(c['id']) + ' ' + c['name'])[:40]:<40} {c['items']:>7,} {c['runs']:>7,} "
+            print(f"{('#' + str(c['id']) + ' ' + (c['name'] or ''))[:40]:<40} {c['items']:>7,} {c['runs']:>7,} "
                   f"{_mb(c['bytes']):>12}")
     _growth(store, usage.runs)
     from moe_tui.store.backup import backup_words

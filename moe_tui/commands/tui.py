@@ -11,7 +11,9 @@ runner runs); `--in-process` hosts the controller inside the TUI (it stops when 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from moe_tui.records import Options
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -42,9 +44,9 @@ def add_mode_args(p: argparse.ArgumentParser) -> None:
                    help="fail a request whose stream is silent this long (as `moe-tui run`)")
 
 
-def controller_options_from(args: argparse.Namespace) -> dict[str, Any]:
+def controller_options_from(args: argparse.Namespace) -> Options:
     """The controller settings given on the command line; the runner gets the timeouts as flags."""
-    options: dict[str, Any] = {}
+    options: Options = {}
     if getattr(args, "no_gpu_sampling", False):
         options["telemetry"] = False  # the TUI draws the controller's samples: none taken, none drawn
     if args.request_timeout is not None:
@@ -68,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def launch(profiles_dir: Path, *, attach: bool | None, demo: bool,
-           controller_options: dict[str, Any] | None = None) -> int:
+           controller_options: Options | None = None) -> int:
     from moe_tui.servers import install_exit_handlers
     from moe_tui.ui.launch import open_control_room
 

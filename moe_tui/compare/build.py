@@ -51,6 +51,7 @@ from moe_tui.compare.runs import (
 from moe_tui.compare.sources import RunSource, memory_source
 from moe_tui.compare.verdict import run_tests
 from moe_tui.profiles import SettingDiff
+from moe_tui.records import ProfileSnapshot
 
 
 def _concurrencies(by_conc: Mapping[str, Mapping[int, Sequence[Keyed]]], fingerprint: str | None,
@@ -217,8 +218,8 @@ def _assemble(names: tuple[str, str], metrics: Sequence[MetricDef], concurrencie
 
 
 def _profiles(names: tuple[str, str], used: Mapping[str, list[Run]], sources: Mapping[str, RunSource],
-              warnings: list[str], settings: CompareSettings) -> tuple[dict[str, dict[str, Any]], list[SettingDiff]]:
-    snaps: dict[str, dict[str, Any]] = {}
+              warnings: list[str], settings: CompareSettings) -> tuple[dict[str, ProfileSnapshot], list[SettingDiff]]:
+    snaps: dict[str, ProfileSnapshot] = {}
     for side, name in ((BASELINE, names[0]), (CANDIDATE, names[1])):
         pool = used[side] or sources[side].every()
         latest = max(pool, key=lambda r: r.order) if pool else None

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from moe_tui import judgement as J
 from moe_tui.profiles import SettingDiff
+from moe_tui.records.grid import CellJson, ControlState, GridJson
 from moe_tui.spec import FieldDiff
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -313,12 +314,12 @@ class ComparisonGrid:
         """Upper bound on the mean number of false better/worse in an A/A grid of this size."""
         return sum(f.max_false_rate for f in self.families if f.tested)
 
-    def to_json_dict(self) -> dict[str, Any]:
+    def to_json_dict(self) -> GridJson:
         """`moe-tui compare --format json`: {"control": {...}, "cells": [...]} (the issue's contract)."""
         ctl = self.control
-        cells = []
+        cells: list[CellJson] = []
         for c in self.cells:
-            ci = [c.ci_low_pct, c.ci_high_pct] if c.ci_low_pct is not None else None
+            ci = [c.ci_low_pct, c.ci_high_pct] if c.ci_low_pct is not None and c.ci_high_pct is not None else None
             cells.append({"concurrency": c.concurrency, "metric": c.metric, "verdict": c.verdict,
                           "n_baseline": c.baseline.n, "n_candidate": c.candidate.n,
                           "starts_baseline": c.n_starts_baseline, "starts_candidate": c.n_starts_candidate,
@@ -331,16 +332,21 @@ class ComparisonGrid:
                           "control_relative_ci_pct": (list(c.control_relative_ci_pct)
                                                       if c.control_relative_ci_pct else None),
                           "control_starts": list(c.control_starts), "reasons": list(c.reasons)})
-        return {"control": {"state": ctl.state, "concurrency": ctl.concurrency, "delta_pct": ctl.delta_pct,
-                            "ci_pct": ([ctl.ci_low_pct, ctl.ci_high_pct] if ctl.ci_low_pct is not None else None),
+        # ControlCheck.state is one of judgement.CONTROL_STATES, the record's literal
+        out: GridJson = {"control": {"state": cast(ControlState, ctl.state), "concurrency": ctl.concurrency, "delta_pct": ctl.delta_pct,
+                            "ci_pct": ([ctl.ci_low_pct, ctl.ci_high_pct]
+                                       if ctl.ci_low_pct is not None and ctl.ci_high_pct is not None else None),
                             "margin_pct": ctl.margin_pct, "n_baseline": ctl.n_baseline,
                             "n_candidate": ctl.n_candidate, "text": ctl.text,
                             "environment_differences": list(ctl.environment_differences),
                             "overlapping": ctl.overlapping},
-                "cells": cells, **({"extras": self.extras.to_json()} if self.extras is not None else {}),
-                **({"investigations": [{"concurrency": c.concurrency, "metric": c.metric, "state": c.investigation}
-                                       for c in self.cells if c.investigation]}
-                   if any(c.investigation for c in self.cells) else {})}
+                         "cells": cells}
+        if self.extras is not None:
+            out["extras"] = self.extras.to_json()
+        if any(c.investigation for c in self.cells):
+            out["investigations"] = [{"concurrency": c.concurrency, "metric": c.metric, "state": c.investigation}
+                                     for c in self.cells if c.investigation]
+        return out
 
     def to_frame(self) -> pd.DataFrame:
         """One row per cell with the raw numbers (for analysis; the exporters format their own)."""

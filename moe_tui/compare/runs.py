@@ -19,6 +19,7 @@ from moe_tui import judgement as J
 from moe_tui.compare.memo import derived
 from moe_tui.compare.model import CompareError
 from moe_tui.profiles import ProfileError, SettingDiff, profile_diff, profile_from_dict
+from moe_tui.records import GridFactsJson
 from moe_tui.spec import BenchmarkSpec, FieldDiff, SpecError
 
 # Spec fields an imported record did not carry, named in its provenance (legacy: "assumed_fields"
@@ -84,12 +85,12 @@ def _kept(value: Any, keep: Any) -> Any:
 
 
 def grid_facts(provenance: Mapping[str, Any], telemetry: Mapping[str, Any],
-               selfcheck: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+               selfcheck: Mapping[str, Any]) -> GridFactsJson:
     """The parts of a run's provenance, telemetry and selfcheck that a grid reads (`_GRID_FACTS`)."""
     prov = {k: v for k, v in provenance.items() if not isinstance(v, Mapping)}
     prov.update(_kept({k: v for k, v in provenance.items() if isinstance(v, Mapping)}, _GRID_FACTS["provenance"]))
-    return {"provenance": prov, "telemetry": _kept(dict(telemetry), _GRID_FACTS["telemetry"]),
-            "selfcheck": _kept(dict(selfcheck), _GRID_FACTS["selfcheck"])}
+    return GridFactsJson(provenance=prov, telemetry=_kept(dict(telemetry), _GRID_FACTS["telemetry"]),
+                         selfcheck=_kept(dict(selfcheck), _GRID_FACTS["selfcheck"]))
 
 
 def normalise(run: object, where: str) -> Run:

@@ -23,7 +23,7 @@ from moe_tui.control.reads import StoreReads, campaign_args, campaign_preview
 from moe_tui.events import Event, Notice, Subscribers
 from moe_tui.judgement import FAILED, is_live
 from moe_tui.profiles import ServerProfile
-from moe_tui.records import CampaignAddedJson, CampaignArgsJson
+from moe_tui.records import CampaignAddedJson, CampaignArgsJson, Options, RunnerStatusJson
 from moe_tui.run.rendezvous import read_runner_info
 from moe_tui.store.db import Store
 
@@ -42,9 +42,10 @@ def _plan_args(request: CampaignRequest) -> CampaignArgsJson:
     return args
 
 
-def _snapshot(reads: StoreReads, snap: dict[str, Any]) -> ControlSnapshot:
-    current = snap.get("current_item") or {}
-    queue = snap.get("queue") or {}
+def _snapshot(reads: StoreReads, snap: RunnerStatusJson) -> ControlSnapshot:
+    item = snap.get("current_item")
+    current = item["id"] if item else None
+    queue = snap.get("queue")
     servers = reads.server_rows(snap.get("servers") or ())
     # A TUI that attaches mid-campaign has missed the log lines streamed so far: the servers' log
     # files (named in the store) fill the tails; new lines then arrive as events.
@@ -53,11 +54,11 @@ def _snapshot(reads: StoreReads, snap: dict[str, Any]) -> ControlSnapshot:
     return ControlSnapshot(
         servers=servers,
         logs={k: v for k, v in logs.items() if v},
-        queue=reads.queue_window(current=current.get("id")),
+        queue=reads.queue_window(current=current),
         activity=snap.get("activity") or "idle",
         detail=snap.get("detail") or "",
-        paused=bool(queue.get("paused")),
-        current_item=current.get("id"),
+        paused=bool(queue and queue.get("paused")),
+        current_item=current,
         telemetry=snap.get("telemetry"),
         notices=tuple(n for n in (reads.store.size_notice(),) if n),
     )
@@ -129,7 +130,7 @@ class InProcessClient(_OpsClient):
     can_detach = False
 
     def __init__(self, store: Store, profiles: list[ServerProfile], profiles_dir: Path, data_dir: Path,
-                 *, exports_dir: Path | None = None, controller_options: dict[str, Any] | None = None) -> None:
+                 *, exports_dir: Path | None = None, controller_options: Options | None = None) -> None:
         from moe_tui.run.controller import Controller
 
         self.store = store

@@ -32,7 +32,7 @@ from typing import Any
 
 from moe_tui import paths
 from moe_tui.control.api import CampaignRequest, ControlClient
-from moe_tui.records import SpecOverrides
+from moe_tui.records import Options, SpecOverrides
 
 DEMO_CAMPAIGN = CampaignRequest(
     name="demo: sim cutlass vs cutedsl",
@@ -84,7 +84,7 @@ def demo_home() -> Path:
 
 
 def connect(profiles_dir: Path, *, attach: bool | None = None, demo: bool = False,
-            controller_options: dict[str, Any] | None = None) -> Connection:
+            controller_options: Options | None = None) -> Connection:
     """Load profiles, open the store, and start a control client.
 
     attach=None (default): attach to this data dir's runner, starting a detached one if none runs;
@@ -177,7 +177,7 @@ def is_demo_home() -> bool:
 
 
 def start_detached_runner(profiles_dir: Path, data_dir: Path, wait_s: float = RUNNER_START_WAIT_S,
-                          options: dict[str, Any] | None = None) -> int:
+                          options: Options | None = None) -> int:
     """`moe-tui run --stay` in a new session for this data dir (what `moe-tui run --detach` does),
     waiting until it answers on its socket. Returns its pid. A runner that another TUI started in
     the meantime wins the lock; then this one exits and we attach to the winner."""

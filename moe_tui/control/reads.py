@@ -161,13 +161,13 @@ class StoreReads:
             return None
         lat: dict[str, list[float]] = collections.defaultdict(list)
         for r in self.store.requests(run_id):
-            if not r.get("ok"):
+            if not r["ok"]:
                 continue
-            if r.get("ttft") is not None:
-                lat["ttft"].append(r["ttft"] * 1000.0)
-            if r.get("latency") is not None:
-                lat["latency"].append(r["latency"] * 1000.0)
-            lat["itl"].extend(x * 1000.0 for x in r.get("itl") or ())
+            if (ttft := r["ttft"]) is not None:
+                lat["ttft"].append(ttft * 1000.0)
+            if (latency := r["latency"]) is not None:
+                lat["latency"].append(latency * 1000.0)
+            lat["itl"].extend(x * 1000.0 for x in r["itl"] or ())
         simulated = is_simulated(profile=run.profile, provenance=run.provenance, flags=run.flags)
         return RunView(id=run.id, profile=run.profile_name, status=run.status, fingerprint=run.fingerprint,
                        spec=run.spec, provenance=run.provenance, summary=run.summary, flags=tuple(run.flags),

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from moe_tui.executors.base import Executor, ExecutorError, JobRequest, JobStatus
+from moe_tui.records import SettingsTable
 
 GPU_MODES = ("gres", "exclusive", "none")
 SETTINGS_FILE = "slurm.toml"
@@ -89,8 +90,8 @@ class SlurmConfig:
     """Settings per profile: `slurm.toml`'s defaults and per-profile tables, then the campaign's."""
 
     defaults: SlurmSettings = field(default_factory=SlurmSettings)
-    per_profile: dict[str, dict[str, Any]] = field(default_factory=dict)
-    campaign: dict[str, Any] = field(default_factory=dict)
+    per_profile: dict[str, SettingsTable] = field(default_factory=dict)
+    campaign: SettingsTable = field(default_factory=dict)
 
     def for_profile(self, name: str) -> SlurmSettings:
         settings = self.defaults.merged(self.per_profile.get(name, {}), f"{SETTINGS_FILE} [profiles.{name}]")

@@ -26,10 +26,10 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from moe_tui.explain.rules import CLASS_WORDS, CLASSES, MOE_GEMM, OTHER, classify, short_name
 from moe_tui.explain.trace import RankProfile
+from moe_tui.records.grid import ClassDeltaJson, ExplanationJson, MoeGemmJson, SideJson
 
 NOISE_Z = 3.0  # standard errors a class must move by to count as moved (about 99.7% two-sided)
 NOISE_FLOOR_MS = 0.002  # 2 us: below what kernel timestamps resolve over a few steps
@@ -85,7 +85,7 @@ class SideBreakdown:
     def other_names(self, limit: int = TOP_OTHER_NAMES) -> list[str]:
         return [short_name(k.name) for k in self.kernels if k.kernel_class == OTHER][:limit]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SideJson:
         return {"label": self.label, "ranks": list(self.ranks), "steps": self.steps, "stage": self.stage,
                 "step_ms": self.step_ms, "step_se": self.step_se,
                 "classes": {c.kernel_class: {"ms": c.ms, "se": c.se} for c in self.classes},
@@ -191,7 +191,7 @@ class Explanation:
                 out.append(f"{d.words} {d.delta_ms:+.3f} ms/step{share}")
         return out
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ExplanationJson:
         return {
             "a": self.a.to_dict(), "b": self.b.to_dict(),
             "classes": [_delta_dict(d) for d in self.classes], "total": _delta_dict(self.total),
@@ -201,7 +201,7 @@ class Explanation:
         }
 
 
-def _delta_dict(d: ClassDelta) -> dict[str, Any]:
+def _delta_dict(d: ClassDelta) -> ClassDeltaJson:
     return {"class": d.kernel_class, "words": d.words, "a_ms": d.a_ms, "b_ms": d.b_ms, "delta_ms": d.delta_ms,
             "noise_ms": d.noise_ms, "beyond_noise": d.beyond_noise, "share": d.share}
 
@@ -240,7 +240,7 @@ def compare_sides(a: SideBreakdown, b: SideBreakdown, *, run_cv: float = DEFAULT
     return Explanation(a, b, tuple(deltas), total, tuple(moves[:top]), tuple(notes))
 
 
-def moe_gemm_roofline(side: SideBreakdown, expert_bytes_per_step: float, hbm_bytes_per_s: float) -> dict[str, Any]:
+def moe_gemm_roofline(side: SideBreakdown, expert_bytes_per_step: float, hbm_bytes_per_s: float) -> MoeGemmJson:
     """The MoE GEMM time per step next to the time one GPU needs to read its share of the expert
     weights the step touches (`expert_bytes_per_step` per GPU, at `hbm_bytes_per_s`): a ratio of
     1.0 is at the memory roofline; 3.0 is three times slower than it."""
@@ -250,9 +250,9 @@ def moe_gemm_roofline(side: SideBreakdown, expert_bytes_per_step: float, hbm_byt
             "x_roofline": ms / floor_ms if floor_ms and not math.isnan(floor_ms) and floor_ms > 0 else None}
 
 
-def class_table(expl: Explanation) -> list[dict[str, Any]]:
+def class_table(expl: Explanation) -> list[ClassDeltaJson]:
     """Rows for the exports and the TUI: one per class (IDLE and OTHER included), then the total."""
-    rows = []
+    rows: list[ClassDeltaJson] = []
     for d in (*expl.classes, expl.total):
         rows.append({"class": d.kernel_class, "words": d.words if d.kernel_class != "total" else "step total",
                      "a_ms": d.a_ms, "b_ms": d.b_ms, "delta_ms": d.delta_ms, "noise_ms": d.noise_ms,

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from moe_tui.records import FreeForm
+from moe_tui.records.grid import ExpertLoadJson
 from moe_tui.trust import open_regular
 
 # SGLang's expert_distribution_recorder dump (torch.save of its dict, tensors as numpy arrays here): a
@@ -75,7 +76,7 @@ class ExpertLoad:
         vals = [lay.imbalance for lay in self.layers if lay.imbalance is not None]
         return statistics.fmean(vals) if vals else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ExpertLoadJson:
         worst = self.worst
         return {"source": self.source, "steps": self.steps, "experts": self.experts,
                 "mean_imbalance": self.mean_imbalance,

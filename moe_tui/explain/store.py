@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from moe_tui.judgement import run_time_scale
 from moe_tui.records import ExplainDefinitionJson, ExplainPlanItemJson, ExplainPlanJson, SpecJson
+from moe_tui.records.grid import ExplainExtrasJson
 
 if TYPE_CHECKING:
     from moe_tui.compare.model import ComparisonGrid
@@ -220,12 +221,12 @@ def explain_cell(store: Store, grid: ComparisonGrid, concurrency: int, stage: st
     return CellExplanation("ready", "", expl, tuple(extras), data)
 
 
-def _extras(store: Store, sides: list[ProfiledSide], concurrency: int) -> tuple[list[str], dict[str, Any]]:
+def _extras(store: Store, sides: list[ProfiledSide], concurrency: int) -> tuple[list[str], ExplainExtrasJson]:
     from moe_tui.explain import moe_gemm_roofline
     from moe_tui.explain.expert_load import ExpertLoadError, expert_load
 
     lines: list[str] = []
-    data: dict[str, Any] = {"roofline": {}, "expert_load": {}}
+    data = ExplainExtrasJson(roofline={}, expert_load={})
     for breakdown, run_id, dumps in sides:
         floor = _moe_floor_ms(store, run_id, concurrency)
         if floor is not None:

@@ -31,6 +31,7 @@ from moe_tui.records import (
     RunnerStatusJson,
     SpecJson,
 )
+from moe_tui.records.store import CampaignUsageJson, ProfileUsageJson
 
 # shared with the store and the runner: moe_tui.records
 __all__ = ["ExecutorJobJson", "FreeForm", "GpuSnapshotJson", "Number", "QueueItemJson", "QueueSummaryJson",
@@ -131,24 +132,6 @@ class ServerStatusJson(TypedDict):
     resolved_backend: str | None
     backend_mismatch: bool
     sglang_version: str | None
-
-
-class CampaignUsageJson(TypedDict):
-    id: int | None
-    name: str | None
-    items: int
-    runs: int
-    bytes: int
-
-
-class ProfileUsageJson(TypedDict):
-    name: str
-    runs: int
-    requests: int
-    gpu_samples: int
-    bytes: int
-    first_finished: float | None
-    last_finished: float | None
 
 
 class StoreUsageJson(TypedDict):

@@ -9,9 +9,9 @@ from __future__ import annotations
 import html
 import json
 import re
-from typing import Any
 
 from moe_tui.compare import BASELINE, CANDIDATE, ComparisonGrid
+from moe_tui.records import SpecOverrides, StoredSpec
 from moe_tui.spec import BenchmarkSpec, SpecError
 
 SIMULATED_BANNER = (
@@ -56,9 +56,9 @@ def _point_notes(grid: ComparisonGrid) -> list[str]:
     return lines
 
 
-def _spec_fields(spec: dict[str, Any]) -> dict[str, Any]:
+def _spec_fields(spec: StoredSpec) -> StoredSpec:
     try:
-        canon: dict[str, Any] = dict(BenchmarkSpec.from_dict(spec).canonical_dict())
+        canon: SpecOverrides = dict(BenchmarkSpec.from_dict(spec).canonical_dict())
     except SpecError:
         canon = dict(spec)
     canon.pop("spec_schema", None)

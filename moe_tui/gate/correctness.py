@@ -21,6 +21,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from moe_tui.records import GateSampleJson
+from moe_tui.records.grid import GateJson, GatePromptJson
+
 PASSED = "passed"
 OUTPUT_DIFFERS = "output_differs"
 NOT_COMPARABLE = "not_comparable"
@@ -50,7 +53,7 @@ class GateSample:
                    tuple(None if v is None else float(v) for v in data["logprobs"]),
                    data.get("finish_reason"))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> GateSampleJson:
         return {"prompt_id": self.prompt_id, "token_ids": list(self.token_ids),
                 "logprobs": list(self.logprobs), "finish_reason": self.finish_reason}
 
@@ -66,6 +69,12 @@ class PromptComparison:
     accepted: bool
     why: str
 
+    def to_dict(self) -> GatePromptJson:
+        return GatePromptJson(prompt_id=self.prompt_id, first_divergence=self.first_divergence, identical=self.identical,
+                              compared=self.compared, mean_abs_logprob_diff=self.mean_abs_logprob_diff,
+                              baseline_prob_at_divergence=self.baseline_prob_at_divergence, accepted=self.accepted,
+                              why=self.why)
+
 
 @dataclass(frozen=True)
 class GateVerdict:
@@ -80,10 +89,10 @@ class GateVerdict:
     def output_differs(self) -> bool:
         return self.status == OUTPUT_DIFFERS
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> GateJson:
         return {"status": self.status, "words": self.words, "identical_share": self.identical_share,
                 "mean_abs_logprob_diff": self.mean_abs_logprob_diff, "first_divergence": self.first_divergence,
-                "prompts": [p.__dict__.copy() for p in self.prompts]}
+                "prompts": [p.to_dict() for p in self.prompts]}
 
 
 def _prefix_logprob_diffs(base: GateSample, cand: GateSample, upto: int) -> list[float]:

@@ -15,10 +15,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from moe_tui.gate.correctness import GateSample
-from moe_tui.records import FreeForm, GateSamplesRow
+from moe_tui.records import FreeForm, GateRanJson, GateSamplesRow
 
 if TYPE_CHECKING:
     from moe_tui.servers.managed import ManagedServer
@@ -145,10 +145,10 @@ async def gate_before_first_run(store: Store, campaign_id: int | None, profile_n
     return True
 
 
-async def gate_server(store: Store, profile_name: str, server: ManagedServer | None) -> dict[str, Any]:
+async def gate_server(store: Store, profile_name: str, server: ManagedServer | None) -> GateRanJson:
     """The gate on demand against a managed server that is ready; GateError otherwise."""
     if server is None or server.state != "ready":
         raise GateError(f"server '{profile_name}' is not ready; start it before running the gate")
     gate_id = await run_gate(store, profile_name, server.base_url, server_start_id=server.start_id,
                              resolved_backend=server.resolved_backend)
-    return {"gate_id": gate_id, "profile": profile_name}
+    return GateRanJson(gate_id=gate_id, profile=profile_name)

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from moe_tui.gate.correctness import NOT_COMPARABLE, GateVerdict, compare_gate
 from moe_tui.judgement import BETTER, FLAG_OUTPUT_DIFFERS, UNRELIABLE, WITHIN_NOISE, WORSE, flag_words
+from moe_tui.records import Options
+from moe_tui.records.grid import GridExtrasJson, RooflineCellJson
 from moe_tui.roofline.decode import Roofline, RooflineError, percent_of_roofline
 from moe_tui.roofline.inputs import RooflineInputError, RooflineSetup, mean_decode_context, roofline_setup
 
@@ -61,7 +63,7 @@ class GridExtras:
     def output_differs(self) -> bool:
         return self.gate.output_differs
 
-    def to_json(self) -> dict[str, Any] | None:
+    def to_json(self) -> GridExtrasJson | None:
         return extras_json(self)
 
 
@@ -197,7 +199,7 @@ def apply_gate(grid: Any, extras: GridExtras) -> Any:
     why = f"no speed verdict: {extras.gate.words}"
     cells = []
     for cell in grid.cells:
-        changes: dict[str, Any] = {}
+        changes: Options = {}
         if _has(cell, "candidate_flags") and FLAG_OUTPUT_DIFFERS not in cell.candidate_flags:
             changes["candidate_flags"] = (*cell.candidate_flags, FLAG_OUTPUT_DIFFERS)
         if _has(cell, "flags_text"):
@@ -209,7 +211,7 @@ def apply_gate(grid: Any, extras: GridExtras) -> Any:
             if _has(cell, "verdict_text"):
                 changes["verdict_text"] = "output differs: no verdict"
         cells.append(dataclasses.replace(cell, **changes))
-    grid_changes: dict[str, Any] = {"cells": tuple(cells)}
+    grid_changes: Options = {"cells": tuple(cells)}
     if _has(grid, "flags"):
         grid_changes["flags"] = (*grid.flags, FLAG_OUTPUT_DIFFERS)
     if _has(grid, "warnings"):
@@ -282,11 +284,11 @@ def gate_csv_rows(extras: GridExtras | None) -> list[list[str]]:
     return [["gate_status", "gate_words"], [extras.gate.status, extras.gate.words]]
 
 
-def extras_json(extras: GridExtras | None) -> dict[str, Any] | None:
+def extras_json(extras: GridExtras | None) -> GridExtrasJson | None:
     if extras is None:
         return None
 
-    def side(cells: Mapping[int, RooflineCell]) -> dict[str, Any]:
+    def side(cells: Mapping[int, RooflineCell]) -> dict[str, RooflineCellJson]:
         return {str(conc): {"ceiling": cell.ceiling.to_dict() if cell.ceiling else None,
                             "measured_tok_s": cell.measured_tok_s, "n": cell.n,
                             "pct_of_roofline": cell.pct, "why_not": cell.why_not or None}

@@ -37,9 +37,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from moe_tui import judgement
+from moe_tui.records.grid import CellSnapshotJson, InvestigationPlanJson, SideSnapshotJson
 
 PRIMARY_METRIC = "output_throughput"
 CONTROL_CONCURRENCIES = (2,)
@@ -205,28 +206,31 @@ class InvestigationPlan:
         """The cell as it stood, in words (what the proposal screen and the CLI show first)."""
         return describe_cell(self.before)
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+    def to_dict(self) -> InvestigationPlanJson:
+        data = asdict(self)  # the fields are the record's (tests/test_export_schemas.py checks the export)
         data.pop("_costs", None)
         data["name"] = self.name
-        return data
+        return cast(InvestigationPlanJson, data)
 
 
 def campaign_name(baseline: str, candidate: str, concurrency: int, metric: str) -> str:
     return f"investigate:{baseline}-vs-{candidate}:c={concurrency}:{metric}"
 
 
-def cell_snapshot(cell: CellEvidence | None, grid: GridEvidence | None = None) -> dict[str, Any]:
+def cell_snapshot(cell: CellEvidence | None, grid: GridEvidence | None = None) -> CellSnapshotJson:
     """What the record keeps of a cell: enough to show before / after without the runs."""
     if cell is None:
         return {"verdict": judgement.NO_DATA}
-    out: dict[str, Any] = {
+
+    def side(name: str) -> SideSnapshotJson:
+        s = cell.side(name)
+        return {"n": s.n, "mean": s.mean, "std": s.std, "run_ids": list(s.run_ids)}
+
+    out: CellSnapshotJson = {
         "verdict": cell.verdict, "delta_pct": cell.delta_pct,
         "ci_pct": list(cell.ci_pct) if cell.ci_pct else None, "fingerprint": cell.fingerprint,
+        "baseline": side("baseline"), "candidate": side("candidate"),  # SIDES, in its order
     }
-    for name in SIDES:
-        s = cell.side(name)
-        out[name] = {"n": s.n, "mean": s.mean, "std": s.std, "run_ids": list(s.run_ids)}
     if grid is not None:
         out["control"] = grid.control_state
         out["control_concurrency"] = grid.control_concurrency

@@ -38,13 +38,14 @@ from moe_tui.investigate.model import (
     pooled_cv,
     repeats_per_side,
 )
+from moe_tui.records import SpecOverrides
 
 
 # -- specs at other concurrencies ------------------------------------------------------------------
 def _prompt_rule(grid: GridEvidence, base: Mapping[str, Any]) -> tuple[int, int | None]:
     """(min prompts, prompts per concurrency or None): the rule num_prompts = max(min, ppc x C)
     that the measured specs sharing every other field with `base` follow."""
-    def rest(spec: Mapping[str, Any]) -> dict[str, Any]:
+    def rest(spec: Mapping[str, Any]) -> SpecOverrides:
         return {k: v for k, v in spec.items() if k not in ("max_concurrency", "num_prompts")}
 
     pairs = {(int(c.spec["max_concurrency"]), int(c.spec["num_prompts"]))
@@ -59,7 +60,7 @@ def _prompt_rule(grid: GridEvidence, base: Mapping[str, Any]) -> tuple[int, int 
     return floor, None
 
 
-def spec_at(grid: GridEvidence, base: Mapping[str, Any], concurrency: int) -> tuple[dict[str, Any], str]:
+def spec_at(grid: GridEvidence, base: Mapping[str, Any], concurrency: int) -> tuple[SpecOverrides, str]:
     """The cell's spec moved to `concurrency` (a measured spec there when one matches), and the
     prompt rule used, in words."""
     for c in grid.cells:

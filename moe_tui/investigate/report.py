@@ -131,8 +131,8 @@ def report(store: Store, record: InvestigationRecord, evidence: GridEvidence) ->
         lines.append(f"bisect   concurrency {conc}: " +
                      (describe_cell(cell_snapshot(mid)) if mid is not None else "not measured yet"))
     cold = sorted(i.run_id for r, i in record.roles() if r.get("role") == "cold" and i.run_id is not None)
-    in_cell = [rid for rid in cold if rid in set((after.get("baseline") or {}).get("run_ids", ()))
-               | set((after.get("candidate") or {}).get("run_ids", ()))]
+    in_cell = [rid for rid in cold if rid in {r for side in ("baseline", "candidate") if side in after
+                                               for r in after[side]["run_ids"]}]
     if in_cell:
         lines.append(f"      note: 'after' includes cold run(s) {', '.join(f'#{r}' for r in in_cell)} "
                      f"(no warmup pass, on purpose); a grid that leaves diagnostic runs out shows the cell without them")

@@ -12,19 +12,35 @@ become JSON are frozen dataclasses where they live (`moe_tui.store.queue_item.Qu
 What is free-form by nature is named so: `FreeForm`, always with a comment saying whose payload
 it is (SGLang's /server_info, a user's profile table, NVML's readings, an imported file's fields).
 
-By concept: `base` (FreeForm and its named uses, the canonical spec), `queue` (queue items, the
-controller's answers, campaign/server-start/gate rows, explain's plan, the runner's status), `run`
-(provenance and its parts, the telemetry summary and GPU snapshot, self-check entries). Import them
-from here.
+By concept: `base` (FreeForm and its named uses, the canonical spec, the grid facts), `queue` (queue
+items, the controller's answers, campaign/server-start/gate rows, managed servers, explain's plan, the
+runner's status, executors' job and result files), `run` (provenance and its parts, the telemetry
+summary and GPU snapshot, self-check entries, request rows), `grid` (the comparison's published records,
+imported from `moe_tui.records.grid`), `store` (the store's usage, from `moe_tui.records.store`). Import
+base, queue and run records from here.
 """
 
 from moe_tui.records.base import (  # noqa: F401
+    ArchiveLine,
     BenchSummary,
+    DecodedTexts,
+    EventJson,
     FreeForm,
+    GpuReadings,
+    GridFactsJson,
+    HfConfig,
     Number,
+    Options,
+    ProfileSnapshot,
+    SelfChecks,
+    SettingsTable,
+    SglangJson,
     SpecJson,
     SpecOverrides,
     StoredProvenance,
+    StoredSpec,
+    StoredTelemetry,
+    TraceEvent,
 )
 from moe_tui.records.queue import (  # noqa: F401
     CampaignAddedJson,
@@ -33,20 +49,27 @@ from moe_tui.records.queue import (  # noqa: F401
     CappedPlanJson,
     ControlPlanJson,
     DeletedJson,
+    ExecutorJobFileJson,
     ExecutorJobJson,
     ExplainCellJson,
     ExplainDefinitionJson,
     ExplainPlanItemJson,
     ExplainPlanJson,
+    GateRanJson,
+    GateSampleJson,
     GateSamplesRow,
     ItemStateJson,
+    JobResultJson,
+    ManagedServerJson,
     PausedJson,
     PlanAnswerJson,
     PlannedItemJson,
     QueueItemJson,
     QueueSummaryJson,
+    RunnerInfoJson,
     RunnerStatusJson,
     ServerStartRow,
+    ServerStoppedJson,
 )
 from moe_tui.records.run import (  # noqa: F401
     ClientLimitsJson,
@@ -61,6 +84,7 @@ from moe_tui.records.run import (  # noqa: F401
     ProfilerAnswerJson,
     ProvenanceJson,
     QueueFactsJson,
+    RequestRowJson,
     ServerFactsJson,
     ServerLoadJson,
     SimClockJson,
@@ -70,6 +94,7 @@ from moe_tui.records.run import (  # noqa: F401
 )
 
 __all__ = [
+    "ArchiveLine",
     "BenchSummary",
     "CampaignAddedJson",
     "CampaignArgsJson",
@@ -77,7 +102,10 @@ __all__ = [
     "CappedPlanJson",
     "ClientLimitsJson",
     "ControlPlanJson",
+    "DecodedTexts",
     "DeletedJson",
+    "EventJson",
+    "ExecutorJobFileJson",
     "ExecutorJobJson",
     "ExplainCellJson",
     "ExplainDefinitionJson",
@@ -85,33 +113,51 @@ __all__ = [
     "ExplainPlanJson",
     "ForeignProcessJson",
     "FreeForm",
+    "GpuReadings",
+    "GateRanJson",
+    "GateSampleJson",
     "GateSamplesRow",
     "GpuFactsJson",
     "GpuRunSummaryJson",
     "GpuSnapshotJson",
+    "GridFactsJson",
+    "HfConfig",
     "HostFactsJson",
     "ItemStateJson",
+    "JobResultJson",
+    "ManagedServerJson",
     "NoTelemetryJson",
     "Number",
+    "Options",
     "OverallRunSummaryJson",
     "PausedJson",
     "PlanAnswerJson",
     "PlannedItemJson",
+    "ProfileSnapshot",
     "ProfiledFactsJson",
     "ProfilerAnswerJson",
     "ProvenanceJson",
     "QueueFactsJson",
     "QueueItemJson",
     "QueueSummaryJson",
+    "RequestRowJson",
+    "RunnerInfoJson",
     "RunnerStatusJson",
     "ServerFactsJson",
     "ServerLoadJson",
+    "SelfChecks",
+    "SettingsTable",
     "ServerStartRow",
+    "ServerStoppedJson",
+    "SglangJson",
     "SimClockJson",
     "SpecJson",
     "SpecOverrides",
     "StoredProvenance",
+    "StoredSpec",
+    "StoredTelemetry",
     "TelemetrySummaryJson",
     "TokenEvidenceJson",
+    "TraceEvent",
     "WarmupPassJson",
 ]

@@ -175,7 +175,16 @@ class GateSamplesRow(TypedDict):
     server_start_id: int | None
     prompt_set: str
     resolved_backend: str | None
-    samples: list[FreeForm]  # per prompt: token ids and logprobs as SGLang's /generate answered
+    samples: list[GateSampleJson]  # per prompt: token ids and logprobs as SGLang's /generate answered
+
+
+class GateSampleJson(TypedDict):
+    """One gate prompt's answer (`gate.correctness.GateSample.to_dict`): token ids and their logprobs."""
+
+    prompt_id: str
+    token_ids: list[int]
+    logprobs: list[float | None]
+    finish_reason: str | None
 
 
 # -- explain (moe_tui.explain.store): the plan the control socket carries, the campaign definition stored ---------
@@ -238,5 +247,81 @@ class RunnerStatusJson(TypedDict):
     last_finished: FreeForm | None  # the last RunFinished event
     queue: QueueSummaryJson
     session: dict[str, int]  # items this runner closed, by state
-    servers: list[FreeForm]  # each managed server's own description (servers.managed)
+    servers: list[ManagedServerJson]  # each managed server's own description (servers.managed)
     telemetry: GpuSnapshotJson | None
+
+
+class RunnerInfoJson(TypedDict, total=False):
+    """`runner.json` in the data dir: who serves the control socket (`run.runner` writes it; a reader
+    trusts it only when the file is ours and private, `run.rendezvous.read_runner_info`)."""
+
+    pid: int
+    socket: str
+    started_at: float
+    data_dir: str
+    until_empty: bool
+    log: str | None
+
+
+# -- the servers the runner manages (moe_tui.servers.managed, the controller's server ops) -----------------
+class ManagedServerJson(TypedDict):
+    """`ManagedServer.describe()`: one managed server's state for status displays and the control socket."""
+
+    profile: str
+    state: str
+    phase: str
+    reason: str
+    pid: int | None
+    port: int | None
+    base_url: str | None
+    start_id: int | None
+    log_path: str | None
+    resolved_backend: str | None
+    backend_mismatch: bool
+    server_info_error: str | None
+    sglang_version: str | None
+    keep_running: bool
+    exit_code: int | None
+    exit_signal: int | None
+
+
+class ServerStoppedJson(TypedDict):
+    """The controller's answer to stopping a server (`stop`: the teardown's report, None: nothing ran)."""
+
+    profile: str
+    state: NotRequired[str]
+    stop: str | None
+
+
+class GateRanJson(TypedDict):
+    """The correctness gate run on demand (`gate.probe.gate_server`): its stored gate id."""
+
+    gate_id: int | None
+    profile: str
+
+
+# -- a batch job per queue item (moe_tui.executors: the job file in, the result file out) -----------------
+class ExecutorJobFileJson(TypedDict):
+    """The job file an executor hands its job (`executors.job.job_payload`)."""
+
+    format: str
+    version: int
+    item: QueueItemJson
+    attempt: int
+    profiles_dir: str
+    result_path: str
+    executor: str
+
+
+class JobResultJson(TypedDict):
+    """The result file a job writes (`executors.job`; `executors.results.read_result` checks each field
+    before `import_result` stores it: the file comes from another node)."""
+
+    job_id: str
+    item_id: int
+    attempt: int
+    node: str
+    item_state: str
+    item_error: str
+    run: FreeForm | None  # the run's store columns as the job's private store held them (checked by key)
+    server_start: FreeForm | None  # the server start's store row, less its id and pid

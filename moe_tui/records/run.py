@@ -247,3 +247,20 @@ class GpuSnapshotJson(TypedDict):
     cuda_driver_version: str | int | None
     nvml_version: str | None
     gpus: list[FreeForm]  # one per GPU: NVML's readings (telemetry.GpuSample.to_dict)
+
+
+# -- a run's per-request rows as the store reads them back (store.runs.RunRecords.requests) ---------------
+class RequestRowJson(TypedDict):
+    """One request of a run: the `requests` table's columns, `ok` a bool and `itl` decoded."""
+
+    run_id: int
+    idx: int
+    ok: bool
+    sent_at: float | None
+    prompt_len: int | None
+    output_len: int | None
+    ttft: float | None
+    latency: float | None
+    itl: list[float]
+    finish_reason: str | None
+    error: str

@@ -16,8 +16,9 @@ balance over GPUs, no communication, no kernel launch gaps. See docs/roofline.md
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import cast
 
+from moe_tui.records.grid import RooflineRowJson
 from moe_tui.roofline.gpu_specs import GpuSpec
 from moe_tui.roofline.model_shape import COMPUTE_PRECISION, WEIGHT_BITS, ModelShape
 
@@ -62,12 +63,12 @@ class Roofline:
     def step_ms(self) -> float:
         return 1000.0 * max(self.t_mem_s, self.t_compute_s)
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+    def to_dict(self) -> RooflineRowJson:
+        data = asdict(self)  # the fields are the record's (tests/test_export_schemas.py checks the export)
         data["notes"] = list(self.notes)
         data["per_stream_tok_s"] = self.per_stream_tok_s
         data["step_ms"] = self.step_ms
-        return data
+        return cast(RooflineRowJson, data)
 
     def terms(self) -> list[tuple[str, str]]:
         """(term, value) lines in reading order, for run detail and the CLI."""

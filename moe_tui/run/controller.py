@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from moe_tui.events import Event, QueueChanged
 from moe_tui.profiles import ProfileSet, load_profiles
-from moe_tui.records import ItemStateJson, PausedJson, RunnerStatusJson
+from moe_tui.records import GateRanJson, ItemStateJson, ManagedServerJson, PausedJson, RunnerStatusJson, ServerStoppedJson
 from moe_tui.run.batch import BatchFactory, work_batches
 from moe_tui.run.benchmarks import (  # noqa: F401  (re-exported: the controller's benchmark functions)
     bench_serving_bench,
@@ -395,7 +395,7 @@ class Controller(QueueFacade):
     def profile_names(self) -> list[str]:
         return [p.name for p in self._ctx.profiles().profiles]
 
-    async def start_server(self, name: str) -> dict[str, Any]:
+    async def start_server(self, name: str) -> ManagedServerJson:
         """Start one profile's server by hand (refused while the queue is using the servers)."""
         current = self._ctx.work.current
         if current is not None:
@@ -408,7 +408,7 @@ class Controller(QueueFacade):
         server = await self.servers.start(profile, wait=True)
         return server.describe()
 
-    async def stop_server(self, name: str) -> dict[str, Any]:
+    async def stop_server(self, name: str) -> ServerStoppedJson:
         server = self.servers.get(name)
         if server is None:
             raise ControllerError(f"no managed server named '{name}'")
@@ -418,15 +418,15 @@ class Controller(QueueFacade):
         report = await server.stop("stopped by user")
         return {"profile": name, "state": server.state, "stop": report.describe() if report else None}
 
-    async def stop_servers(self, reason: str = "stopped by user") -> list[dict[str, Any]]:
-        out = []
+    async def stop_servers(self, reason: str = "stopped by user") -> list[ServerStoppedJson]:
+        out: list[ServerStoppedJson] = []
         for server in list(self.servers.servers.values()):
             if server.is_live:
                 report = await server.stop(reason)
-                out.append({"profile": server.name, "stop": report.describe() if report else None})
+                out.append(ServerStoppedJson(profile=server.name, stop=report.describe() if report else None))
         return out
 
-    async def run_gate_now(self, name: str) -> dict[str, Any]:
+    async def run_gate_now(self, name: str) -> GateRanJson:
         """The correctness gate on demand against a profile's ready server (op "gate")."""
         return await self._items.run_gate_now(name)
 

@@ -19,7 +19,7 @@ from moe_tui.disturbance import HEALTH_PROBES_IN_FLIGHT, ServerLoadWatch, client
 from moe_tui.events import BenchProgress, RunFinished, RunStarted
 from moe_tui.profiles import ServerProfile, load_profiles
 from moe_tui.provenance import build_provenance
-from moe_tui.records import ClientLimitsJson, FreeForm, QueueFactsJson, WarmupPassJson
+from moe_tui.records import ClientLimitsJson, FreeForm, GateRanJson, Options, QueueFactsJson, WarmupPassJson
 from moe_tui.run.benchmarks import default_bench, spec_as_run, tokenizer_for
 from moe_tui.run.context import RunContext
 from moe_tui.run.ops import Recovery
@@ -130,7 +130,7 @@ class ItemRunner:
         if await gate_before_first_run(self._ctx.store, item.campaign_id, profile.name, server, self._ctx.notice):
             self._ctx.status("gate", f"{profile.name}: greedy correctness prompts stored")
 
-    async def run_gate_now(self, name: str) -> dict[str, Any]:
+    async def run_gate_now(self, name: str) -> GateRanJson:
         """The gate on demand against a profile's ready server (op "gate")."""
         from moe_tui.gate.probe import GateError, gate_server
         from moe_tui.run.ops import ControllerError
@@ -285,7 +285,7 @@ class ItemRunner:
                 event = dataclasses.replace(event, phase=phase, run_id=run_id)
             self._ctx.emit(event)
 
-        kwargs: dict[str, Any] = {"on_progress": on_progress, "stop": stop, "run_id": run_id}
+        kwargs: Options = {"on_progress": on_progress, "stop": stop, "run_id": run_id}
         if self._client is not None and spec.client == "moe-tui":
             kwargs["client"] = self._client
         if spec.client != "moe-tui":

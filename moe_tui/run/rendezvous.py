@@ -22,7 +22,9 @@ import struct
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import cast
+
+from moe_tui.records import RunnerInfoJson
 
 LOCK_NAME = "runner.lock"
 STORE_NAME = "moe-tui.sqlite3"  # the store file in a data dir (moe_tui.paths.store_path)
@@ -231,7 +233,7 @@ def private_socket_dir(short: Path) -> Path:
     return short
 
 
-def read_runner_info(data_dir: str | Path) -> dict[str, Any] | None:
+def read_runner_info(data_dir: str | Path) -> RunnerInfoJson | None:
     """`runner.json`, if it is ours and private (`moe_tui.trust`) and a JSON object; else None
     (then the socket's default path is used, and what answers there is uid-checked anyway)."""
     from moe_tui.trust import untrusted_reason
@@ -243,7 +245,7 @@ def read_runner_info(data_dir: str | Path) -> dict[str, Any] | None:
         info = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    return info if isinstance(info, dict) else None
+    return cast(RunnerInfoJson, info) if isinstance(info, dict) else None  # ours and private: run.runner wrote it
 
 
 def _peer_uid(sock: socket.socket) -> int | None:

@@ -55,6 +55,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from moe_tui.events import Event
+from moe_tui.records import RunnerInfoJson
 from moe_tui.run.bounds import check_request_args
 from moe_tui.run.rendezvous import (
     CLIENT_QUEUE_MAX,
@@ -204,8 +205,8 @@ async def serve(controller: Controller, data_dir: str | Path, *, until_empty: bo
 
         spawn(data_dir)  # stops our servers and load generator at once if we are killed
     # runner.json first, then the socket: whoever sees the socket can already read who serves it.
-    info = {"pid": os.getpid(), "socket": str(control.path), "started_at": time.time(),
-            "data_dir": str(data_dir), "until_empty": until_empty, "log": log_path}
+    info: RunnerInfoJson = {"pid": os.getpid(), "socket": str(control.path), "started_at": time.time(),
+                            "data_dir": str(data_dir), "until_empty": until_empty, "log": log_path}
     info_path = data_dir / INFO_NAME
     tmp = info_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(info))

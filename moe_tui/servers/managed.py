@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from moe_tui.events import Event, Notice, ServerMetrics, ServerStateChanged
 from moe_tui.profiles import ServerProfile, redact_argv, redact_env
+from moe_tui.records import ManagedServerJson, SglangJson
 from moe_tui.servers.base import (
     DEFAULT_GRACE_S,
     DEFAULT_RING_LINES,
@@ -118,8 +119,8 @@ class ManagedServer(ServerFollowMixin, ServerWatchMixin):
         self.sim_clock: tuple[int | None, float] | None = None  # (pid, scale) an emulator's clock was set to (run.sim_clock)
         self.backend_mismatch = False
         self.sglang_version: str | None = None
-        self.server_info: dict[str, Any] | None = None
-        self.model_info: dict[str, Any] | None = None
+        self.server_info: SglangJson | None = None
+        self.model_info: SglangJson | None = None
         self.server_info_error: str | None = None
         self.exit_code: int | None = None
         self.exit_signal: int | None = None
@@ -437,7 +438,7 @@ class ManagedServer(ServerFollowMixin, ServerWatchMixin):
             _REGISTRY.discard(self)
         return report
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> ManagedServerJson:
         """Plain data for status displays."""
         return {
             "profile": self.name, "state": self.state, "phase": self.phase, "reason": self.reason,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from moe_tui.events import ServerMetrics
+from moe_tui.records import SglangJson
 from moe_tui.servers.base import ServerInfoError
 
 # -- pure parsers --------------------------------------------------------------------------------
@@ -75,7 +76,7 @@ def metrics_event(profile: str, samples: Sequence[PromSample], healthy: bool) ->
 class ServerInfo:
     resolved_backend: str
     version: str | None
-    args: dict[str, Any]
+    args: SglangJson
 
 
 def parse_server_info(payload: str | bytes | Mapping[str, Any]) -> ServerInfo:

@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from moe_tui.events import ServerMetrics
+from moe_tui.records import Options, SglangJson
 from moe_tui.servers.base import PHASE_READY, READY, STARTING, ServerInfoError
 from moe_tui.servers.parsing import metrics_event, parse_prometheus_text, parse_server_info
 
@@ -34,8 +35,8 @@ class ServerWatchMixin:
         resolved_backend: str | None
         backend_mismatch: bool
         sglang_version: str | None
-        server_info: dict[str, Any] | None
-        model_info: dict[str, Any] | None
+        server_info: SglangJson | None
+        model_info: SglangJson | None
         server_info_error: str | None
         last_metrics: ServerMetrics | None
         metrics_exposed: bool | None
@@ -80,7 +81,7 @@ class ServerWatchMixin:
             return
         self.ready_at = time.time()
         self.phase = PHASE_READY
-        fields: dict[str, Any] = {"ready_at": self.ready_at}
+        fields: Options = {"ready_at": self.ready_at}
         if info_err is None:
             try:
                 info = parse_server_info(info_text)

@@ -14,6 +14,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from moe_tui.records import Options
+
 # `--moe-runner-backend` choices of sglang 0.5.23 (shared/reference/SGLANG.md).
 MOE_RUNNER_BACKEND_CHOICES: tuple[str, ...] = (
     "auto", "deep_gemm", "triton", "triton_kernel", "flashinfer_trtllm",
@@ -35,7 +37,7 @@ class FlagSpec:
     """One launch flag: its spellings (first is canonical) and argparse keyword arguments."""
 
     names: tuple[str, ...]
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    kwargs: Options = field(default_factory=dict)
 
     @property
     def dest(self) -> str:

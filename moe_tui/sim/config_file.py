@@ -18,7 +18,8 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
-from typing import Any
+
+from moe_tui.records import SglangJson
 
 logger = logging.getLogger("sglang.srt.server_args_config_parser")
 
@@ -46,7 +47,7 @@ def without_config(argv: list[str]) -> list[str]:
     return out
 
 
-def _read(path: str) -> dict[str, Any]:
+def _read(path: str) -> SglangJson:
     import yaml
 
     p = Path(path)
@@ -63,14 +64,14 @@ def _read(path: str) -> dict[str, Any]:
     return data
 
 
-def config_defaults(parser: argparse.ArgumentParser, argv: list[str]) -> dict[str, Any]:
+def config_defaults(parser: argparse.ArgumentParser, argv: list[str]) -> SglangJson:
     """The parser defaults the `--config` file in `argv` sets ({} without one)."""
     path = config_path(argv)
     if path is None:
         return {}
     actions = {a.dest: a for a in parser._actions}
     store_true = {a.dest for a in parser._actions if isinstance(a, argparse._StoreTrueAction)}
-    out: dict[str, Any] = {}
+    out: SglangJson = {}
     for key, value in _read(path).items():
         dest = str(key).replace("-", "_")
         action = actions.get(dest)

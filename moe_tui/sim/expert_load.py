@@ -29,10 +29,11 @@ import struct
 import time
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from moe_tui.records import HfConfig, SglangJson
 from moe_tui.sim.failure import child_failed
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def model_moe_shape(model_path: str) -> tuple[int, int, int, int]:
     """(model layers, leading dense layers, routed experts, top-k) of the emulated model (GLM-5's
     by default)."""
     cfg_file = MODEL_DIR / Path(model_path).name / "config.json"
-    cfg: dict[str, Any] = {}
+    cfg: HfConfig = {}
     if cfg_file.is_file():
         cfg = json.loads(cfg_file.read_text())
     return (int(cfg.get("num_hidden_layers", 78)), int(cfg.get("first_k_dense_replace", 3)),
@@ -164,7 +165,7 @@ def _value(v: object) -> bytes:
     return _unicode(str(v))
 
 
-def torch_save_int_tensor_dict(plain: dict[str, Any], tensor_key: str, shape: tuple[int, ...],
+def torch_save_int_tensor_dict(plain: SglangJson, tensor_key: str, shape: tuple[int, ...],
                                values: list[int] | bytes) -> bytes:
     """The bytes `torch.save({..plain, tensor_key: int32 tensor(shape)})` writes (zip format)."""
     stride: list[int] = []

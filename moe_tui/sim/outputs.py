@@ -24,10 +24,11 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
+
+from moe_tui.records import SglangJson
 
 TOKENIZER_FILE = Path(__file__).with_name("tokenizer") / "tokenizer.json"
 DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's sampling default
@@ -76,7 +77,7 @@ class GreedyModel:
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids)
 
-    def prompt_tokens(self, body: dict[str, Any]) -> tuple[str, int]:
+    def prompt_tokens(self, body: SglangJson) -> tuple[str, int]:
         if body.get("input_ids") is not None:
             ids = body["input_ids"]
             if not isinstance(ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
@@ -98,7 +99,7 @@ def _error(message: str, status: int = 400) -> web.Response:
     return web.json_response({"error": {"message": message}}, status=status)
 
 
-def _max_new_tokens(body: dict[str, Any]) -> int:
+def _max_new_tokens(body: SglangJson) -> int:
     sp = body.get("sampling_params") or {}
     if not isinstance(sp, dict):
         raise ValueError("sampling_params must be a JSON object")
@@ -108,7 +109,7 @@ def _max_new_tokens(body: dict[str, Any]) -> int:
     return value
 
 
-def answer(model: GreedyModel, body: dict[str, Any]) -> dict[str, Any]:
+def answer(model: GreedyModel, body: SglangJson) -> SglangJson:
     """The SGLang-shaped response body for one non-streamed request with return_logprob."""
     started = time.monotonic()
     key, prompt_len = model.prompt_tokens(body)

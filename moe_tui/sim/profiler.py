@@ -29,10 +29,11 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from moe_tui.records import SglangJson
 from moe_tui.sim.gpus import GPU_NAME
 from moe_tui.sim.model import DEFAULT_ROW, StepPlan, load_backends
 from moe_tui.sim.output import log
@@ -56,14 +57,14 @@ class ProfileRequestError(ValueError):
     """A /start_profile body SGLang's parser would refuse (HTTP 400)."""
 
 
-def parse_profile_request(body: object) -> dict[str, Any]:
+def parse_profile_request(body: object) -> SglangJson:
     """The known fields of a ProfileReqInput body, type-checked; unknown fields are ignored, as
     0.5.23's request struct does (extra fields ignored)."""
     if body is None:
         return {}
     if not isinstance(body, dict):
         raise ProfileRequestError("the body must be a JSON object (ProfileReqInput)")
-    out: dict[str, Any] = {}
+    out: SglangJson = {}
     for key, value in body.items():
         if key not in PROFILE_FIELDS or value is None:
             continue
@@ -123,7 +124,7 @@ class SimProfiler:
         return self.e.completed_step + 1
 
     # -- requests -------------------------------------------------------------------------------
-    def start(self, req: dict[str, Any]) -> tuple[bool, str]:
+    def start(self, req: SglangJson) -> tuple[bool, str]:
         if self.in_progress:
             return False, "Profiling is already in progress. Call /stop_profile first."
         out_dir = req.get("output_dir") or os.environ.get("SGLANG_TORCH_PROFILER_DIR", "/tmp")

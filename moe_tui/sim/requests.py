@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
+
+from moe_tui.records import SglangJson
 
 if TYPE_CHECKING:
     from moe_tui.sim.engine import SimEngine
@@ -32,7 +34,7 @@ def openai_error(message: str, status: int = 400) -> web.Response:
                               "param": None, "code": status}, status=status)
 
 
-async def json_body(request: web.Request) -> dict[str, Any]:
+async def json_body(request: web.Request) -> SglangJson:
     raw = await request.read()
     try:
         body = json.loads(raw)
@@ -90,7 +92,7 @@ class RequestGrammar:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise BadRequest(f"{name} must be a non-negative number, got {value!r}")
 
-    def parse_generate(self, body: dict[str, Any]) -> tuple[list[int], int, bool, str]:
+    def parse_generate(self, body: SglangJson) -> tuple[list[int], int, bool, str]:
         has_text = body.get("text") is not None
         has_ids = body.get("input_ids") is not None
         if has_text == has_ids:
@@ -114,7 +116,7 @@ class RequestGrammar:
         self.check_lengths(len(prompt_ids), max_new)
         return prompt_ids, max_new, stream, rid
 
-    def parse_completions(self, body: dict[str, Any]) -> tuple[list[int], int, bool, tuple[bool, bool]]:
+    def parse_completions(self, body: SglangJson) -> tuple[list[int], int, bool, tuple[bool, bool]]:
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
             prompt = prompt[0]

@@ -8,8 +8,9 @@
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from moe_tui.records import SglangJson
 from moe_tui.sim import SIM_VERSION
 from moe_tui.sim.engine import TOKENIZER_DIR
 from moe_tui.sim.memory import GRAPH_GIB, WEIGHTS_GIB
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from moe_tui.sim.engine import SimEngine
 
 
-def server_args(engine: SimEngine) -> dict[str, Any]:
+def server_args(engine: SimEngine) -> SglangJson:
     a = engine.args
     return {
         "model_path": a.model_path, "tokenizer_path": str(TOKENIZER_DIR),
@@ -42,13 +43,13 @@ def server_args(engine: SimEngine) -> dict[str, Any]:
     }
 
 
-def scheduler_info(engine: SimEngine) -> dict[str, Any]:
+def scheduler_info(engine: SimEngine) -> SglangJson:
     """What SGLang's scheduler adds to /server_info (scheduler.py get_init_info): derived values."""
     return {"max_total_num_tokens": engine.kv_pool,
             "max_req_input_len": engine.memory.max_req_input_len(engine.context_length)}
 
 
-def internal_state(engine: SimEngine) -> dict[str, Any]:
+def internal_state(engine: SimEngine) -> SglangJson:
     return {
         "last_gen_throughput": round(engine.last_gen_throughput, 3),
         "token_usage": round(engine.token_usage(), 6),
@@ -61,7 +62,7 @@ def internal_state(engine: SimEngine) -> dict[str, Any]:
     }
 
 
-def sim_settings(engine: SimEngine) -> dict[str, Any]:
+def sim_settings(engine: SimEngine) -> SglangJson:
     return {k: v for k, v in vars(engine.args).items() if k.startswith("sim_")} | {
         "requested_moe_runner_backend": engine.requested_backend,
         "perf_row": engine.perf.name,
@@ -75,7 +76,7 @@ def sim_settings(engine: SimEngine) -> dict[str, Any]:
     }
 
 
-def server_info(engine: SimEngine) -> dict[str, Any]:
+def server_info(engine: SimEngine) -> SglangJson:
     """The whole `/server_info` body."""
     launch = shlex.join(["python", "-m", "sglang.launch_server", *engine.argv])
     return server_args(engine) | scheduler_info(engine) | {

@@ -34,9 +34,9 @@ import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from moe_tui.kernel_corpus import corpus_name
+from moe_tui.records import TraceEvent
 
 COMMON_SHARE = 0.45
 COMMON_CAP = 0.8
@@ -153,11 +153,11 @@ def trace_name(profile_id: str, rank: int, *, ep_size: int = 1, stage: str | Non
 
 
 def rank_trace(steps: list[StepRecord], backend: str, *, rank: int, world: int, gpu_name: str,
-               seed: int) -> dict[str, Any]:
+               seed: int) -> TraceEvent:
     """One rank's Chrome trace of `steps` (a dict ready for json.dumps)."""
     rng = random.Random(seed * 1009 + rank)
     pid_host, tid_host, stream = os.getpid(), os.getpid(), 7
-    events: list[dict[str, Any]] = [
+    events: list[TraceEvent] = [
         {"ph": "M", "name": "process_name", "pid": rank, "tid": 0, "args": {"name": f"GPU {rank} (simulated)"}},
         {"ph": "M", "name": "process_name", "pid": pid_host, "tid": 0, "args": {"name": f"sglang::scheduler_TP{rank}"}},
     ]
@@ -200,7 +200,7 @@ def rank_trace(steps: list[StepRecord], backend: str, *, rank: int, world: int, 
     }
 
 
-def _runtime(name: str, pid: int, tid: int, ts: float, corr: int, cbid: int) -> dict[str, Any]:
+def _runtime(name: str, pid: int, tid: int, ts: float, corr: int, cbid: int) -> TraceEvent:
     return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": pid, "tid": tid, "ts": round(ts, 3),
             "dur": 6.0 if name == "cudaGraphLaunch" else 4.0, "args": {"correlation": corr, "cbid": cbid}}
 

@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import IO, Any
 
+from moe_tui.records import ArchiveLine
 from moe_tui.store.schema import SCHEMA_VERSION, StoreAccess, _Tx
 from moe_tui.store.summaries import fill_facts
 
@@ -144,10 +145,10 @@ def archive_lines(fh: IO[str], where: str, limit: int = MAX_LINE_CHARS) -> Itera
         yield line
 
 
-def _records(lines: Iterable[str], where: str) -> Iterator[tuple[int, dict[str, Any]]]:
+def _records(lines: Iterable[str], where: str) -> Iterator[tuple[int, ArchiveLine]]:
     """The archive's run records, one line at a time, each checked before it is yielded (the
     header first: nothing is yielded from a file that is not an archive)."""
-    header: dict[str, Any] | None = None
+    header: ArchiveLine | None = None
     for n, text in enumerate(lines, start=1):
         if not text.strip():
             continue
@@ -190,7 +191,7 @@ def _records(lines: Iterable[str], where: str) -> Iterator[tuple[int, dict[str, 
         raise ArchiveError(f"{where}: empty file, not a moe-tui archive")
 
 
-def _mark_restored(run: dict[str, Any], where: str, line: int) -> None:
+def _mark_restored(run: ArchiveLine, where: str, line: int) -> None:
     """A restored run is an import wherever it appears: an archive is a file anyone can edit (10x
     the throughput, flags removed), so what comes back is never passed off as measured here. Its
     `source` becomes "import" (exports, the imported-run index) and its provenance names the file

@@ -18,10 +18,11 @@ from __future__ import annotations
 import json
 import threading
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from moe_tui.records import DecodedTexts, GridFactsJson
 from moe_tui.store.summaries import RunSummary, facts_of, simulated_of, summary_of_row
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ def changed_since(store: Store, profile: str, seq: int, statuses: Sequence[str])
 def summaries_by_id(store: Store, ids: Iterable[int]) -> list[RunSummary]:
     """Whole summaries of `ids` (in id order), each distinct JSON text decoded once."""
     wanted = sorted(set(ids))
-    shared: dict[str, Any] = {}
+    shared: DecodedTexts = {}
     out: list[RunSummary] = []
     for start in range(0, len(wanted), _BATCH):
         chunk = wanted[start:start + _BATCH]
@@ -104,15 +105,15 @@ def simulated_unknown(store: Store, ids: Sequence[int]) -> bool:
                            f" WHERE run_id IN ({','.join('?' * len(chunk))})", chunk)
         computed = _computed_facts(store, [int(r[0]) for r in rows if r[2] is None])
         for r in rows:
-            facts = computed.get(int(r[0])) or (json.loads(r[2]) if r[2] else {})
+            facts: Mapping[str, Any] = computed.get(int(r[0])) or (json.loads(r[2]) if r[2] else {})
             if simulated_of(r[1], facts, r[3]):
                 return True
     return False
 
 
-def _computed_facts(store: Store, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+def _computed_facts(store: Store, ids: Sequence[int]) -> dict[int, GridFactsJson]:
     """Grid facts a foreign writer left empty, computed here (a reader never writes them)."""
-    out: dict[int, dict[str, Any]] = {}
+    out: dict[int, GridFactsJson] = {}
     for start in range(0, len(ids), _BATCH):
         chunk = list(ids[start:start + _BATCH])
         for r in store.query("SELECT id, provenance_json, telemetry_json, selfcheck_json FROM runs"

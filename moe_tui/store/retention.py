@@ -14,8 +14,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from moe_tui.records.store import CampaignUsageJson, ProfileUsageJson, StoreSpaceJson
 from moe_tui.store.archive import ARCHIVE_KIND as ARCHIVE_KIND  # re-exported
 from moe_tui.store.archive import ArchiveError as ArchiveError  # re-exported
 from moe_tui.store.schema import StoreAccess
@@ -38,10 +39,10 @@ class Usage:
     file_bytes: int
     free_bytes: int
     runs: int
-    profiles: tuple[dict[str, Any], ...]  # name, runs, requests, gpu_samples, bytes, first/last finished
-    campaigns: tuple[dict[str, Any], ...]  # id, name, items, runs, bytes
+    profiles: tuple[ProfileUsageJson, ...]
+    campaigns: tuple[CampaignUsageJson, ...]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> StoreSpaceJson:
         return {"file_bytes": self.file_bytes, "free_bytes": self.free_bytes, "runs": self.runs,
                 "profiles": list(self.profiles), "campaigns": list(self.campaigns)}
 
@@ -95,11 +96,11 @@ class RetentionRecords(StoreAccess):
         per_run = (f"SELECT r.id, r.profile_name, r.finished_at, {_BYTES} AS bytes,"
                    " (SELECT COUNT(*) FROM requests q WHERE q.run_id = r.id) AS requests,"
                    " (SELECT COUNT(*) FROM gpu_samples g WHERE g.run_id = r.id) AS samples FROM runs r")
-        profiles = [dict(r) for r in self.query(
+        profiles = [cast(ProfileUsageJson, dict(r)) for r in self.query(
             f"SELECT profile_name AS name, COUNT(*) AS runs, SUM(requests) AS requests, SUM(samples) AS gpu_samples,"
             f" SUM(bytes) AS bytes, MIN(finished_at) AS first_finished, MAX(finished_at) AS last_finished"
             f" FROM ({per_run}) GROUP BY profile_name ORDER BY bytes DESC, name")]
-        campaigns = [dict(r) for r in self.query(
+        campaigns = [cast(CampaignUsageJson, dict(r)) for r in self.query(
             f"SELECT c.id, c.name, (SELECT COUNT(*) FROM queue_items i WHERE i.campaign_id = c.id) AS items,"
             f" COUNT(p.id) AS runs, COALESCE(SUM(p.bytes), 0) AS bytes FROM campaigns c"
             f" LEFT JOIN queue_items i ON i.campaign_id = c.id LEFT JOIN ({per_run}) p ON p.id = i.run_id"

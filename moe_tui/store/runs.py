@@ -16,6 +16,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from moe_tui.records import (
+    BenchSummary,
+    DecodedTexts,
+    GpuReadings,
+    ProfileSnapshot,
+    RequestRowJson,
+    SelfChecks,
+    StoredProvenance,
+    StoredSpec,
+    StoredTelemetry,
+)
 from moe_tui.store.errors import StoreError
 from moe_tui.store.records import _dump
 from moe_tui.store.retention import REQUEST_ROW_BYTES, RETENTION_BATCH, RUN_BYTES, SAMPLE_ROW_BYTES
@@ -33,15 +44,15 @@ class RunRecord:
     finished_at: float | None
     status: str
     profile_name: str
-    spec: dict[str, Any]
+    spec: StoredSpec
     fingerprint: str
     client: str
-    profile: dict[str, Any]
-    provenance: dict[str, Any]
-    summary: dict[str, Any]
+    profile: ProfileSnapshot
+    provenance: StoredProvenance
+    summary: BenchSummary
     flags: list[str]
-    telemetry: dict[str, Any]
-    selfcheck: dict[str, Any]
+    telemetry: StoredTelemetry
+    selfcheck: SelfChecks
     queue_item_id: int | None
     server_start_id: int | None
     source: str
@@ -191,20 +202,17 @@ class RunRecords(StoreAccess):
         sql += " ORDER BY id"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        decoded: dict[str, Any] = {}  # repeats of one spec share their spec and profile JSON
+        decoded: DecodedTexts = {}  # repeats of one spec share their spec and profile JSON
         return [_run_record(r, decoded) for r in self.query(sql, params)]
 
-    def requests(self, run_id: int) -> list[dict[str, Any]]:
+    def requests(self, run_id: int) -> list[RequestRowJson]:
         rows = self.query("SELECT * FROM requests WHERE run_id = ? ORDER BY idx", (run_id,))
-        out = []
-        for r in rows:
-            d = dict(r)
-            d["ok"] = bool(d["ok"])
-            d["itl"] = json.loads(d.pop("itl_json"))
-            out.append(d)
-        return out
+        return [RequestRowJson(run_id=r["run_id"], idx=r["idx"], ok=bool(r["ok"]), sent_at=r["sent_at"],
+                               prompt_len=r["prompt_len"], output_len=r["output_len"], ttft=r["ttft"],
+                               latency=r["latency"], itl=json.loads(r["itl_json"]),
+                               finish_reason=r["finish_reason"], error=r["error"]) for r in rows]
 
-    def gpu_samples(self, run_id: int) -> list[tuple[float, dict[str, Any]]]:
+    def gpu_samples(self, run_id: int) -> list[tuple[float, GpuReadings]]:
         rows = self.query("SELECT t, sample_json FROM gpu_samples WHERE run_id = ? ORDER BY t", (run_id,))
         return [(r[0], json.loads(r[1])) for r in rows]
 
@@ -224,7 +232,7 @@ def compact_itl(itl: Iterable[float] | None) -> str:
     return json.dumps([round(x, 6) if isinstance(x, float) else x for x in itl or ()], separators=(",", ":"))
 
 
-def _shared_json(text: str, decoded: dict[str, Any] | None) -> Any:
+def _shared_json(text: str, decoded: DecodedTexts | None) -> Any:
     """json.loads, once per distinct text within one read (the grid copies what it keeps)."""
     if decoded is None:
         return json.loads(text)
@@ -233,7 +241,7 @@ def _shared_json(text: str, decoded: dict[str, Any] | None) -> Any:
     return decoded[text]
 
 
-def _run_record(row: sqlite3.Row, decoded: dict[str, Any] | None = None) -> RunRecord:
+def _run_record(row: sqlite3.Row, decoded: DecodedTexts | None = None) -> RunRecord:
     return RunRecord(
         id=row["id"], created_at=row["created_at"], started_at=row["started_at"],
         finished_at=row["finished_at"], status=row["status"], profile_name=row["profile_name"],

@@ -23,6 +23,16 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from moe_tui.records import (
+    BenchSummary,
+    DecodedTexts,
+    GridFactsJson,
+    ProfileSnapshot,
+    SelfChecks,
+    StoredProvenance,
+    StoredSpec,
+    StoredTelemetry,
+)
 from moe_tui.store.schema import _Tx
 
 _BATCH = 500  # runs per statement while filling facts (the upgrade of a large store)
@@ -43,20 +53,20 @@ class RunSummary:
     started_at: float | None
     finished_at: float | None
     error: str
-    spec: dict[str, Any]
-    profile: dict[str, Any]
-    summary: dict[str, Any]
+    spec: StoredSpec
+    profile: ProfileSnapshot
+    summary: BenchSummary
     flags: list[str]
-    provenance: dict[str, Any]
-    telemetry: dict[str, Any]
-    selfcheck: dict[str, Any]
+    provenance: StoredProvenance  # grid facts only, like telemetry and selfcheck
+    telemetry: StoredTelemetry
+    selfcheck: SelfChecks
 
 
 def _loads(text: str | None, default: Any) -> Any:
     return json.loads(text) if text else default
 
 
-def facts_of(provenance_json: str | None, telemetry_json: str | None, selfcheck_json: str | None) -> dict[str, Any]:
+def facts_of(provenance_json: str | None, telemetry_json: str | None, selfcheck_json: str | None) -> GridFactsJson:
     from moe_tui.compare.runs import grid_facts
 
     return grid_facts(_loads(provenance_json, {}), _loads(telemetry_json, {}), _loads(selfcheck_json, {}))
@@ -145,7 +155,7 @@ class SummaryRecords:
             sql += " AND diagnostic = ''"
         rows = self.query(sql + " ORDER BY run_id", params)
         missing = [int(r["run_id"]) for r in rows if r["facts_json"] is None]
-        computed: dict[int, dict[str, Any]] = {}
+        computed: dict[int, GridFactsJson] = {}
         if missing:  # left empty by a foreign writer: computed here, stored by the next write path
             marks = ",".join("?" * len(missing))
             for r in self.query(f"SELECT id, provenance_json, telemetry_json, selfcheck_json FROM runs WHERE id IN ({marks})",
@@ -154,20 +164,20 @@ class SummaryRecords:
         # Runs share their spec and profile JSON, and often their grid facts (one server start, one GPU
         # state): each distinct text is decoded once, and what a grid derives from it is derived once
         # (`compare.memo`). The decoded dicts are shared between runs: read them, never mutate them.
-        shared: dict[str, Any] = {}
+        shared: DecodedTexts = {}
         return [summary_of_row(r, shared, computed) for r in rows]
 
 
-def _shared(text: str, shared: dict[str, Any]) -> Any:
+def _shared(text: str, shared: DecodedTexts) -> Any:
     if text not in shared:
         shared[text] = json.loads(text)
     return shared[text]
 
 
-def summary_of_row(row: sqlite3.Row, shared: dict[str, Any], computed: Mapping[int, dict[str, Any]]) -> RunSummary:
+def summary_of_row(row: sqlite3.Row, shared: DecodedTexts, computed: Mapping[int, GridFactsJson]) -> RunSummary:
     """One run_summaries row as a RunSummary (`shared`: decoded JSON texts, shared between rows)."""
     rid = int(row["run_id"])
-    facts = computed.get(rid) or (_shared(row["facts_json"], shared) if row["facts_json"] else {})
+    facts: Mapping[str, Any] = computed.get(rid) or (_shared(row["facts_json"], shared) if row["facts_json"] else {})
     return RunSummary(
         id=rid, profile_name=row["profile_name"], fingerprint=row["fingerprint"], status=row["status"],
         diagnostic=row["diagnostic"], server_start_id=row["server_start_id"], created_at=row["created_at"],

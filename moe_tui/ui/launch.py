@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from moe_tui.control import ControlClient
 from moe_tui.control.launch import DEMO_CAMPAIGN, config_file, connect
+from moe_tui.records import Options
 from moe_tui.ui.app import MoeTuiApp
 from moe_tui.ui.keymap import load_keymap
 
@@ -31,7 +31,7 @@ class ControlRoom:
 
 
 def open_control_room(profiles_dir: Path, *, attach: bool | None = None, demo: bool = False,
-                      controller_options: dict[str, Any] | None = None) -> ControlRoom:
+                      controller_options: Options | None = None) -> ControlRoom:
     """Connect the control client (see `control.launch.connect`) and build the App around it."""
     conn = connect(profiles_dir, attach=attach, demo=demo, controller_options=controller_options)
     keymap, problems = load_keymap(config_file())

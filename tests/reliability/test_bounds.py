@@ -5,13 +5,12 @@ traceback, and that nothing stored changed."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 import time
 
 import pytest
-from runner_support import speed_factor, write_profile
+from runner_support import speed_factor, tmpfs, write_profile
 
 pytestmark = pytest.mark.integration  # starts real processes
 
@@ -105,25 +104,13 @@ def test_moe_tui_home_is_a_file(env, tmp_path):
         _refused(env.run(*args), str(bad), "is a file, not a folder")
 
 
-@contextlib.contextmanager
-def _tmpfs(path):
-    path.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", str(path)],
-                      capture_output=True).returncode:
-        pytest.skip("cannot mount a tmpfs here (needs root)")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True)
-
-
 def _read_only(path) -> None:
     assert subprocess.run(["mount", "-o", "remount,ro", str(path)], capture_output=True).returncode == 0
 
 
 def test_moe_tui_home_read_only_and_empty(env, tmp_path):
     """MOE_TUI_HOME on a read-only mount with nothing in it: a clear message naming the folder, no traceback."""
-    with _tmpfs(tmp_path / "ro") as mnt:
+    with tmpfs(tmp_path / "ro", "8m", "0700") as mnt:
         _read_only(mnt)
         env.env["MOE_TUI_HOME"] = str(mnt)
         for args in (("queue", "list"), ("queue", "add", "--profiles", "x", "--concurrency", "1")):
@@ -136,7 +123,7 @@ def test_read_only_store_reads_work_writes_refused(env, tmp_path):
     from moe_tui.store.db import Store
     from moe_tui.store.queue import CampaignPlan, RunQueue
 
-    with _tmpfs(tmp_path / "ro") as mnt:
+    with tmpfs(tmp_path / "ro", "8m", "0700") as mnt:
         env.env["MOE_TUI_HOME"] = str(mnt)
         db = mnt / "data" / "moe-tui.sqlite3"
         spec = BenchmarkSpec.from_dict({"num_prompts": 4, "input_len": 32, "output_len": 8})

@@ -19,7 +19,7 @@ import time
 
 import psutil
 import pytest
-from runner_support import wait_for, wait_gone, write_profile
+from runner_support import tmpfs, wait_for, wait_gone, write_profile
 
 from tests.support.tmux import TMUX  # a tmux server of the tests' own (-L), never the user's
 
@@ -239,11 +239,7 @@ def test_store_write_fails_disk_full(env, seeded_store, store_digest):
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None, reason="needs root to mount a tmpfs")
 def test_store_on_full_filesystem_cli(env, tmp_path, store_digest):
     """Store on a really full filesystem (tiny tmpfs): `moe-tui queue add` fails with the file named, exit 1, data intact."""
-    mnt = tmp_path / "full"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True).returncode:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
+    with tmpfs(tmp_path / "full", "1m") as mnt:
         env.home = mnt / "h"
         env.env["MOE_TUI_HOME"] = str(env.home)
         write_profile(env.profiles, "ok", "flashinfer_cutlass", 30010)
@@ -266,8 +262,6 @@ def test_store_on_full_filesystem_cli(env, tmp_path, store_digest):
         assert store_digest(env.db) == before
         listed = env.run("queue", "list")
         assert listed.returncode == 0 and "pending 1" in listed.stdout, listed.stdout
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
 @pytest.mark.integration

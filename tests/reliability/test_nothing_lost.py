@@ -22,7 +22,7 @@ import subprocess
 import time
 
 import pytest
-from runner_support import speed_factor, wait_for, wait_gone
+from runner_support import speed_factor, tmpfs, wait_for, wait_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -184,45 +184,41 @@ def test_killed_between_storing_run_and_closing_item_does_not_rerun(env):
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to mount a tmpfs")
 def test_data_dir_filesystem_fills_mid_run(env, tmp_path):
     """Data dir's filesystem fills mid-run: the runner exits 1 saying why, the run is spilled outside it; the next start stores it."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mnt)], capture_output=True).returncode:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
-        env.home = mnt / "h"
-        env.env["MOE_TUI_HOME"] = str(env.home)
-        spill_tmp = tmp_path / "t"
-        spill_tmp.mkdir()
-        env.env["TMPDIR"] = str(spill_tmp)
-        name = env.profile("sim-a", "flashinfer_cutlass", time_scale=4)
-        _add(env, name, prompts=24)
-        runner = env.popen("run", "--profiles-dir", str(env.profiles))
-        run_id = wait_for(lambda: _running_run(env), 60, "a run in progress")
-        wait_for(lambda: _timed_requests_done(env, 2), 60, "timed requests under way")
-        with open(mnt / "filler", "wb", buffering=0) as f:  # eat every free block (unbuffered: nothing left to flush at close)
-            with contextlib.suppress(OSError):
-                while True:
-                    f.write(b"\0" * 65536)
-                    f.flush()
-        out, _ = runner.communicate(timeout=120 * speed_factor())
-        assert runner.returncode == 1, out
-        assert "Traceback" not in out
-        assert "full" in out and str(env.db) in out, out
-        spilled = list(spill_tmp.rglob(f"run-{run_id}.json"))
-        assert len(spilled) == 1 and f"saved to the spill file {spilled[0]}" in out, out
-        assert (spilled[0].stat().st_mode & 0o777) == 0o600
-        (mnt / "filler").unlink()
-        again = env.run("run", "--profiles-dir", str(env.profiles), timeout=120)
-        assert again.returncode == 0, again.stdout
-        assert f"from spill file {spilled[0]}" in again.stdout, again.stdout
-        spilled_status = out.split(f"run {run_id} of item #1 (", 1)[1].split(")", 1)[0]
-        # Stored as measured, the item closed with that very run; nothing measured twice.
-        (status, error), = env.query("SELECT status, error FROM runs WHERE id = ?", (run_id,))
-        assert status == spilled_status, (status, error)
-        (state, item_run), = env.query("SELECT state, run_id FROM queue_items")
-        assert item_run == run_id and state == ("done" if status == "complete" else "failed"), (state, error)
-        assert env.query("SELECT COUNT(*) FROM runs") == [(1,)]
-        wait_gone(env)
-    finally:
-        env.cleanup()
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+    with tmpfs(tmp_path / "small", "6m") as mnt:
+        try:
+            env.home = mnt / "h"
+            env.env["MOE_TUI_HOME"] = str(env.home)
+            spill_tmp = tmp_path / "t"
+            spill_tmp.mkdir()
+            env.env["TMPDIR"] = str(spill_tmp)
+            name = env.profile("sim-a", "flashinfer_cutlass", time_scale=4)
+            _add(env, name, prompts=24)
+            runner = env.popen("run", "--profiles-dir", str(env.profiles))
+            run_id = wait_for(lambda: _running_run(env), 60, "a run in progress")
+            wait_for(lambda: _timed_requests_done(env, 2), 60, "timed requests under way")
+            with open(mnt / "filler", "wb", buffering=0) as f:  # eat every free block (unbuffered: nothing left to flush at close)
+                with contextlib.suppress(OSError):
+                    while True:
+                        f.write(b"\0" * 65536)
+                        f.flush()
+            out, _ = runner.communicate(timeout=120 * speed_factor())
+            assert runner.returncode == 1, out
+            assert "Traceback" not in out
+            assert "full" in out and str(env.db) in out, out
+            spilled = list(spill_tmp.rglob(f"run-{run_id}.json"))
+            assert len(spilled) == 1 and f"saved to the spill file {spilled[0]}" in out, out
+            assert (spilled[0].stat().st_mode & 0o777) == 0o600
+            (mnt / "filler").unlink()
+            again = env.run("run", "--profiles-dir", str(env.profiles), timeout=120)
+            assert again.returncode == 0, again.stdout
+            assert f"from spill file {spilled[0]}" in again.stdout, again.stdout
+            spilled_status = out.split(f"run {run_id} of item #1 (", 1)[1].split(")", 1)[0]
+            # Stored as measured, the item closed with that very run; nothing measured twice.
+            (status, error), = env.query("SELECT status, error FROM runs WHERE id = ?", (run_id,))
+            assert status == spilled_status, (status, error)
+            (state, item_run), = env.query("SELECT state, run_id FROM queue_items")
+            assert item_run == run_id and state == ("done" if status == "complete" else "failed"), (state, error)
+            assert env.query("SELECT COUNT(*) FROM runs") == [(1,)]
+            wait_gone(env)
+        finally:
+            env.cleanup()

@@ -73,13 +73,11 @@ class Reads(StoreReads):
 
 @pytest.fixture
 def store(tmp_path):
-    from tests.test_grid_investigation import _stored
+    from tests.support.stores import store_of
 
-    s = Store(tmp_path / "store.sqlite3")
     a, b = demo_runs()
-    s.import_runs([_stored(r) for r in b + a])  # cutedsl's runs first: the store's order is not the campaign's
-    yield s
-    s.close()
+    with store_of(tmp_path, b + a) as s:  # cutedsl's runs first: the store's order is not the campaign's
+        yield s
 
 
 def test_store_default_is_the_campaign_order_and_a_pick_overrides_it(store, tmp_path):

@@ -12,8 +12,8 @@ from textual.widget import Widget
 
 from moe_tui.events import ControllerStatus, ServerMetrics
 from moe_tui.ui.messages import CoreEventArrived
+from tests.support.pilot import SIZE, settle
 from tests.ui.fakes import gpu_snapshot, telemetry_message
-from tests.ui.test_pilot import SIZE, settle
 
 PROFILE = "sim-flashinfer-cutlass"
 

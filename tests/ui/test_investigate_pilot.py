@@ -9,11 +9,11 @@ from textual.widgets import DataTable, SelectionList, Static
 
 from moe_tui.control.reads import StoreReads
 from moe_tui.investigate.store import enqueue_plan, investigations
-from moe_tui.spec import BenchmarkSpec
 from moe_tui.store.db import Store
 from moe_tui.store.queue import RunQueue
 from moe_tui.ui.screens.compare import CompareScreen
 from moe_tui.ui.screens.investigate import InvestigateScreen
+from tests.support.stores import store_of
 from tests.ui.fakes import RecordingAdapter, demo_runs
 from tests.ui.waiting import workers_finished
 
@@ -41,14 +41,9 @@ class StoreBackedAdapter(StoreReads, RecordingAdapter):
 
 @pytest.fixture
 def store(tmp_path):
-    s = Store(tmp_path / "store.sqlite3")
     a, b = demo_runs(control_starts=2)  # the control too thin to agree: investigate proposes it
-    s.import_runs([dict(profile_name=r["profile_name"], spec_json=BenchmarkSpec.from_dict(r["spec"]).canonical_json(),
-                        fingerprint=r["fingerprint"], client="moe-tui", summary=r["summary"],
-                        provenance=r["provenance"], profile=r["profile"], started_at=r["started_at"],
-                        finished_at=r["finished_at"], source="moe-tui") for r in a + b])
-    yield s
-    s.close()
+    with store_of(tmp_path, a + b) as s:
+        yield s
 
 
 async def settle(pilot, app) -> None:

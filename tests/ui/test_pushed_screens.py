@@ -17,8 +17,8 @@ from moe_tui.ui.screens.help import HelpScreen
 from moe_tui.ui.screens.log_viewer import LogScreen
 from moe_tui.ui.widgets.compare_grid import CompareGrid
 from moe_tui.ui.widgets.server_panel import ServerPanel
+from tests.support.pilot import SIZE, emit, settle, table_text
 from tests.ui.fakes import FP_A, RecordingAdapter
-from tests.ui.test_pilot import SIZE, emit, settle, table_text
 from tests.ui.test_screens_built_once import prepared
 
 CUTLASS, CUTEDSL = "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl"

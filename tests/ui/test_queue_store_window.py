@@ -20,8 +20,8 @@ from moe_tui.ui.screens.confirm import ConfirmScreen
 from moe_tui.ui.screens.run_detail import RunDetailScreen
 from moe_tui.ui.widgets.queue_summary import QueueSummary
 from moe_tui.ui.widgets.queue_table import WINDOW, QueueTable
+from tests.support.pilot import SIZE, emit, open_queue, plain, settle
 from tests.ui.fakes import RecordingAdapter
-from tests.ui.test_pilot import SIZE, emit, open_queue, plain, settle
 
 ITEMS = 3000  # one campaign: 300 concurrencies x 10 repeats of one profile
 LAST_RUN = 4242

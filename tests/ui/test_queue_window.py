@@ -15,8 +15,8 @@ from moe_tui.control import QueueRow
 from moe_tui.events import ControllerStatus, QueueChanged
 from moe_tui.ui.screens.dashboard import DashboardScreen
 from moe_tui.ui.widgets.queue_table import WINDOW, QueueTable
+from tests.support.pilot import SIZE, emit, open_queue, settle
 from tests.ui.fakes import FP_A
-from tests.ui.test_pilot import SIZE, emit, open_queue, settle
 from tests.ui.test_screens_built_once import prepared
 
 N = WINDOW * 5 + 7

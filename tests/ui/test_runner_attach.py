@@ -24,6 +24,7 @@ pytestmark = pytest.mark.integration  # starts real processes
 SMALL_SPEC = {"input_len": 32, "output_len": 8, "num_prompts": 8, "range_ratio": 1.0, "seed": 1}
 
 
+
 def plain(widget) -> str:
     return str(widget.render())
 

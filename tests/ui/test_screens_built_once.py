@@ -13,7 +13,7 @@ from moe_tui.ui.screens.compare import CompareScreen
 from moe_tui.ui.screens.dashboard import DashboardScreen
 from moe_tui.ui.screens.queue import QueueScreen
 from moe_tui.ui.widgets.compare_grid import CompareGrid
-from tests.ui.test_pilot import SIZE, settle
+from tests.support.pilot import SIZE, settle
 
 
 async def prepared(pilot, app) -> None:

@@ -23,6 +23,7 @@ from textual.widgets import Button, Checkbox, Input, Label, Select, SelectionLis
 
 from moe_tui.control import CampaignPreview, CampaignRequest
 from moe_tui.control.launch import DEMO_CAMPAIGN, campaign_defaults
+from moe_tui.records import SpecOverrides
 from moe_tui.ui.prepare import KeepStyles, prerender_soon
 from moe_tui.ui.room import Room, room
 from moe_tui.ui.widgets.check_list import CheckList
@@ -82,7 +83,7 @@ def parse_form(name: str, profiles: list[str], concurrencies: str, repeats: str,
         raise FormError("repeats", f"{repeats!r} is not a whole number") from None
     if reps < 1:
         raise FormError("repeats", f"{reps} must be at least 1")
-    spec: dict[str, Any] = {}
+    spec: SpecOverrides = {}
     for field, _, _ in SPEC_FIELDS:
         text = spec_values.get(field, "").strip()
         if not text:

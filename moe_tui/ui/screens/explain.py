@@ -18,6 +18,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
+from moe_tui.records import CampaignAddedJson
 from moe_tui.ui.room import Room, room
 
 
@@ -84,7 +85,7 @@ class ExplainScreen(ModalScreen[None]):
         self.control.call_core("queue profiled runs", self.control.client.queue_explain, *self.cell,
                                done=self._queued, group="explain-queue")
 
-    def _queued(self, result: dict[str, Any]) -> None:
+    def _queued(self, result: CampaignAddedJson) -> None:
         ids = ", ".join(f"#{i}" for i in result.get("item_ids") or ())
         self.notify(f"queued profiled runs {ids}")
         self.action_reload()

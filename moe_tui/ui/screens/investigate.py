@@ -19,6 +19,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, SelectionList, Static
 from textual.widgets.selection_list import Selection
 
+from moe_tui.records import CampaignAddedJson
 from moe_tui.ui.room import Room, room
 from moe_tui.ui.widgets.check_list import CheckList
 
@@ -61,7 +62,7 @@ class InvestigateScreen(ModalScreen[None]):
         super().__init__()
         self.cell = (baseline, candidate, int(concurrency), metric)
         self.plan: Any | None = None
-        self.queued: dict[str, Any] | None = None
+        self.queued: CampaignAddedJson | None = None
 
     @property
     def control(self) -> Room:
@@ -141,8 +142,8 @@ class InvestigateScreen(ModalScreen[None]):
         self.control.call_core(f"queue {chosen.name}", self.control.client.queue_investigation, chosen,
                                done=self._queued, group="investigate-queue")
 
-    def _queued(self, result: dict[str, Any]) -> None:
-        self.queued = dict(result)
+    def _queued(self, result: CampaignAddedJson) -> None:
+        self.queued = result.copy()
         ids = list(result.get("item_ids") or ())
         state = Text("queued: ", style="bold green")
         state.append(f"campaign {result.get('campaign_id')} ({self.plan.name if self.plan else ''}), "

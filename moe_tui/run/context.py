@@ -133,3 +133,21 @@ class RunContext:
             else:
                 stop.set()
         return True
+
+
+async def watch_data_version(store: Store, on_change: Callable[[], None], every_s: float) -> None:
+    """Edits made by other processes (the `moe-tui queue` CLI writing SQLite directly): SQLite's
+    `data_version` polled every `every_s`, `on_change()` once per change seen (until cancelled)."""
+    def read() -> int | None:
+        try:
+            return store.data_version()
+        except Exception:  # a store gone or locked for a moment: asked again next time
+            return None
+
+    seen = read()
+    while True:
+        await asyncio.sleep(every_s)
+        version = read()
+        if version is not None and version != seen:
+            seen = version
+            on_change()

@@ -29,6 +29,8 @@ Decisions:
   values asked for are in the run's provenance (`client`), the values in force in its selfcheck.
 - Edits made by other processes (the `moe-tui queue` CLI writing SQLite directly) are noticed by
   polling SQLite's `data_version` and re-announced as `QueueChanged("external change")`.
+- Items may run as batch jobs instead (`batch`: `moe-tui run --executor slurm`): the executor's
+  dispatcher is then the worker (`run.batch`); the socket, events and queue ops stay the same.
 
 The facade (what the TUI calls in-process, or as `op` names through `RunnerClient.call`):
 
@@ -40,14 +42,8 @@ The facade (what the TUI calls in-process, or as `op` names through `RunnerClien
     pause() / resume()                        persisted queue flag; takes effect between items
     skip_current() / cancel_current()         abort the running benchmark; item skipped/cancelled
     await start_server(name) / stop_server(name) / stop_servers()
-    add_campaign(profiles, concurrencies, repeats=1, spec={}, policy="abba",
-                 prompts_per_concurrency=None, warmup_pass=True, name=None) -> dict
-                                              (the op: planned and written in a worker thread, `run.facade`)
-    await plan_campaign(same args) -> dict    items (capped), server starts per policy; no change (`run.facade`)
-    queue_items(states=None) -> list[dict]
-    move_item(id, direction) / skip_item(id) / cancel_item(id) / retry_item(id) / delete_item(id)
-    clear_queue(finished_only=False) -> int
-    add_investigation(plan) -> dict           queue an investigation plan as one campaign
+    the queue's ops (add_campaign, plan_campaign, queue_items, move/skip/cancel/retry/delete_item,
+    clear_queue, add_investigation, add_explain): `run.facade.QueueFacade`, which says each
     await call(op, **args)                    dispatch by name (the ops above; the runner uses it)
 
 Typed parts, each made with the one `RunContext` (`moe_tui.run.context`: store, queue, servers,
@@ -79,7 +75,7 @@ from moe_tui.run.benchmarks import (  # noqa: F401  (re-exported: the controller
     spec_as_run,
     tokenizer_for,
 )
-from moe_tui.run.context import RunContext
+from moe_tui.run.context import RunContext, watch_data_version
 from moe_tui.run.facade import QueueFacade
 from moe_tui.run.items import BENCH_STOP_GRACE_S, BenchFn, ItemRunner  # noqa: F401
 from moe_tui.run.ops import ControllerError, QueueOps, Recovery
@@ -171,7 +167,6 @@ class Controller(QueueFacade):
         self._until_empty = False
         self._shutting_down = False
         self._unsubs: list[Callable[[], None]] = []
-        self._data_version: int | None = None
         self._batch, self._batch_stop = batch, asyncio.Event()  # items as batch jobs (`run.batch`)
 
     @property
@@ -224,8 +219,8 @@ class Controller(QueueFacade):
         unsub_telemetry = self._telemetry.start()
         if unsub_telemetry is not None:
             self._unsubs.append(unsub_telemetry)
-        self._data_version = self._read_data_version()
-        self._poller = asyncio.create_task(self._poll_external(), name="controller-poll")
+        self._poller = asyncio.create_task(watch_data_version(
+            self.store, lambda: self._queue_changed("external change"), EXTERNAL_POLL_S), name="controller-poll")
         if work:
             self._until_empty = until_empty
             loop = self._work_loop() if self._batch is None else work_batches(
@@ -276,21 +271,6 @@ class Controller(QueueFacade):
             ctx.lock = None
 
     # -- external changes ---------------------------------------------------------------------
-    def _read_data_version(self) -> int | None:
-        try:
-            return self.store.data_version()
-        except Exception:
-            return None
-
-    async def _poll_external(self) -> None:
-        while True:
-            await asyncio.sleep(EXTERNAL_POLL_S)
-            version = self._read_data_version()
-            if version is not None and version != self._data_version:
-                self._data_version = version
-                self._ctx.emit(QueueChanged(reason="external change"))
-                self._wake.set()
-
     def _queue_changed(self, reason: str) -> None:
         self._ctx.emit(QueueChanged(reason=reason))
         loop = self._ctx.loop
@@ -298,8 +278,7 @@ class Controller(QueueFacade):
             loop.call_soon_threadsafe(self._wake.set)
 
     def _batch_line(self, line: str) -> None:
-        """A dispatcher's line (from its thread): said, and the queue announced changed: the dispatcher writes
-        through this store's own connection, which SQLite's data_version does not count as a change."""
+        """A dispatcher's line (from its thread), said; the queue announced changed (it wrote through our connection)."""
         self._ctx.notice("info", line)
         self._queue_changed("batch job")
 

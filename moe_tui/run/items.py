@@ -41,8 +41,7 @@ BENCH_STOP_GRACE_S = 15.0
 LOG_TAIL_IN_ERROR = 20
 HEALTH_PROBE_S, CRASH_EXIT_WAIT_S = 5.0, 10.0  # a reused server's /health; a crashed one's exit (still_serving)
 
-# A benchmark: (spec, base_url, *, on_progress, stop, run_id, [tokenizer, request_timeout,
-# stall_timeout]) -> its result (`default_bench` is the one the controller runs).
+# A benchmark (`default_bench`): (spec, base_url, *, on_progress, stop, run_id, [tokenizer, timeouts]) -> its result.
 BenchFn = Callable[..., Coroutine[Any, Any, "BenchResult"]]
 # What `open_run` gives: the spec as run, the run id, the provenance arguments it is stored with.
 OpenedRun = tuple[BenchmarkSpec, int, ProvenanceArgs]
@@ -171,14 +170,13 @@ class ItemRunner:
         await self._recovery.stop_stray_servers(f"the queue needs '{profile.name}'")
         current = servers.get(profile.name)
         if current is not None and current.state == "ready" and current.profile == profile:
-            if not await current.still_serving(HEALTH_PROBE_S, CRASH_EXIT_WAIT_S):
-                if current.is_live:  # neither answering nor gone: not a server to benchmark
-                    await current.stop(f"did not answer /health before item #{item.id}")
-            elif not item.fresh_start:
+            serving = await current.still_serving(HEALTH_PROBE_S, CRASH_EXIT_WAIT_S)
+            if serving and not item.fresh_start:
                 return current
-            else:  # the item asked for a fresh start (an investigation's cold run or restart)
-                ctx.status("stopping-server", f"{profile.name} (item #{item.id} asks for a fresh start)")
-                await current.stop(f"item #{item.id} asks for a fresh server start")
+            why = "asks for a fresh start" if serving else "found its server not answering /health"
+            if current.is_live:  # a fresh start (an investigation's cold run), or alive but not serving
+                ctx.status("stopping-server", f"{profile.name} (item #{item.id} {why})")
+                await current.stop(f"item #{item.id} {why}")
         ctx.status("starting-server", profile.name)
         from moe_tui.servers.base import PortInUseError, ServerError
 

@@ -69,7 +69,7 @@ def test_bundled_demo_profiles_are_found_by_every_command_from_anywhere(tmp_path
 def test_compare_and_export_say_not_found_with_one_code_and_export_answers_json(tmp_path):
     from moe_tui import paths
     from moe_tui.store.db import Store
-    from tests.test_grid_investigation import _stored
+    from tests.support.stores import stored_row as _stored
     from tests.ui.fakes import demo_runs
 
     os.environ["MOE_TUI_HOME"] = str(tmp_path)

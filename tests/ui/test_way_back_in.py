@@ -98,7 +98,7 @@ def test_demo_campaign_is_queued_once(tmp_path):
 
 
 def test_demo_campaign_is_not_queued_into_cells_that_hold_runs(tmp_path):
-    from tests.test_grid_investigation import _stored
+    from tests.support.stores import stored_row as _stored
     from tests.ui.fakes import demo_runs
 
     store = Store(tmp_path / "store.sqlite3")

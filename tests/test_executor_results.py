@@ -24,10 +24,11 @@ def _result(item_id: int, job_id: str, attempt: int) -> dict:
                     "requests": [], "gpu_samples": [], "error": "", "finished_at": 1.0}}
 
 
-def _claimed(tmp_path):
+def claimed_with_a_job(tmp_path, profile: str = "a"):
+    """A store with one claimed item of `profile` and its Slurm job 17 recorded: (store, item id, jobs)."""
     store = Store(tmp_path / "s.sqlite3")
     queue = RunQueue(store)
-    item = queue.add_item("a", BenchmarkSpec.from_dict({"num_prompts": 4}, "t"))
+    item = queue.add_item(profile, BenchmarkSpec.from_dict({"num_prompts": 4}, "t"))
     queue.claim_next()
     jobs = ExecutorJobs(store)
     row_id = jobs.record("slurm", "n", item.id, 1, str(tmp_path / "result.json"))
@@ -36,7 +37,7 @@ def _claimed(tmp_path):
 
 
 def test_a_result_imported_twice_is_one_run_and_closes_its_item(tmp_path):
-    store, item_id, jobs = _claimed(tmp_path)
+    store, item_id, jobs = claimed_with_a_job(tmp_path)
     path = tmp_path / "result.json"
     write_result(path, _result(item_id, "17", 1))
     row = jobs.open_jobs("slurm")[0]
@@ -50,7 +51,7 @@ def test_a_result_imported_twice_is_one_run_and_closes_its_item(tmp_path):
 
 
 def test_a_result_of_an_older_attempt_or_another_job_is_stale(tmp_path):
-    store, item_id, jobs = _claimed(tmp_path)
+    store, item_id, jobs = claimed_with_a_job(tmp_path)
     row = jobs.open_jobs("slurm")[0]
     assert import_result(store, row, read_result_of(tmp_path, _result(item_id, "17", 2)))[0] == "stale"
     assert import_result(store, row, read_result_of(tmp_path, _result(item_id, "99", 1)))[0] == "stale"

@@ -15,10 +15,8 @@ from moe_tui.profiles import ProfileError, profile_from_dict
 from moe_tui.servers import rank
 from moe_tui.servers.multinode import Placement, launch_argv, lost_in_sinfo
 from moe_tui.sim.internode import MoeShape, internode_ms
-from moe_tui.spec import BenchmarkSpec
-from moe_tui.store.db import Store
-from moe_tui.store.jobs import ExecutorJobs
 from moe_tui.store.queue import RunQueue
+from tests.test_executor_results import claimed_with_a_job
 
 BASE = {"name": "wide", "engine": "sim", "model_path": "GLM-5-NVFP4", "moe_runner_backend": "flashinfer_cutlass",
         "tp_size": 8}
@@ -133,16 +131,10 @@ class _Slurmish(Executor):
 
 
 def _one_job(tmp_path):
-    store = Store(tmp_path / "s.sqlite3")
-    queue = RunQueue(store)
-    item = queue.add_item("wide", BenchmarkSpec.from_dict({"num_prompts": 4}, "t"))
-    queue.claim_next()
-    jobs = ExecutorJobs(store)
-    row_id = jobs.record("slurm", "n", item.id, 1, str(tmp_path / "result.json"))
-    jobs.set_job_id(row_id, "17")
+    store, item_id, jobs = claimed_with_a_job(tmp_path, "wide")
     executor = _Slurmish()
     d = Dispatcher(store, tmp_path, tmp_path, executor, result_grace_s=0.0)
-    return store, item.id, jobs, d, executor
+    return store, item_id, jobs, d, executor
 
 
 def test_a_job_result_that_says_a_node_was_lost_retries_the_item_and_stores_no_run(tmp_path):

@@ -15,9 +15,9 @@ from moe_tui.spec import BenchmarkSpec
 from moe_tui.store.db import Store
 from moe_tui.store.queue import RunQueue
 from moe_tui.store.queue_plan import CampaignPlan
-from moe_tui.ui.screens.compare import CompareScreen, keep_direction
+from moe_tui.ui.screens.compare import keep_direction
 from tests.ui.fakes import RecordingAdapter, demo_runs
-from tests.ui.waiting import workers_settled
+from tests.ui.waiting import compare_opened, workers_settled
 
 A, B = "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl"
 SIZE = (120, 40)
@@ -162,11 +162,7 @@ class Arriving(RecordingAdapter):
 async def test_data_arriving_never_flips_the_users_direction(make_app):
     app, adapter = make_app(adapter=Arriving())
     async with app.run_test(size=SIZE) as pilot:
-        await workers_settled(pilot)
-        await pilot.press("3")
-        await workers_settled(pilot)
-        screen = app.screen
-        assert isinstance(screen, CompareScreen)
+        screen = await compare_opened(pilot)
         base = screen.query_one("#compare-baseline", Select)
         assert base.value == Select.NULL  # one profile with runs: nothing to compare yet
         base.value = A  # the user picks the baseline

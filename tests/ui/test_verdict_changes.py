@@ -10,9 +10,8 @@ from textual.widgets import DataTable, Static
 from moe_tui import judgement as J
 from moe_tui.compare import build_grid_from_runs
 from moe_tui.control.seen import SeenVerdicts
-from moe_tui.ui.screens.compare import CompareScreen
 from tests.ui.fakes import RecordingAdapter, demo_runs
-from tests.ui.waiting import workers_settled
+from tests.ui.waiting import compare_opened, workers_settled
 
 A, B = "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl"
 SIZE = (120, 40)
@@ -77,11 +76,7 @@ class Changing(RecordingAdapter):
 async def test_the_grid_marks_the_changed_cell_and_clears_it_once_seen(make_app):
     app, adapter = make_app(adapter=Changing())
     async with app.run_test(size=SIZE) as pilot:
-        await workers_settled(pilot)
-        await pilot.press("3")
-        await workers_settled(pilot)
-        screen = app.screen
-        assert isinstance(screen, CompareScreen)
+        screen = await compare_opened(pilot)
         table = screen.query_one("#compare-grid", DataTable)
         was = J.VERDICT_WORDS[grids()[0].cell(10, "output_throughput").verdict]
         assert table.get_cell("10/output_throughput", "verdict").plain == was

@@ -13,6 +13,8 @@ from textual.app import App
 from textual.pilot import Pilot
 from textual.worker import WorkerCancelled, WorkerFailed, WorkerState
 
+from moe_tui.ui.screens.compare import CompareScreen
+
 _UNFINISHED = (WorkerState.PENDING, WorkerState.RUNNING)
 _POLL_S = 0.02
 
@@ -47,3 +49,13 @@ async def workers_settled(pilot: Pilot[object]) -> None:
     await pilot.pause(0.05)
     await workers_finished(pilot.app)
     await pilot.pause(0.05)
+
+
+async def compare_opened(pilot: Pilot[object]) -> CompareScreen:
+    """Key 3 from a settled App, then settled again: the Compare screen with its first grid read."""
+    await workers_settled(pilot)
+    await pilot.press("3")
+    await workers_settled(pilot)
+    screen = pilot.app.screen
+    assert isinstance(screen, CompareScreen), screen
+    return screen

@@ -90,3 +90,35 @@ def test_emulator_per_start_values_and_backend_derived_args_do_not_confound():
           for i, r in enumerate(b)]
     cell = grid_of(a, b8).cell(64, "output_throughput")
     assert cell.verdict == CONFOUNDED and [c.field for c in cell.confounders] == ["max_running_requests"]
+
+
+def _on_hosts(name: str, backend: str, hosts: list[str], tok_s: float, first_id: int) -> list:
+    """One run per server start at concurrency 64, start k on hosts[k] (a node-blocked campaign's shape)."""
+    from compare_data import make_run, provenance, snapshot, summary
+
+    snap = snapshot(name, backend)
+    runs = []
+    for k, host in enumerate(hosts):
+        prov = provenance()
+        prov["host"] = {**prov["host"], "hostname": host}
+        runs.append(make_run(first_id + k, name, concurrency=64, summary=summary(tok_s + k), profile=snap,
+                             prov=prov, start=first_id + k))
+    return runs
+
+
+def test_machines_in_unequal_shares_of_the_starts_confound_the_cell():
+    """Both sides on node1 and node2, but the baseline's starts 3:1 and the candidate's 1:3: a faster node2
+    would weigh on the candidate alone. The same sets of machines passed as 'balanced' before; now the shares
+    of the starts (the unit) must match, as node blocks make them."""
+    from moe_tui.compare.confound import confounders
+
+    balanced = confounders(_on_hosts("a", "flashinfer_cutlass", ["node1", "node2", "node1", "node2"], 100, 1),
+                           _on_hosts("b", "flashinfer_cutedsl", ["node2", "node1", "node2", "node1"], 110, 11),
+                           ("moe_runner_backend",))
+    assert not [c for c in balanced if "hostname" in c.field], balanced
+    skewed = confounders(_on_hosts("a", "flashinfer_cutlass", ["node1", "node1", "node1", "node2"], 100, 1),
+                         _on_hosts("b", "flashinfer_cutedsl", ["node1", "node2", "node2", "node2"], 110, 11),
+                         ("moe_runner_backend",))
+    (machines,) = [c for c in skewed if "hostname" in c.field]
+    assert machines.describe() == ("machines in unequal shares (hostname): node1 75%, node2 25% of the starts vs "
+                                   "node1 25%, node2 75% of the starts"), machines.describe()

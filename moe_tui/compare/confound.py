@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
 from typing import Any
 
 from moe_tui import judgement as J
+from moe_tui.compare.evidence import start_key
 from moe_tui.compare.memo import derived, derived_by_value
 from moe_tui.compare.model import Confounder
 from moe_tui.compare.runs import NOT_RECORDED, Run, dig, provenance_values
@@ -152,7 +155,31 @@ def confounders(runs_a: Sequence[Run], runs_b: Sequence[Run], vary: Iterable[str
         if va and vb and (va != vb or mixed) and not J.varied(key, vary):
             found.append(Confounder("different machines (hostname)" if key == "hostname" else key,
                                     " | ".join(va), " | ".join(vb), "environment"))
+        elif va and va == vb and len(va) > 1 and not J.varied(key, vary):
+            found += _unbalanced(key, zip(runs_a, env_a), zip(runs_b, env_b))
     return tuple(found)
+
+
+def _unbalanced(key: str, side_a: Iterable[tuple[Run, Mapping[str, str]]],
+                side_b: Iterable[tuple[Run, Mapping[str, str]]]) -> list[Confounder]:
+    """Both sides measured on the same machines, but not in the same shares of their server starts (the
+    unit): a machine that is faster weighs more on one side than the other, and the difference is partly
+    the machines'. With node blocks (`--node-blocks`) every machine measures whole repeat blocks of both
+    sides, so the shares are equal; a block cut short (a failed or flagged run) unbalances them."""
+    def shares(side: Iterable[tuple[Run, Mapping[str, str]]]) -> dict[str, Fraction]:
+        host_of = {start_key(r) or ("run", r.id): e[key] for r, e in side if key in e}
+        counts = Counter(host_of.values())
+        return {h: Fraction(n, len(host_of)) for h, n in counts.items()}
+
+    sa, sb = shares(side_a), shares(side_b)
+    if sa == sb:
+        return []
+    name = "machines in unequal shares (hostname)" if key == "hostname" else f"{key} in unequal shares"
+    return [Confounder(name, _counted(sa), _counted(sb), "environment")]
+
+
+def _counted(shares: Mapping[str, Fraction]) -> str:
+    return ", ".join(f"{host} {float(share):.0%}" for host, share in sorted(shares.items())) + " of the starts"
 
 
 def _env(run: Run, keys: Sequence[str]) -> dict[str, str]:

@@ -11,6 +11,7 @@ runner runs); `--in-process` hosts the controller inside the TUI (it stops when 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 from moe_tui.records import Options
@@ -25,6 +26,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
 
     add_profiles_dir(p)
     add_mode_args(p)
+    from moe_tui.commands.run_slurm import add_arguments as add_slurm_arguments
+
+    p.add_argument("--executor", choices=("local", "slurm"), default="local",
+                   help="where the runner this TUI starts works items: this machine (default) or as Slurm jobs "
+                        "(`moe-tui run --executor slurm`; a runner already holding the data dir is attached as is)")
+    add_slurm_arguments(p)
     p.set_defaults(run=run)
     return p
 
@@ -53,6 +60,10 @@ def controller_options_from(args: argparse.Namespace) -> Options:
         options["request_timeout_s"] = args.request_timeout
     if args.stall_timeout is not None:
         options["stall_timeout_s"] = args.stall_timeout
+    if getattr(args, "executor", "local") != "local":  # the runner it starts dispatches jobs (run.batch)
+        from moe_tui.commands.run_slurm import forwarded
+
+        options["runner_args"] = ["--executor", args.executor, *forwarded(args)]
     return options
 
 
@@ -65,6 +76,10 @@ def profiles_dir_from(args: argparse.Namespace) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "executor", "local") != "local" and args.attach is False:
+        print("moe-tui: --executor slurm works the queue in a runner of its own (`moe-tui run --executor slurm`); "
+              "drop --in-process", file=sys.stderr)
+        return 2
     return launch(profiles_dir_from(args), attach=args.attach, demo=False,
                   controller_options=controller_options_from(args))
 

@@ -189,6 +189,7 @@ def start_detached_runner(profiles_dir: Path, data_dir: Path, wait_s: float = RU
     for key, flag in (("request_timeout_s", "--request-timeout"), ("stall_timeout_s", "--stall-timeout")):
         if opts.get(key) is not None:
             argv += [flag, repr(float(opts[key]))]
+    argv += [str(a) for a in opts.get("runner_args") or ()]  # `--executor slurm` and its options, as given
     log_path = paths.logs_dir() / f"runner-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     try:
         return spawn_detached(argv, data_dir, log_path, wait_s=wait_s)

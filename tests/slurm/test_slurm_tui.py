@@ -31,19 +31,35 @@ async def _until(pilot, predicate, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out after {scaled(timeout):.0f} s waiting for {what}")
 
 
-def test_the_tui_attached_to_a_slurm_runner_works_a_campaign_as_jobs(env, slurm_idle):
+SLURM_ARGS = ("--executor", "slurm", "--gpus", "exclusive", "--node-blocks", "node1,node2")
+
+
+@pytest.mark.parametrize("started_by", ["moe-tui --executor slurm", "moe-tui run --executor slurm --detach"])
+def test_the_tui_attached_to_a_slurm_runner_works_a_campaign_as_jobs(env, slurm_idle, monkeypatch, started_by):
+    import psutil
+
+    from moe_tui.cli import build_parser
+    from moe_tui.commands.tui import controller_options_from
     from moe_tui.run.client import call_runner_sync
     from moe_tui.run.rendezvous import runner_is_running
     from moe_tui.ui.launch import open_control_room
 
     base = env.profile("base", "flashinfer_cutlass", time_scale=20)
     cand = env.profile("cand", "flashinfer_cutedsl", time_scale=20)
-    env.env.update(job_env(slurm_idle, env.home / "nodes"))
-    started = env.run("run", "--executor", "slurm", "--detach", "--stay", "--gpus", "exclusive",
-                      "--node-blocks", "node1,node2", "--profiles-dir", str(env.profiles))
-    assert started.returncode == 0 and "attach with" in started.stdout, started.stdout
-    room = open_control_room(env.profiles)
-    assert not room.started_runner  # attached to the Slurm-working runner, not a local one of its own
+    for key, value in job_env(slurm_idle, env.home / "nodes").items():
+        env.env[key] = value
+        monkeypatch.setenv(key, value)  # the runner the TUI starts inherits this process's environment
+    if started_by.startswith("moe-tui run"):  # started by hand, then `moe-tui` attaches to it
+        started = env.run("run", "--detach", "--stay", *SLURM_ARGS, "--profiles-dir", str(env.profiles))
+        assert started.returncode == 0 and "attach with" in started.stdout, started.stdout
+        room = open_control_room(env.profiles)
+        assert not room.started_runner  # attached to the Slurm-working runner, not a local one of its own
+    else:  # the TUI starts its runner as a Slurm dispatcher (the command line parsed as `moe-tui` parses it)
+        args = build_parser(only="tui").parse_args(["tui", *SLURM_ARGS, "--profiles-dir", str(env.profiles)])
+        room = open_control_room(env.profiles, controller_options=controller_options_from(args))
+        assert room.started_runner
+        cmd = psutil.Process(room.started_runner).cmdline()
+        assert cmd[cmd.index("--executor") + 1] == "slurm" and "node1,node2" in cmd, cmd
     app = room.app
 
     async def drive() -> None:

@@ -17,7 +17,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 # The verdicts compared: the emulator's own decode noise drives these. TTFT is not: on a loaded 2-core box
 # the scheduler's wall-clock jitter moves it, and its cell at concurrency 8 flipped between better and
 # within noise across two local runs of the same seeds (1 run in 3), so it would test the box, not Slurm.
-COMPARED = ("output_throughput", "mean_tpot_ms", "mean_itl_ms", "mean_e2e_latency_ms")
+# Nor is end-to-end latency, which carries the TTFT: in a full suite beside a second one its cell was
+# 'better' through Slurm and 'uncontrolled' locally (the control moved with it), once in four runs.
+COMPARED = ("output_throughput", "mean_tpot_ms", "mean_itl_ms")
 CAMPAIGN = ("--profiles", "base,cand", "--concurrency", "8", "--repeats", "2", "--num-prompts", "8",
             "--input-len", "64", "--output-len", "32")
 

@@ -83,19 +83,25 @@ def profile_folders(value: str | Path | None, *, bundled: bool = True) -> list[P
     return folders
 
 
-def unknown_profile(name: str, value: str | Path | None, *, bundled: bool = True) -> str:
-    """'no profile named X in A, B; did you mean 'Y' (in B)?': the close names come from every
-    folder the rule searched (a sim name's typo must not suggest the real-GPU profile of the first)."""
-    import difflib
-
+def profile_locations(folders: Iterable[Path]) -> dict[str, Path]:
+    """Each profile name the folders hold, with the first folder (in the rule's order) that holds it."""
     from moe_tui.profiles import load_profiles
 
-    folders = profile_folders(value, bundled=bundled)
     where: dict[str, Path] = {}
     for folder in folders:
         if folder.is_dir():
             for profile in load_profiles(folder).profiles:
                 where.setdefault(profile.name, folder)
+    return where
+
+
+def unknown_profile(name: str, value: str | Path | None, *, bundled: bool = True) -> str:
+    """'no profile named X in A, B; did you mean 'Y' (in B)?': the close names come from every
+    folder the rule searched (a sim name's typo must not suggest the real-GPU profile of the first)."""
+    import difflib
+
+    folders = profile_folders(value, bundled=bundled)
+    where = profile_locations(folders)
     hint = difflib.get_close_matches(name, list(where), n=1, cutoff=0.5)
     extra = (f"; did you mean '{hint[0]}' (in {where[hint[0]]})?" if hint
              else f"; known: {', '.join(sorted(where)) or 'none'}")

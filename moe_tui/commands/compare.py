@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from moe_tui.commands.common import add_json_alias, add_profiles_dir
@@ -90,14 +89,9 @@ def load_grid(args: argparse.Namespace, command: str) -> tuple[Any, int]:
 
 def _not_run_yet(missing: list[str], profiles_dir: str | None) -> str:
     """'; X is a profile in DIR with no run yet: queue it ...' for the missing names the profile folders hold."""
-    from moe_tui.commands.common import profile_folders
-    from moe_tui.profiles import load_profiles
+    from moe_tui.commands.common import profile_folders, profile_locations
 
-    found: dict[str, Path] = {}
-    for folder in profile_folders(profiles_dir):
-        if folder.is_dir():
-            for profile in load_profiles(folder).profiles:
-                found.setdefault(profile.name, folder)
+    found = profile_locations(profile_folders(profiles_dir))
     named = [n for n in missing if n in found]
     return "".join(f"; {n!r} is a profile in {found[n]} with no run yet: queue it (moe-tui queue add --profiles "
                    f"{shlex.quote(n)} --profiles-dir {shlex.quote(str(found[n]))})" for n in named)

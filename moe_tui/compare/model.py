@@ -134,10 +134,10 @@ class Confounder:
     field: str
     baseline: str
     candidate: str
-    source: str  # "profile" | "server_args" | "environment" | "control"
+    source: str  # "profile" | "server_args" | "environment" | "control" | "campaign"
 
     def describe(self) -> str:
-        if self.source == "control":
+        if self.source in ("control", "campaign"):  # said in words: no per-side values
             return self.field
         return f"{self.field}: {self.baseline} vs {self.candidate}"
 

@@ -147,7 +147,7 @@ def separate_concurrencies(sides: Sequence[ProfileRows], keep: frozenset[int] | 
 
 
 SEPARATE = Confounder(field="measured in separate campaigns, never interleaved: queue both profiles in one "
-                            "campaign at this concurrency for a verdict", baseline="", candidate="", source="control")
+                            "campaign at this concurrency for a verdict", baseline="", candidate="", source="campaign")
 
 
 def confound_separate(grid: ComparisonGrid, apart: frozenset[int]) -> ComparisonGrid:

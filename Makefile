@@ -70,16 +70,26 @@ check: $(STAMP)
 unit: $(STAMP)
 	$(PYTEST) -q -n $(NPROC) -m "not integration and not ui" --durations=5
 
-# The whole suite, every tier; prints the slowest tests and each tier's time. The code's lint
-# (mypy's cold start is the long part) runs while SGLang's client environment is built, which is
-# mostly waiting on downloads; each job's output is printed whole when it ends (-Otarget).
-test:
-	$(MAKE) --no-print-directory -j2 -Otarget lint-code sglang-client hta
-	$(MAKE) --no-print-directory parser-check
+# The whole suite, every tier; prints the slowest tests and each tier's time. Nothing waits in front of
+# the tests: SGLang's client environment and HTA's (mostly waiting on unpacking) are built in the
+# background while the suite runs, and the code's lint (mypy's cold start) beside them; the few tests
+# that need an environment wait for its build (MOE_TUI_ENVS_DONE: the file its exit status lands in,
+# tests/conftest.py) and are scheduled after the longest ones. Every part's output is printed whole
+# when the suite ends; any part that failed fails `make test`.
+BUILD := .build
+test: $(STAMP)
+	@mkdir -p $(BUILD) && rm -f $(BUILD)/envs.rc $(BUILD)/lint.rc
 	@if command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null; then \
 	echo "Slurm tier (tests/slurm): on, a real two-node Slurm on this host"; \
 	else echo "note: no slurmctld/slurmd/munged: the Slurm tier (tests/slurm) is SKIPPED (.ci/run installs them)"; fi
-	$(PYTEST) -q -rfER -n $(TEST_WORKERS) --dist loadgroup --durations=15
+	@( $(MAKE) --no-print-directory -j2 -Otarget sglang-client hta >$(BUILD)/envs.log 2>&1; echo $$? >$(BUILD)/envs.rc ) & \
+	( $(MAKE) --no-print-directory lint-code >$(BUILD)/lint.log 2>&1; echo $$? >$(BUILD)/lint.rc ) & \
+	MOE_TUI_ENVS_DONE=$(CURDIR)/$(BUILD)/envs.rc MOE_TUI_ENVS_LOG=$(CURDIR)/$(BUILD)/envs.log \
+	$(PYTEST) -q -rfER -n $(TEST_WORKERS) --dist loadgroup --durations=15; rc=$$?; wait; \
+	echo "--- environments (make sglang-client hta): exit $$(cat $(BUILD)/envs.rc)"; cat $(BUILD)/envs.log; \
+	echo "--- lint (make lint-code): exit $$(cat $(BUILD)/lint.rc)"; cat $(BUILD)/lint.log; \
+	$(MAKE) --no-print-directory parser-check || rc=1; \
+	[ "$$(cat $(BUILD)/envs.rc)" = 0 ] && [ "$$(cat $(BUILD)/lint.rc)" = 0 ] && exit $$rc; exit 1
 
 # Refresh tests/durations.json (the scheduling order) from a whole run on this machine.
 durations: envs

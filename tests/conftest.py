@@ -5,6 +5,8 @@
   `.venv-sglang-client` built by `make sglang-client`). Without one, tests using it are skipped
   locally with the reason, but FAIL in CI (env CI=true), where `make test` builds it first: a
   missing client there is a broken build, not a reason to skip.
+- `built_envs` (session): under `make test`, which builds the helper environments beside the suite,
+  waits for that build to end (`sglang_client` and the HTA tests ask for it).
 
 The session's own home (`_isolate_home`): before any test, HOME, the XDG folders and MPLCONFIGDIR
 point into one fresh temporary folder, so no test reads or writes the user's home (data dir, logs,
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -27,8 +30,37 @@ def _in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 
 
+# Under `make test` the helper environments (.venv-sglang-client, .venv-hta) are built while the suite
+# runs: MOE_TUI_ENVS_DONE names the file their build writes its exit status to, MOE_TUI_ENVS_LOG its
+# output. Unset (pytest run by hand), the environments are whatever is already built.
+ENVS_DONE = "MOE_TUI_ENVS_DONE"
+ENV_FIXTURES = ("sglang_client", "built_envs")
+
+
+def _envs_pending() -> bool:
+    done = os.environ.get(ENVS_DONE)
+    return bool(done) and not Path(done).exists()
+
+
 @pytest.fixture(scope="session")
-def sglang_client():
+def built_envs() -> None:
+    """Waits until `make test`'s background build of the helper environments has ended (a no-op when
+    pytest runs by hand), and fails with its output if the build failed."""
+    done = os.environ.get(ENVS_DONE)
+    if not done:
+        return
+    from runner_support import wait_for
+
+    wait_for(Path(done).exists, 900, f"the helper environments' build ({done})", interval=0.5)
+    status = Path(done).read_text().strip()
+    if status != "0":
+        log = Path(os.environ.get("MOE_TUI_ENVS_LOG", "/nonexistent"))
+        tail = log.read_text()[-3000:] if log.exists() else "(no log)"
+        pytest.fail(f"make sglang-client hta failed (exit {status}):\n{tail}")
+
+
+@pytest.fixture(scope="session")
+def sglang_client(built_envs):
     """An `SglangClient` (kind, python, version, argv_prefix) for sglang.bench_serving."""
     from moe_tui.bench.sglang_adapter import CLIENT_ENV_DIR, locate_client
 
@@ -102,6 +134,21 @@ def _build_font_cache() -> None:
         pass
 
 
+# SIGINT reaches a worker from Ctrl-C at the terminal and from xdist's own shutdown (after the last test);
+# one that arrives during a test came from a test or the code under test signalling a process group it
+# does not own. It still interrupts, as the default handler does, but first says in the session home
+# which test was running; the summary prints it.
+_SIGINT_LOG = "stray-sigint.log"
+
+
+def _stray_sigint(signum, frame):
+    current = os.environ.get("PYTEST_CURRENT_TEST")
+    if current:
+        with open(os.path.join(os.environ[_HOME_ENV], _SIGINT_LOG), "a") as log:
+            log.write(f"worker {os.environ.get('PYTEST_XDIST_WORKER')} got SIGINT during {current}\n")
+    raise KeyboardInterrupt
+
+
 def pytest_unconfigure(config):
     for home in _made_home:
         shutil.rmtree(home, ignore_errors=True)
@@ -109,6 +156,8 @@ def pytest_unconfigure(config):
 
 def pytest_configure(config):
     _isolate_home()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        signal.signal(signal.SIGINT, _stray_sigint)
     # A test that fails and then passes on its rerun keeps its first failure's traceback in the
     # summary (pytest-rerunfailures' --rerun-show-tracebacks): a flake leaves its cause in CI's output.
     if config.pluginmanager.hasplugin("rerunfailures"):
@@ -198,7 +247,17 @@ def pytest_collection_modifyitems(session, config, items):
         defs = info.name2fixturedefs.values() if info is not None else ()
         if any(d[-1].scope == "module" for d in defs if d):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
-    items.sort(key=lambda it: -known.get(it.nodeid, _UNKNOWN_S[_tier(it)]))
+    # A test that waits for an environment still being built goes after the longest ones (its worker
+    # would only wait): by then the build has ended.
+    pending = _envs_pending()
+
+    def planned(it: pytest.Item) -> float:
+        seconds = known.get(it.nodeid, _UNKNOWN_S[_tier(it)])
+        if pending and any(name in ENV_FIXTURES for name in getattr(it, "fixturenames", ())):
+            return min(seconds, 12.0)
+        return seconds
+
+    items.sort(key=lambda it: -planned(it))
 
 
 def pytest_runtest_logreport(report):
@@ -217,6 +276,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         if times:
             terminalreporter.write_line(f"{tier:12s} {len(times):4d} tests, {sum(times):7.1f} s of test time")
     terminalreporter.write_line(f"workers: {getattr(config.option, 'numprocesses', None) or 1}{wall}")
+    stray = Path(os.environ.get(_HOME_ENV, "/nonexistent"), _SIGINT_LOG)
+    if stray.exists():
+        terminalreporter.section("stray SIGINT (Ctrl-C at the terminal, or a bug: something signalled the worker's process group)")
+        terminalreporter.write(stray.read_text())
     out = config.getoption("--record-durations", None)
     if out:
         Path(out).write_text(json.dumps({k: round(t, 2) for k, (_, t) in sorted(_seen.items())}, indent=0) + "\n")

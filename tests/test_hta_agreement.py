@@ -40,7 +40,7 @@ def _agreement() -> ModuleType:
 
 
 @pytest.fixture(scope="module")
-def agreement() -> ModuleType:
+def agreement(built_envs) -> ModuleType:
     if not HTA_PYTHON.exists():
         pytest.fail(f"no Holistic Trace Analysis environment at {HTA_PYTHON}: build it with `make hta` "
                     "(make test builds it first)")

@@ -3,6 +3,7 @@ from the quit dialog at 80x24; 15, no blank rows where a user needs to be told s
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import sys
 from pathlib import Path
@@ -85,3 +86,65 @@ def test_the_demos_attach_command_needs_no_data_home_when_it_is_the_default_one(
     assert launch.shell_path(tmp_path / "profiles") == "~/profiles"
     monkeypatch.setenv("MOE_TUI_HOME", str(tmp_path / "other" / "demo-home"))
     assert launch.attach_command(tmp_path, demo=True).startswith(f"MOE_TUI_HOME={tmp_path}/other/demo-home ")
+
+
+# -- finding 15: before the first run, and the GPU table's clock-event column -----------------------
+
+class BeforeTheFirstRun(RecordingAdapter):
+    """Nothing queued, nothing run, nothing benchmarking (or, `paused`, the demo's campaign queued and paused)."""
+
+    def __init__(self, paused: bool = False) -> None:
+        super().__init__()
+        self.paused = paused
+        self.queue = tuple(dataclasses.replace(r, state="pending", run_id=None) for r in self.queue) if paused else ()
+
+    def snapshot(self):
+        return dataclasses.replace(super().snapshot(), activity="paused" if self.paused else "idle", detail="",
+                                   paused=self.paused, current_item=None)
+
+
+async def test_before_the_first_run_the_live_benchmark_says_how_to_get_one(make_app):
+    """Finding 15: before the first run the live benchmark said `no benchmark running` over an
+    empty chart. Now it says there is no run yet and which key gets one (the queue empty: 2 then a;
+    queued and paused: r), at 120x40 and at 80x24, with no empty chart."""
+    for adapter, wanted in ((BeforeTheFirstRun(), "the queue is empty: 2 opens the Queue, a adds a campaign there"),
+                            (BeforeTheFirstRun(paused=True), "16 item(s) queued, the queue is paused: r resumes it")):
+        for size in ((120, 40), NARROW):
+            app, _ = make_app(adapter=adapter)
+            async with app.run_test(size=size) as pilot:
+                await workers_finished(app)
+                await pilot.pause(0.2)
+                text = "\n".join(screen_rows(app))
+                assert "no run yet" in text and wanted in text, text
+                assert "3 Compare shows the verdicts once both sides have runs · ? lists every key" in text, text
+                assert not app.screen.query_one("#bench-spark").display  # no empty chart
+
+
+def test_the_clock_column_says_none_idle_or_n_a_and_the_panel_gives_its_legend():
+    """Finding 15: the simulated GPUs report no clock event (NVML's bitmask 0: clocks as high as they
+    go) and the column was blank, as it was when NVML said nothing at all. Now `none`, `n/a`,
+    `idle`, a configuration reason dim, a stress reason as its red badge."""
+    from moe_tui.telemetry import GpuSample
+    from moe_tui.ui.widgets.gpu_panel import CLOCK_LEGEND, COLUMNS, gpu_cells
+
+    column = [key for key, _, _ in COLUMNS].index("events")
+
+    def cell(bits):
+        return str(gpu_cells(GpuSample(index=0, t=0.0, wall=0.0, clock_event_bits=bits, processes=()), (), (), {})[column])
+
+    assert [cell(b) for b in (0, None, 0x001, 0x002, 0x004, 0x005)] == ["none", "n/a", "idle", "app clk", "PWR CAP", "PWR CAP"]
+    assert "none = clocks at their highest" in CLOCK_LEGEND
+
+
+async def test_the_gpu_panel_carries_the_clock_legend(make_app):
+    from tests.ui.fakes import gpu_snapshot, telemetry_message
+    from moe_tui.ui.widgets.gpu_panel import CLOCK_LEGEND, GpuPanel
+
+    app, _ = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await workers_finished(app)
+        app.post_message(telemetry_message(gpu_snapshot(), {}))
+        await pilot.pause(0.3)
+        panel = app.screen.query_one(GpuPanel)
+        assert CLOCK_LEGEND in str(panel.border_subtitle)
+        assert "none" in "\n".join(screen_rows(app))

@@ -137,8 +137,8 @@ def test_the_clock_column_says_none_idle_or_n_a_and_the_panel_gives_its_legend()
 
 
 async def test_the_gpu_panel_carries_the_clock_legend(make_app):
-    from tests.ui.fakes import gpu_snapshot, telemetry_message
     from moe_tui.ui.widgets.gpu_panel import CLOCK_LEGEND, GpuPanel
+    from tests.ui.fakes import gpu_snapshot, telemetry_message
 
     app, _ = make_app()
     async with app.run_test(size=(120, 40)) as pilot:

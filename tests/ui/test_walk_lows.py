@@ -43,7 +43,8 @@ LONG = f"MOE_TUI_HOME=/srv/moe/demo-home {VENV} demo --attach"
 async def test_the_quit_dialog_shows_the_attach_command_on_one_row_a_terminal_copies_whole(make_app):
     """Finding 9: at 80x24 the command wrapped inside the dialog's border, so a copy came back as
     two broken lines. It sits on a row of its own now, never folded; longer than the row, it
-    scrolls sideways (the row shows its head, then its tail), and `c` copies it."""
+    scrolls sideways (the row shows its head, then its tail), and `c` copies it. Where the terminal
+    has the columns (120), the dialog widens to hold the longest on one row."""
     for command in (LONG, f"{VENV} demo --attach"):
         app, _ = make_app(adapter=Attached(command))
         async with app.run_test(size=NARROW) as pilot:
@@ -69,6 +70,12 @@ async def test_the_quit_dialog_shows_the_attach_command_on_one_row_a_terminal_co
             await pilot.pause()
             assert app.clipboard == command
             assert any("copied to the clipboard" in r for r in screen_rows(app))
+    app, _ = make_app(adapter=Attached(LONG))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await workers_finished(app)
+        await pilot.press("q")
+        await pilot.pause()
+        assert any(LONG in row for row in screen_rows(app)), "\n".join(screen_rows(app))
 
 
 def test_the_demos_attach_command_needs_no_data_home_when_it_is_the_default_one(monkeypatch, tmp_path):

@@ -16,6 +16,8 @@ from textual.containers import Horizontal, HorizontalScroll, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
+DIALOG_MAX_WIDTH = 90  # .dialog's max-width (app.tcss)
+DIALOG_CHROME = 8  # its border, padding and a scrollbar
 COPY_HINT = "c copies it to the clipboard; it is printed again when you leave"
 COPIED = "copied to the clipboard (where the terminal allows it); it is printed again when you leave"
 
@@ -63,6 +65,13 @@ class QuitScreen(ModalScreen[str | None]):
                 yield Button("Cancel (esc)", id="quit-cancel")
 
     def on_mount(self) -> None:
+        # A command longer than the dialog's usual width widens the dialog (up to the whole
+        # terminal) so that it sits on one row where the terminal has the columns.
+        need = len(self.attach_command) + DIALOG_CHROME
+        if self.can_detach and need > DIALOG_MAX_WIDTH:
+            dialog = self.query_one("#dialog")
+            dialog.styles.max_width = "100%"
+            dialog.styles.width = need
         # Toasts stack over the bottom right, where the dialog's buttons are at 80x24: the question
         # is what matters now, and a toast that came before it is old news.
         self.app.clear_notifications()

@@ -155,3 +155,22 @@ async def test_the_gpu_panel_carries_the_clock_legend(make_app):
         panel = app.screen.query_one(GpuPanel)
         assert CLOCK_LEGEND in str(panel.border_subtitle)
         assert "none" in "\n".join(screen_rows(app))
+
+
+async def test_the_dashboards_help_gives_the_clock_legend_at_80x24(make_app):
+    """At 80x24 the panels draw no bottom border, so the GPU panel's legend is not on screen: the
+    Dashboard's `?` gives it, under the keys (and only the Dashboard's)."""
+    from tests.ui.fakes import gpu_snapshot, telemetry_message
+
+    app, _ = make_app()
+    async with app.run_test(size=NARROW) as pilot:
+        await workers_finished(app)
+        app.post_message(telemetry_message(gpu_snapshot(), {}))
+        await pilot.pause(0.3)
+        await pilot.press("question_mark")
+        await pilot.pause(0.3)
+        text = " ".join(r.strip(" │▎▊█") for r in screen_rows(app))
+        assert "none: no reason, clocks at their highest" in " ".join(text.split()), text
+        await pilot.press("escape", "2", "question_mark")
+        await pilot.pause(0.3)
+        assert not app.screen.query_one("#help-legend").display

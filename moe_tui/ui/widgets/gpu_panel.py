@@ -57,6 +57,9 @@ SHORT_EVENTS = {
 }
 # NVML's clock event reasons, bitmask 0 (nvmlClocksEventReasonNone): clocks as high as they can go.
 CLOCK_LEGEND = "Clock: NVML's clock event; none = clocks at their highest"
+# The whole legend, for the Dashboard's `?` (80x24 draws no panel subtitle).
+CLOCK_HELP = ("GPUs' Clock: NVML's clock event. none: no reason, clocks at their highest · idle: nothing "
+              "to run · n/a: not reported · red: slowed by power or heat · GPU LOST: off the bus")
 
 
 def gpu_cells(gpu: GpuSample, util_hist: Sequence[float], mem_hist: Sequence[float],

@@ -24,6 +24,7 @@ become warning toasts instead.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -148,26 +149,48 @@ def connect(profiles_dir: Path, *, attach: bool | None = None, demo: bool = Fals
     return Connection(client, notes, started_runner)
 
 
-def moe_tui_command(*args: str) -> str:
+def moe_tui_command(*args: str, env: bool = True) -> str:
     """A `moe-tui` command line a user can paste from any folder: this data home's MOE_TUI_HOME when
-    it is not the default one, and this install's own `moe-tui` by its absolute path (a venv's bin
-    folder is rarely on PATH after `make demo`), else this interpreter with `-m moe_tui`."""
-    import shlex
-
-    override = paths.home_override()
-    env = f"MOE_TUI_HOME={shlex.quote(str(override))} " if override is not None else ""
+    it is not the default one (`env`), and this install's own `moe-tui` by its absolute path (a venv's
+    bin folder is rarely on PATH after `make demo`), else this interpreter with `-m moe_tui`. Paths
+    under the home folder are written `~/...` (every shell expands a word's leading `~`): the line
+    stays short enough to sit on one row of an 80-column dialog, where a terminal copies it whole."""
+    override = paths.home_override() if env else None
+    prefix = f"MOE_TUI_HOME={shlex.quote(str(override))} " if override is not None else ""
     script = Path(sys.executable).parent / "moe-tui"
-    program = shlex.quote(str(script)) if script.is_file() and os.access(script, os.X_OK) \
-        else f"{shlex.quote(sys.executable)} -m moe_tui"
-    return " ".join([f"{env}{program}", *(shlex.quote(a) for a in args)])
+    program = shell_path(script) if script.is_file() and os.access(script, os.X_OK) \
+        else f"{shell_path(Path(sys.executable))} -m moe_tui"
+    return " ".join([f"{prefix}{program}", *(shlex.quote(a) for a in args)])
+
+
+def shell_path(path: Path) -> str:
+    """`path` as one shell word: `~/rest` when it lies under the home folder and the rest needs no
+    quoting (a quoted `~` is not expanded), else the path quoted as needed."""
+    home = os.path.expanduser("~")
+    text = str(path)
+    if home not in ("", "/") and text.startswith(home + os.sep):
+        rest = text[len(home) + 1:]
+        if rest and shlex.quote(rest) == rest:
+            return "~/" + rest
+    return shlex.quote(text)
 
 
 def attach_command(profiles_dir: Path, *, demo: bool = False) -> str:
     """The exact command that attaches to this data dir's runner again, from any folder: the data
-    home when it is not the default one, the demo subcommand or the profiles folder."""
+    home when it is not the default one, the demo subcommand or the profiles folder. The demo's
+    default home (`<default data dir>/demo-home`) is what `moe-tui demo` finds by itself, so its
+    line names no MOE_TUI_HOME."""
     if demo:
-        return moe_tui_command("demo", "--attach")
-    return moe_tui_command("--attach", "--profiles-dir", str(profiles_dir))
+        return moe_tui_command("demo", "--attach", env=not _is_default_demo_home())
+    return f"{moe_tui_command('--attach')} --profiles-dir {shell_path(profiles_dir)}"
+
+
+def _is_default_demo_home() -> bool:
+    import platformdirs
+
+    override = paths.home_override()
+    default = Path(platformdirs.user_data_dir(paths.APP_NAME)) / "demo-home"
+    return override is not None and override.resolve() == default.resolve()
 
 
 def is_demo_home() -> bool:

@@ -105,7 +105,7 @@ class DetachableAdapter(RecordingAdapter):
     """Attached to a runner: quitting offers to leave the campaign running, with the command back."""
 
     can_detach = True
-    attach_command = "MOE_TUI_HOME=/srv/moe/demo-home moe-tui demo --attach"
+    attach_command = "~/src/moe-tui/.venv/bin/moe-tui demo --attach"  # the demo in its default home
 
 
 SCREENS = {

@@ -20,6 +20,7 @@ from textual.widgets import DataTable, Label
 
 from moe_tui.ui.prepare import KeepStyles
 from moe_tui.ui.screens.base import composed
+from moe_tui.ui.widgets.gpu_panel import CLOCK_HELP
 from moe_tui.ui.widgets.keyed_table import NAVIGATION_HELP, NavTable
 
 HELP_MAX_WIDTH = 110  # the dialog's max-width (app.tcss #help-dialog)
@@ -78,6 +79,7 @@ class HelpScreen(KeepStyles, ModalScreen[Any]):
         super().__init__()
         self._wanted: tuple[str, tuple[HelpRow, ...]] | None = None  # (title, rows) of this opening
         self._shown: tuple[str, int, tuple[HelpRow, ...]] | None = None  # what the table shows, at which width
+        self._dashboard = False
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help-dialog", classes="dialog"):
@@ -85,17 +87,22 @@ class HelpScreen(KeepStyles, ModalScreen[Any]):
             yield NavTable(id="help-table", cursor_type="row", zebra_stripes=True)
             yield Label("Remap a key in config.toml: [keys] <id> = \"<key>\" (the id ends each line)",
                         classes="dialog-detail", markup=False)
+            yield Label(CLOCK_HELP, id="help-legend", classes="dialog-detail", markup=False)
 
     def show_for(self, under: Screen[Any]) -> None:
         """List the keys of `under` (the screen this opening came from), as they act there: taken
         before this screen covers it (a mode's own key does nothing on that mode's screen)."""
         self._wanted = (f"Keys: {type(under).__name__.removesuffix('Screen')}", help_rows(self.app, under))
+        self._dashboard = type(under).__name__ == "DashboardScreen"  # its GPU table's legend below the keys
+        if self.is_mounted:
+            self.query_one("#help-legend").display = self._dashboard
         if self.is_mounted:
             self._fill()
 
     def on_mount(self) -> None:
         if not composed(self):
             return  # the App closed while this screen was built off screen
+        self.query_one("#help-legend").display = self._dashboard
         self._fill()
 
     def _width(self) -> int:

@@ -3,7 +3,8 @@
 Shows the queue item and profile, the spec's short fingerprint, a progress bar, a sparkline of
 output tokens/s, TTFT and ITL p50/p99, errors, in-flight requests, the client-bound warning
 (the load generator reporting its own lag) and a SIMULATED label when the server is the
-emulator. When nothing runs it shows the last finished run.
+emulator. When nothing runs it shows the last finished run; before any, what gets one going
+(the queue's state and the keys), never an empty chart.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class BenchPanel(Vertical):
     BenchPanel > ProgressBar { height: 1; }
     BenchPanel > Sparkline { height: 3; margin: 0 1; }
     BenchPanel > #bench-stats { height: 3; }
+    BenchPanel.-no-run > Sparkline { display: none; }
     """
 
     _spark_at = -1e9  # the run time (elapsed_s) the sparkline was last drawn at
@@ -81,9 +83,14 @@ class BenchPanel(Vertical):
             _put(head, Text(f"{live.activity.replace('-', ' ')}: {live.detail}", style="cyan") if busy
                  else Text("no benchmark running", style="dim"))
             last = bench.last_finished
+            self.set_class(last is None, "-no-run")
+            if last is None and not busy:
+                _put(head, Text("no benchmark running", style="dim") if _finished(live) else
+                     Text("no run yet", style="bold"))
             _put(stats, Text(f"last run #{last.run_id} {render.middle_truncate(last.profile, PROFILE_WIDTH)}: "
-                             f"{last.status}") if last else "")
+                             f"{last.status}") if last else next_steps(live))
             return
+        self.set_class(False, "-no-run")
         parts: list[Text | str] = [Text(f"run #{run.run_id}", style="bold")]
         if run.queue_item_id is not None:
             parts.append(f"item {run.queue_item_id}")
@@ -123,3 +130,28 @@ class BenchPanel(Vertical):
             lines.append(Text(f"⚠ client-bound: the load generator is {p.client_lag_ms:.0f} ms behind; "
                               "numbers measure the client", style="bold yellow"))
         _put(stats, Text("\n").join(lines))
+
+
+def _finished(live: LiveState) -> int:
+    counts = live.queue_counts()
+    return sum(counts.get(state, 0) for state in ("done", "failed", "interrupted"))
+
+
+def next_steps(live: LiveState) -> Text:
+    """Before a run to show: what the queue holds and the key that gets a run going."""
+    counts = live.queue_counts()
+    pending, finished = counts.get("pending", 0), _finished(live)
+    if pending and live.paused:
+        first = Text.assemble(f"{pending} item(s) queued, the queue is paused: ", ("r ", "bold"), "resumes it")
+    elif pending:
+        first = Text(f"{pending} item(s) queued: the runner works them in order")
+    elif finished:
+        first = Text(f"{finished} item(s) finished, none queued: ", style="dim")
+        first.append_text(Text.assemble(("2 ", "bold"), "Queue, ", ("a ", "bold"), "adds a campaign"))
+    else:
+        first = Text.assemble("the queue is empty: ", ("2 ", "bold"), "opens the Queue, ", ("a ", "bold"),
+                              "adds a campaign there")
+    # Each key carries its trailing blank: SVG renderers drop a span's leading one.
+    second = Text.assemble(("3 ", "bold"), "Compare shows the verdicts once both sides have runs · ",
+                           ("? ", "bold"), "lists every key", style="dim")
+    return Text("\n").join([first, second])

@@ -1,8 +1,9 @@
 """GpuPanel: one compact row per GPU, from the latest NVML snapshot and the recent history.
 
 Columns: index and name; utilization bar and a sparkline of the last minutes; memory bar, used
-GiB and its sparkline; power, temperature, SM clock; a clock-event badge when NVML reports a
-stress reason, or LOST when NVML says the GPU fell off the bus; the processes holding the GPU (a
+GiB and its sparkline; power, temperature, SM clock; NVML's clock event (a red badge for a stress
+reason, LOST when NVML says the GPU fell off the bus, `idle`, `none` when NVML reports no event, i.e.
+clocks as high as they go, `n/a` when it reports nothing; the legend is in the panel's subtitle); the processes holding the GPU (a
 managed server's profile when the PID belongs to its family, a highlighted name:pid when foreign).
 A machine without the driver shows one clean line saying so instead of an empty table; the
 emulator's simulated GPUs say SIMULATED in the panel title.
@@ -50,7 +51,15 @@ NO_GPU_HINT = "simulated GPUs appear here when a simulated server runs"
 SHORT_EVENTS = {
     "sw_power_cap": "PWR CAP", "hw_slowdown": "HW SLOW", "sw_thermal": "THERMAL",
     "hw_thermal": "HW THERM", "hw_power_brake": "PWR BRK",
+    # configuration, not stress (shown dim)
+    "applications_clocks": "app clk", "sync_boost": "sync", "display_clocks": "display",
+    "board_limit": "board", "reliability": "reliab.",
 }
+# NVML's clock event reasons, bitmask 0 (nvmlClocksEventReasonNone): clocks as high as they can go.
+CLOCK_LEGEND = "Clock: NVML's clock event; none = clocks at their highest"
+# The whole legend, for the Dashboard's `?` (80x24 draws no panel subtitle).
+CLOCK_HELP = ("GPUs' Clock: NVML's clock event. none: no reason, clocks at their highest · idle: nothing "
+              "to run · n/a: not reported · red: slowed by power or heat · GPU LOST: off the bus")
 
 
 def gpu_cells(gpu: GpuSample, util_hist: Sequence[float], mem_hist: Sequence[float],
@@ -61,10 +70,14 @@ def gpu_cells(gpu: GpuSample, util_hist: Sequence[float], mem_hist: Sequence[flo
         events: Text | str = Text("GPU LOST", style="bold white on red")
     elif stress:
         events = Text(SHORT_EVENTS.get(stress[0], stress[0])[:8], style="bold white on red")
+    elif gpu.clock_event_bits is None:
+        events = Text(render.NA, style="dim")  # NVML did not say (not supported, or not asked)
     elif "gpu_idle" in gpu.clock_events:
         events = Text("idle", style="dim")
+    elif gpu.clock_events:
+        events = Text(SHORT_EVENTS.get(gpu.clock_events[0], gpu.clock_events[0])[:8], style="dim")
     else:
-        events = ""
+        events = Text("none", style="dim")
     procs = holders_text(gpu, owners)
     total = gpu.mem_total_bytes
     if total and total >= 100 * 2**30 and gpu.mem_used_bytes is not None:
@@ -156,11 +169,11 @@ class GpuPanel(Vertical):
         note.display = False
         table.display = True
         if snapshot.simulated:
-            titles(self, "GPUs — SIMULATED", "emulator, not NVML")
+            titles(self, "GPUs — SIMULATED", f"{CLOCK_LEGEND} · emulator, not NVML")
         else:
             driver = f"driver {snapshot.driver_version}" if snapshot.driver_version else ""
             cuda = f"CUDA {snapshot.cuda_driver_version}" if snapshot.cuda_driver_version else ""
-            titles(self, "GPUs", " ".join(p for p in (driver, cuda) if p))
+            titles(self, "GPUs", " · ".join(p for p in (CLOCK_LEGEND, " ".join(p for p in (driver, cuda) if p)) if p))
         table.sync({
             str(g.index): gpu_cells(g, util.get(g.index, ()), mem.get(g.index, ()), owners)
             for g in snapshot.gpus

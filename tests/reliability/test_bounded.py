@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -22,6 +21,8 @@ import time
 
 import pytest
 from runner_support import free_port, scaled, wait_for
+
+from tests.support.peak import run_measured
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -107,14 +108,12 @@ def test_socket_request_with_a_million_concurrencies_is_refused_at_once(env):
 def test_never_ending_stream_line_is_cut_at_the_line_limit(env, odd_server):
     """A server streaming one endless line: the request fails as a protocol error at 16 MiB; the client stays small."""
     _proc, url = odd_server("endless-line")
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    out = env.run("bench", "--base-url", url, "--num-prompts", "1", "--max-concurrency", "1", "--random-input-len",
-                  "8", "--random-output-len", "8", "--warmup-requests", "0", "--vocab-size", "1000",
-                  "--request-timeout", "600", timeout=120)
-    assert out.returncode == 1 and "Traceback" not in out.stdout, out.stdout
-    assert "over 16777216 bytes without an end of line" in out.stdout, out.stdout
-    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    assert max(peak_kb, before) < 400 * 1024, f"the bench process grew to {peak_kb / 1024:.0f} MB"
+    out = run_measured(env.argv("bench", "--base-url", url, "--num-prompts", "1", "--max-concurrency", "1",
+                                "--random-input-len", "8", "--random-output-len", "8", "--warmup-requests", "0",
+                                "--vocab-size", "1000", "--request-timeout", "600"), env.env, scaled(120))
+    assert out.returncode == 1 and "Traceback" not in out.output, out.output
+    assert "over 16777216 bytes without an end of line" in out.output, out.output
+    assert out.peak_kib < 400 * 1024, f"the bench process grew to {out.peak_kib / 1024:.0f} MB"
 
 
 @pytest.mark.parametrize("kind", ["dev-zero-link", "fifo"])

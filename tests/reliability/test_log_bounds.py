@@ -10,29 +10,19 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import pytest
 from conftest import write_garbage_server
 from runner_support import free_port
 
+from tests.support.peak import run_measured
+
 pytestmark = pytest.mark.integration  # `moe-tui` commands and a server run as processes
 
-# Runs argv and prints the peak RSS (KiB) of it and its waited-for children.
-MEASURED = ("import resource, subprocess, sys\n"
-            "p = subprocess.run(sys.argv[1:], capture_output=True)\n"
-            "sys.stdout.buffer.write(p.stdout[-2000:] + p.stderr[-2000:])\n"
-            "print('\\nEXIT', p.returncode, 'BYTES', len(p.stdout), 'MAXRSS', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,\n"
-            "      'CUT', int(b'line cut' in p.stdout))")
-
-
 def _measured(env, *args: str, timeout: float = 120) -> tuple[int, int, int, str]:
-    out = subprocess.run([sys.executable, "-c", MEASURED, sys.executable, "-m", "moe_tui", *args], env=env.env,
-                         capture_output=True, text=True, timeout=timeout)
-    *text, last = out.stdout.rstrip("\n").split("\n")
-    words = last.split()
-    return int(words[1]), int(words[3]), int(words[5]), "\n".join(text) + out.stderr + (" CUT" if words[7] == "1" else "")
+    m = run_measured([sys.executable, "-m", "moe_tui", *args], env.env, timeout, markers=("line cut",))
+    return m.returncode, m.stdout_bytes, m.peak_kib, m.output + (" CUT" if m.found else "")
 
 
 def test_a_log_line_that_never_ends_costs_bounded_memory(env, tmp_path):

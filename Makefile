@@ -55,11 +55,13 @@ parser-check:
 # Tests in three tiers (tests/conftest.py): unit (pure code), ui (in-process Textual pilots and
 # snapshots), integration (real processes: emulator, runner, CLI, SGLang's client, tmux). Parallel
 # workers (pytest-xdist): the integration tests wait on real processes much of the time (4 workers
-# on 2 cores kept them 62% busy), so three workers a core keeps a small box busy. Longest tests
-# start first (tests/durations.json).
+# on 2 cores kept them 62% busy; 6 left the cores 40-70% idle for ~45 s while the longest tests, which
+# start first and mostly wait (a Slurm time limit, frozen servers), ran together), so four workers a
+# core keep a small box busy (2 cores, 2026-12-05: 8 workers 484 s, 6 workers 497 s, one run each on
+# the same shared box). Longest tests start first (tests/durations.json).
 PYTEST := $(PY) -m pytest -p no:cacheprovider
 NPROC := $(shell nproc 2>/dev/null || echo 2)
-TEST_WORKERS ?= $(shell expr 3 \* $(NPROC))
+TEST_WORKERS ?= $(shell expr 4 \* $(NPROC))
 
 # The quick tier: lint plus the unit tests, no process started (under a minute on 2 cores): the
 # lint (mypy's cold start is most of it, one core) runs beside the unit tests; each job's output is

@@ -25,12 +25,30 @@ CAMPAIGN = ("--profiles", "base,cand", "--concurrency", "8", "--repeats", "2", "
             "--input-len", "64", "--output-len", "32")
 
 
-def _verdicts(env) -> dict[tuple[str, int], tuple[str, str | None, tuple[int, ...]]]:
+def _verdicts(env) -> dict[tuple[str, int], tuple[str, str | None, tuple[int, ...], float | None, list[float] | None]]:
     out = env.run("compare", "base", "cand", "--format", "json")
     assert out.returncode == 0, out.stdout
     cells = json.loads(out.stdout)["cells"]
-    return {(c["metric"], c["concurrency"]): (c["verdict"], c["uncontrolled"], tuple(c["control_starts"]))
+    return {(c["metric"], c["concurrency"]): (c["verdict"], c["uncontrolled"], tuple(c["control_starts"]),
+                                              c["delta_pct"], c["ci_pct"])
             for c in cells if c["metric"] in COMPARED}
+
+
+def _consistent(a: tuple | None, b: tuple | None) -> bool:
+    """Two runs of one cell agree: the same verdict; or one claims (better/worse) where the other withholds
+    ('within noise') and the claim's delta lies inside the withholding side's interval (the same effect,
+    measured once with a wider interval: 2 starts a side at the edge of the bar, where a loaded box's
+    wall-clock jitter, a second noise beside the emulator's, tips the verdict). Never better against worse."""
+    if a is None or b is None or a[0] == b[0]:
+        return a == b or (a is not None and b is not None and a[:3] == b[:3])
+    claims = {J.BETTER, J.WORSE}
+    if {a[0], b[0]} == claims:
+        return False
+    claim, held = (a, b) if a[0] in claims else (b, a)
+    if held[0] != J.WITHIN_NOISE or held[4] is None or claim[3] is None:
+        return False
+    low, high = held[4]
+    return low <= claim[3] <= high
 
 
 def test_the_campaign_through_slurm_gives_the_local_runners_verdicts(env, slurm_idle, tmp_path):
@@ -50,18 +68,16 @@ def test_the_campaign_through_slurm_gives_the_local_runners_verdicts(env, slurm_
     assert batch_run.returncode == 0, batch_run.stdout
     batch = _verdicts(env)
 
-    # The primary metric's verdicts are the same; a secondary one may sit at the edge of its interval on 2
-    # starts a side, where this loaded box's wall-clock jitter (a second noise, not the emulator's) tips it
-    # between 'better' and 'within noise' (TPOT at 8, once in a CI run): such a cell may withhold its claim
-    # on one side, but no verdict may contradict the other (better against worse) or lose its control.
-    primary = {k: (local.get(k), batch.get(k)) for k in {*local, *batch} if k[0] == "output_throughput"}
-    assert all(a == b for a, b in primary.values()), (primary, batch_run.stdout)
-    opposite = {k: (local.get(k), batch.get(k)) for k in {*local, *batch}
-                if {(local.get(k) or ("",))[0], (batch.get(k) or ("",))[0]} == {J.BETTER, J.WORSE}}
-    assert not opposite, (opposite, batch_run.stdout)
+    # Every compared cell agrees local and through Slurm (`_consistent`: the same verdict, or a claim on one
+    # side that the other side's interval holds; never better against worse), each with its control.
+    # TPOT at 8 once, and output tok/s at 8 once (8 workers beside helpers), went 'better' on one side and
+    # 'within noise' on the other in CI runs.
+    differ = {k: (local.get(k), batch.get(k)) for k in {*local, *batch} if not _consistent(local.get(k), batch.get(k))}
+    assert not differ, (differ, batch_run.stdout)
     assert all(v[2] == (2, 2) for k, v in batch.items() if k[1] != J.CONTROL_CONCURRENCY), batch  # its control too
     cells = {k: v for k, v in local.items() if k[1] != J.CONTROL_CONCURRENCY}
     assert any(v[0] in (J.BETTER, J.WORSE) for v in cells.values()), local  # a comparison with verdicts in it
+    assert any(v[0] in (J.BETTER, J.WORSE) for k, v in batch.items() if k[1] != J.CONTROL_CONCURRENCY), batch
     assert all(v[1] is None and v[2] == (2, 2) for v in cells.values()), local  # its control on 2 starts a side
     jobs = env.query("SELECT COUNT(DISTINCT job_id) FROM executor_jobs")[0][0]
     assert jobs == 4, batch_run.stdout  # a sweep (concurrency 8 and the control 2) is one job

@@ -25,8 +25,9 @@ from moe_tui.ui.screens.run_detail import RunDetailScreen
 from moe_tui.ui.widgets.bench_panel import BenchPanel
 from moe_tui.ui.widgets.gpu_panel import GpuPanel
 from moe_tui.ui.widgets.server_panel import ServerPanel
-from tests.support.pilot import SIZE, emit, open_compare, open_queue, plain, settle, table_text
+from tests.support.pilot import SIZE, emit, open_add_form, open_compare, open_queue, plain, press, press_to, settle, table_text
 from tests.ui.fakes import FP_A, gpu_snapshot, no_driver_snapshot, telemetry_message
+from tests.ui.waiting import until
 
 
 # -- dashboard --------------------------------------------------------------------------------
@@ -128,16 +129,12 @@ async def test_start_and_stop_server_keys_call_the_adapter(make_app):
         table.move_cursor(row=1)  # sim-flashinfer-cutedsl: stopped
         await settle(pilot, app)
         await pilot.press("x")  # not running: disabled, nothing happens
-        await pilot.press("s")
-        await settle(pilot, app)
+        await press(pilot, app, "s")
         assert adapter.calls == [("start_server", "sim-flashinfer-cutedsl")]
         table.move_cursor(row=0)  # cutlass: ready
         await settle(pilot, app)
-        await pilot.press("x")
-        await settle(pilot, app)
-        assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("y")
-        await settle(pilot, app)
+        await press_to(pilot, app, ConfirmScreen, "x")
+        await press(pilot, app, "y")
         assert adapter.calls[-1] == ("stop_server", "sim-flashinfer-cutlass")
 
 
@@ -146,27 +143,21 @@ async def test_pause_resume_skip_follow_controller_state(make_app):
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)
         await pilot.press("r")  # not paused: resume is not offered
-        await pilot.press("p")
-        await settle(pilot, app)
+        await press(pilot, app, "p")
         assert adapter.calls == [("pause",)]
         await emit(pilot, app, ControllerStatus(activity="paused"))
         await pilot.press("p")  # already paused
-        await pilot.press("r")
-        await settle(pilot, app)
+        await press(pilot, app, "r")
         assert adapter.calls == [("pause",), ("resume",)]
         await emit(pilot, app, ControllerStatus(activity="benchmarking", queue_item_id=3))
-        await pilot.press("n")
-        await settle(pilot, app)
+        await press(pilot, app, "n")
         # Skipping stops a benchmark: asked first, and `n` again (or Esc) backs out, nothing sent.
         assert isinstance(app.screen, ConfirmScreen) and "Skip item 3?" in plain(app.screen.query_one("#confirm-question"))
         assert adapter.calls[-1] == ("resume",)
-        await pilot.press("n")
-        await settle(pilot, app)
+        await press(pilot, app, "n")
         assert not isinstance(app.screen, ConfirmScreen) and adapter.calls[-1] == ("resume",)
-        await pilot.press("n")
-        await settle(pilot, app)
-        await pilot.press("y")
-        await settle(pilot, app)
+        await press(pilot, app, "n")
+        await press(pilot, app, "y")
         assert adapter.calls[-1] == ("skip",)
 
 
@@ -177,8 +168,7 @@ async def test_adapter_failure_becomes_one_error_toast_and_changes_nothing(make_
     app, _ = make_app(adapter=adapter)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)
-        await pilot.press("p")
-        await settle(pilot, app)
+        await press(pilot, app, "p")
         messages = [n.message for n in app._notifications]
         assert any("pause the queue" in m and "locked" in m for m in messages)
         assert app.live.paused is False
@@ -216,36 +206,25 @@ async def test_queue_keys_move_retry_cancel_delete(make_app):
         table = await open_queue(pilot, app)
         table.move_cursor(row=0)  # item 1: done
         await settle(pilot, app)
-        await pilot.press("left_square_bracket", "t", "x")  # none applies to a done item
-        await settle(pilot, app)
+        await press(pilot, app, "left_square_bracket", "t", "x")  # none applies to a done item
         assert adapter.calls == []
         table.move_cursor(row=4)  # item 5: pending
         await settle(pilot, app)
-        await pilot.press("left_square_bracket")
-        await settle(pilot, app)
-        await pilot.press("right_square_bracket")
-        await settle(pilot, app)
+        await press(pilot, app, "left_square_bracket")
+        await press(pilot, app, "right_square_bracket")
         assert adapter.calls == [("move", 5, "up"), ("move", 5, "down")]
-        await pilot.press("x")
-        await settle(pilot, app)
-        assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("n")  # backed out: nothing sent
-        await settle(pilot, app)
+        await press_to(pilot, app, ConfirmScreen, "x")
+        await press(pilot, app, "n")  # backed out: nothing sent
         assert adapter.calls[-1] == ("move", 5, "down")
-        await pilot.press("x")
-        await settle(pilot, app)
-        await pilot.press("y")
-        await settle(pilot, app)
+        await press(pilot, app, "x")
+        await press(pilot, app, "y")
         assert adapter.calls[-1] == ("cancel", 5)
         table.move_cursor(row=5)  # item 6: failed
         await settle(pilot, app)
-        await pilot.press("t")
-        await settle(pilot, app)
+        await press(pilot, app, "t")
         assert adapter.calls[-1] == ("retry", 6)
-        await pilot.press("delete")
-        await settle(pilot, app)
-        await pilot.press("y")
-        await settle(pilot, app)
+        await press(pilot, app, "delete")
+        await press(pilot, app, "y")
         assert adapter.calls[-1] == ("delete", 6)
 
 
@@ -255,9 +234,7 @@ async def test_queue_enter_opens_run_detail_and_h_cycles_histogram(make_app):
         table = await open_queue(pilot, app)
         table.move_cursor(row=0)  # item 1 has run 1
         await settle(pilot, app)
-        await pilot.press("enter")
-        await settle(pilot, app)
-        assert isinstance(app.screen, RunDetailScreen)
+        await press_to(pilot, app, RunDetailScreen, "enter")
         head = plain(app.screen.query_one("#detail-head", Static))
         assert "run #1" in head and "SIMULATED" in head
         from rich.console import Console
@@ -276,27 +253,21 @@ async def test_queue_enter_opens_run_detail_and_h_cycles_histogram(make_app):
 async def test_add_campaign_form_validates_and_submits(make_app):
     app, adapter = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        await open_queue(pilot, app)
-        await pilot.press("a")
-        await settle(pilot, app)
-        form = app.screen
-        assert isinstance(form, AddCampaignScreen)
+        form = await open_add_form(pilot, app)
         assert form.query_one("#campaign-policy", Select).value == "grouped"
         costs = plain(form.query_one("#campaign-costs"))
         # concurrency 2 is in the sweep: it is the control, no items added for it
         assert "Queues 24 items" in costs and "conc 2 in every sweep is the control" in costs and "abba 4" in costs
         form.query_one("#campaign-concurrencies", Input).value = "1,two,64"
         await settle(pilot, app)
-        await pilot.press("ctrl+s")
-        await settle(pilot, app)
+        await press(pilot, app, "ctrl+s")
         assert not any(c[0] == "add_campaign" for c in adapter.calls)
         assert any("concurrencies" in n.message and "'two'" in n.message for n in app._notifications)
         assert isinstance(app.screen, AddCampaignScreen)
         form.query_one("#campaign-concurrencies", Input).value = "1, 8"
         form.query_one("#spec-input_len", Input).value = "256"
         form.query_one("#campaign-policy", Select).value = "interleaved"
-        await pilot.press("ctrl+s")
-        await settle(pilot, app)
+        await press(pilot, app, "ctrl+s")
         (call,) = [c for c in adapter.calls if c[0] == "add_campaign"]
         request = call[1]
         assert request.concurrencies == (1, 8) and request.policy == "interleaved"
@@ -327,13 +298,10 @@ async def test_swap_and_export_keys(make_app, tmp_path):
     adapter.export_dir = tmp_path
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_compare(pilot, app)
-        await pilot.press("w")
-        await settle(pilot, app)
+        await press(pilot, app, "w")
         assert screen.query_one("#compare-baseline", Select).value == "sim-flashinfer-cutlass"
-        await pilot.press("e")
-        await settle(pilot, app)
-        await pilot.press("E")
-        await settle(pilot, app)
+        await press(pilot, app, "e")
+        await press(pilot, app, "E")
         exports = [c for c in adapter.calls if c[0] == "export"]
         assert exports == [("export", "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl", "markdown"),
                            ("export", "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl", "csv")]
@@ -348,14 +316,13 @@ async def test_add_form_shows_what_will_be_queued_with_control_toggle_and_baseli
 
     app, adapter = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        await open_queue(pilot, app)
-        await pilot.press("a")
-        await settle(pilot, app)
-        form = app.screen
-        await settle(pilot, app, 0.5)
+        form = await open_add_form(pilot, app)
         # a sweep without concurrency 2: the control adds it to every sweep (2 profiles x 2 repeats)
         form.query_one("#campaign-concurrencies", Input).value = "1,10,64"
-        await settle(pilot, app, 0.5)
+        # typed values are planned once typing pauses (the form's own timer): wait on its plan, not a clock
+        await until(pilot, lambda: form._preview is not None and form._preview[0].concurrencies == (1, 10, 64),
+                    "the form's plan of the typed sweep")
+        await settle(pilot, app)
         request, planned = form._preview  # the request the form shows and the core's plan of it
         assert planned == adapter.campaign_preview(request)
         assert planned.control_items == 4
@@ -364,12 +331,11 @@ async def test_add_form_shows_what_will_be_queued_with_control_toggle_and_baseli
         baseline = form.query_one("#campaign-baseline", Select)
         assert baseline.value == "sim-flashinfer-cutlass" and "Baseline sim-flashinfer-cutlass" in costs
         baseline.value = "sim-flashinfer-cutedsl"
-        form.query_one("#campaign-control", Checkbox).value = False
-        await settle(pilot, app, 0.5)
+        form.query_one("#campaign-control", Checkbox).value = False  # a choice, not typing: planned at once
+        await settle(pilot, app)
         costs = plain(form.query_one("#campaign-costs"))
         assert f"Queues {planned.grid_items} items" in costs and "no control" in costs, costs
-        await pilot.press("ctrl+s")
-        await settle(pilot, app)
+        await press(pilot, app, "ctrl+s")
         (call,) = [c for c in adapter.calls if c[0] == "add_campaign"]
         request = call[1]
         assert request.profiles[0] == "sim-flashinfer-cutedsl" and request.control is False

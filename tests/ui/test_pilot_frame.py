@@ -16,7 +16,7 @@ from moe_tui.ui.screens.quit import QuitScreen
 from moe_tui.ui.widgets.bench_panel import BenchPanel
 from moe_tui.ui.widgets.gpu_panel import GpuPanel
 from moe_tui.ui.widgets.server_panel import ServerPanel
-from tests.support.pilot import SIZE, emit, open_queue, plain, settle, table_text
+from tests.support.pilot import SIZE, emit, open_queue, open_server_log, plain, press, press_to, settle, table_text
 from tests.ui.fakes import gpu_snapshot, telemetry_message
 
 
@@ -25,11 +25,8 @@ async def test_log_viewer_follow_and_search(make_app):
     app, _ = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)
-        app.screen.query_one(ServerPanel).query_one(DataTable).focus()
-        await pilot.press("l")
-        await settle(pilot, app)
-        screen = app.screen
-        assert isinstance(screen, LogScreen) and screen.profile == "sim-flashinfer-cutlass"
+        screen = await open_server_log(pilot, app)
+        assert screen.profile == "sim-flashinfer-cutlass"
         log = screen.query_one(RichLog)
         assert len(log.lines) == 6
         await emit(pilot, app, ServerLogLine(profile="sim-flashinfer-cutlass", line="Decode batch. #running-req: 3"))
@@ -37,8 +34,7 @@ async def test_log_viewer_follow_and_search(make_app):
         await pilot.press("f")
         assert screen.follow is False and "paused" in plain(screen.query_one("#log-status", Static))
         await pilot.press("slash")
-        await pilot.press(*"ERROR", "enter")
-        await settle(pilot, app)
+        await press(pilot, app, *"ERROR", "enter")
         assert screen.term == "ERROR" and len(log.lines) == 1
         await pilot.press("escape")
         assert not isinstance(app.screen, LogScreen)
@@ -48,9 +44,7 @@ async def test_help_lists_the_current_screens_keys_with_ids(make_app):
     app, _ = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await open_queue(pilot, app)
-        await pilot.press("question_mark")
-        await settle(pilot, app)
-        assert isinstance(app.screen, HelpScreen)
+        await press_to(pilot, app, HelpScreen, "question_mark")
         text = table_text(app.screen.query_one(DataTable))
         assert "queue.add" in text and "queue.move_up" in text and "app.quit" in text
         assert "server.start" not in text  # a dashboard key, not this screen's
@@ -78,12 +72,10 @@ async def test_palette_search_runs_a_verb(make_app):
     app, adapter = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)
-        await pilot.press("ctrl+p")
-        await settle(pilot, app)
+        await press(pilot, app, "ctrl+p")
         await pilot.press(*"queue: pause")
         await pilot.pause(0.5)
-        await pilot.press("enter")
-        await settle(pilot, app)
+        await press(pilot, app, "enter")
         assert ("pause",) in adapter.calls
 
 
@@ -100,11 +92,9 @@ async def test_keys_remap_from_config(make_app, tmp_path):
     app, adapter = make_app(keymap=keymap)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)
-        await pilot.press("p")
-        await settle(pilot, app)
+        await press(pilot, app, "p")
         assert adapter.calls == []
-        await pilot.press("P")
-        await settle(pilot, app)
+        await press(pilot, app, "P")
         assert adapter.calls == [("pause",)]
 
 
@@ -112,19 +102,13 @@ async def test_quit_asks_about_running_servers(make_app):
     app, adapter = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)
-        await pilot.press("q")
-        await settle(pilot, app)
-        assert isinstance(app.screen, QuitScreen)
-        await pilot.press("l")  # an in-process controller cannot leave servers to a runner
-        await settle(pilot, app)
+        await press_to(pilot, app, QuitScreen, "q")
+        await press(pilot, app, "l")  # an in-process controller cannot leave servers to a runner
         assert isinstance(app.screen, QuitScreen) and adapter.calls == []
-        await pilot.press("escape")
-        await settle(pilot, app)
+        await press(pilot, app, "escape")
         assert not isinstance(app.screen, QuitScreen)
-        await pilot.press("q")
-        await settle(pilot, app)
-        await pilot.press("s")
-        await settle(pilot, app)
+        await press(pilot, app, "q")
+        await press(pilot, app, "s")
         assert adapter.calls == [("shutdown", True)]
 
 
@@ -135,8 +119,7 @@ async def test_narrow_terminal_still_renders_everything(make_app):
         await settle(pilot, app)
         assert app.screen.query_one(GpuPanel).query_one(DataTable).row_count == 8
         for key in ("2", "3", "1"):
-            await pilot.press(key)
-            await settle(pilot, app)
+            await press(pilot, app, key)
 
 
 @pytest.mark.parametrize("size, compact, start", [((80, 24), True, None), ((120, 40), False, None),

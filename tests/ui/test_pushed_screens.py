@@ -13,11 +13,12 @@ from textual.widgets import DataTable, Label, RichLog
 
 from moe_tui.events import RunStarted, ServerLogLine
 from moe_tui.ui.screens.cell_runs import CellRunsScreen
+from moe_tui.ui.screens.compare import CompareScreen
 from moe_tui.ui.screens.help import HelpScreen
 from moe_tui.ui.screens.log_viewer import LogScreen
 from moe_tui.ui.widgets.compare_grid import CompareGrid
 from moe_tui.ui.widgets.server_panel import ServerPanel
-from tests.support.pilot import SIZE, emit, settle, table_text
+from tests.support.pilot import SIZE, emit, open_server_log, press, press_to, settle, table_text
 from tests.ui.fakes import FP_A, RecordingAdapter
 from tests.ui.test_screens_built_once import prepared
 
@@ -35,16 +36,12 @@ async def test_help_is_one_screen_showing_the_keys_of_the_screen_it_was_opened_f
         dashboard = app.screen
         focused = app.focused
         assert focused is not None
-        await pilot.press("question_mark")
-        await settle(pilot, app)
-        kept = app.screen
-        assert isinstance(kept, HelpScreen)
+        kept = await press_to(pilot, app, HelpScreen, "question_mark")
         text = table_text(kept.query_one(DataTable))
         assert "server.start" in text and "queue.add" not in text
         assert "Dashboard" in str(kept.query_one("#help-title", Label).render())
         assert "Open the detail of the current or last run (not now)" in text
-        await pilot.press("escape")
-        await settle(pilot, app)
+        await press(pilot, app, "escape")
         assert app.screen is dashboard and app.focused is focused
 
         # Opened again after the state changed (a run started): the same keys, updated in place.
@@ -53,26 +50,21 @@ async def test_help_is_one_screen_showing_the_keys_of_the_screen_it_was_opened_f
         table.clear = lambda *a, **k: (cleared.append(1), real_clear(*a, **k))[1]  # type: ignore[method-assign]
         await emit(pilot, app, RunStarted(run_id=7, queue_item_id=3, profile=CUTLASS, fingerprint=FP_A,
                                           spec_summary="conc=10"))
-        await pilot.press("question_mark")
-        await settle(pilot, app)
+        await press(pilot, app, "question_mark")
         assert app.screen is kept
         text = table_text(kept.query_one(DataTable))
         assert "Open the detail of the current or last run  run.open" in text and "last run (not now)" not in text
         assert cleared == []  # not refilled
-        await pilot.press("escape")
-        await settle(pilot, app)
+        await press(pilot, app, "escape")
 
-        await pilot.press("2")
-        await settle(pilot, app)
+        await press(pilot, app, "2")
         queue, queue_focus = app.screen, app.focused
-        await pilot.press("question_mark")
-        await settle(pilot, app)
+        await press(pilot, app, "question_mark")
         assert app.screen is kept  # the same instance, refilled
         text = table_text(kept.query_one(DataTable))
         assert "queue.add" in text and "server.start" not in text
         assert "Queue" in str(kept.query_one("#help-title", Label).render())
-        await pilot.press("question_mark")  # `?` closes it as well
-        await settle(pilot, app)
+        await press(pilot, app, "question_mark")  # `?` closes it as well
         assert app.screen is queue and app.focused is queue_focus
 
 
@@ -85,39 +77,31 @@ async def test_the_log_is_one_screen_that_appends_what_came_while_closed_and_fol
         servers.focus()
         servers.move_cursor(row=0)
         await settle(pilot, app)
-        await pilot.press("l")
-        await settle(pilot, app)
-        kept = app.screen
-        assert isinstance(kept, LogScreen) and kept.profile == CUTLASS
+        kept = await press_to(pilot, app, LogScreen, "l")
+        assert kept.profile == CUTLASS
         assert f"{CUTLASS} line 0" in log_text(kept) and CUTEDSL not in log_text(kept)
         shown = kept.query_one(RichLog).lines[:]
-        await pilot.press("escape")
-        await settle(pilot, app)
+        await press(pilot, app, "escape")
         assert app.screen is dashboard and app.focused is servers
 
         # A line arrives while the log is closed: opened again, it is appended to the lines shown.
         await emit(pilot, app, ServerLogLine(profile=CUTLASS, line="ERROR while closed"))
-        await pilot.press("l")
-        await settle(pilot, app)
+        await press(pilot, app, "l")
         assert app.screen is kept
         lines = kept.query_one(RichLog).lines
         assert lines[:len(shown)] == shown and [s.text for s in lines[len(shown):]] == ["ERROR while closed"]
-        await pilot.press("slash", *"closed", "enter")  # the filter works on the kept screen
-        await settle(pilot, app)
+        await press(pilot, app, "slash", *"closed", "enter")  # the filter works on the kept screen
         assert log_text(kept) == "ERROR while closed"
-        await pilot.press("escape")
-        await settle(pilot, app)
+        await press(pilot, app, "escape")
 
         servers.move_cursor(row=1)
         await settle(pilot, app)
-        await pilot.press("l")
-        await settle(pilot, app)
+        await press(pilot, app, "l")
         assert app.screen is kept and kept.profile == CUTEDSL
         assert f"{CUTEDSL} line 0" in log_text(kept) and CUTLASS not in log_text(kept)
         assert kept.term == ""  # another server's log starts unfiltered
         assert CUTEDSL in str(kept.query_one("#log-status").render())
-        await pilot.press("escape")
-        await settle(pilot, app)
+        await press(pilot, app, "escape")
         assert app.screen is dashboard and app.focused is servers
 
 
@@ -127,19 +111,14 @@ async def test_the_log_keeps_following_once_the_live_ring_is_full(make_app):
     app, _ = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await prepared(pilot, app)
-        app.screen.query_one(ServerPanel).query_one(DataTable).focus()
-        await pilot.press("l")
-        await settle(pilot, app)
-        kept = app.screen
-        assert isinstance(kept, LogScreen)
+        kept = await open_server_log(pilot, app)
         before = len(kept.query_one(RichLog).lines)
         half = LOG_RING // 2 + 10  # two bursts that fill the ring and wrap it
         for burst in range(2):
             await emit(pilot, app, *(ServerLogLine(profile=CUTLASS, line=f"open {burst * half + i}") for i in range(half)))
         await pilot.press("escape")
         await emit(pilot, app, *(ServerLogLine(profile=CUTLASS, line=f"closed {i}") for i in range(3)))
-        await pilot.press("l")
-        await settle(pilot, app)
+        await press(pilot, app, "l")
         texts = [s.text for s in kept.query_one(RichLog).lines]
         assert len(texts) == before + 2 * half + 3 and 2 * half > LOG_RING
         assert texts[-4:] == [f"open {2 * half - 1}", "closed 0", "closed 1", "closed 2"]
@@ -181,9 +160,7 @@ async def test_cell_runs_is_one_screen_listing_the_runs_of_the_cell_it_was_opene
     app, _ = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await prepared(pilot, app)
-        await pilot.press("3")
-        await settle(pilot, app)
-        compare = app.screen
+        compare = await press_to(pilot, app, CompareScreen, "3")
         grid = compare.query_one(CompareGrid)
         assert app.focused is grid
 
@@ -191,9 +168,7 @@ async def test_cell_runs_is_one_screen_listing_the_runs_of_the_cell_it_was_opene
             grid.move_cursor(row=row)
             await settle(pilot, app)
             cell = grid.highlighted_cell
-            await pilot.press("enter")
-            await settle(pilot, app)
-            assert isinstance(app.screen, CellRunsScreen)
+            await press_to(pilot, app, CellRunsScreen, "enter")
             return app.screen, cell
 
         first, cell = await open_cell(0)
@@ -205,8 +180,7 @@ async def test_cell_runs_is_one_screen_listing_the_runs_of_the_cell_it_was_opene
 
         runs = first.query_one("#runs-table", DataTable)
         assert {str(runs.get_row_at(i)[2]) for i in range(runs.row_count)} == ids(cell)
-        await pilot.press("escape")
-        await settle(pilot, app)
+        await press(pilot, app, "escape")
         assert app.screen is compare and app.focused is grid
 
         other_row = next(i for i, key in enumerate(grid.row_keys_in_order)
@@ -217,8 +191,7 @@ async def test_cell_runs_is_one_screen_listing_the_runs_of_the_cell_it_was_opene
         assert {str(runs.get_row_at(i)[2]) for i in range(runs.row_count)} == ids(other)
         assert f"conc {other.concurrency} " in str(second.query_one("#runs-title", Label).render())
         assert runs.cursor_row == 0
-        await pilot.press("escape")
-        await settle(pilot, app)
+        await press(pilot, app, "escape")
         assert app.screen is compare and app.focused is grid
 
 
@@ -273,16 +246,12 @@ async def test_the_kept_help_fits_the_terminal_it_is_opened_in_after_a_resize(ma
     app, _ = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await prepared(pilot, app)
-        await pilot.press("question_mark")
-        await settle(pilot, app)
-        kept = app.screen
+        kept = await press_to(pilot, app, HelpScreen, "question_mark")
         wide = [c.width for c in kept.query_one(DataTable).ordered_columns]
-        await pilot.press("escape")
-        await settle(pilot, app)
+        await press(pilot, app, "escape")
         await pilot.resize_terminal(80, 24)
         await settle(pilot, app)
-        await pilot.press("question_mark")
-        await settle(pilot, app)
+        await press(pilot, app, "question_mark")
         assert app.screen is kept
         narrow = [c.width for c in kept.query_one(DataTable).ordered_columns]
         assert narrow != wide and narrow[2] == 80 - HELP_CHROME - KEY_WIDTH - ACTION_WIDTH

@@ -20,7 +20,7 @@ from moe_tui.ui.screens.confirm import ConfirmScreen
 from moe_tui.ui.screens.run_detail import RunDetailScreen
 from moe_tui.ui.widgets.queue_summary import QueueSummary
 from moe_tui.ui.widgets.queue_table import WINDOW, QueueTable
-from tests.support.pilot import SIZE, emit, open_queue, plain, settle
+from tests.support.pilot import SIZE, emit, open_queue, plain, press, press_to, settle
 from tests.ui.fakes import RecordingAdapter
 
 ITEMS = 3000  # one campaign: 300 concurrencies x 10 repeats of one profile
@@ -97,22 +97,18 @@ async def test_end_walks_to_the_last_item_reading_one_page(make_app, client):
         table = await open_queue(pilot, app)
         assert table.row_count == WINDOW and table.window_start == 0
         assert f"of {ITEMS + 1:,}" in str(table.border_subtitle)
-        await pilot.press("G")
-        await settle(pilot, app)
+        await press(pilot, app, "G")
         last = client.run_queue.items()[-1]
         assert _key(table) == last.id and table.window_start == ITEMS + 1 - WINDOW
         assert str(table.border_subtitle).endswith(f"-{ITEMS + 1:,} of {ITEMS + 1:,}")
         assert all(rows <= WINDOW for _, rows in client.pages)
-        await pilot.press("enter")  # the last item's run opens
-        await settle(pilot, app)
+        await press(pilot, app, "enter")  # the last item's run opens
         assert isinstance(app.screen, RunDetailScreen) and app.screen.run_id == LAST_RUN
         app.pop_screen()
         await settle(pilot, app)
-        await pilot.press("g", "up")
-        await settle(pilot, app)
+        await press(pilot, app, "g", "up")
         assert _key(table) == client.run_queue.items()[0].id and table.window_start == 0
-        await pilot.press("pageup", "k")  # nothing above the first item
-        await settle(pilot, app)
+        await press(pilot, app, "pageup", "k")  # nothing above the first item
         assert _key(table) == client.run_queue.items()[0].id
 
 
@@ -120,34 +116,27 @@ async def test_cancel_on_the_last_page_acts_on_that_item_and_keeps_the_cursor(ma
     app, _ = make_app(adapter=client)
     async with app.run_test(size=SIZE) as pilot:
         table = await open_queue(pilot, app)
-        await pilot.press("end")
-        await settle(pilot, app)
+        await press(pilot, app, "end")
         pending = [i for i in client.run_queue.items() if i.state == "pending"]
         assert len(pending) == 2
         for _ in range(3):  # up to the second pending item (the done one is last)
             if _key(table) == pending[-1].id:
                 break
-            await pilot.press("up")
-            await settle(pilot, app)
+            await press(pilot, app, "up")
         assert _key(table) == pending[-1].id
         row = table.cursor_row
         # Moved up among the pending items: the cursor follows the item (the page is read around it).
-        await pilot.press("left_square_bracket")
-        await settle(pilot, app)
+        await press(pilot, app, "left_square_bracket")
         assert client.calls[-1] == ("move", pending[-1].id, "up")
         order = [i.id for i in client.run_queue.items()]
         assert order.index(pending[-1].id) == order.index(pending[0].id) - 1
         assert _key(table) == pending[-1].id and table.cursor_row == row - 1
-        await pilot.press("x")
-        await settle(pilot, app)
-        assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("y")
-        await settle(pilot, app)
+        await press_to(pilot, app, ConfirmScreen, "x")
+        await press(pilot, app, "y")
         assert ("cancel", pending[-1].id) in client.calls
         assert client.run_queue.item(pending[-1].id).state == "cancelled"
         assert _key(table) == pending[-1].id and "cancelled" in str(table.get_row(str(pending[-1].id)))
-        await pilot.press("t")  # and retried
-        await settle(pilot, app)
+        await press(pilot, app, "t")  # and retried
         assert client.run_queue.item(pending[-1].id).state == "pending"
 
 
@@ -155,21 +144,17 @@ async def test_the_filter_is_applied_by_the_store_and_walks_to_its_last_match(ma
     app, _ = make_app(adapter=client)
     async with app.run_test(size=SIZE) as pilot:
         table = await open_queue(pilot, app)
-        await pilot.press("slash", *"conc 29", "enter")
-        await settle(pilot, app)
+        await press(pilot, app, "slash", *"conc 29", "enter")
         rows = client.reads.queue_rows()
         matching = [r.id for r in rows if "conc" in r.text and "29" in r.text]  # every word, anywhere
         assert WINDOW < len(matching) < ITEMS
         assert f"of {len(matching):,} matching the filter" in str(table.border_subtitle)
         assert [int(k) for k in table.row_keys_in_order] == matching[:WINDOW]
-        await pilot.press("end")
-        await settle(pilot, app)
+        await press(pilot, app, "end")
         assert _key(table) == matching[-1]
-        await pilot.press("slash", *" [b]%_'", "enter")  # markup and wildcards are plain words
-        await settle(pilot, app)
+        await press(pilot, app, "slash", *" [b]%_'", "enter")  # markup and wildcards are plain words
         assert table.row_count == 0 and "nothing matches" in str(table.border_subtitle)
-        await pilot.press("slash", "escape")
-        await settle(pilot, app)
+        await press(pilot, app, "slash", "escape")
         assert table.row_count == WINDOW and f"of {ITEMS + 1:,}" in str(table.border_subtitle)
 
 
@@ -177,8 +162,7 @@ async def test_a_store_change_repaints_one_row_and_a_status_event_marks_the_curr
     app, _ = make_app(adapter=client)
     async with app.run_test(size=SIZE) as pilot:
         table = await open_queue(pilot, app)
-        await pilot.press("end")
-        await settle(pilot, app)
+        await press(pilot, app, "end")
         shown = [int(k) for k in table.row_keys_in_order]
         target = shown[len(shown) // 2]
         written: list[tuple[str, str]] = []

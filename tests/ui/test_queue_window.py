@@ -15,7 +15,7 @@ from moe_tui.control import QueueRow
 from moe_tui.events import ControllerStatus, QueueChanged
 from moe_tui.ui.screens.dashboard import DashboardScreen
 from moe_tui.ui.widgets.queue_table import WINDOW, QueueTable
-from tests.support.pilot import SIZE, emit, open_queue, settle
+from tests.support.pilot import SIZE, emit, open_queue, press, settle
 from tests.ui.fakes import FP_A
 from tests.ui.test_screens_built_once import prepared
 
@@ -43,15 +43,12 @@ async def test_a_long_queue_is_shown_as_a_window_the_cursor_walks_through(make_a
         table.move_cursor(row=WINDOW - 1)
         await settle(pilot, app)
         assert _key(table) == str(WINDOW)
-        await pilot.press("down")  # past the window's last row: the window moves on
-        await settle(pilot, app)
+        await press(pilot, app, "down")  # past the window's last row: the window moves on
         assert _key(table) == str(WINDOW + 1) and table.row_count == WINDOW
-        await pilot.press("ctrl+end")
-        await settle(pilot, app)
+        await press(pilot, app, "ctrl+end")
         assert _key(table) == str(N)
         assert str(table.border_subtitle).endswith(f"-{N:,} of {N:,}")  # the rows on screen, the last among them
-        await pilot.press("ctrl+home", "up")  # nothing above the first item
-        await settle(pilot, app)
+        await press(pilot, app, "ctrl+home", "up")  # nothing above the first item
         assert _key(table) == "1"
 
 
@@ -60,8 +57,7 @@ async def test_a_reload_keeps_the_highlighted_item_and_a_tick_touches_no_row(mak
     adapter.queue = big_queue()
     async with app.run_test(size=SIZE) as pilot:
         table = await open_queue(pilot, app)
-        await pilot.press("ctrl+end")
-        await settle(pilot, app)
+        await press(pilot, app, "ctrl+end")
         # The first item is deleted: every row moves up one; the cursor stays on the last item.
         adapter.queue = adapter.queue[1:]
         await emit(pilot, app, QueueChanged(reason="item 1 deleted"))

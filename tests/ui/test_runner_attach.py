@@ -18,24 +18,13 @@ from moe_tui.control import CampaignRequest
 from moe_tui.ui.screens.quit import QuitScreen
 from moe_tui.ui.widgets.queue_summary import QueueSummary
 from tests.runner_support import scaled, wait_gone
+from tests.support.pilot import plain
+from tests.ui.waiting import until
 
 pytestmark = pytest.mark.integration  # starts real processes
 
 SMALL_SPEC = {"input_len": 32, "output_len": 8, "num_prompts": 8, "range_ratio": 1.0, "seed": 1}
 
-
-
-def plain(widget) -> str:
-    return str(widget.render())
-
-
-async def wait_until(pilot, predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await pilot.pause(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 @pytest.mark.slow
@@ -58,7 +47,7 @@ def test_app_attached_to_live_runner_shows_progress_result_and_logs(env):
             app.add_campaign(CampaignRequest(name="tiny", profiles=(profile,), concurrencies=(1,), repeats=1,
                                              spec=SMALL_SPEC, policy="grouped"))
             summary = app.screen.query_one(QueueSummary)
-            await wait_until(pilot, lambda: "1 done" in plain(summary), 60, "the item done in the queue summary")
+            await until(pilot, lambda: "1 done" in plain(summary), "the item done in the queue summary", 60)
             await pilot.pause(0.5)
             bench_head = plain(app.screen.query_one("#bench-head", Static))
             bench_stats = plain(app.screen.query_one("#bench-stats", Static))
@@ -70,9 +59,9 @@ def test_app_attached_to_live_runner_shows_progress_result_and_logs(env):
             assert "RunFinished" in seen and "BenchProgress" in seen and "ServerLogLine" in seen
             # Stop servers and runner: the app exits once the runner is gone.
             await pilot.press("q")
-            await wait_until(pilot, lambda: isinstance(app.screen, QuitScreen), 5, "the quit dialog")
+            await until(pilot, lambda: isinstance(app.screen, QuitScreen), "the quit dialog", 5)
             await pilot.press("s")
-            await wait_until(pilot, lambda: not app.is_running, 60, "the app to exit")
+            await until(pilot, lambda: not app.is_running, "the app to exit", 60)
 
     try:
         asyncio.run(drive())

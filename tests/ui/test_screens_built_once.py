@@ -13,7 +13,7 @@ from moe_tui.ui.screens.compare import CompareScreen
 from moe_tui.ui.screens.dashboard import DashboardScreen
 from moe_tui.ui.screens.queue import QueueScreen
 from moe_tui.ui.widgets.compare_grid import CompareGrid
-from tests.support.pilot import SIZE, settle
+from tests.support.pilot import SIZE, press, settle
 
 
 async def prepared(pilot, app) -> None:
@@ -37,8 +37,7 @@ async def test_every_screen_is_built_before_its_first_visit_and_shown_as_that_in
         assert built["queue"].query_one("#queue-table").row_count > 0
         for _ in range(2):  # visited twice: the same instance each time
             for key, mode in (("2", "queue"), ("3", "compare"), ("1", "dashboard")):
-                await pilot.press(key)
-                await settle(pilot, app)
+                await press(pilot, app, key)
                 assert app.screen is built[mode]
         assert isinstance(app.screen, DashboardScreen)
 
@@ -51,14 +50,12 @@ async def test_a_first_visit_does_not_reparse_the_stylesheet(make_app):
         real = app.stylesheet.reparse
         app.stylesheet.reparse = lambda: (reparsed.append(1), real())[1]  # type: ignore[method-assign]
         for key in "2313":
-            await pilot.press(key)
-            await settle(pilot, app)
+            await press(pilot, app, key)
         assert reparsed == []
         # A theme change still restyles every screen, the hidden ones when they are shown.
         app.theme = "textual-light"
         await settle(pilot, app)
-        await pilot.press("2")
-        await settle(pilot, app)
+        await press(pilot, app, "2")
         assert reparsed
 
 
@@ -66,19 +63,16 @@ async def test_a_revisit_with_nothing_recorded_does_not_repaint_the_grid(make_ap
     app, adapter = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await prepared(pilot, app)
-        await pilot.press("3")
-        await settle(pilot, app)
+        await press(pilot, app, "3")
         grid = app.screen.query_one(CompareGrid)
         assert grid.row_count > 0
         shown: list[object] = []
         real = grid.show
         grid.show = lambda *a, **k: (shown.append(a[0]), real(*a, **k))[1]  # type: ignore[method-assign]
         for key in "13":
-            await pilot.press(key)
-            await settle(pilot, app)
+            await press(pilot, app, key)
         assert isinstance(app.screen, CompareScreen) and shown == []
-        await pilot.press("f")  # flagged runs included: another grid, painted
-        await settle(pilot, app)
+        await press(pilot, app, "f")  # flagged runs included: another grid, painted
         assert len(shown) == 1
 
 
@@ -88,14 +82,12 @@ async def test_the_add_campaign_form_opens_from_a_spare_built_off_screen(make_ap
         await prepared(pilot, app)
         key, spare = app.preparer._spares[AddCampaignScreen]
         assert key == tuple(app.live.servers) and spare.is_mounted and not spare.is_current
-        await pilot.press("2", "a")
-        await settle(pilot, app)
+        await press(pilot, app, "2", "a")
         assert app.screen is spare  # the form built before the key, not a new one
         assert spare.query_one("#campaign-concurrencies", Input).value == DEFAULT_CONCURRENCIES
         await pilot.press("escape")
         await prepared(pilot, app)
         _, after = app.preparer._spares[AddCampaignScreen]
         assert after is not spare and after.is_mounted  # the next one is ready for the next key
-        await pilot.press("a")
-        await settle(pilot, app)
+        await press(pilot, app, "a")
         assert app.screen is after

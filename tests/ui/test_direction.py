@@ -16,11 +16,10 @@ from moe_tui.store.db import Store
 from moe_tui.store.queue import RunQueue
 from moe_tui.store.queue_plan import CampaignPlan
 from moe_tui.ui.screens.compare import keep_direction
+from tests.support.pilot import SIZE, open_compare, press, settle
 from tests.ui.fakes import RecordingAdapter, demo_runs
-from tests.ui.waiting import compare_opened, workers_settled
 
 A, B = "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl"
-SIZE = (120, 40)
 
 
 # -- plain data ---------------------------------------------------------------------------------
@@ -162,24 +161,23 @@ class Arriving(RecordingAdapter):
 async def test_data_arriving_never_flips_the_users_direction(make_app):
     app, adapter = make_app(adapter=Arriving())
     async with app.run_test(size=SIZE) as pilot:
-        screen = await compare_opened(pilot)
+        screen = await open_compare(pilot, app)
         base = screen.query_one("#compare-baseline", Select)
         assert base.value == Select.NULL  # one profile with runs: nothing to compare yet
         base.value = A  # the user picks the baseline
-        await workers_settled(pilot)
+        await settle(pilot, app)
         adapter.names = [B, A]  # a run of B lands
         screen.load_choices()
-        await workers_settled(pilot)
+        await settle(pilot, app)
         assert (base.value, screen.query_one("#compare-candidate", Select).value) == (A, B)
         assert app.compare_pair == (A, B)
         assert f"baseline {A} → candidate {B}" in str(screen.query_one("#compare-grid").border_title)
-        await pilot.press("w")
-        await workers_settled(pilot)
+        await press(pilot, app, "w")
         assert adapter.remembered[-1] == (B, A)
         assert app.compare_pair == (B, A)
 
 
-def test_compare_by_cli_during_the_first_sweep_shows_the_grid(tmp_path, monkeypatch, capsys):
+def test_compare_by_cli_during_the_first_sweep_shows_the_grid(capsys):
     """The same in `moe-tui compare`: it said "no runs for profile 'sim-flashinfer-cutedsl' (did you
     mean 'sim-flashinfer-cutlass'?)", the baseline offered for its own queued candidate. A profile
     the campaign has queued is not unknown; a name that is neither run nor queued still exits 4."""
@@ -188,7 +186,6 @@ def test_compare_by_cli_during_the_first_sweep_shows_the_grid(tmp_path, monkeypa
     from moe_tui import cli
     from moe_tui.paths import store_path
 
-    monkeypatch.setenv("MOE_TUI_HOME", str(tmp_path / "home"))
     with Store(store_path()) as s:
         first_sweep(s)
     assert cli.main(["compare", A, B, "--format", "json"]) == 0
@@ -199,12 +196,11 @@ def test_compare_by_cli_during_the_first_sweep_shows_the_grid(tmp_path, monkeypa
     assert "no runs for profile 'sim-nothing-queued'" in capsys.readouterr().err
 
 
-def test_compare_takes_the_profiles_folder_and_says_which_name_is_a_profile_not_run_yet(tmp_path, monkeypatch, capsys):
+def test_compare_takes_the_profiles_folder_and_says_which_name_is_a_profile_not_run_yet(tmp_path, capsys):
     """Walk 2026-12-05 finding 14: `compare --profiles-dir DIR` was refused (usage error), though `queue add` and
     `run` take it. The grid reads stored runs; the folder tells a profile not run yet from a typo."""
     from moe_tui import cli
 
-    monkeypatch.setenv("MOE_TUI_HOME", str(tmp_path / "home"))
     folder = tmp_path / "profiles"
     folder.mkdir()
     (folder / "fresh.toml").write_text('name = "sim-fresh"\nengine = "sim"\nmodel_path = "m"\n'

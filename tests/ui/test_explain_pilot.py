@@ -8,7 +8,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
 from textual.widgets import Static
 
 from moe_tui.explain.store import enqueue_explain, explain_records, plan_explain, traces_dir
@@ -16,7 +15,8 @@ from moe_tui.grids.pair import build_grid
 from moe_tui.store.queue import RunQueue
 from moe_tui.ui.screens.compare import CompareScreen
 from moe_tui.ui.screens.explain import ExplainScreen
-from tests.ui.test_investigate_pilot import SIZE, A, B, StoreBackedAdapter, open_cell, settle
+from tests.support.pilot import SIZE, emit, press, press_to
+from tests.ui.test_investigate_pilot import A, B, StoreBackedAdapter, open_from_cell
 from tests.ui.test_investigate_pilot import store as investigate_store
 
 store = investigate_store  # the same fixture: the demo runs in a real store
@@ -31,35 +31,17 @@ class ExplainAdapter(StoreBackedAdapter):
         return {"campaign_id": campaign_id, "item_ids": [i.id for i in items]}
 
 
-@pytest.fixture(autouse=True)
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("MOE_TUI_HOME", str(tmp_path / "home"))
-
-
-async def _open(pilot, app) -> ExplainScreen:
-    await settle(pilot, app)
-    await open_cell(pilot, app, 10)
-    await pilot.press("x")
-    await settle(pilot, app)
-    screen = app.screen
-    assert isinstance(screen, ExplainScreen)
-    return screen
-
-
 async def test_x_without_profiled_runs_offers_to_queue_them(make_app, store):
     adapter = ExplainAdapter(store)
     app, _ = make_app(adapter=adapter)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await _open(pilot, app)
+        screen = await open_from_cell(pilot, app, 10, "x", ExplainScreen)
         assert screen.cell == (A, B, 10)
         assert "no profiled runs of concurrency 10 yet" in str(screen.query_one("#explain-body", Static).render())
-        await pilot.press("y")
-        await settle(pilot, app)
+        await press(pilot, app, "y")
         assert ("queue_explain", A, B, 10) in adapter.calls
         assert "profiled runs queued" in str(screen.query_one("#explain-body", Static).render())
-        await pilot.press("escape")
-        await settle(pilot, app)
-        assert isinstance(app.screen, CompareScreen)
+        await press_to(pilot, app, CompareScreen, "escape")
     (record,) = explain_records(store)
     assert record.definition["concurrency"] == 10 and len(record.items) == 2
     assert {i.spec.max_concurrency for i in record.items} == {10}
@@ -82,7 +64,7 @@ async def test_x_shows_the_breakdown_of_kept_traces(make_app, store):
     adapter = ExplainAdapter(store)
     app, _ = make_app(adapter=adapter)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await _open(pilot, app)
+        screen = await open_from_cell(pilot, app, 10, "x", ExplainScreen)
         body = str(screen.query_one("#explain-body", Static).render())
         assert "MoE GEMM" in body and "attention" in body and "idle gaps + launch" in body
         assert "kernels that moved most" in body
@@ -92,7 +74,6 @@ async def test_x_shows_the_breakdown_of_kept_traces(make_app, store):
 
 async def test_the_breakdown_reads_again_when_a_run_finishes(make_app, store):
     from moe_tui.events import RunFinished
-    from moe_tui.ui.messages import CoreEventArrived
 
     adapter = ExplainAdapter(store)
     reads: list[tuple] = []
@@ -100,11 +81,9 @@ async def test_the_breakdown_reads_again_when_a_run_finishes(make_app, store):
     adapter.explain_cell = lambda *a, **k: reads.append(a) or explain_cell(*a, **k)
     app, _ = make_app(adapter=adapter)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await _open(pilot, app)
-        await pilot.press("y")
-        await settle(pilot, app)
+        screen = await open_from_cell(pilot, app, 10, "x", ExplainScreen)
+        await press(pilot, app, "y")
         assert screen.view is not None and screen.view.get("state") == "pending"
         before = len(reads)
-        app.post_message(CoreEventArrived(RunFinished(run_id=99, queue_item_id=1, profile=A, status="complete")))
-        await settle(pilot, app)
+        await emit(pilot, app, RunFinished(run_id=99, queue_item_id=1, profile=A, status="complete"))
         assert len(reads) == before + 1  # read again without `r`

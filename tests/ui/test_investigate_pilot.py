@@ -13,11 +13,10 @@ from moe_tui.store.db import Store
 from moe_tui.store.queue import RunQueue
 from moe_tui.ui.screens.compare import CompareScreen
 from moe_tui.ui.screens.investigate import InvestigateScreen
+from tests.support.pilot import SIZE, S, press, press_to, settle
 from tests.support.stores import store_of
 from tests.ui.fakes import RecordingAdapter, demo_runs
-from tests.ui.waiting import workers_finished
 
-SIZE = (120, 40)
 A, B = "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl"
 
 
@@ -46,17 +45,8 @@ def store(tmp_path):
         yield s
 
 
-async def settle(pilot, app) -> None:
-    await pilot.pause()
-    await workers_finished(app)
-    await pilot.pause(0.15)
-
-
 async def open_cell(pilot, app, concurrency: int) -> CompareScreen:
-    await pilot.press("3")
-    await settle(pilot, app)
-    screen = app.screen
-    assert isinstance(screen, CompareScreen)
+    screen = await press_to(pilot, app, CompareScreen, "3")
     screen.query_one("#compare-baseline").value = A
     screen.query_one("#compare-candidate").value = B
     await settle(pilot, app)
@@ -67,16 +57,18 @@ async def open_cell(pilot, app, concurrency: int) -> CompareScreen:
     return screen
 
 
+async def open_from_cell(pilot, app, concurrency: int, key: str, kind: type[S]) -> S:
+    """The compare grid's A-vs-B cell at `concurrency`, then `key`: the screen it opens over the cell."""
+    await settle(pilot, app)
+    await open_cell(pilot, app, concurrency)
+    return await press_to(pilot, app, kind, key)
+
+
 async def test_key_opens_proposals_and_confirm_queues_them(make_app, store):
     adapter = StoreBackedAdapter(store)
     app, _ = make_app(adapter=adapter)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, app)
-        await open_cell(pilot, app, 10)
-        await pilot.press("i")
-        await settle(pilot, app)
-        screen = app.screen
-        assert isinstance(screen, InvestigateScreen)
+        screen = await open_from_cell(pilot, app, 10, "i", InvestigateScreen)
         assert screen.cell == (A, B, 10, "output_throughput")
         options = screen.query_one("#investigate-proposals", SelectionList)
         kinds = [options.get_option_at_index(i).value for i in range(options.option_count)]
@@ -92,15 +84,12 @@ async def test_key_opens_proposals_and_confirm_queues_them(make_app, store):
         bisect = plan.proposals[0]
         assert "JIT" not in detail  # the highlighted (first) proposal's reason is shown
 
-        await pilot.press("down")
-        await settle(pilot, app)
+        await press(pilot, app, "down")
         assert "JIT" in str(screen.query_one("#investigate-detail", Static).render())
-        await pilot.press("space")  # keep only the bisection
-        await settle(pilot, app)
+        await press(pilot, app, "space")  # keep only the bisection
         assert (f"selected: {len(bisect.items)} runs, {bisect.server_starts} server starts"
                 in str(screen.query_one("#investigate-total", Static).render()))
-        await pilot.press("y")
-        await settle(pilot, app)
+        await press(pilot, app, "y")
         assert ("queue_investigation", f"investigate:{A}-vs-{B}:c=10:output_throughput") in adapter.calls
         assert "queued: campaign" in str(screen.query_one("#investigate-state", Static).render())
 
@@ -116,14 +105,8 @@ async def test_escape_backs_out_and_queues_nothing(make_app, store):
     adapter = StoreBackedAdapter(store)
     app, _ = make_app(adapter=adapter)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, app)
-        await open_cell(pilot, app, 10)
-        await pilot.press("i")
-        await settle(pilot, app)
-        assert isinstance(app.screen, InvestigateScreen)
-        await pilot.press("escape")
-        await settle(pilot, app)
-        assert isinstance(app.screen, CompareScreen)
+        await open_from_cell(pilot, app, 10, "i", InvestigateScreen)
+        await press_to(pilot, app, CompareScreen, "escape")
     assert not [c for c in adapter.calls if c[0] == "queue_investigation"]
     assert investigations(store, A, B) == []
 
@@ -133,12 +116,7 @@ async def test_the_dialogs_keys_are_on_screen_at_80x24(make_app, store):
     adapter = StoreBackedAdapter(store)
     app, _ = make_app(adapter=adapter)
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot, app)
-        await open_cell(pilot, app, 1)
-        await pilot.press("i")
-        await settle(pilot, app)
-        screen = app.screen
-        assert isinstance(screen, InvestigateScreen)
+        screen = await open_from_cell(pilot, app, 1, "i", InvestigateScreen)
         dialog = screen.query_one("#investigate-dialog")
         total = screen.query_one("#investigate-total", Static)
         assert "y queues" in str(total.render())

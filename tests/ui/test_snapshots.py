@@ -8,10 +8,9 @@ import pytest
 
 from moe_tui.events import BenchProgress, ControllerStatus, RunStarted, ServerLogLine, ServerMetrics
 from moe_tui.ui.app import MoeTuiApp
+from tests.support.pilot import open_server_log, press, settle
 from tests.ui.fakes import FP_A, T0, RecordingAdapter, gpu_snapshot
 from tests.ui.waiting import workers_finished
-
-SIZE = (120, 40)
 
 
 def build_app() -> MoeTuiApp:
@@ -37,68 +36,46 @@ async def feed(pilot) -> None:
     app.live.apply(ControllerStatus(activity="benchmarking", detail="#3 sim-flashinfer-cutlass conc=10",
                                     queue_item_id=3))
     app.mark_dirty("gpus", "servers", "bench", "status", "queue")
-    await pilot.pause(0.3)
-
-
-async def settle(pilot) -> None:
-    await workers_finished(pilot.app)
-    await pilot.pause(0.3)
-    await workers_finished(pilot.app)
-    await pilot.pause(0.2)
+    await settle(pilot, app)
 
 
 async def open_queue(pilot) -> None:
     await feed(pilot)
-    await pilot.press("2")
-    await settle(pilot)
+    await press(pilot, pilot.app, "2")
 
 
 async def open_add_form(pilot) -> None:
-    await pilot.press("2")
-    await settle(pilot)
-    await pilot.press("a")
-    await settle(pilot)
+    await press(pilot, pilot.app, "2")
+    await press(pilot, pilot.app, "a")
 
 
 async def open_compare(pilot) -> None:
-    await pilot.press("3")
-    await settle(pilot)
-    await settle(pilot)
+    await press(pilot, pilot.app, "3")
 
 
 async def open_log(pilot) -> None:
     await feed(pilot)
-    pilot.app.screen.query_one("#server-table").focus()
-    await pilot.press("l")
-    await settle(pilot)
+    await open_server_log(pilot, pilot.app)
 
 
 async def open_run(pilot) -> None:
     await feed(pilot)
-    await pilot.press("o")
-    await settle(pilot)
-    await settle(pilot)
+    await press(pilot, pilot.app, "o")
 
 
 async def open_help(pilot) -> None:
-    await settle(pilot)
-    await pilot.press("question_mark")
-    await settle(pilot)
+    await settle(pilot, pilot.app)
+    await press(pilot, pilot.app, "question_mark")
 
 
 async def open_quit(pilot) -> None:
     await feed(pilot)
-    await pilot.press("q")
-    await settle(pilot)
+    await press(pilot, pilot.app, "q")
 
 
 async def open_investigate(pilot) -> None:
-    await pilot.press("3")
-    await settle(pilot)
-    await settle(pilot)
-    await pilot.press("i")
-    await settle(pilot)
-    await settle(pilot)
+    await press(pilot, pilot.app, "3")
+    await press(pilot, pilot.app, "i")
 
 
 class DetachableAdapter(RecordingAdapter):
@@ -137,15 +114,12 @@ def test_screen(snap_compare, screen, size, tmp_path):
 
 def investigate_adapter(tmp_path):
     """The investigate dialog plans from a real store holding the demo runs."""
-    from moe_tui.spec import BenchmarkSpec
     from moe_tui.store.db import Store
+    from tests.support.stores import stored_row
     from tests.ui.fakes import demo_runs
     from tests.ui.test_investigate_pilot import StoreBackedAdapter
 
     store = Store(tmp_path / "store.sqlite3")
     a, b = demo_runs()
-    store.import_runs([dict(profile_name=r["profile_name"], spec_json=BenchmarkSpec.from_dict(r["spec"]).canonical_json(),
-                            fingerprint=r["fingerprint"], client="moe-tui", summary=r["summary"],
-                            provenance=r["provenance"], profile=r["profile"], started_at=r["started_at"],
-                            finished_at=r["finished_at"], source="moe-tui") for r in a + b])
+    store.import_runs([stored_row(r) for r in a + b])
     return StoreBackedAdapter(store)

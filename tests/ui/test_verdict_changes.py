@@ -10,11 +10,10 @@ from textual.widgets import DataTable, Static
 from moe_tui import judgement as J
 from moe_tui.compare import build_grid_from_runs
 from moe_tui.control.seen import SeenVerdicts
+from tests.support.pilot import SIZE, open_compare, press, settle
 from tests.ui.fakes import RecordingAdapter, demo_runs
-from tests.ui.waiting import compare_opened, workers_settled
 
 A, B = "sim-flashinfer-cutlass", "sim-flashinfer-cutedsl"
-SIZE = (120, 40)
 
 
 def grids():
@@ -76,19 +75,17 @@ class Changing(RecordingAdapter):
 async def test_the_grid_marks_the_changed_cell_and_clears_it_once_seen(make_app):
     app, adapter = make_app(adapter=Changing())
     async with app.run_test(size=SIZE) as pilot:
-        screen = await compare_opened(pilot)
+        screen = await open_compare(pilot, app)
         table = screen.query_one("#compare-grid", DataTable)
         was = J.VERDICT_WORDS[grids()[0].cell(10, "output_throughput").verdict]
         assert table.get_cell("10/output_throughput", "verdict").plain == was
         adapter.now = 1  # a run was replaced
-        await pilot.press("ctrl+r")  # reload: the second grid arrives
-        await workers_settled(pilot)
+        await press(pilot, app, "ctrl+r")  # reload: the second grid arrives
         assert table.get_cell("10/output_throughput", "verdict").plain.startswith("↻ ")
         table.focus()
         table.move_cursor(row=table.get_row_index("10/output_throughput"))
-        await workers_settled(pilot)
+        await settle(pilot, app)
         detail = str(screen.query_one("#compare-cell", Static).render())
         assert f"changed since you last saw it: was {was}" in detail and "why: runs n=2->1" in detail
-        await pilot.press("down")  # looked at it, moved on
-        await workers_settled(pilot)
+        await press(pilot, app, "down")  # looked at it, moved on
         assert not table.get_cell("10/output_throughput", "verdict").plain.startswith("↻")

@@ -11,10 +11,9 @@ from moe_tui.control.launch import DEMO_CAMPAIGN, attach_command
 from moe_tui.store.db import Store
 from moe_tui.store.queue import RunQueue
 from moe_tui.ui.screens.quit import QuitScreen
+from tests.support.pilot import SIZE
 from tests.ui.fakes import RecordingAdapter
 from tests.ui.waiting import workers_finished
-
-SIZE = (120, 40)
 
 
 def test_attach_command_names_this_data_home_and_this_installs_moe_tui(monkeypatch, tmp_path):

@@ -16,8 +16,6 @@ from textual.app import App
 from textual.pilot import Pilot
 from textual.worker import WorkerCancelled, WorkerFailed, WorkerState
 
-from moe_tui.ui.screens.compare import CompareScreen
-
 _UNFINISHED = (WorkerState.PENDING, WorkerState.RUNNING)
 _POLL_S = 0.02
 
@@ -47,25 +45,6 @@ async def live_flushed(app: App[object]) -> None:
     this waits on the App's own state instead (its pending flush and its dirty topics)."""
     while getattr(app, "_flush_pending", False) or getattr(app, "_dirty", None):
         await asyncio.sleep(_POLL_S)
-
-
-async def workers_settled(pilot: Pilot[object]) -> None:
-    """Workers finished, a pause for what their results post, and any workers those started finished: a
-    screen that loads its data in a worker (Compare) and re-reads once it has painted."""
-    await workers_finished(pilot.app)
-    await pilot.pause(0.05)
-    await workers_finished(pilot.app)
-    await pilot.pause(0.05)
-
-
-async def compare_opened(pilot: Pilot[object]) -> CompareScreen:
-    """Key 3 from a settled App, then settled again: the Compare screen with its first grid read."""
-    await workers_settled(pilot)
-    await pilot.press("3")
-    await workers_settled(pilot)
-    screen = pilot.app.screen
-    assert isinstance(screen, CompareScreen), screen
-    return screen
 
 
 async def until(pilot: Pilot[object], holds: Callable[[], object], what: str, timeout_s: float = 10.0,

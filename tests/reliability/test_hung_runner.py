@@ -8,7 +8,10 @@ the runner had started; the next start finishes the campaign.
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import subprocess
+from collections.abc import Iterator
 
 import psutil
 import pytest
@@ -30,8 +33,10 @@ def _timed_phase(env) -> bool:
     return progress.get("phase") == "timed"
 
 
-def test_frozen_runner_status_says_so_and_stop_works_by_signal(env):
-    """Runner frozen (SIGSTOP) mid-run: run --status says it does not answer; run --stop falls back to SIGTERM then SIGKILL and stops its server and load generator."""
+@contextlib.contextmanager
+def frozen_mid_run(env) -> Iterator[subprocess.Popen]:
+    """A runner working a one-item campaign, frozen (SIGSTOP) in its timed phase; resumed (SIGCONT) on
+    leaving if it still lives, so no stopped process outlives the test."""
     name = env.profile("sim-a", "flashinfer_cutlass", time_scale=2)
     assert env.run("queue", "add", "--profiles", name, "--concurrency", "2", "--profiles-dir", str(env.profiles),
                    *SPEC).returncode == 0
@@ -40,6 +45,15 @@ def test_frozen_runner_status_says_so_and_stop_works_by_signal(env):
     runner_proc = psutil.Process(runner.pid)
     runner_proc.send_signal(signal.SIGSTOP)
     try:
+        yield runner
+    finally:
+        if runner_proc.is_running():
+            runner_proc.send_signal(signal.SIGCONT)
+
+
+def test_frozen_runner_status_says_so_and_stop_works_by_signal(env):
+    """Runner frozen (SIGSTOP) mid-run: run --status says it does not answer; run --stop falls back to SIGTERM then SIGKILL and stops its server and load generator."""
+    with frozen_mid_run(env) as runner:
         status = env.run("run", "--status", timeout=60)
         assert status.returncode == 1 and "Traceback" not in status.stdout, status.stdout
         assert "did not answer 'snapshot' within" in status.stdout and "run --stop" in status.stdout, status.stdout
@@ -50,9 +64,6 @@ def test_frozen_runner_status_says_so_and_stop_works_by_signal(env):
         assert stop.returncode == 0 and "Traceback" not in out, out
         assert f"runner {runner.pid} did not take the stop request" in out and "sending SIGTERM" in out, out
         assert "sending SIGKILL" in out and f"runner {runner.pid} killed" in out, out
-    finally:
-        if runner_proc.is_running():
-            runner_proc.send_signal(signal.SIGCONT)
     runner.wait(10)
     assert runner.returncode == -signal.SIGKILL
     wait_for(lambda: not runner_children(env.data_dir), 30, "nothing left of the runner's children")
@@ -69,20 +80,10 @@ def test_stop_of_a_frozen_runner_takes_under_10_s(env):
 
     from runner_support import speed_factor
 
-    name = env.profile("sim-a", "flashinfer_cutlass", time_scale=2)
-    assert env.run("queue", "add", "--profiles", name, "--concurrency", "2", "--profiles-dir", str(env.profiles),
-                   *SPEC).returncode == 0
-    runner = env.popen("run", "--profiles-dir", str(env.profiles))
-    wait_for(lambda: _timed_phase(env), 90, "the timed phase under way")
-    runner_proc = psutil.Process(runner.pid)
-    runner_proc.send_signal(signal.SIGSTOP)
     env.env.pop("MOE_TUI_STOP_WAIT_S", None)
-    started = time.monotonic()
-    try:
+    with frozen_mid_run(env) as runner:
+        started = time.monotonic()
         stop = env.run("run", "--stop", timeout=150)
-    finally:
-        if runner_proc.is_running():
-            runner_proc.send_signal(signal.SIGCONT)
     took = time.monotonic() - started
     assert stop.returncode == 0 and f"runner {runner.pid} killed" in stop.stdout, stop.stdout
     assert took < 10 * speed_factor(), f"run --stop took {took:.1f} s"

@@ -33,13 +33,19 @@ def _watchdogs_of(pid: int) -> list[psutil.Process]:
     return found
 
 
-def test_sigkilled_runner_is_cleaned_up_by_its_watchdog_at_once(env):
-    """Runner SIGKILLed mid-run: its watchdog stops the emulator and benchmark child at once (no new start), logging them; the next start finishes the campaign."""
+def _runner_benchmarking(env):
+    """A runner working a two-repeat campaign, started and waited on until its benchmark child runs."""
     name = env.profile("sim-a", "flashinfer_cutlass", time_scale=4)
     assert env.run("queue", "add", "--profiles", name, "--concurrency", "2", "--repeats", "2",
                    "--profiles-dir", str(env.profiles), *SPEC).returncode == 0
     runner = env.popen("run", "--profiles-dir", str(env.profiles))
     wait_for(lambda: _bench_child_running(env), 90, "the benchmark child running")
+    return runner
+
+
+def test_sigkilled_runner_is_cleaned_up_by_its_watchdog_at_once(env):
+    """Runner SIGKILLed mid-run: its watchdog stops the emulator and benchmark child at once (no new start), logging them; the next start finishes the campaign."""
+    runner = _runner_benchmarking(env)
     old = [p for p in runner_children(env.data_dir) if p.pid != runner.pid]
     assert len(_watchdogs_of(runner.pid)) == 1
     assert not any("runner_watchdog" in " ".join(p.cmdline()) for p in old)  # it carries no marker
@@ -62,11 +68,7 @@ def test_sigkilled_runner_is_cleaned_up_by_its_watchdog_at_once(env):
 
 def test_sigkilled_runner_leaves_nothing_once_a_new_runner_starts(env):
     """Runner and its watchdog both SIGKILLed mid-run: the next runner stops the emulator and benchmark child, naming them, and finishes the campaign."""
-    name = env.profile("sim-a", "flashinfer_cutlass", time_scale=4)
-    assert env.run("queue", "add", "--profiles", name, "--concurrency", "2", "--repeats", "2",
-                   "--profiles-dir", str(env.profiles), *SPEC).returncode == 0
-    runner = env.popen("run", "--profiles-dir", str(env.profiles))
-    wait_for(lambda: _bench_child_running(env), 90, "the benchmark child running")
+    runner = _runner_benchmarking(env)
     old = {p.pid: " ".join(p.cmdline()) for p in runner_children(env.data_dir) if p.pid != runner.pid}
     assert any("moe_tui.sim" in c for c in old.values()) and any("bench" in c for c in old.values()), old
     # The OOM killer takes the runner's watchdog too: then the next start must stop what is left.

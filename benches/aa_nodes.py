@@ -24,11 +24,13 @@ candidate alone at concurrency 10 (3 starts each, one after the other: what the 
 campaign-level offset. Reported at concurrency 10 only: false and power, with the rule
 (`confound_separate` applied to the grid) and without it, as shipped and accepting uncontrolled verdicts.
 
-Usage: nice python benches/aa_nodes.py [--grids 400] [--out benches/results/aa_grid-nodes-DATE.md] [--only TEXT]
+Usage: nice python benches/aa_nodes.py [--grids 400] [--jobs N] [--out benches/results/aa_grid-nodes-DATE.md]
+       [--only TEXT]
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import time
@@ -176,36 +178,45 @@ def separate_row(rng: np.random.Generator, offset: float, n: int) -> dict[str, f
                 else:
                     out[f"power {way}"] += found_g
                     out[f"power {way} acc"] += found_a
-                out[f"{kind} {way} verdict {grid.cell(SEPARATE_CONC, 'output_throughput').verdict}"] += 1
+                cell = grid.cell(SEPARATE_CONC, "output_throughput")
+                out[f"{kind} {way} verdict {'uncontrolled' if cell.uncontrolled else cell.verdict}"] += 1
     return dict(out)
+
+
+def run_row(task: tuple[str, int, int]) -> dict[str, float]:
+    """One row's sums, from its own seed (the same whichever process runs it)."""
+    kind, i, n = task
+    if kind == "node":
+        row = node_row(np.random.default_rng(2026_12_05 + 7919 * i), NODE_ROWS[i][1], n)
+    else:
+        row = separate_row(np.random.default_rng(2026_12_05 + 104729 * (i + 1)), SEPARATE_ROWS[i][1], n)
+    name = (NODE_ROWS if kind == "node" else SEPARATE_ROWS)[i][0]
+    print(name, {k: f"{v / n:.1%}" for k, v in sorted(row.items())}, flush=True)
+    return row
 
 
 def main() -> int:
     ap = study_args(__doc__.splitlines()[0], 400)
     ap.add_argument("--only", default=None, help="run only rows whose name contains this")
+    ap.add_argument("--where", default="the 2-core dev box", help="the machine, for the table's header")
+    ap.add_argument("--jobs", type=int, default=1, help="rows at once (processes; each row keeps its own seed)")
     args = ap.parse_args()
     started = time.perf_counter()
     n = args.grids
-    nodes, separate = [], []
-    for i, (name, sc) in enumerate(NODE_ROWS):
-        if args.only and args.only not in name:
-            continue
-        row = node_row(np.random.default_rng(2026_12_05 + 7919 * i), sc, n)
-        nodes.append((name, row))
-        print(name, {k: f"{v / n:.1%}" for k, v in sorted(row.items())}, flush=True)
-    for j, (name, offset) in enumerate(SEPARATE_ROWS):
-        if args.only and args.only not in name:
-            continue
-        row = separate_row(np.random.default_rng(2026_12_05 + 104729 * (j + 1)), offset, n)
-        separate.append((name, row))
-        print(name, {k: f"{v / n:.1%}" for k, v in sorted(row.items())}, flush=True)
+    tasks = [("node", i, name) for i, (name, _) in enumerate(NODE_ROWS)]
+    tasks += [("separate", j, name) for j, (name, _) in enumerate(SEPARATE_ROWS)]
+    tasks = [t for t in tasks if not args.only or args.only in t[2]]
+    with concurrent.futures.ProcessPoolExecutor(max(1, args.jobs)) as pool:
+        rows = list(pool.map(run_row, [(kind, i, n) for kind, i, _ in tasks]))
+    nodes = [(name, row) for (kind, _, name), row in zip(tasks, rows) if kind == "node"]
+    separate = [(name, row) for (kind, _, name), row in zip(tasks, rows) if kind == "separate"]
     elapsed = time.perf_counter() - started
     r = lambda row, key: rate_text(row.get(key, 0) / n, n)  # noqa: E731
     lines = [f"# Power and false verdicts of the node-share and separate-campaign rules ({args.date})", "",
              f"`nice python benches/aa_nodes.py --grids {n}`: {n} synthetic grids a row and kind (A/A, power), "
              "benches/grid_sim.py as in aa_grid (ABBA, 3 starts a side unless said, 1.5% start noise, half of it "
              "shared by a start's concurrencies, 0.5% run jitter; output tok/s, mean TTFT, mean TPOT), judged by "
-             f"the shipped grid code; {elapsed:.0f} s on the 2-core dev box. ± is the 95% binomial margin; where "
+             f"the shipped grid code; {elapsed:.0f} s on {args.where} ({args.jobs} process(es)). ± is the 95% binomial margin; where "
              "none (or all) of the grids did, the bound in brackets is the rule of three (3/n).", "",
              "## Rule (a): machines in unequal shares of the server starts", "",
              "Fires (a): grids whose node shares differ between the sides, each side on both nodes (rule (a): every "
@@ -236,8 +247,8 @@ def main() -> int:
               f"The pair's ABBA campaign, then {SEPARATE_STARTS} starts of the baseline alone and {SEPARATE_STARTS} "
               f"of the candidate alone at concurrency {SEPARATE_CONC}, the candidate's campaign slower by the offset "
               f"on every metric. Judged at concurrency {SEPARATE_CONC} only; power: a true +{POWER_EFFECT:.0%} there "
-              "(3% start noise). 'Verdict as shipped' is the throughput cell's state without the rule (what the rule "
-              "replaces with confounded).", "",
+              "(3% start noise). The last column: the throughput cell's state as shipped without the rule, in the A/A "
+              "grids (the rule makes every one of them confounded).", "",
               "| design | false, shipped with / without | false, accepting with / without | power, shipped with / "
               "without | power, accepting with / without | throughput cell without the rule (A/A) |",
               "|---|---:|---:|---:|---:|---|"]

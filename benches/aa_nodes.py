@@ -63,6 +63,8 @@ NODE_ROWS: tuple[tuple[str, Scenario], ...] = (
      Scenario(nodes=(0.0, 0.08), node_load=(256, 1024), placement="random")),
     ("2 nodes, node 2 15% slower only under load (c>=256), at random",
      Scenario(nodes=(0.0, 0.15), node_load=(256, 1024), placement="random")),
+    ("node blocks, one candidate start lost (4 v 3: 2+2 vs 2+1), node 2 4% slower only under load",
+     Scenario(nodes=(0.0, 0.04), node_load=(256, 1024), placement="blocks", starts=4, starts_b=3)),
     ("skewed (baseline 2/3 on node 1, candidate 2/3 on node 2), node 2 4% slower everywhere",
      Scenario(nodes=(0.0, 0.04), placement="skew")),
     ("skewed, node 2 8% slower only under load (c>=256)",

@@ -6,6 +6,11 @@ partly slow everywhere), every run on it a small run jitter, noise may grow with
 a periodic disturbance or an environment factor may act on one side, one metric or heavy load only. Values
 are log-normal around the base. Starts run in a stated order (ABAB, ABBA, grouped), each a whole sweep
 that includes the control concurrency 2 (as `queue_plan` plans it).
+
+Machines: with `nodes` (a speed offset per node) every start runs on one node, recorded as its hostname,
+placed by node blocks (repeat r of both sides on node r mod k, as the Slurm dispatcher's `--node-blocks`
+pins them), at random per start (Slurm placing each job anywhere), all on the first node, or skewed the
+same way in every grid (the case the unequal-shares rule names: a faster node weighs more on one side).
 """
 
 from __future__ import annotations
@@ -73,6 +78,12 @@ class Scenario:
     env_metric: dict[str, float] = field(default_factory=dict)  # ... on one metric only (latency up)
     env_load: dict[int, float] = field(default_factory=dict)  # ... at some concurrencies only
     other_host: bool = False  # the candidate on another machine (recorded hostname)
+    nodes: tuple[float, ...] = ()  # per node, how much slower it is (fraction); () = one machine, box-a
+    node_load: tuple[int, ...] = ()  # the node offsets act at these concurrencies only (() = everywhere)
+    # blocks (--node-blocks) | random (each start anywhere) | one (the first node) | skew (2 nodes: the
+    # baseline two thirds on node 1, the candidate two thirds on node 2, every grid: a systematic imbalance)
+    placement: str = "blocks"
+    skew_every: int = 3  # with skew: every this-many-th start of a side on the other side's node
 
     def cv(self, side: str, conc: int, metric: str = "") -> float:
         if (metric, conc) in self.cv_by_metric_conc:
@@ -96,16 +107,36 @@ class Builder:
         self.position = 0  # starts made so far (time)
         self.horizon = 2 * max(sc.starts, sc.starts_b or sc.starts)
         self.gpu_minutes = 0.0
+        self.node_of: dict[int, int] = {}  # server start id -> node index (with `nodes`)
+        self.repeats = {"a": 0, "b": 0}  # starts made so far per side: the repeat index of the next one
 
     def noise(self) -> float:
         if self.sc.heavy:  # Student t(3) scaled to unit variance
             return float(self.rng.standard_t(3) / math.sqrt(3.0))
         return float(self.rng.standard_normal())
 
-    def start(self, side: str, concs: tuple[int, ...] | None = None) -> None:
+    def place(self, side: str) -> int:
+        """The node of the side's next start (`Scenario.placement`)."""
+        sc, k = self.sc, len(self.sc.nodes)
+        if sc.placement == "random":
+            return int(self.rng.integers(k))
+        if sc.placement == "blocks":
+            return self.repeats[side] % k
+        if sc.placement == "skew":  # every `skew_every`-th start of a side on the other node: 2+1 vs 1+2, ...
+            first = int(self.repeats[side] % sc.skew_every == sc.skew_every - 1)
+            return first if side == "a" else 1 - first
+        return 0
+
+    def start(self, side: str, concs: tuple[int, ...] | None = None, slower: float = 0.0) -> None:
+        """One server start of `side` measuring `concs` (every one of the scenario's by default); `slower`:
+        this start's environment slower by that fraction on every metric (a campaign's day, say)."""
         sc = self.sc
         concs = concs or sc.concs
         sid, self.next_start = self.next_start, self.next_start + 1
+        node = self.place(side) if sc.nodes else None
+        if node is not None:
+            self.node_of[sid] = node
+        self.repeats[side] += 1
         t = 1_000_000.0 + 600.0 * self.position
         shared = self.noise()
         mult_t = 1.0 - sc.drift * self.position / max(1, self.horizon)
@@ -119,6 +150,9 @@ class Builder:
             eff = 1.0 + (sc.effect.get(c, 0.0) if side == "b" else 0.0)
             env = (1.0 - sc.env) * (1.0 - sc.env_load.get(c, 0.0)) if side == "b" else 1.0
             env *= 1.0 - (sc.periodic_load.get(c, 0.0) if disturbed else 0.0)
+            env *= 1.0 - slower
+            if node is not None and (not sc.node_load or c in sc.node_load):
+                env *= 1.0 - sc.nodes[node]
             values = {}
             for m in ("output_throughput", "mean_ttft_ms", "mean_tpot_ms"):
                 z = math.exp(sc.cv(side, c, m) * z_start + sc.run_cv * self.noise())
@@ -130,16 +164,18 @@ class Builder:
             self.gpu_minutes += spec.num_prompts * spec.output_len / values["output_throughput"] / 60.0
             summary = {**values, "completed": spec.num_prompts, "failed": 0,
                        "total_output_tokens": spec.num_prompts * spec.output_len}
-            prov = {"hostname": "box-b" if side == "b" and sc.other_host else "box-a"}
+            prov = {"hostname": f"node{node + 1}" if node is not None
+                    else "box-b" if side == "b" and sc.other_host else "box-a"}
             self.runs[side].append({
                 "id": self.next_id, "fingerprint": spec.fingerprint, "spec": spec.canonical_dict(),
                 "summary": summary, "profile": SNAPS[side], "status": "complete", "profile_name": side,
                 "server_start_id": sid, "started_at": t - 60.0, "finished_at": t, "provenance": prov})
             self.next_id += 1
 
-    def grid(self, settings: CompareSettings = ACCEPT) -> ComparisonGrid:
-        return build_grid_from_runs(self.runs["a"], self.runs["b"], baseline_name="a", candidate_name="b",
-                                    metrics=METRICS, settings=settings)
+    def grid(self, settings: CompareSettings = ACCEPT, keep: frozenset[int] | None = None) -> ComparisonGrid:
+        """The grid of the runs so far (only those of the server starts in `keep`, when given)."""
+        a, b = ([r for r in self.runs[s] if keep is None or r["server_start_id"] in keep] for s in ("a", "b"))
+        return build_grid_from_runs(a, b, baseline_name="a", candidate_name="b", metrics=METRICS, settings=settings)
 
 
 def order(sc: Scenario, na: int, nb: int) -> list[str]:

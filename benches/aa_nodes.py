@@ -146,14 +146,20 @@ def node_row(rng: np.random.Generator, sc: Scenario, n: int) -> dict[str, float]
                 out["fired"] += fired(shipped)
                 out["apart"] += fired(shipped, APART)
             for way, g in ways.items():
-                false_g, false_a, found_g, found_a = verdicts(g, scen.effect)
-                if kind == "aa":
-                    out[f"false {way}"] += false_g
-                    out[f"false {way} acc"] += false_a
-                else:
-                    out[f"power {way}"] += found_g
-                    out[f"power {way} acc"] += found_a
+                tally(out, kind, way, verdicts(g, scen.effect))
     return dict(out)
+
+
+def tally(out: Counter[str], kind: str, way: str, judged: tuple[bool, bool, float, float]) -> None:
+    """Add one grid's judgement (`verdicts`: false as shipped, false accepting uncontrolled, found as shipped,
+    found accepting uncontrolled) to the row's sums: false verdicts for an A/A grid, power for the other."""
+    false_g, false_a, found_g, found_a = judged
+    if kind == "aa":
+        out[f"false {way}"] += false_g
+        out[f"false {way} acc"] += false_a
+    else:
+        out[f"power {way}"] += found_g
+        out[f"power {way} acc"] += found_a
 
 
 def at(g: ComparisonGrid, conc: int) -> ComparisonGrid:
@@ -173,13 +179,7 @@ def separate_row(rng: np.random.Generator, offset: float, n: int) -> dict[str, f
                     b.start(side, (SEPARATE_CONC,), slower=offset if side == "b" else 0.0)
             g = b.grid()
             for way, grid in (("without", g), ("with", confound_separate(g, frozenset({SEPARATE_CONC})))):
-                false_g, false_a, found_g, found_a = verdicts(at(grid, SEPARATE_CONC), effect)
-                if kind == "aa":
-                    out[f"false {way}"] += false_g
-                    out[f"false {way} acc"] += false_a
-                else:
-                    out[f"power {way}"] += found_g
-                    out[f"power {way} acc"] += found_a
+                tally(out, kind, way, verdicts(at(grid, SEPARATE_CONC), effect))
                 cell = grid.cell(SEPARATE_CONC, "output_throughput")
                 out[f"{kind} {way} verdict {'uncontrolled' if cell.uncontrolled else cell.verdict}"] += 1
     return dict(out)

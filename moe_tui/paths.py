@@ -66,14 +66,16 @@ def private_dir(path: Path, *, what: str, writable: bool = True) -> Path:
     return path
 
 
+def default_data_dir() -> Path:
+    """The data dir when no MOE_TUI_HOME is set (the platform's per-user data folder); not created."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir(APP_NAME))
+
+
 def data_dir(*, writable: bool = True) -> Path:
     override = home_override()
-    if override is not None:
-        path = override / "data"
-    else:
-        import platformdirs
-
-        path = Path(platformdirs.user_data_dir(APP_NAME))
+    path = override / "data" if override is not None else default_data_dir()
     return private_dir(path, what="data dir", writable=writable)
 
 

@@ -186,11 +186,8 @@ def attach_command(profiles_dir: Path, *, demo: bool = False) -> str:
 
 
 def _is_default_demo_home() -> bool:
-    import platformdirs
-
     override = paths.home_override()
-    default = Path(platformdirs.user_data_dir(paths.APP_NAME)) / "demo-home"
-    return override is not None and override.resolve() == default.resolve()
+    return override is not None and override.resolve() == (paths.default_data_dir() / "demo-home").resolve()
 
 
 def is_demo_home() -> bool:

@@ -96,7 +96,6 @@ class HelpScreen(KeepStyles, ModalScreen[Any]):
         self._dashboard = type(under).__name__ == "DashboardScreen"  # its GPU table's legend below the keys
         if self.is_mounted:
             self.query_one("#help-legend").display = self._dashboard
-        if self.is_mounted:
             self._fill()
 
     def on_mount(self) -> None:

@@ -80,13 +80,13 @@ class BenchPanel(Vertical):
             # Between a server start and its run the runner is already at work on the item (walk
             # 2026-12-05, finding 11: "no benchmark running" beside the queue line's "benchmarking: #5").
             busy = live.activity in BEFORE_A_RUN and live.detail
-            _put(head, Text(f"{live.activity.replace('-', ' ')}: {live.detail}", style="cyan") if busy
-                 else Text("no benchmark running", style="dim"))
             last = bench.last_finished
+            if busy:
+                _put(head, Text(f"{live.activity.replace('-', ' ')}: {live.detail}", style="cyan"))
+            else:
+                _put(head, Text("no run yet", style="bold") if last is None and not _finished(live)
+                     else Text("no benchmark running", style="dim"))
             self.set_class(last is None, "-no-run")
-            if last is None and not busy:
-                _put(head, Text("no benchmark running", style="dim") if _finished(live) else
-                     Text("no run yet", style="bold"))
             _put(stats, Text(f"last run #{last.run_id} {render.middle_truncate(last.profile, PROFILE_WIDTH)}: "
                              f"{last.status}") if last else next_steps(live))
             return

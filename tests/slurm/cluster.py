@@ -10,6 +10,7 @@ Needs root (slurmd, namespaces) and the packages `slurmctld slurmd slurm-client 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -18,6 +19,8 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 BINARIES = ("slurmctld", "slurmd", "munged", "mungekey", "sbatch", "squeue", "scontrol", "scancel", "unshare")
 
@@ -102,10 +105,32 @@ class Cluster:
             proc.wait(5)
 
     def stop(self) -> None:
-        for job in self.cmd("squeue", "-h", "-o", "%i", check=False).split():
+        """Cancel every job, let the job steps end, stop the daemons, then kill whatever of this cluster
+        is left: a slurmstepd is slurmd's daemon, not its child, so stopping slurmd does not end it, and
+        one stopped mid-cleanup used to outlive the test session."""
+        jobs = self.cmd("squeue", "-h", "-o", "%i", check=False).split()
+        for job in jobs:
             self.cmd("scancel", job, check=False)
+        deadline = time.monotonic() + 15  # KillWait=5 plus the steps' own cleanup
+        while jobs and time.monotonic() < deadline and self.cmd("squeue", "-h", "-o", "%i", check=False).split():
+            time.sleep(0.2)
         for key in [*self.nodes, "slurmctld", "munged"]:
             self._stop(key)
+        for pid in self.strays():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def strays(self) -> list[int]:
+        """Processes started under this cluster's slurm.conf (job steps, their stepds, the jobs'
+        children) other than this process: each carries SLURM_CONF in its environment."""
+        found = []
+        for proc in psutil.process_iter(["pid"]):
+            with contextlib.suppress(psutil.Error):
+                if proc.pid != os.getpid() and proc.environ().get("SLURM_CONF") == str(self.conf):
+                    found.append(proc.pid)
+        return found
 
 
 def start(root: Path, nodes: int = 2, cpus: int = 2) -> Cluster:

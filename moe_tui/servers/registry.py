@@ -51,6 +51,8 @@ def install_exit_handlers(signals: Sequence[int] = (signal.SIGTERM, signal.SIGHU
     Call once from the main thread of the program that owns servers (not at import: a library
     must not take over signals). A handler that was installed before is chained to afterwards;
     with none, the signal's default action runs, so the exit status still says "killed by SIGTERM".
+    A signal this process ignores is left ignored: under `nohup` a hang-up must neither end the
+    program nor stop its servers (stopping them and carrying on would leave it running without them).
     """
     global _HANDLERS_INSTALLED
     if _HANDLERS_INSTALLED:
@@ -59,13 +61,13 @@ def install_exit_handlers(signals: Sequence[int] = (signal.SIGTERM, signal.SIGHU
     atexit.register(stop_all_managed)
     for sig in signals:
         previous = signal.getsignal(sig)
+        if previous == signal.SIG_IGN:
+            continue
 
         def handler(signum: int, frame: FrameType | None, previous: PreviousHandler = previous) -> None:
             stop_all_managed(f"moe-tui got {signal_name(signum)}")
             if callable(previous):
                 previous(signum, frame)
-                return
-            if previous == signal.SIG_IGN:
                 return
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)

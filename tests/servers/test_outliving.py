@@ -4,6 +4,7 @@ that reports the GPUs still listing a server's processes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -13,6 +14,7 @@ import textwrap
 
 import psutil
 import pytest
+from runner_support import scaled
 
 from moe_tui import servers
 from moe_tui.profiles import ServerProfile
@@ -24,11 +26,13 @@ from moe_tui.store.db import Store
 from tests.support.servers import REPO, free_port, group_alive, marked_processes, sim_profile
 
 CONTROLLER = textwrap.dedent("""
-    import asyncio, json, sys
+    import asyncio, json, signal, sys
     from moe_tui import servers
     from moe_tui.profiles import profile_from_dict
 
     async def main():
+        # as started at a terminal, or under nohup, whatever the test session's own disposition is
+        signal.signal(signal.SIGHUP, signal.SIG_IGN if sys.argv[3] == "nohup" else signal.SIG_DFL)
         servers.install_exit_handlers()
         profile = profile_from_dict(json.loads(sys.argv[1]))
         server = servers.ManagedServer(profile, gpu_probe=servers.no_gpu_view, ready_poll_s=0.1,
@@ -42,26 +46,33 @@ CONTROLLER = textwrap.dedent("""
 """)
 
 
-def run_controller(tmp_path, profile: ServerProfile, mode: str, sig: int) -> dict:
+@contextlib.contextmanager
+def controller(tmp_path, profile: ServerProfile, mode: str, hup: str = "terminal"):
+    """A controller process with one ready server: (the process, {pid, marker}); killed with its group
+    at the end if still running."""
     data = {k: v for k, v in profile.launch_settings().items() if k not in ("env",)}
     data["gpus"], data["extra_args"] = list(profile.gpus), list(profile.extra_args)
     script = tmp_path / "controller.py"
     script.write_text(CONTROLLER)
-    proc = subprocess.Popen([sys.executable, str(script), json.dumps(data), mode], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, str(script), json.dumps(data), mode, hup], stdout=subprocess.PIPE,
                             text=True, start_new_session=True, cwd=REPO)
     try:
         line = proc.stdout.readline()
         assert line, "controller did not report a ready server"
         info = json.loads(line)
         assert psutil.pid_exists(info["pid"])
-        proc.send_signal(sig)
-        rc = proc.wait(timeout=20)
-        info["rc"] = rc
-        return info
+        yield proc, info
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def run_controller(tmp_path, profile: ServerProfile, mode: str, sig: int) -> dict:
+    with controller(tmp_path, profile, mode) as (proc, info):
+        proc.send_signal(sig)
+        info["rc"] = proc.wait(timeout=20)
+        return info
 
 
 @pytest.mark.integration
@@ -75,6 +86,26 @@ def test_killing_the_controller_leaves_no_server(tmp_path, home, sig):
     finally:
         for proc in marked_processes({info["marker"]}):
             proc.kill()
+
+
+@pytest.mark.integration
+def test_a_hang_up_under_nohup_stops_neither_the_controller_nor_its_server(tmp_path, home):
+    """An ignored SIGHUP stays ignored: stopping the servers and carrying on would leave the program
+    running without them (it did, until the handler respected an inherited SIG_IGN)."""
+    marker = "-"
+    try:
+        with controller(tmp_path, sim_profile(), "stop", hup="nohup") as (proc, info):
+            marker = info["marker"]
+            proc.send_signal(signal.SIGHUP)
+            with pytest.raises(subprocess.TimeoutExpired):
+                proc.wait(timeout=scaled(2))  # a handled hang-up stops the server well within this
+            assert group_alive(info["pid"]) and marked_processes({marker})
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=20) == -signal.SIGTERM
+            assert not marked_processes({marker})
+    finally:
+        for leftover in marked_processes({marker}):
+            leftover.kill()
 
 
 @pytest.mark.integration

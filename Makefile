@@ -77,7 +77,9 @@ unit: $(STAMP)
 # background while the suite runs, and the code's lint (mypy's cold start) beside them; the few tests
 # that need an environment wait for its build (MOE_TUI_ENVS_DONE: the file its exit status lands in,
 # tests/conftest.py) and are scheduled after the longest ones. Every part's output is printed whole
-# when the suite ends; any part that failed fails `make test`.
+# when the suite ends; any part that failed fails `make test`. One collection runs first, alone: it
+# leaves pytest's rewritten test modules cached (tests/conftest.py), so the workers, which all collect
+# at once, read them instead of each rewriting every module (8 workers: ~60 -> ~33 s of CPU).
 BUILD := .build
 test: $(STAMP)
 	@mkdir -p $(BUILD) && rm -f $(BUILD)/envs.rc $(BUILD)/lint.rc
@@ -86,6 +88,7 @@ test: $(STAMP)
 	else echo "note: no slurmctld/slurmd/munged: the Slurm tier (tests/slurm) is SKIPPED (.ci/run installs them)"; fi
 	@( $(MAKE) --no-print-directory -j2 -Otarget sglang-client hta >$(BUILD)/envs.log 2>&1; echo $$? >$(BUILD)/envs.rc ) & \
 	( $(MAKE) --no-print-directory lint-code >$(BUILD)/lint.log 2>&1; echo $$? >$(BUILD)/lint.rc ) & \
+	$(PYTEST) -q --collect-only >/dev/null; \
 	MOE_TUI_ENVS_DONE=$(CURDIR)/$(BUILD)/envs.rc MOE_TUI_ENVS_LOG=$(CURDIR)/$(BUILD)/envs.log \
 	$(PYTEST) -q -rfER -n $(TEST_WORKERS) --dist loadgroup --durations=15; rc=$$?; wait; \
 	echo "--- environments (make sglang-client hta): exit $$(cat $(BUILD)/envs.rc)"; cat $(BUILD)/envs.log; \

@@ -19,11 +19,18 @@ import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
+
+# pytest rewrites each test module's asserts when it imports it (an AST pass over ~4,000 asserts:
+# more than half of a worker's 7.5 s collection) and keeps the result as a .pyc beside the module,
+# unless bytecode writing is off. On a box with PYTHONDONTWRITEBYTECODE=1 every worker of every run
+# redid it; the test session keeps that cache whatever the environment says (this process only).
+sys.dont_write_bytecode = False
 
 
 def _in_ci() -> bool:

@@ -19,8 +19,8 @@ TOKENIZER = Tokenizer.from_file(str(TOKENIZER_DIR / "tokenizer.json"))
 def test_windows_hold_the_decoded_text_and_ids_of_their_tokens():
     bank = TextBank(TOKENIZER, seed=3)
     rng = random.Random(0)
-    windows = [(0, 1), (5, 40), (TextBank.SIZE - 3, 7), (TextBank.BLOCK - 2, 5), (100, 3 * TextBank.BLOCK)] + [(rng.randrange(TextBank.SIZE), rng.randrange(1, 300))
-                                                          for _ in range(50)]
+    windows = [(0, 1), (5, 40), (TextBank.SIZE - 3, 7), (TextBank.BLOCK - 2, 5), (100, 3 * TextBank.BLOCK)]
+    windows += [(rng.randrange(TextBank.SIZE), rng.randrange(1, 300)) for _ in range(50)]
     for offset, count in windows:
         ids = bank.token_ids(offset, count)
         assert len(ids) == count

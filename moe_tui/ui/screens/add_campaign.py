@@ -27,6 +27,7 @@ from moe_tui.records import SpecOverrides
 from moe_tui.ui.prepare import KeepStyles, prerender_soon
 from moe_tui.ui.room import Room, room
 from moe_tui.ui.widgets.check_list import CheckList
+from moe_tui.ui.widgets.select import ShutdownSafeSelect
 
 # (spec field, label, default) for the fields a campaign usually varies. The form fills them from
 # `control.launch.campaign_defaults`: the CLI's on real profiles, the demo's on simulated ones; these
@@ -136,7 +137,7 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
             yield CheckList(*[(n, n, n in chosen) for n in names], id="campaign-profiles")
             with Grid(id="campaign-grid"):
                 yield Label("Baseline")
-                yield Select([(n, n) for n in names if n in chosen], id="campaign-baseline", allow_blank=True,
+                yield ShutdownSafeSelect([(n, n) for n in names if n in chosen], id="campaign-baseline", allow_blank=True,
                              prompt="baseline profile", value=self._default_baseline([n for n in names if n in chosen]))
                 yield Label("Name")
                 yield Input(d.name if d else "", placeholder="(default: profiles @ concurrencies)", id="campaign-name")
@@ -153,7 +154,7 @@ class AddCampaignScreen(KeepStyles, ModalScreen[CampaignRequest | None]):
                 yield Input(str(d.prompts_per_concurrency or "") if d else str(ppc_default or ""),
                             placeholder="(none)", id="campaign-ppc")
                 yield Label("Ordering")
-                yield Select([], id="campaign-policy", allow_blank=True, prompt="ordering policy")
+                yield ShutdownSafeSelect([], id="campaign-policy", allow_blank=True, prompt="ordering policy")
                 yield Label("Control")
                 yield Checkbox("repeats at conc 2", d.control if d else True, id="campaign-control",
                                tooltip="The control concurrency's extra repeats, which show the two "

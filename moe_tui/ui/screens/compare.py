@@ -23,6 +23,7 @@ from moe_tui.ui.screens.base import LiveScreen, composed
 from moe_tui.ui.widgets.compare_grid import CI_LABEL, CompareGrid, cell_detail, cell_text
 from moe_tui.ui.widgets.filter_bar import FilterBar
 from moe_tui.ui.widgets.key_bar import KeyBar
+from moe_tui.ui.widgets.select import ShutdownSafeSelect
 from moe_tui.ui.widgets.throughput_chart import ThroughputChart
 
 NARROW_PICKER_LABEL = 22  # cells a profile name gets in one of two pickers on an 80-column terminal
@@ -138,9 +139,9 @@ class CompareScreen(LiveScreen):
         with Vertical(id="compare-body"):
             with Horizontal(id="compare-pickers"):
                 yield Static("Baseline", classes="picker-label")
-                yield Select([], id="compare-baseline", prompt="baseline profile")
+                yield ShutdownSafeSelect([], id="compare-baseline", prompt="baseline profile")
                 yield Static("Candidate", classes="picker-label")
-                yield Select([], id="compare-candidate", prompt="candidate profile")
+                yield ShutdownSafeSelect([], id="compare-candidate", prompt="candidate profile")
             yield Static("pick two profiles with recorded runs", id="compare-diff", classes="panel")
             yield FilterBar(id="compare-filter")
             yield CompareGrid(id="compare-grid", classes="panel")

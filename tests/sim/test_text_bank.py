@@ -1,7 +1,6 @@
 """The emulator's text bank on plain data: every window's pre-escaped text is the JSON form of what
 the bundled tokenizer decodes from that window's ids, and its id list is those ids; windows wrap
-around the end of the bank and cross its blocks; a seed gives one stream; a window builds only the
-blocks it reaches."""
+around the end of the bank and cross its blocks; a seed gives one stream."""
 
 from __future__ import annotations
 
@@ -34,8 +33,3 @@ def test_a_seed_gives_one_stream():
     assert a.token_ids(*window) == b.token_ids(*window) and a.text_json(*window) == b.text_json(*window)
     assert a.token_ids(*window) != c.token_ids(*window)
 
-
-def test_a_window_builds_only_the_blocks_it_reaches():
-    bank = TextBank(TOKENIZER)
-    bank.text_json(TextBank.BLOCK - 10, 20)
-    assert sorted(bank._blocks) == [0, 1]

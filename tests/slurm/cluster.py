@@ -10,7 +10,6 @@ Needs root (slurmd, namespaces) and the packages `slurmctld slurmd slurm-client 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
@@ -20,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
+from tests.runner_support import processes_with
 
 BINARIES = ("slurmctld", "slurmd", "munged", "mungekey", "sbatch", "squeue", "scontrol", "scancel", "unshare")
 
@@ -124,13 +123,8 @@ class Cluster:
 
     def strays(self) -> list[int]:
         """Processes started under this cluster's slurm.conf (job steps, their stepds, the jobs'
-        children) other than this process: each carries SLURM_CONF in its environment."""
-        found = []
-        for proc in psutil.process_iter(["pid"]):
-            with contextlib.suppress(psutil.Error):
-                if proc.pid != os.getpid() and proc.environ().get("SLURM_CONF") == str(self.conf):
-                    found.append(proc.pid)
-        return found
+        children): each carries SLURM_CONF in its environment."""
+        return [proc.pid for proc in processes_with("SLURM_CONF", {str(self.conf)})]
 
 
 def start(root: Path, nodes: int = 2, cpus: int = 2) -> Cluster:

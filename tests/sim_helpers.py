@@ -15,10 +15,9 @@ import threading
 import time
 from collections.abc import Iterator
 
-import httpx
-
 from moe_tui.sim.launch import SimProcess, SimStartError, free_port, http_status, start_sim
 from moe_tui.sim.loadgen import run_load
+from tests.support import loopback
 
 __all__ = ["SimProcess", "SimStartError", "free_port", "http_status", "sim_server",
            "stream_generate", "sse_events"]
@@ -42,7 +41,7 @@ def sse_events(raw: str) -> list[str]:
 def stream_generate(base_url: str, payload: dict, timeout: float = 30.0) -> list[dict | str]:
     """POST /generate with stream=true; parsed chunks, with the final "[DONE]" kept as a str."""
     out: list[dict | str] = []
-    with httpx.stream("POST", base_url + "/generate", json=payload | {"stream": True},
+    with loopback.stream("POST", base_url + "/generate", json=payload | {"stream": True},
                       timeout=timeout) as resp:
         resp.raise_for_status()
         buf = ""

@@ -129,12 +129,13 @@ def test_a_client_starved_of_its_core_is_still_client_bound_and_says_what_to_cha
 def test_the_emulator_takes_a_new_clock_between_runs_only():
     import threading
 
-    import httpx
     from sim_helpers import sim_server, stream_generate
+
+    from tests.support import loopback
 
     with sim_server(["--moe-runner-backend", "flashinfer_cutlass", "--sim-time-scale", "20",
                      "--sim-load-seconds", "0.1"]) as sim:
-        with httpx.Client(base_url=sim.base_url, trust_env=False, timeout=30) as http:
+        with loopback.Client(base_url=sim.base_url, trust_env=False, timeout=30) as http:
             for bad in ({"time_scale": 0}, {"time_scale": "fast"}, {}):
                 assert http.post("/sim/time_scale", json=bad).status_code == 400, bad
             assert http.get("/server_info").json()["sim"]["sim_time_scale"] == 20  # nothing changed

@@ -7,17 +7,17 @@ from __future__ import annotations
 import json
 import re
 
-import httpx
 import pytest
 from sim_helpers import sim_server
 
 from moe_tui.gate.probe import GATE_MAX_NEW_TOKENS, GATE_PROMPTS, GateError, parse_answer, request_body
+from tests.support import loopback
 
 SIM = ["--model-path", "GLM-5-NVFP4", "--tp-size", "8", "--ep-size", "8", "--quantization", "modelopt_fp4"]
 
 
 def _generate(url: str, body: dict) -> dict:
-    resp = httpx.post(url + "/generate", json=body, timeout=30, trust_env=False)
+    resp = loopback.post(url + "/generate", json=body, timeout=30, trust_env=False)
     assert resp.status_code == 200, resp.text
     return resp.json()
 
@@ -41,7 +41,7 @@ def test_emulator_answers_return_logprob_in_sglang_shape_deterministically():
         assert all(isinstance(p[2], str) and p[2] for p in texts["meta_info"]["output_token_logprobs"])
         plain = _generate(sim.base_url, {"text": "Hello", "sampling_params": {"max_new_tokens": 4}})
         assert "output_token_logprobs" not in plain["meta_info"]  # the engine's own path, untouched
-        bad = httpx.post(sim.base_url + "/generate", trust_env=False, timeout=30,
+        bad = loopback.post(sim.base_url + "/generate", trust_env=False, timeout=30,
                          json=request_body("x", 4) | {"sampling_params": {"max_new_tokens": -1}})
         assert bad.status_code == 400 and "max_new_tokens" in bad.json()["error"]["message"]
 
@@ -54,7 +54,7 @@ def test_drift_fault_changes_tokens_from_n_on_only():
         a, b = _generate(good.base_url, body), _generate(bad.base_url, body)
         assert a["output_ids"][:5] == b["output_ids"][:5]
         assert all(x != y for x, y in zip(a["output_ids"][5:], b["output_ids"][5:]))
-        info = httpx.get(bad.base_url + "/server_info", trust_env=False, timeout=10).json()
+        info = loopback.get(bad.base_url + "/server_info", trust_env=False, timeout=10).json()
         assert info["sim"]["sim_fault_output_drift_after"] == 5
 
 

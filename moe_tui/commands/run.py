@@ -18,6 +18,7 @@ runner in a new session (log in the data dir's logs/), staying up for new items 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import time
@@ -131,6 +132,9 @@ def _foreground(data_dir: Path, profiles_dir: Path, until_empty: bool, retry_int
                          if value is not None)
         printer.line(f"{what} pid {__import__('os').getpid()} on {data_dir}; profiles from {profiles_dir}; "
                      f"{'until the queue is empty' if until_empty else 'waiting for new items'}{limits}")
+        # What the imports and the set-up made lives as long as the runner: out of every collection from
+        # now on (the one between items among them: 20 ms each over ~65k objects, 1 ms after).
+        gc.freeze()
         try:
             rc = asyncio.run(serve(controller, data_dir, until_empty=until_empty,
                                    retry_interrupted=retry_interrupted, on_event=printer))

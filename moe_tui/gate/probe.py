@@ -88,10 +88,9 @@ async def collect_samples(base_url: str, *, prompts: Sequence[tuple[str, str]] =
     import httpx
 
     out: list[GateSample] = []
-    from moe_tui.servers.keys import auth_headers
+    from moe_tui.servers.keys import server_client
 
-    async with httpx.AsyncClient(base_url=base_url, timeout=timeout_s, trust_env=False,
-                                 headers=auth_headers(base_url)) as client:
+    async with server_client(base_url, timeout_s) as client:
         for prompt_id, text in prompts:
             try:
                 resp = await client.post("/generate", json=request_body(text, max_new_tokens))

@@ -38,6 +38,7 @@ from moe_tui.profiles import ServerProfile
 from moe_tui.records import ExplainDefinitionJson, FreeForm, ProfiledFactsJson, WarmupPassJson
 from moe_tui.run.capture import CaptureCollector
 from moe_tui.run.context import RunContext
+from moe_tui.servers.keys import server_client
 from moe_tui.store.queue import QueueItem
 from moe_tui.trust import open_regular
 
@@ -178,8 +179,7 @@ async def profiled_run(runner: ItemRunner, ctx: RunContext, item: QueueItem, pro
 
     unsub = ctx.subscribers.add(on_event)
     mode = server_recorder_mode(server_facts.get("server_info"), profile.extra_args)
-    async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, timeout=30.0,
-                                 headers=admin_headers(server.base_url)) as client:
+    async with server_client(server.base_url, 30.0, admin_headers(server.base_url)) as client:
         if mode is None:  # never ask: a real server without a recorder dies of it (the whole tree)
             facts["expert_record"] = "not recorded: " + why_not_recorded(profile.name)
         else:

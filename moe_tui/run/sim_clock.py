@@ -83,11 +83,10 @@ async def set_cell_clock(server: ManagedServer, concurrency: int) -> float | Non
         return scale
     import httpx
 
-    from moe_tui.servers.keys import auth_headers
+    from moe_tui.servers.keys import server_client
 
     last = ""
-    async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, timeout=10.0,
-                                 headers=auth_headers(server.base_url)) as http:
+    async with server_client(server.base_url, 10.0) as http:
         for _ in range(SET_ATTEMPTS):
             try:
                 resp = await http.post("/sim/time_scale", json={"time_scale": scale})

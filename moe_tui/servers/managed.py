@@ -281,13 +281,10 @@ class ManagedServer(ServerFollowMixin, ServerWatchMixin):
         self._log_reader = open(self.log_path, "rb")
         self._ready_event = asyncio.Event()
         self._done_event = asyncio.Event()
-        import httpx
-
-        from moe_tui.servers.keys import auth_headers, register
+        from moe_tui.servers.keys import register, server_client
 
         register(self.base_url, self.server_key or self.profile.api_key)  # the bench child and the gate send it too
-        auth = auth_headers(self.base_url)
-        self._client = httpx.AsyncClient(base_url=self.base_url, trust_env=False, timeout=10.0, headers=auth)
+        self._client = server_client(self.base_url, 10.0)
         self.phase = PHASE_LAUNCHING
         self._set_state(STARTING, f"launched pid {self.pid} on port {self.profile.port}")
         self._tasks = [

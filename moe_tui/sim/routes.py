@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import signal
@@ -322,6 +323,9 @@ class SimServer:
         return app
 
     async def serve(self) -> int:
+        # The engine's tables (the text bank: three lists of 131k entries) live as long as the process:
+        # out of every later collection, which would otherwise walk them each time.
+        gc.freeze()
         loop = asyncio.get_running_loop()
         self.e._wake = asyncio.Event()
         self._stop = loop.create_future()

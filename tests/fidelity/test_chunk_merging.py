@@ -18,6 +18,7 @@ import pytest
 from moe_tui.bench.process import run_benchmark_subprocess
 from moe_tui.sim.launch import FAST_START, start_sim
 from moe_tui.spec import BenchmarkSpec
+from tests.support import loopback
 
 pytestmark = pytest.mark.integration  # starts real processes
 
@@ -41,7 +42,7 @@ def _chunks_without_usage(base_url: str, concurrency: int, output_len: int) -> l
         return texts, usage
 
     async def main() -> list[tuple[int, int]]:
-        async with httpx.AsyncClient(timeout=60) as client:
+        async with loopback.AsyncClient(timeout=60) as client:
             return list(await asyncio.gather(*(one(client) for _ in range(concurrency))))
     return asyncio.run(main())
 

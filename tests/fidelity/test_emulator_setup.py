@@ -5,11 +5,11 @@ modelopt_quant.py does, the real metric labels, and the roofline's default KV dt
 
 from __future__ import annotations
 
-import httpx
 import pytest
 
 from moe_tui.roofline.inputs import roofline_setup
 from moe_tui.sim.launch import FAST_START, SimProcess, start_sim
+from tests.support import loopback
 
 pytestmark = pytest.mark.integration
 
@@ -19,9 +19,9 @@ PROFILE = {"name": "p", "engine": "sim", "model_path": "GLM-5-NVFP4", "tp_size":
 
 def test_default_is_the_blackwell_box_with_glm5s_resolved_attention():
     with start_sim(["--tp-size", "2", "--quantization", "modelopt_fp4", "--enable-metrics", *FAST_START]) as sim:
-        info = httpx.get(sim.base_url + "/server_info", timeout=10).json()
-        gpus = httpx.get(sim.base_url + "/sim/gpus", timeout=10).json()["gpus"]
-        metrics = httpx.get(sim.base_url + "/metrics", timeout=10).text
+        info = loopback.get(sim.base_url + "/server_info", timeout=10).json()
+        gpus = loopback.get(sim.base_url + "/sim/gpus", timeout=10).json()["gpus"]
+        metrics = loopback.get(sim.base_url + "/metrics", timeout=10).text
         lines = list(sim.lines)
     assert {g["name"] for g in gpus} == {"NVIDIA RTX PRO 6000 Blackwell Server Edition"}
     assert {g["mem_total_bytes"] for g in gpus} == {97_887 * 2**20} and {g["power_limit_w"] for g in gpus} == {600.0}
@@ -49,8 +49,8 @@ def test_h200_preset_refuses_an_nvfp4_moe_runner_as_0_5_23_does():
 def test_h200_preset_runs_marlin_with_a_bf16_kv_cache():
     with start_sim(["--sim-gpu", "h200", "--quantization", "modelopt_fp4", "--moe-runner-backend", "marlin",
                     *FAST_START]) as sim:
-        info = httpx.get(sim.base_url + "/server_info", timeout=10).json()
-        gpus = httpx.get(sim.base_url + "/sim/gpus", timeout=10).json()["gpus"]
+        info = loopback.get(sim.base_url + "/server_info", timeout=10).json()
+        gpus = loopback.get(sim.base_url + "/sim/gpus", timeout=10).json()["gpus"]
     assert {g["name"] for g in gpus} == {"NVIDIA H200"}
     assert info["kv_cache_dtype"] == "bfloat16" and info["moe_runner_backend"] == "marlin"
 

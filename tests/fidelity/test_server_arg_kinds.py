@@ -5,7 +5,6 @@ pool difference beside the grid, while a real setting that differs still confoun
 
 from __future__ import annotations
 
-import httpx
 import pytest
 from compare_data import make_run, provenance, snapshot, summary
 from sim_helpers import sim_server
@@ -14,6 +13,7 @@ from moe_tui import judgement as J
 from moe_tui.compare import CompareSettings
 from moe_tui.compare.build import build_grid_from_runs
 from moe_tui.sim.launch import FAST_START
+from tests.support import loopback
 
 # These grids hold one concurrency and no control cells (the control gate has its own tests):
 # the verdict checked here is about which server args confound.
@@ -35,7 +35,7 @@ def test_each_key_has_one_kind():
 
 def _server_info(backend: str) -> dict:
     with sim_server(["--moe-runner-backend", backend, "--sim-exact", *FAST_START]) as sim:
-        return httpx.get(sim.base_url + "/server_info", timeout=10).json()
+        return loopback.get(sim.base_url + "/server_info", timeout=10).json()
 
 
 def _side(name: str, backend: str, info: dict, base: float, first_id: int, **settings: object) -> list:

@@ -75,8 +75,9 @@ async def test_crash_while_ready_names_cuda_error(made):
     import httpx
 
     from moe_tui.servers.keys import auth_headers
+    from tests.support import loopback
 
-    async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, timeout=10,
+    async with loopback.AsyncClient(base_url=server.base_url, trust_env=False, timeout=10,
                                  headers=auth_headers(server.base_url)) as client:  # the start's key
         with pytest.raises(httpx.HTTPError):
             async with client.stream("POST", "/generate", json={

@@ -141,13 +141,13 @@ async def test_a_server_moe_tui_starts_answers_only_moe_tui_even_without_a_profi
     import os
     import socket
 
-    import httpx
     import psutil
 
     from moe_tui.profiles import ServerProfile
     from moe_tui.servers import ManagedServer, no_gpu_view
     from moe_tui.servers.keys import auth_headers
     from moe_tui.store.db import Store
+    from tests.support import loopback
 
     monkeypatch.setenv("MOE_TUI_HOME", str(tmp_path / "home"))
     with socket.socket() as s:
@@ -175,7 +175,7 @@ async def test_a_server_moe_tui_starts_answers_only_moe_tui_even_without_a_profi
         assert _as_nobody(f"{base}/flush_cache", {}) == 401
         assert _as_nobody(f"{base}/get_server_info") == 401
         assert _as_nobody(f"{base}/health") == 200  # probes stay open, as in SGLang
-        async with httpx.AsyncClient(base_url=base, trust_env=False, headers=auth_headers(base)) as client:
+        async with loopback.AsyncClient(base_url=base, trust_env=False, headers=auth_headers(base)) as client:
             assert (await client.post("/flush_cache")).status_code == 200  # moe-tui's own admin call
             info = (await client.get("/get_server_info")).json()
         assert info["api_key"] == key  # SGLang echoes its args, key included: moe-tui must scrub it

@@ -19,13 +19,13 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make fi
 @pytest.mark.integration
 @needs_root
 def test_dumps_go_to_the_server_starts_own_folder_and_planted_ones_are_never_read(env, tmp_path):
-    import httpx
 
     from moe_tui import paths
     from moe_tui.profiles import load_profile
     from moe_tui.run.profiled import _expert_dump
     from moe_tui.servers.keys import auth_headers
     from moe_tui.servers.managed import ManagedServer
+    from tests.support import loopback
 
     shared = tmp_path / "shared-tmp"
     shared.mkdir()
@@ -57,7 +57,7 @@ def test_dumps_go_to_the_server_starts_own_folder_and_planted_ones_are_never_rea
             raw = tmp_path / "raw"
             raw.mkdir()
             facts: dict = {"notes": []}
-            async with httpx.AsyncClient(base_url=server.base_url, trust_env=False,
+            async with loopback.AsyncClient(base_url=server.base_url, trust_env=False,
                                          headers=auth_headers(server.base_url)) as client:  # the start's key
                 assert (await client.post("/start_expert_distribution_record")).status_code == 200
                 await _expert_dump(client, server, raw, facts)

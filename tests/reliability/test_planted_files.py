@@ -101,12 +101,12 @@ def test_expert_dumps_go_to_an_owner_only_folder_of_this_server_start(env, tmp_p
     import asyncio
     import stat as stat_mod
 
-    import httpx
     import psutil
     from runner_support import free_port
 
     from moe_tui import servers
     from moe_tui.profiles import load_profile
+    from tests.support import loopback
 
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -126,7 +126,7 @@ def test_expert_dumps_go_to_an_owner_only_folder_of_this_server_start(env, tmp_p
             st = os.lstat(child_dir)
             from moe_tui.servers.keys import auth_headers  # the start's key: its admin routes answer only moe-tui
 
-            async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, timeout=10,
+            async with loopback.AsyncClient(base_url=server.base_url, trust_env=False, timeout=10,
                                          headers=auth_headers(server.base_url)) as c:
                 for call in ("start", "stop", "dump"):
                     assert (await c.post(f"/{call}_expert_distribution_record")).status_code == 200

@@ -34,6 +34,7 @@ from moe_tui.servers import (
     ServerManager,
 )
 from moe_tui.servers.keys import auth_headers
+from tests.support import loopback
 from tests.support.servers import group_alive, make, marked_processes, sim_profile
 
 
@@ -93,7 +94,7 @@ async def test_v1_models_answering_is_not_readiness(tracked):
     # Warmup long enough to see the port answer while the server still warms up.
     server = make(tracked, sim_profile(warmup_seconds=1.5))
     await server.start()
-    async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, headers=auth_headers(server.base_url)) as client:
+    async with loopback.AsyncClient(base_url=server.base_url, trust_env=False, headers=auth_headers(server.base_url)) as client:
         for _ in range(100):
             try:
                 if (await client.get("/v1/models")).status_code == 200:
@@ -140,7 +141,7 @@ async def test_crash_mid_run_is_detected_with_log_tail(store, tracked):
     server.subscribe(lambda e: failed.set() if isinstance(e, ServerStateChanged) and e.state == FAILED else None)
     await server.start()
     await server.wait_ready(timeout=15)
-    async with httpx.AsyncClient(base_url=server.base_url, trust_env=False, timeout=10,
+    async with loopback.AsyncClient(base_url=server.base_url, trust_env=False, timeout=10,
                                  headers=auth_headers(server.base_url)) as client:
         with pytest.raises(httpx.HTTPError):
             async with client.stream("POST", "/generate", json={

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from tests.sim_helpers import SimProcess, http_status, sim_server, stream_generate
+from tests.support import loopback
 
 pytestmark = pytest.mark.integration  # starts real processes
 
@@ -40,7 +41,7 @@ def test_slow_start_delays_readiness():
     start = time.monotonic()
     with sim_server(["--sim-slow-start", "1.5"]) as sim:
         elapsed = time.monotonic() - start
-        info = httpx.get(sim.base_url + "/server_info").json()
+        info = loopback.get(sim.base_url + "/server_info").json()
     assert elapsed >= 1.5
     assert info["startup_time"]["load_weight"] >= 1.5
 
@@ -49,7 +50,7 @@ def test_fallback_backend_is_reported_and_logged():
     args = ["--moe-runner-backend", "flashinfer_cutedsl", "--sim-fallback-backend",
             "flashinfer_cutlass", "--sim-time-scale", "100"]
     with sim_server(args) as sim:
-        info = httpx.get(sim.base_url + "/server_info").json()
+        info = loopback.get(sim.base_url + "/server_info").json()
         warning = sim.wait_for_log("WARNING.*falling back to moe_runner_backend='flashinfer_cutlass'")
         # Performance follows the fallback: at batch 10 cutlass is ~1.7x slower per step.
         chunks = stream_generate(sim.base_url, {"input_ids": [1], "sampling_params": {"max_new_tokens": 2}})
@@ -63,7 +64,7 @@ def test_fallback_backend_is_reported_and_logged():
 def _first_token_then_next(base_url: str, n_tokens: int) -> list[float]:
     """Wall times between successive chunks of one stream."""
     times = []
-    with httpx.stream("POST", base_url + "/generate",
+    with loopback.stream("POST", base_url + "/generate",
                       json={"input_ids": [1], "stream": True,
                             "sampling_params": {"max_new_tokens": n_tokens}}) as r:
         for line in r.iter_lines():
@@ -87,7 +88,7 @@ def test_jit_stall_hits_first_use_of_a_batch_bucket_only():
 def test_error_rate_gives_seeded_http_500s():
     def statuses(seed: str) -> list[int]:
         with sim_server(["--sim-error-rate", "0.5", "--sim-seed", seed, "--sim-zero-delay"]) as sim:
-            return [httpx.post(sim.base_url + "/generate",
+            return [loopback.post(sim.base_url + "/generate",
                                json={"input_ids": [1], "sampling_params": {"max_new_tokens": 1}}
                                ).status_code for _ in range(40)]
 
@@ -100,7 +101,7 @@ def test_cut_stream_closes_without_done():
     with sim_server(["--sim-cut-stream-after-tokens", "3", "--sim-time-scale", "100"]) as sim:
         received = []
         with pytest.raises(httpx.HTTPError):
-            with httpx.stream("POST", sim.base_url + "/generate",
+            with loopback.stream("POST", sim.base_url + "/generate",
                               json={"input_ids": [1], "stream": True,
                                     "sampling_params": {"max_new_tokens": 50}}) as r:
                 for line in r.iter_lines():
@@ -115,7 +116,7 @@ def test_hang_after_tokens_stalls_until_client_times_out():
     with sim_server(["--sim-hang-after-tokens", "2", "--sim-time-scale", "100"]) as sim:
         received = []
         with pytest.raises(httpx.ReadTimeout):
-            with httpx.stream("POST", sim.base_url + "/generate",
+            with loopback.stream("POST", sim.base_url + "/generate",
                               json={"input_ids": [1], "stream": True,
                                     "sampling_params": {"max_new_tokens": 50}},
                               timeout=httpx.Timeout(5.0, read=1.0)) as r:

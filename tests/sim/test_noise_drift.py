@@ -8,10 +8,10 @@ from __future__ import annotations
 import statistics
 import time
 
-import httpx
 import pytest
 
 from tests.sim_helpers import sim_server
+from tests.support import loopback
 
 pytestmark = pytest.mark.integration  # starts real processes
 
@@ -30,7 +30,7 @@ def interleaved_request_seconds(base_urls: list[str], n: int, tokens: int = 40) 
     machine is under falls on every server alike, so their times compare side by side."""
     times: list[list[float]] = [[] for _ in base_urls]
     payload = PAYLOAD | {"sampling_params": {"max_new_tokens": tokens, "ignore_eos": True}}
-    with httpx.Client(timeout=30) as client:
+    with loopback.Client(timeout=30) as client:
         for _ in range(n):
             for url, out in zip(base_urls, times):
                 start = time.perf_counter()

@@ -11,7 +11,6 @@ import signal
 import time
 import uuid
 
-import httpx
 import psutil
 import pytest
 
@@ -19,6 +18,7 @@ from moe_tui.judgement import SERVER_ID_ENV
 from moe_tui.servers import processes_of, terminate_server
 from moe_tui.sim.launch import start_sim
 from moe_tui.sim.procs import scheduler_title
+from tests.support import loopback
 
 
 def live_children(pid: int) -> list[psutil.Process]:
@@ -60,8 +60,8 @@ def test_tp8_tree_holds_its_gpus_and_dies_with_a_sigkilled_parent():
         names = sorted(p.name() for p in kids)
         assert names == ["sglang::detokenizer"] + [f"sglang::scheduler_TP{r}" for r in range(8)]
         assert all(p.cmdline()[0] == p.name() for p in kids)  # argv[0] is the title, as setproctitle makes it
-        info = httpx.get(sim.base_url + "/server_info", timeout=10).json()["sim"]
-        gpus = httpx.get(sim.base_url + "/sim/gpus", timeout=10).json()
+        info = loopback.get(sim.base_url + "/server_info", timeout=10).json()["sim"]
+        gpus = loopback.get(sim.base_url + "/sim/gpus", timeout=10).json()
         assert info["gpu_indices"] == [4, 5, 6, 7, 0, 1, 2, 3]
         holders = {g["index"]: [p["pid"] for p in g["processes"]] for g in gpus["gpus"]}
         assert holders == {g: [pid] for g, pid in zip(info["gpu_indices"], info["scheduler_pids"])}

@@ -4,6 +4,7 @@ process over loopback; its traces read back by the explain parser."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -14,6 +15,7 @@ from moe_tui.explain.expert_load import expert_load
 from moe_tui.explain.rules import ATTENTION, COLLECTIVE, MOE_GEMM, MOE_ROUTING, NORM_ELEMENTWISE, QUANTIZATION
 from moe_tui.sim.traces import BACKEND_KERNELS
 from tests.sim_helpers import sim_server
+from tests.support import loopback
 
 pytestmark = pytest.mark.integration  # starts real processes
 
@@ -23,7 +25,7 @@ FAST = ["--sim-load-seconds", "0.05", "--sim-graph-seconds", "0.05", "--sim-warm
 
 def _load(base: str, n: int = 12, new_tokens: int = 40) -> list[threading.Thread]:
     def one(i: int) -> None:
-        httpx.post(base + "/generate", json={"input_ids": list(range(10 + i, 110 + i)),
+        loopback.post(base + "/generate", json={"input_ids": list(range(10 + i, 110 + i)),
                                              "sampling_params": {"max_new_tokens": new_tokens, "ignore_eos": True}},
                    timeout=120).raise_for_status()
     threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
@@ -32,45 +34,54 @@ def _load(base: str, n: int = 12, new_tokens: int = 40) -> list[threading.Thread
     return threads
 
 
-def _running(base: str) -> int:
-    """The running requests, from the metrics gauge (0.5.23's internal_states carry no count)."""
-    for line in httpx.get(base + "/metrics").text.splitlines():
-        if line.startswith("sglang:num_running_reqs"):
+def _metric(base: str, name: str) -> int:
+    """A gauge or counter from /metrics (0.5.23's internal_states carry no running count)."""
+    for line in loopback.get(base + "/metrics").text.splitlines():
+        if line.startswith(name):
             return int(float(line.rsplit(" ", 1)[-1]))
-    raise AssertionError("no sglang:num_running_reqs gauge")
+    raise AssertionError(f"no {name} in /metrics")
+
+
+def _running(base: str) -> int:
+    return _metric(base, "sglang:num_running_reqs")
 
 
 def _profile(base: str, out: Path, n: int = 12, **req) -> list[Path]:
     """Profile the steady batch: start once all `n` requests run (as explain does after warmup)."""
+    generated = _metric(base, "sglang:generation_tokens_total")
     threads = _load(base, n, new_tokens=400)
-    while _running(base) < n:  # bounded by the requests' own length
+    # Steady: all `n` running and a decode step done since the last of them was prefilled (each has two
+    # tokens). Requests that arrive together are prefilled in one step that counts them all running,
+    # and a capture started then holds that prefill.
+    while _running(base) < n or _metric(base, "sglang:generation_tokens_total") - generated < 2 * n:
         assert any(t.is_alive() for t in threads), "the load ended before the batch filled"
-    r = httpx.post(base + "/start_profile", json={"output_dir": str(out)} | req)
+        time.sleep(0.01)  # a poll, not a spin
+    r = loopback.post(base + "/start_profile", json={"output_dir": str(out)} | req)
     assert r.status_code == 200 and r.text == "Start profiling.\n"
     for t in threads:
         t.join()
-    httpx.post(base + "/stop_profile")  # after num_steps it stopped by itself: answered 400 then
+    loopback.post(base + "/stop_profile")  # after num_steps it stopped by itself: answered 400 then
     return sorted(out.iterdir())
 
 
 def test_profile_requests_follow_sglang(tmp_path):
     with sim_server(FAST) as sim:
         base = sim.base_url
-        state = httpx.get(base + "/server_info").json()["internal_states"][0]
+        state = loopback.get(base + "/server_info").json()["internal_states"][0]
         assert "num_running_reqs" not in state and "num_queue_reqs" not in state  # 0.5.23 reports neither
         startup = sim.log_tail(400)  # 0.5.23 prints no line of its own before the load (no "Init torch distributed")
         assert "Load weight begin." in startup and "Init torch distributed" not in startup
-        bad = httpx.post(base + "/start_profile", json={"num_steps": "ten"})
+        bad = loopback.post(base + "/start_profile", json={"num_steps": "ten"})
         assert bad.status_code == 400 and "num_steps" in bad.text
-        stop = httpx.post(base + "/stop_profile")  # a failed ProfileReqOutput: the tokenizer manager raises
+        stop = loopback.post(base + "/stop_profile")  # a failed ProfileReqOutput: the tokenizer manager raises
         assert (stop.status_code, stop.text) == (500, "Internal Server Error")
         # unknown fields are ignored, as 0.5.23's request struct does
-        assert httpx.post(base + "/start_profile", json={"output_dir": str(tmp_path), "bogus": 1}).status_code == 200
-        again = httpx.post(base + "/start_profile")
+        assert loopback.post(base + "/start_profile", json={"output_dir": str(tmp_path), "bogus": 1}).status_code == 200
+        again = loopback.post(base + "/start_profile")
         assert (again.status_code, again.text) == (500, "Internal Server Error")
         for t in _load(base, n=4, new_tokens=8):
             t.join()
-        assert httpx.post(base + "/stop_profile").text == "Stop profiling. This will take some time.\n"
+        assert loopback.post(base + "/stop_profile").text == "Stop profiling. This will take some time.\n"
         files = sorted(p.name for p in tmp_path.iterdir())
         assert files and all(parse_trace_name(f) is not None for f in files)
         assert len({parse_trace_name(f).profile_id for f in files}) == 1
@@ -82,17 +93,17 @@ def test_traces_by_stage_per_rank_with_backend_kernels(tmp_path, monkeypatch):
                    "--expert-distribution-recorder-mode", "stat", "--expert-distribution-recorder-buffer-size", "64"]
     with sim_server(args) as sim:  # the emulator inherits the recorder folder from the environment
         base = sim.base_url
-        assert httpx.post(base + "/start_expert_distribution_record").status_code == 200
+        assert loopback.post(base + "/start_expert_distribution_record").status_code == 200
         files = _profile(base, tmp_path / "t", num_steps=6, profile_prefix="explain")
-        assert httpx.post(base + "/stop_expert_distribution_record").status_code == 200
-        assert httpx.post(base + "/dump_expert_distribution_record").status_code == 200
+        assert loopback.post(base + "/stop_expert_distribution_record").status_code == 200
+        assert loopback.post(base + "/dump_expert_distribution_record").status_code == 200
     names = [parse_trace_name(p.name) for p in files]
     assert {(n.tp_rank, n.ep_rank, n.stage) for n in names} == {(0, 0, None), (1, 1, None)}
     assert all(p.name.startswith("explain-") for p in files)
     decode = [read_rank(p) for p in files]
     # 0.5.23 counts the batch before its predicate (forward_ct += 1, then the check target <= ct):
     # num_steps=6 captures the 5 batches after the start
-    assert all(r.n_steps == 5 and r.step_source == "graph launches" for r in decode)
+    assert all(r.n_steps == 5 and r.step_source == "graph launches" for r in decode), [(r.n_steps, r.step_source) for r in decode]
     side = side_breakdown("triton", decode)
     for cls in (MOE_GEMM, MOE_ROUTING, ATTENTION, COLLECTIVE, NORM_ELEMENTWISE, QUANTIZATION):
         assert side.ms(cls) > 0, cls
@@ -144,7 +155,7 @@ def test_expert_record_without_a_recorder_mode_kills_the_server():
     and the request is never answered."""
     with sim_server(FAST + ["--tp-size", "2"]) as sim:
         with pytest.raises(httpx.TransportError):
-            httpx.post(sim.base_url + "/start_expert_distribution_record", timeout=60)
+            loopback.post(sim.base_url + "/start_expert_distribution_record", timeout=60)
         assert sim.wait_exit(timeout=60) == -9  # kill_process_tree SIGKILLs the launcher itself
         log = sim.log_tail(200)
         assert "Scheduler hit an exception" in log

@@ -7,11 +7,11 @@ import subprocess
 import sys
 import time
 
-import httpx
 import pytest
 from tokenizers import Tokenizer
 
 from tests.sim_helpers import SimProcess, http_status, sim_server, sse_events, stream_generate
+from tests.support import loopback
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def sim():
 def test_stream_generate_shapes(sim):
     # The module's server is shared and tests run in duration order: another test's prompt may
     # share this one's first tokens, so the cache is emptied first (cached_tokens is asserted 0).
-    assert httpx.post(sim.base_url + "/flush_cache", params={"timeout": "10"}, timeout=15).status_code == 200
+    assert loopback.post(sim.base_url + "/flush_cache", params={"timeout": "10"}, timeout=15).status_code == 200
     chunks = stream_generate(sim.base_url, {"text": "hello there general",
                                             "sampling_params": {"max_new_tokens": 5,
                                                                 "temperature": 0.0,
@@ -46,14 +46,14 @@ def test_stream_generate_shapes(sim):
     # Text and ids are cumulative, and the text is what the shipped tokenizer decodes.
     assert data[1]["text"].startswith(data[0]["text"])
     assert len(last["output_ids"]) == 5 and last["output_ids"][:2] == data[1]["output_ids"]
-    info = httpx.get(sim.base_url + "/model_info").json()
+    info = loopback.get(sim.base_url + "/model_info").json()
     tok = Tokenizer.from_file(info["tokenizer_path"] + "/tokenizer.json")
     assert tok.decode(last["output_ids"]) == last["text"]
 
 
 @pytest.mark.integration
 def test_generate_input_ids_non_stream(sim):
-    r = httpx.post(sim.base_url + "/generate",
+    r = loopback.post(sim.base_url + "/generate",
                    json={"input_ids": list(range(100)), "sampling_params": {"max_new_tokens": 7},
                          "lora_path": None, "return_logprob": False, "logprob_start_len": -1})
     assert r.status_code == 200
@@ -76,7 +76,7 @@ def test_stream_interval_emits_every_n_tokens():
 @pytest.mark.integration
 def test_completions_stream_and_usage(sim):
     def run(extra):
-        with httpx.stream("POST", sim.base_url + "/v1/completions",
+        with loopback.stream("POST", sim.base_url + "/v1/completions",
                           json={"model": "x", "prompt": "one two three", "max_tokens": 4,
                                 "stream": True} | extra) as r:
             return [e for e in sse_events(r.read().decode())]
@@ -91,7 +91,7 @@ def test_completions_stream_and_usage(sim):
     assert with_usage[-1]["choices"] == []
     assert with_usage[-1]["usage"] == {"prompt_tokens": 3, "completion_tokens": 4,
                                        "total_tokens": 7, "prompt_tokens_details": None}
-    r = httpx.post(sim.base_url + "/v1/completions", json={"prompt": [1, 2, 3], "max_tokens": 2})
+    r = loopback.post(sim.base_url + "/v1/completions", json={"prompt": [1, 2, 3], "max_tokens": 2})
     body = r.json()
     assert body["choices"][0]["finish_reason"] == "length"
     assert body["usage"]["completion_tokens"] == 2 and body["usage"]["prompt_tokens"] == 3
@@ -112,7 +112,7 @@ def test_completions_stream_and_usage(sim):
 ])
 @pytest.mark.integration
 def test_bad_requests_get_400_json(sim, path, body, expect):
-    r = httpx.post(sim.base_url + path, content=body)
+    r = loopback.post(sim.base_url + path, content=body)
     assert r.status_code == 400
     payload = r.json()
     message = payload["error"]["message"] if "error" in payload else payload["message"]
@@ -123,7 +123,7 @@ def test_bad_requests_get_400_json(sim, path, body, expect):
 @pytest.mark.integration
 def test_server_info_model_info_models(sim):
     for path in ("/server_info", "/get_server_info"):
-        info = httpx.get(sim.base_url + path).json()
+        info = loopback.get(sim.base_url + path).json()
         assert info["simulated"] is True
         assert info["moe_runner_backend"] == "flashinfer_cutedsl"
         assert info["tp_size"] == 8 and info["ep_size"] == 8
@@ -134,18 +134,18 @@ def test_server_info_model_info_models(sim):
         assert {"load_weight", "cuda_graph", "total"} <= set(info["startup_time"])
         assert "last_gen_throughput" in info["internal_states"][0]
         assert "(simulated)" in info["served_model_name"]
-    mi = httpx.get(sim.base_url + "/model_info").json()
+    mi = loopback.get(sim.base_url + "/model_info").json()
     assert mi["is_generation"] is True and mi["architectures"]
     assert mi["served_model_name"].endswith("(simulated)")
-    models = httpx.get(sim.base_url + "/v1/models").json()
+    models = loopback.get(sim.base_url + "/v1/models").json()
     assert models["data"][0]["id"] == mi["served_model_name"]
 
 
 @pytest.mark.integration
 def test_metrics_and_flush_cache(sim):
-    httpx.post(sim.base_url + "/generate", json={"input_ids": [1, 2, 3, 4],
+    loopback.post(sim.base_url + "/generate", json={"input_ids": [1, 2, 3, 4],
                                                  "sampling_params": {"max_new_tokens": 3}})
-    text = httpx.get(sim.base_url + "/metrics").text
+    text = loopback.get(sim.base_url + "/metrics").text
     for name in ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage",
                  "sglang:gen_throughput", "sglang:prompt_tokens_total",
                  "sglang:generation_tokens_total", "sglang:time_to_first_token_seconds_bucket",
@@ -153,7 +153,7 @@ def test_metrics_and_flush_cache(sim):
         assert name in text
     gen = [ln for ln in text.splitlines() if ln.startswith("sglang:generation_tokens_total")]
     assert float(gen[0].rsplit(" ", 1)[1]) >= 3
-    r = httpx.post(sim.base_url + "/flush_cache")
+    r = loopback.post(sim.base_url + "/flush_cache")
     assert r.status_code == 200 and "Cache flushed" in r.text
 
 

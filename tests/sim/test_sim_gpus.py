@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import time
 
-import httpx
 import psutil
 import pytest
 
 from moe_tui.sim.gpus import BIT_GPU_IDLE, BIT_SW_POWER_CAP, MEM_TOTAL_BYTES, SM_CLOCK_MAX_MHZ
 from moe_tui.sim.launch import start_sim
 from tests.sim_helpers import Loaded
+from tests.support import loopback
 
 pytestmark = pytest.mark.integration  # starts real processes
 
@@ -20,7 +20,7 @@ ARGS = ["--tp-size", "2", "--moe-runner-backend", "flashinfer_cutlass", "--sim-t
 
 
 def gpus(base_url: str) -> list[dict]:
-    return httpx.get(base_url + "/sim/gpus", timeout=10).json()["gpus"]
+    return loopback.get(base_url + "/sim/gpus", timeout=10).json()["gpus"]
 
 
 def sample_under_load(base_url: str, warm_s: float = 1.75) -> tuple[list[dict], float]:
@@ -54,7 +54,7 @@ def test_load_raises_util_and_power_without_throttle_by_default():
 def engine_steps_per_second(base_url: str) -> tuple[list[dict], float]:
     """Under a steady load, the engine's own step rate (not the client's pace) and a GPU sample."""
     def steps() -> tuple[int, float]:
-        state = httpx.get(base_url + "/server_info", timeout=10).json()["internal_states"][0]
+        state = loopback.get(base_url + "/server_info", timeout=10).json()["internal_states"][0]
         return state["sim_engine_steps"], time.monotonic()
 
     with Loaded(base_url, 16, output_len=16):
@@ -86,11 +86,11 @@ def test_a_low_power_limit_throttles_clocks_and_slows_the_engine():
 
 def test_foreign_process_and_lost_gpu_faults():
     with start_sim(ARGS + ["--sim-gpu-foreign-process", "1", "--sim-gpu-lost", "0"]) as sim:
-        info = httpx.get(sim.base_url + "/server_info", timeout=10).json()["sim"]
+        info = loopback.get(sim.base_url + "/server_info", timeout=10).json()["sim"]
         deadline = time.monotonic() + 10
         while info["foreign_gpu_pid"] is None and time.monotonic() < deadline:
             time.sleep(0.1)
-            info = httpx.get(sim.base_url + "/server_info", timeout=10).json()["sim"]
+            info = loopback.get(sim.base_url + "/server_info", timeout=10).json()["sim"]
         now = gpus(sim.base_url)
         foreign = info["foreign_gpu_pid"]
         assert foreign and psutil.pid_exists(foreign)

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import asyncio
 
-import httpx
 import pytest
 
 from moe_tui.sim.loadgen import run_load
 from moe_tui.sim.model import predict_steady_state
 from tests.sim_helpers import sim_server
+from tests.support import loopback
 
 pytestmark = pytest.mark.integration  # starts real processes
 
@@ -40,7 +40,7 @@ INPUT_LEN, OUTPUT_LEN = 128, 512
 
 
 def engine_lag_s(base_url: str) -> float:
-    info = httpx.get(base_url + "/server_info", timeout=10).json()
+    info = loopback.get(base_url + "/server_info", timeout=10).json()
     return float(info["internal_states"][0]["sim_engine_lag_s"])
 
 

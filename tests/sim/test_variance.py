@@ -7,11 +7,11 @@ from __future__ import annotations
 import statistics
 import time
 
-import httpx
 import pytest
 
 from moe_tui.sim.variance import VarianceModel, VarianceSettings
 from tests.sim_helpers import sim_server
+from tests.support import loopback
 
 
 def test_start_factors_spread_like_the_sigma_asked():
@@ -48,7 +48,7 @@ def test_drift_wanders_but_stays_bounded():
 
 def _tokens_per_second(base_url: str) -> float:
     payload = {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 60, "ignore_eos": True}}
-    with httpx.Client(timeout=30) as client:
+    with loopback.Client(timeout=30) as client:
         start = time.perf_counter()
         for _ in range(3):
             client.post(base_url + "/generate", json=payload).raise_for_status()
@@ -64,7 +64,7 @@ def test_each_start_records_its_factor_and_a_big_sigma_shows():
     seen = []
     for seed in ("1", "2"):
         with sim_server(args + ["--sim-seed", seed]) as sim:
-            sim_info = httpx.get(sim.base_url + "/server_info", timeout=10).json()["sim"]
+            sim_info = loopback.get(sim.base_url + "/server_info", timeout=10).json()["sim"]
             seen.append((sim_info["perf_factor_start"], _tokens_per_second(sim.base_url)))
     (f1, tps1), (f2, tps2) = seen
     assert f1 != f2

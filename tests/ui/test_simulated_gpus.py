@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import time
 
-import httpx
 import pytest
 from textual.widgets import DataTable
 
@@ -20,6 +19,7 @@ from moe_tui.sim.launch import start_sim
 from moe_tui.telemetry import ControlRoomSampler, GpuSample, TelemetrySnapshot, gpu_owners, sim_sources
 from moe_tui.ui.widgets.gpu_panel import GpuPanel
 from tests.sim_helpers import Loaded
+from tests.support import loopback
 from tests.ui.fakes import T0, RecordingAdapter, telemetry_message
 from tests.ui.test_snapshots import build_app, feed
 from tests.ui.waiting import workers_finished
@@ -33,7 +33,7 @@ def _sample_faulty_emulator(sim, adapter: RecordingAdapter) -> TelemetrySnapshot
                  else r for r in adapter.servers)
     adapter.servers = rows
     deadline = time.monotonic() + 10
-    while httpx.get(sim.base_url + "/server_info").json()["sim"]["foreign_gpu_pid"] is None:
+    while loopback.get(sim.base_url + "/server_info").json()["sim"]["foreign_gpu_pid"] is None:
         assert time.monotonic() < deadline, "the foreign process never appeared"
         time.sleep(0.1)
     with Loaded(sim.base_url, 8, input_len=32, output_len=32):

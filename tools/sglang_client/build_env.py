@@ -98,16 +98,14 @@ def build(env_dir: Path = ENV_DIR, *, force: bool = False) -> bool:
     _run([sys.executable, "-m", "venv", str(env_dir)])
     python = str(env_python(env_dir))
     pip = [python, "-m", "pip", "install", "--quiet"]
-    # Byte-compiled at install time: with PYTHONDONTWRITEBYTECODE set (as on our machines) every
-    # client start would otherwise recompile transformers/pandas from source (~4 s each run).
-    _run([*pip, *CLIENT_REQUIREMENTS])
+    # --no-compile: pip would byte-compile every file of every package (transformers, datasets, numpy,
+    # sglang's 220 MB tree: 7,400 files, ~15 s of CPU) where a run imports 1,800 of them. The import
+    # check below compiles exactly those, by importing them with bytecode writing on; without it, with
+    # PYTHONDONTWRITEBYTECODE set (as on our machines), every client start would recompile them (~4 s).
+    _run([*pip, "--no-compile", *CLIENT_REQUIREMENTS])
     # --no-deps: sglang declares torch, CUDA kernels and the server stack; the client needs none.
     # Installed last so pip's resolver never weighs (and lists) those undeclared-here packages.
-    # --no-compile, then compile only what the client imports: the whole 220 MB tree takes long.
     _run([*pip, "--no-compile", "--no-deps", SGLANG_REQUIREMENT])
-    package_dir = Path(_site_packages(python)) / "sglang"
-    _run([python, "-m", "compileall", "-q", str(package_dir / "benchmark"),
-          str(package_dir / "srt" / "utils" / "network.py")])
     _check_client_imports(env_dir)
     stamp = {
         "requirements": requirement_set(),
@@ -119,24 +117,23 @@ def build(env_dir: Path = ENV_DIR, *, force: bool = False) -> bool:
     return True
 
 
-def _site_packages(python: str) -> str:
-    return subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()
-
-
 def _check_client_imports(env_dir: Path) -> None:
-    """Fail the build (not a later test) if the launcher cannot import the client without torch."""
+    """Fail the build (not a later test) if the launcher cannot import the client without torch; and,
+    bytecode writing on, leave compiled what a run imports: the client's modules, and what loading a
+    tokenizer the way a run does (`get_tokenizer` on the emulator's) imports on top."""
     launcher = Path(__file__).resolve().parent / "run_bench_serving.py"
+    tokenizer = REPO_ROOT / "moe_tui" / "sim" / "tokenizer"
     probe = (
         "import sys, runpy; "
         f"ns = runpy.run_path({str(launcher)!r}, run_name='probe'); "
         "ns['prepare_imports'](); "
         "import sglang.benchmark.serving; "
+        "from sglang.benchmark.utils import get_tokenizer; "
+        f"get_tokenizer({str(tokenizer)!r}); "
         "assert 'torch' not in sys.modules, 'torch was imported'"
     )
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     subprocess.run([str(env_python(env_dir)), "-c", probe], check=True, env=env)
 
 

@@ -76,11 +76,9 @@ def test_drift_makes_later_requests_slower():
 def test_each_start_draws_fresh_noise_unless_seeded():
     """Without --sim-seed two starts use different noise streams (repeats on separate starts are
     independent samples); with it, a start is reproducible."""
-    import httpx as _httpx
-
     def seed_in_force(args: list[str]) -> int:
         with sim_server(ARGS + args) as sim:
-            return _httpx.get(sim.base_url + "/server_info", timeout=10).json()["sim"]["sim_seed"]
+            return loopback.get(sim.base_url + "/server_info", timeout=10).json()["sim"]["sim_seed"]
 
     assert seed_in_force(["--sim-noise-pct", "5"]) != seed_in_force(["--sim-noise-pct", "5"])
     assert seed_in_force(["--sim-seed", "11"]) == 11

@@ -41,7 +41,8 @@ import numpy as np
 from aa_grid import POWER_EFFECT, rate_text, with_power
 from grid_sim import ACCEPT, METRICS, Builder, Scenario, draw, publish, study_args, verdicts
 
-from moe_tui.compare import build_grid_from_runs, confound
+from moe_tui.compare import confound
+from moe_tui.compare.build import build_grid_from_runs
 from moe_tui.compare.model import ComparisonGrid
 from moe_tui.grids.pair import confound_separate
 

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from moe_tui.compare import build_grid_from_runs
+from moe_tui.compare.build import build_grid_from_runs
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store.db import RunRecord
 

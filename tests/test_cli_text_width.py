@@ -36,7 +36,7 @@ def test_compare_text_fits_columns(home):  # noqa: F811
 
 
 def test_render_text_moves_what_does_not_fit_under_its_row():
-    from moe_tui.compare import build_grid_from_runs
+    from moe_tui.compare.build import build_grid_from_runs
     from tests.ui.fakes import demo_runs
 
     a, b = demo_runs()

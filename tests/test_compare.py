@@ -28,13 +28,12 @@ from moe_tui.compare import (
     WITHIN_NOISE,
     WORSE,
     CompareError,
-    build_grid_from_runs,
-    repeats_to_settle,
-    welch_delta,
 )
 from moe_tui.compare import (
     REFUSED as DIFFERENT_SPEC,
 )
+from moe_tui.compare.build import build_grid_from_runs
+from moe_tui.compare.stats import repeats_to_settle, welch_delta
 from moe_tui.grids.pair import build_grid
 
 

@@ -14,7 +14,8 @@ from compare_data import make_run, snapshot, summary
 from scipy import stats
 
 from moe_tui import judgement as J
-from moe_tui.compare import CompareSettings, build_grid_from_runs
+from moe_tui.compare import CompareSettings
+from moe_tui.compare.build import build_grid_from_runs
 from moe_tui.compare.stats import Prior, welch_moderated
 
 SNAP_A = snapshot("a", "flashinfer_cutlass")

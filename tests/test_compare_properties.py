@@ -17,8 +17,9 @@ from compare_data import METRIC_KEYS, make_run, snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from moe_tui.compare import BETTER, WITHIN_NOISE, CompareSettings, build_grid_from_runs
+from moe_tui.compare import BETTER, WITHIN_NOISE, CompareSettings
 from moe_tui.compare import REFUSED as DIFFERENT_SPEC
+from moe_tui.compare.build import build_grid_from_runs
 from moe_tui.spec import BenchmarkSpec
 
 # The statistics alone (the control gate is its own test): verdicts shown even when uncontrolled.

@@ -8,8 +8,8 @@ import dataclasses
 
 from compare_data import make_run, snapshot, summary
 
-from moe_tui.compare import BETTER, INTERIM, CompareSettings, PlanCount, build_grid_from_runs
-from moe_tui.compare.build import plan_counts
+from moe_tui.compare import BETTER, INTERIM, CompareSettings, PlanCount
+from moe_tui.compare.build import build_grid_from_runs, plan_counts
 
 SNAP_A = snapshot("a", "flashinfer_cutlass")
 SNAP_B = snapshot("b", "flashinfer_cutedsl", port=30001)

@@ -10,7 +10,8 @@ import json
 
 from compare_data import make_run, snapshot, summary
 
-from moe_tui.compare import WITHIN_NOISE, CompareSettings, build_grid_from_runs
+from moe_tui.compare import WITHIN_NOISE, CompareSettings
+from moe_tui.compare.build import build_grid_from_runs
 from moe_tui.compare.grid import too_wide
 from moe_tui.export.formats import render_csv, render_json, render_markdown, render_text
 from moe_tui.ui.widgets.compare_grid import cell_cells

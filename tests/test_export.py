@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from compare_data import control_fail_runs, golden_runs
 
-from moe_tui.compare import build_grid_from_runs
+from moe_tui.compare.build import build_grid_from_runs
 from moe_tui.export import formats as export_mod
 from moe_tui.export.formats import (
     CSV_COLUMNS,

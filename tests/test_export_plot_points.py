@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from compare_data import make_run, snapshot, summary
 
-from moe_tui.compare import build_grid_from_runs
+from moe_tui.compare.build import build_grid_from_runs
 from moe_tui.export.plot import PlotPoint, plot_points
 
 SNAP_A = snapshot("a", "flashinfer_cutlass")

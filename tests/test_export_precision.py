@@ -9,7 +9,7 @@ import io
 
 from compare_data import golden_runs
 
-from moe_tui.compare import build_grid_from_runs
+from moe_tui.compare.build import build_grid_from_runs
 from moe_tui.export.formats import export_comparison, render_csv
 
 

@@ -13,7 +13,7 @@ import dataclasses
 
 import pytest
 
-from moe_tui.compare import build_grid_from_runs
+from moe_tui.compare.build import build_grid_from_runs
 from moe_tui.grids.pair import RUN_STATUSES, build_grid, campaigns_note, plan_of
 from moe_tui.store import grid_rows
 from moe_tui.store.db import Store

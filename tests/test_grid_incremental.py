@@ -12,7 +12,7 @@ import sqlite3
 
 import pytest
 
-from moe_tui.compare import build_grid_from_runs
+from moe_tui.compare.build import build_grid_from_runs
 from moe_tui.grids import pair
 from moe_tui.grids.pair import RUN_STATUSES, build_grid, campaigns_note, plan_of
 from moe_tui.store.db import Store

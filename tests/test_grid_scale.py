@@ -25,8 +25,9 @@ from compare_data import METRIC_KEYS, make_run, snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from moe_tui.compare import CompareSettings, build_grid_from_runs, confound, runs
+from moe_tui.compare import CompareSettings, confound, runs
 from moe_tui.compare import build as build_mod
+from moe_tui.compare.build import build_grid_from_runs
 from moe_tui.export.formats import render_json
 from moe_tui.grids.pair import RUN_STATUSES
 from moe_tui.spec import BenchmarkSpec

@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from moe_tui.compare import BASELINE, CANDIDATE, build_grid_from_runs
+from moe_tui.compare import BASELINE, CANDIDATE
+from moe_tui.compare.build import build_grid_from_runs
 from moe_tui.grids.pair import RUN_STATUSES, build_grid, campaigns_note, plan_of
 from moe_tui.spec import BenchmarkSpec
 from moe_tui.store.db import Store

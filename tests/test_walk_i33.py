@@ -13,7 +13,7 @@ def test_the_emulator_clock_is_said_where_simulated_numbers_are_shown():
 
     from compare_data import control_fail_runs, golden_runs
 
-    from moe_tui.compare import build_grid_from_runs
+    from moe_tui.compare.build import build_grid_from_runs
     from moe_tui.export.formats import render_csv, render_markdown, render_text
     from moe_tui.export.text import sim_clock_note
     from moe_tui.profiles import load_profiles
@@ -51,7 +51,7 @@ def test_the_control_line_says_its_state_once():
     """Compare read `control check: absent: control check absent: concurrency 2 was not measured ...`."""
     from compare_data import control_fail_runs
 
-    from moe_tui.compare import build_grid_from_runs
+    from moe_tui.compare.build import build_grid_from_runs
     from moe_tui.ui.screens.compare import diff_text
 
     a, b = control_fail_runs()

@@ -49,7 +49,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from moe_tui.bench.transport import API_KEY_ENV as API_KEY_ENV  # re-exported: callers knew it here
+from moe_tui.bench.settings import API_KEY_ENV as API_KEY_ENV  # re-exported: callers knew it here
+from moe_tui.bench.settings import DEFAULT_STALL_TIMEOUT_S as DEFAULT_STALL_TIMEOUT_S
 from moe_tui.bench.transport import stall_limits
 
 ERROR_TEXT_MAX = 500
@@ -57,13 +58,6 @@ ERROR_TEXT_MAX = 500
 # tokens is well under 1 MiB) and the body of an error answer.
 MAX_LINE_BYTES = 16 * 2**20
 ERROR_BODY_MAX = 64 * 2**10
-# The longest a response may deliver no bytes before the request fails as "timeout". A real
-# SGLang server is silent for long stretches legitimately: a CuteDSL kernel JIT-compiling on the
-# first use of a new batch shape (tens of seconds), a long prefill queue ahead of this request at
-# high concurrency (TTFT of tens of seconds), a CUDA graph capture of a new shape. 120 s clears
-# those with margin while freeing a queue item held by a hung server 5x sooner than the 600 s
-# request timeout. Lower it (`--stall-timeout`) for emulator runs or known-fast servers.
-DEFAULT_STALL_TIMEOUT_S = 120.0
 JSON_HEADERS = {"Content-Type": "application/json"}
 
 _DATA = b"data:"

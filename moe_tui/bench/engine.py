@@ -27,7 +27,7 @@ stream longer than `judgement.stall_threshold_s(median ITL)` flags the run `serv
 self-check keeps the longest one's start and length (`server_stall`) and the threshold used.
 
 Per-request limits: `request_timeout` (whole request, `default_request_timeout`) and
-`stall_timeout` (silence, default `client.DEFAULT_STALL_TIMEOUT_S` = 120 s); both are in the
+`stall_timeout` (silence, default `settings.DEFAULT_STALL_TIMEOUT_S` = 120 s); both are in the
 self-check as `request_timeout_s` / `stall_timeout_s`.
 
 `BenchResult`, the request records and `native_spec` live in `moe_tui.bench.result` (re-exported).
@@ -43,7 +43,6 @@ import os
 import resource
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -52,12 +51,14 @@ import aiohttp
 from moe_tui.bench.cancel import until_stopped
 from moe_tui.bench.client import DEFAULT_STALL_TIMEOUT_S, RequestOutcome, build_payload, stream_request
 from moe_tui.bench.live import LiveStats, LoopLagProbe, QuietGc, SelfCheck, attach_advice, judge_client, lag_limit_ms
+from moe_tui.bench.progress import ProgressCallback, emit
 from moe_tui.bench.result import CLIENT_NAME as CLIENT_NAME  # re-exported: callers import them from here
 from moe_tui.bench.result import BenchResult as BenchResult
 from moe_tui.bench.result import client_version, outcome_record
 from moe_tui.bench.result import native_spec as native_spec
+from moe_tui.bench.settings import API_KEY_ENV, WARMUP_PAUSE_S
 from moe_tui.bench.stall import stall_check
-from moe_tui.bench.transport import API_KEY_ENV, connections_opened, open_connections, open_session
+from moe_tui.bench.transport import connections_opened, open_connections, open_session
 from moe_tui.bench.workload import WorkItem, Workload, WorkloadError, build_workload, resolve_vocab_size
 from moe_tui.events import BenchProgress
 from moe_tui.judgement import FLAG_SERVER_STALL
@@ -69,26 +70,14 @@ if TYPE_CHECKING:
 
 ABORT_AFTER_CONNECT_ERRORS = 10
 FLUSH_CACHE_TIMEOUT_S = 60.0  # bench_serving's default --flush-cache timeout
-WARMUP_PAUSE_S = 1.0
 PROGRESS_INTERVAL_S = 0.25
 CONTROL_TIMEOUT = aiohttp.ClientTimeout(total=10.0)
 # What a control call (/model_info, /v1/models, /flush_cache, /server_info) may raise.
 HTTP_ERRORS = (aiohttp.ClientError, TimeoutError, OSError)
 
-ProgressCallback = Callable[[BenchProgress], Awaitable[None] | None]
-
-
 def default_request_timeout(spec: BenchmarkSpec) -> float:
     """Generous per-request limit: 600 s, or 50 ms per prompt+output token if that is longer."""
     return max(600.0, 0.05 * (spec.input_len + spec.output_len))
-
-
-async def _emit(callback: ProgressCallback | None, event: BenchProgress) -> None:
-    if callback is None:
-        return
-    value = callback(event)
-    if asyncio.iscoroutine(value):
-        await value
 
 
 async def run_benchmark(
@@ -125,7 +114,7 @@ async def run_benchmark(
     async def reporter() -> None:
         while True:
             await asyncio.sleep(progress_interval_s)
-            await _emit(on_progress, BenchProgress(run_id=run_id, **live.snapshot(probe.recent_ms())))
+            await emit(on_progress, BenchProgress(run_id=run_id, **live.snapshot(probe.recent_ms())))
 
     reporter_task = asyncio.create_task(reporter()) if on_progress is not None else None
     async with open_session(slots, os.environ.get(API_KEY_ENV) or None) as session:
@@ -141,7 +130,7 @@ async def run_benchmark(
                     pass
             await probe.stop()
         if on_progress is not None:
-            await _emit(on_progress, BenchProgress(run_id=run_id, **live.snapshot(probe.recent_ms())))
+            await emit(on_progress, BenchProgress(run_id=run_id, **live.snapshot(probe.recent_ms())))
         try:
             async with session.get(f"{base_url}/server_info", timeout=CONTROL_TIMEOUT) as response:
                 if response.status == 200:

@@ -27,9 +27,9 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 
-from moe_tui.bench.engine import ProgressCallback, _emit
+from moe_tui.bench.progress import ProgressCallback, emit
 from moe_tui.bench.result import BenchResult, JsonObject, native_spec
-from moe_tui.bench.transport import API_KEY_ENV
+from moe_tui.bench.settings import API_KEY_ENV
 from moe_tui.bench.zygote import ForkedClient, Zygote
 from moe_tui.events import BenchProgress, event_from_dict
 from moe_tui.spec import BenchmarkSpec
@@ -258,7 +258,7 @@ class _ChildRun:
             await self.wake.wait()
             self.wake.clear()
             while self.latest:
-                await _emit(self.on_progress, self.latest.pop())
+                await emit(self.on_progress, self.latest.pop())
                 self.latest.clear()
 
     async def _stop_on_request(self, stop: asyncio.Event) -> None:

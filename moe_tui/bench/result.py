@@ -9,13 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from moe_tui.bench.client import RequestOutcome
-from moe_tui.bench.live import SelfCheck
-from moe_tui.metrics import split_chunk_gaps
 from moe_tui.records import BenchSummary, FreeForm, SpecJson
 from moe_tui.spec import BenchmarkSpec
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the client's modules (aiohttp, numpy) stay out of the runner, which only reads results
+    from moe_tui.bench.client import RequestOutcome
+    from moe_tui.bench.live import SelfCheck
     from moe_tui.export.records import BenchRequestJson, BenchResultJson
 
 # Free-form payloads a result carries, named: their keys are not moe-tui's to fix.
@@ -95,6 +94,8 @@ def native_spec(spec: BenchmarkSpec) -> BenchmarkSpec:
 
 def outcome_record(o: RequestOutcome, wall_anchor: float, perf_anchor: float) -> BenchRequestJson:
     """Store-ready dict; sent_at in epoch seconds; itl is the per-token list (bench_serving's)."""
+    from moe_tui.metrics import split_chunk_gaps  # numpy: the client's, not the runner's
+
     sent = None if o.sent_at is None else wall_anchor + (o.sent_at - perf_anchor)
     queued = None
     if o.sent_at is not None and o.dispatched_at is not None:

@@ -80,7 +80,6 @@ def connections_opened(session: aiohttp.ClientSession) -> int | None:
     return connector.opened if isinstance(connector, ConnectionCountingConnector) else None
 
 
-API_KEY_ENV = "MOE_TUI_API_KEY"  # the server's key, handed to the bench child in its environment
 
 
 def open_session(connections: int, api_key: str | None = None) -> aiohttp.ClientSession:

@@ -9,7 +9,7 @@ This module imports only the standard library at its top: the engine is imported
 
 Protocol. Each stdin line is a request `{"spec": {...}, "base_url": ..., "run_id": ..., "request_timeout":
 ..., "stall_timeout": ..., "vocab_size": ..., "tokenizer": ..., "warmup_pause": ..., "api_key": ...}`
-(None or absent: the client's default; `api_key` reaches `bench.transport.API_KEY_ENV` for that run only,
+(None or absent: the client's default; `api_key` reaches `bench.settings.API_KEY_ENV` for that run only,
 never a command line). For each, stdout carries `{"type": "BenchProgress", ...}` lines about every
 250 ms and one `{"type": "BenchResult", ...}` (`BenchResult.to_dict()`), whose self-check has
 `client_process_run` (1 for the first run of this process, 2 for the timed run after its warmup
@@ -77,7 +77,7 @@ class _Serve:
     async def one(self, line: bytes) -> None:
         from moe_tui.bench.engine import run_benchmark
         from moe_tui.bench.result import BenchResult
-        from moe_tui.bench.transport import API_KEY_ENV
+        from moe_tui.bench.settings import API_KEY_ENV
         from moe_tui.spec import BenchmarkSpec, SpecError
 
         self.runs += 1

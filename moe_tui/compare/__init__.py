@@ -17,11 +17,13 @@ Modules:
 - `verdict`: each cell tested raw and against the control on its own server starts, families, decisions;
 - `grid`: per-cell states, the gate, the frozen cells; `build`: the entry points.
 The core never imports Textual and reads nothing: `moe_tui.grids.pair.build_grid` reads the store and calls it.
+The package itself brings only the records, the runs' helpers and the verdict names: `build` and `stats`
+(numpy) are imported from their modules, so a runner storing a run (`store.summaries` reads `runs`)
+does not import the statistics (~0.1 s of CPU a process).
 """
 
 from __future__ import annotations
 
-from moe_tui.compare.build import build_grid_from_runs, plan_counts, unknown_profiles
 from moe_tui.compare.model import (
     BASELINE,
     CANDIDATE,
@@ -51,18 +53,6 @@ from moe_tui.compare.runs import (
     run_suspect_flags,
     snapshot_diff,
     spec_field_diffs,
-)
-from moe_tui.compare.stats import (
-    CONFIDENCE,
-    SETTLE_MAX_REPEATS,
-    SETTLE_POWER,
-    CellTest,
-    DeltaStats,
-    PooledNoise,
-    cell_test,
-    holm,
-    repeats_to_settle,
-    welch_delta,
 )
 from moe_tui.judgement import (
     BETTER,
@@ -95,13 +85,13 @@ from moe_tui.judgement import (
 CONTROL_METRIC = PRIMARY_METRIC
 
 __all__ = [
-    "build_grid_from_runs", "plan_counts", "unknown_profiles", "BASELINE", "CANDIDATE", "METRIC_BY_KEY",
+    "BASELINE", "CANDIDATE", "METRIC_BY_KEY",
     "METRICS", "PRIMARY_METRIC", "CompareError", "CompareSettings", "ComparisonGrid", "Confounder",
     "ControlCheck", "FamilySummary", "GridCell", "MetricDef", "PlanCount", "ProvenanceRow", "SidePoint",
     "SideStats", "ThroughputSeries", "NOT_RECORDED", "PROVENANCE_FIELDS", "format_number", "format_pct",
     "run_flags_in_words", "run_suspect_flags", "snapshot_diff", "spec_field_diffs", "CONFIDENCE",
-    "SETTLE_MAX_REPEATS", "SETTLE_POWER", "CellTest", "DeltaStats", "PooledNoise", "cell_test", "holm",
-    "repeats_to_settle", "welch_delta", "BETTER", "CONFOUNDED", "CONTROL_ABSENT", "CONTROL_AGREES",
+    "holm",
+    "BETTER", "CONFOUNDED", "CONTROL_ABSENT", "CONTROL_AGREES",
     "CONTROL_DIFFERS", "CONTROL_INCONCLUSIVE", "FLAG_BACKEND_MISMATCH", "FLAG_CLIENT_BOUND", "FLAG_CLOCK_DROP",
     "FLAG_ENVIRONMENT_DIFFERS", "FLAG_FOREIGN_GPU_PROCESS", "FLAG_INCOMPLETE", "FLAG_PROFILE_CHANGED",
     "FLAG_REQUEST_ERRORS", "FLAG_THROTTLED", "INTERIM", "NO_DATA", "NOISE_UNKNOWN", "REFUSED", "UNRELIABLE",

@@ -23,18 +23,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from moe_tui import judgement as J
-from moe_tui.compare import (
-    BASELINE,
-    METRICS,
-    CompareSettings,
-    ComparisonGrid,
-    Confounder,
-    MetricDef,
-    PlanCount,
-    plan_counts,
-    unknown_profiles,
-)
-from moe_tui.compare.build import build_grid_from_sources
+from moe_tui.compare import BASELINE, METRICS, CompareSettings, ComparisonGrid, Confounder, MetricDef, PlanCount
+from moe_tui.compare.build import build_grid_from_sources, plan_counts, unknown_profiles
 from moe_tui.compare.memo import Kept
 from moe_tui.grids.extras import apply_gate, build_extras
 from moe_tui.grids.rows import RUN_STATUSES, ProfileRows  # noqa: F401  (re-exported)

@@ -19,8 +19,8 @@ from moe_tui.profiles import ServerProfile
 from moe_tui.spec import BenchmarkSpec
 
 if TYPE_CHECKING:
-    from moe_tui.bench.engine import BenchResult
     from moe_tui.bench.process import ClientProcess
+    from moe_tui.bench.result import BenchResult
 
 
 def spec_as_run(spec: BenchmarkSpec) -> BenchmarkSpec:
@@ -28,7 +28,7 @@ def spec_as_run(spec: BenchmarkSpec) -> BenchmarkSpec:
     sglang.bench_serving client's. A spec for another version is refused (ValueError) rather than
     silently re-labelled."""
     if spec.client == "moe-tui":
-        from moe_tui.bench.engine import native_spec
+        from moe_tui.bench.result import native_spec
 
         return native_spec(spec)
     from moe_tui.bench.sglang_adapter import check_spec_matches_client, require_client
@@ -56,7 +56,7 @@ async def bench_serving_bench(spec: BenchmarkSpec, base_url: str, *,
     import tempfile
 
     from moe_tui import paths
-    from moe_tui.bench.engine import BenchResult
+    from moe_tui.bench.result import BenchResult
     from moe_tui.bench.sglang_adapter import BenchServingError, require_client, run_bench_serving
     from moe_tui.servers.keys import key_for
 
@@ -96,7 +96,7 @@ async def default_bench(spec: BenchmarkSpec, base_url: str, *, on_progress: Call
         return await bench_serving_bench(spec, base_url, on_progress=on_progress, stop=stop, run_id=run_id,
                                          tokenizer=tokenizer)
     from moe_tui.bench.process import run_benchmark_subprocess
-    from moe_tui.bench.transport import API_KEY_ENV
+    from moe_tui.bench.settings import API_KEY_ENV
     from moe_tui.servers.keys import key_for
 
     key = key_for(base_url)  # the server's API key reaches the child in its environment or stdin only

@@ -29,8 +29,8 @@ from moe_tui.spec import BenchmarkSpec
 from moe_tui.store.queue import QueueItem, warmup_spec
 
 if TYPE_CHECKING:
-    from moe_tui.bench.engine import BenchResult
     from moe_tui.bench.process import ClientProcess
+    from moe_tui.bench.result import BenchResult
     from moe_tui.bench.zygote import Zygote
     from moe_tui.servers.base import PortInUseError
     from moe_tui.servers.managed import ManagedServer
@@ -269,7 +269,7 @@ class ItemRunner:
         if self._ctx.work.abort_verdict is not None:
             stop.set()
 
-        from moe_tui.bench.client import DEFAULT_STALL_TIMEOUT_S
+        from moe_tui.bench.settings import DEFAULT_STALL_TIMEOUT_S
         from moe_tui.run.wedge import WedgeWatch
 
         wedge = WedgeWatch(self.stall_timeout_s or DEFAULT_STALL_TIMEOUT_S)
@@ -300,7 +300,7 @@ class ItemRunner:
         if spec.client == "moe-tui" and scale != 1.0:
             # bench_serving's 1 s pause after the flush, in the server's time: an emulator whose clock
             # runs k times faster gets 1/k s (its runs are as long as k times longer ones of a real server).
-            from moe_tui.bench.engine import WARMUP_PAUSE_S
+            from moe_tui.bench.settings import WARMUP_PAUSE_S
 
             kwargs["warmup_pause"] = WARMUP_PAUSE_S / scale
         task = asyncio.create_task(self._bench(spec, server.base_url, **kwargs))

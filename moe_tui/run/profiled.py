@@ -43,7 +43,7 @@ from moe_tui.store.queue import QueueItem
 from moe_tui.trust import open_regular
 
 if TYPE_CHECKING:
-    from moe_tui.bench.engine import BenchResult
+    from moe_tui.bench.result import BenchResult
     from moe_tui.run.items import ItemRunner
     from moe_tui.servers.managed import ManagedServer
 

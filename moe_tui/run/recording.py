@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast
 
-from moe_tui.bench.live import SelfCheck
 from moe_tui.judgement import FLAG_OUTPUT_TOKENS_MISMATCH
 from moe_tui.profiles import ProfileSettings
 from moe_tui.provenance import build_provenance, run_flags
@@ -59,7 +58,8 @@ from moe_tui.trust import aside_note, set_aside, untrusted_dir_reason, untrusted
 if TYPE_CHECKING:
     import ctypes
 
-    from moe_tui.bench.engine import BenchResult
+    from moe_tui.bench.live import SelfCheck  # numpy's import (0.1 s) stays out of the runner
+    from moe_tui.bench.result import BenchResult
     from moe_tui.export.records import BenchRequestJson
     from moe_tui.servers.managed import ManagedServer
     from moe_tui.store.db import RunRecord

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from moe_tui.compare import build_grid_from_runs
+from moe_tui.compare.build import build_grid_from_runs
 from moe_tui.control import CampaignRequest, ControlClient, ControlSnapshot, QueueRow, RunView, ServerRow
 from moe_tui.events import Event, GpuTelemetry
 from moe_tui.telemetry import GpuProcess, GpuSample, TelemetrySnapshot

@@ -8,7 +8,7 @@ import dataclasses
 from textual.widgets import DataTable, Static
 
 from moe_tui import judgement as J
-from moe_tui.compare import build_grid_from_runs
+from moe_tui.compare.build import build_grid_from_runs
 from moe_tui.control.seen import SeenVerdicts
 from tests.support.pilot import SIZE, open_compare, press, settle
 from tests.ui.fakes import RecordingAdapter, demo_runs

@@ -31,7 +31,7 @@ def test_the_compare_screen_says_the_emulator_clock_above_a_simulated_grid():
     """The x10 scale was said only in run detail; the grid's numbers are on that clock too."""
     from compare_data import control_fail_runs
 
-    from moe_tui.compare import build_grid_from_runs
+    from moe_tui.compare.build import build_grid_from_runs
     from moe_tui.ui.screens.compare import diff_text
 
     a, b = control_fail_runs()

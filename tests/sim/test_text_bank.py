@@ -1,6 +1,7 @@
 """The emulator's text bank on plain data: every window's pre-escaped text is the JSON form of what
 the bundled tokenizer decodes from that window's ids, and its id list is those ids; windows wrap
-around the end of the bank; a seed gives one stream."""
+around the end of the bank; a seed gives one stream, the one `random.randrange` draws (as before the
+draws were taken in bulk)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import random
 from tokenizers import Tokenizer
 
 from moe_tui.sim.engine import TOKENIZER_DIR
-from moe_tui.sim.output import TextBank
+from moe_tui.sim.output import TextBank, randrange_draws
 
 TOKENIZER = Tokenizer.from_file(str(TOKENIZER_DIR / "tokenizer.json"))
 
@@ -31,3 +32,18 @@ def test_a_seed_gives_one_stream():
     a, b, c = TextBank(TOKENIZER, seed=1), TextBank(TOKENIZER, seed=1), TextBank(TOKENIZER, seed=2)
     assert a.ids == b.ids and a.text == b.text
     assert a.ids != c.ids
+
+
+def test_the_bulk_draws_are_randranges_draws():
+    for n in (8188, 8192, 4097, 2, 1, 50_000):  # the vocabulary's; powers of two and just past one refuse most
+        for seed in (0, 7):
+            rng = random.Random(seed)
+            expected = [rng.randrange(n) for _ in range(20_000)]
+            assert randrange_draws(random.Random(seed), n, 20_000) == expected, (n, seed)
+
+
+def test_the_bank_is_the_stream_randrange_draws():
+    vocab = TOKENIZER.get_vocab()
+    word_ids = sorted(i for w, i in vocab.items() if w not in {"<unk>", "<s>", "</s>", "<pad>"})
+    rng = random.Random(5)
+    assert TextBank(TOKENIZER, seed=5).ids == [word_ids[rng.randrange(len(word_ids))] for _ in range(TextBank.SIZE)]

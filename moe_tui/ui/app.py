@@ -104,7 +104,11 @@ class MoeTuiApp(App[None]):
         clock: Callable[[], float] = time.time,
         subtitle: str = "",
         startup_notes: tuple[str, ...] = (),
+        build_ahead: bool = True,
     ) -> None:
+        """`build_ahead=False`: no screen is built or rendered off screen ahead of its first showing
+        (`ui.prepare`): each is built when first shown, as Textual builds it. For tests of other
+        things: in an App that lives a second or two, the building ahead was 40% of its CPU."""
         super().__init__()
         self.client = client
         self.live = LiveState()
@@ -123,7 +127,7 @@ class MoeTuiApp(App[None]):
         # its first visit does not re-parse the sheet; the default mode is built as Textual builds it.
         self._modes = {name: (cls if name == self.DEFAULT_MODE else self._mode_screen(cls))
                        for name, cls in self.MODES.items()}
-        self.preparer = Preparer(self)
+        self.preparer = Preparer(self, ahead=build_ahead)
         self.sub_title = render.header_subtitle(subtitle or client.mode, client.mode, client.data_dir)
 
     def format_title(self, title: str, sub_title: str) -> Content:
@@ -144,7 +148,8 @@ class MoeTuiApp(App[None]):
         self.set_interval(1.0, self._tick)
         # Build the other modes' screens once the dashboard is up, one step per idle slice, so
         # that a first visit is a switch (a few ms), not a build under a key press.
-        self.call_after_refresh(self._prepare_modes)
+        if self.preparer.ahead:
+            self.call_after_refresh(self._prepare_modes)
         for note in self._startup_notes:
             self.notify(note, severity="warning", timeout=10, markup=False)
 

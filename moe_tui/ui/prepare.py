@@ -148,14 +148,17 @@ class Preparer:
     """Runs preparation jobs (generators of steps) in idle slices: each slice runs steps for at
     most SLICE_S, then yields the event loop for STEP_S."""
 
-    def __init__(self, app: App[None]) -> None:
+    def __init__(self, app: App[None], *, ahead: bool = True) -> None:
         self.app = app
+        self.ahead = ahead  # False: no job runs (nothing is built ahead; see MoeTuiApp's build_ahead)
         self._jobs: deque[Steps] = deque()
         self._scheduled = False
         self._spares: dict[Callable[[], Screen[Any]], tuple[Hashable, Screen[Any]]] = {}
         self._kept: dict[str, Screen[Any]] = {}
 
     def add(self, job: Steps) -> None:
+        if not self.ahead:
+            return
         self._jobs.append(job)
         if not self._scheduled:
             self._scheduled = True

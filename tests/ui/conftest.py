@@ -20,10 +20,16 @@ def _ui_home(tmp_path, monkeypatch):
 
 @pytest.fixture
 def make_app():
+    """The App as tests of keys, screens and flows use it: nothing built ahead of its first showing
+    (`build_ahead=False`: each screen is built on its first visit, as Textual builds it), because in
+    an App that lives a second or two the building ahead was 40% of the CPU (test_pilot and
+    test_keys_users_expect: 19 -> 11 s). Tests of the building ahead pass `build_ahead=True`; the
+    snapshots and the tmux tests (the real `moe-tui tui`) run it as users do."""
     from moe_tui.ui.app import MoeTuiApp
 
     def factory(**kwargs):
         adapter = kwargs.pop("adapter", None) or RecordingAdapter()
+        kwargs.setdefault("build_ahead", False)
         app = MoeTuiApp(adapter, clock=lambda: T0, **kwargs)
         return app, adapter
 

@@ -30,7 +30,7 @@ def log_text(screen: LogScreen) -> str:
 
 
 async def test_help_is_one_screen_showing_the_keys_of_the_screen_it_was_opened_from(make_app):
-    app, _ = make_app()
+    app, _ = make_app(build_ahead=True)
     async with app.run_test(size=SIZE) as pilot:
         await prepared(pilot, app)
         dashboard = app.screen
@@ -69,7 +69,7 @@ async def test_help_is_one_screen_showing_the_keys_of_the_screen_it_was_opened_f
 
 
 async def test_the_log_is_one_screen_that_appends_what_came_while_closed_and_follows_the_profile(make_app):
-    app, _ = make_app()
+    app, _ = make_app(build_ahead=True)
     async with app.run_test(size=SIZE) as pilot:
         await prepared(pilot, app)
         dashboard = app.screen
@@ -108,7 +108,7 @@ async def test_the_log_is_one_screen_that_appends_what_came_while_closed_and_fol
 async def test_the_log_keeps_following_once_the_live_ring_is_full(make_app):
     from moe_tui.control.live import LOG_RING
 
-    app, _ = make_app()
+    app, _ = make_app(build_ahead=True)
     async with app.run_test(size=SIZE) as pilot:
         await prepared(pilot, app)
         kept = await open_server_log(pilot, app)
@@ -139,7 +139,7 @@ class SlowLogAdapter(RecordingAdapter):
 
 async def test_a_log_page_answered_after_the_log_moved_to_another_profile_is_dropped(make_app):
     adapter = SlowLogAdapter()
-    app, _ = make_app(adapter=adapter)
+    app, _ = make_app(adapter=adapter, build_ahead=True)
     async with app.run_test(size=SIZE) as pilot:
         await prepared(pilot, app)
         servers = app.screen.query_one(ServerPanel).query_one(DataTable)
@@ -157,7 +157,7 @@ async def test_a_log_page_answered_after_the_log_moved_to_another_profile_is_dro
 
 
 async def test_cell_runs_is_one_screen_listing_the_runs_of_the_cell_it_was_opened_on(make_app):
-    app, _ = make_app()
+    app, _ = make_app(build_ahead=True)
     async with app.run_test(size=SIZE) as pilot:
         await prepared(pilot, app)
         compare = await press_to(pilot, app, CompareScreen, "3")
@@ -232,7 +232,7 @@ async def test_an_answer_for_a_closed_screen_changes_nothing(make_app):
 async def test_the_heap_is_frozen_once_everything_is_built_and_thawed_when_the_app_closes(make_app):
     import gc
 
-    app, _ = make_app()
+    app, _ = make_app(build_ahead=True)
     assert gc.get_freeze_count() == 0
     async with app.run_test(size=SIZE) as pilot:
         await prepared(pilot, app)
@@ -243,7 +243,7 @@ async def test_the_heap_is_frozen_once_everything_is_built_and_thawed_when_the_a
 async def test_the_kept_help_fits_the_terminal_it_is_opened_in_after_a_resize(make_app):
     from moe_tui.ui.screens.help import ACTION_WIDTH, HELP_CHROME, KEY_WIDTH
 
-    app, _ = make_app()
+    app, _ = make_app(build_ahead=True)
     async with app.run_test(size=SIZE) as pilot:
         await prepared(pilot, app)
         kept = await press_to(pilot, app, HelpScreen, "question_mark")

@@ -139,7 +139,7 @@ async def test_page_down_and_up_move_the_window(make_app):
 
 
 async def test_a_queue_change_while_another_screen_is_shown_is_painted_off_screen(make_app):
-    app, adapter = make_app()
+    app, adapter = make_app(build_ahead=True)
     adapter.queue = big_queue()
     async with app.run_test(size=SIZE) as pilot:
         await prepared(pilot, app)

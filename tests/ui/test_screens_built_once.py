@@ -18,6 +18,7 @@ from tests.support.pilot import SIZE, press, settle
 
 async def prepared(pilot, app) -> None:
     """Wait (on the App's own state, not a clock) until the preparation jobs have all run."""
+    assert app.preparer.ahead, "an App that builds nothing ahead: make it with make_app(build_ahead=True)"
     for _ in range(3000):  # a loaded machine takes longer; each pass waits for the App to go idle
         if app.preparer.done and all(m in app._screen_stacks for m in app.MODES):
             await settle(pilot, app)  # workers' answers (the grid) may queue a render of their own
@@ -28,7 +29,7 @@ async def prepared(pilot, app) -> None:
 
 
 async def test_every_screen_is_built_before_its_first_visit_and_shown_as_that_instance(make_app):
-    app, _ = make_app()
+    app, _ = make_app(build_ahead=True)
     async with app.run_test(size=SIZE) as pilot:
         await prepared(pilot, app)
         built = {mode: app._screen_stacks[mode][0] for mode in app.MODES}
@@ -43,7 +44,7 @@ async def test_every_screen_is_built_before_its_first_visit_and_shown_as_that_in
 
 
 async def test_a_first_visit_does_not_reparse_the_stylesheet(make_app):
-    app, _ = make_app()
+    app, _ = make_app(build_ahead=True)
     async with app.run_test(size=SIZE) as pilot:
         await prepared(pilot, app)
         reparsed: list[int] = []
@@ -60,7 +61,7 @@ async def test_a_first_visit_does_not_reparse_the_stylesheet(make_app):
 
 
 async def test_a_revisit_with_nothing_recorded_does_not_repaint_the_grid(make_app):
-    app, adapter = make_app()
+    app, adapter = make_app(build_ahead=True)
     async with app.run_test(size=SIZE) as pilot:
         await prepared(pilot, app)
         await press(pilot, app, "3")
@@ -77,7 +78,7 @@ async def test_a_revisit_with_nothing_recorded_does_not_repaint_the_grid(make_ap
 
 
 async def test_the_add_campaign_form_opens_from_a_spare_built_off_screen(make_app):
-    app, _ = make_app()
+    app, _ = make_app(build_ahead=True)
     async with app.run_test(size=SIZE) as pilot:
         await prepared(pilot, app)
         key, spare = app.preparer._spares[AddCampaignScreen]

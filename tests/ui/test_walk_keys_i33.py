@@ -9,7 +9,7 @@ from tests.ui.test_pushed_screens import prepared, settle, table_text
 
 
 async def test_help_on_compare_lists_tab_the_selects_j_k_and_esc(make_app):
-    app, _ = make_app()
+    app, _ = make_app(build_ahead=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await prepared(pilot, app)
         await pilot.press("3")

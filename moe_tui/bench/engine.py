@@ -75,6 +75,7 @@ CONTROL_TIMEOUT = aiohttp.ClientTimeout(total=10.0)
 # What a control call (/model_info, /v1/models, /flush_cache, /server_info) may raise.
 HTTP_ERRORS = (aiohttp.ClientError, TimeoutError, OSError)
 
+
 def default_request_timeout(spec: BenchmarkSpec) -> float:
     """Generous per-request limit: 600 s, or 50 ms per prompt+output token if that is longer."""
     return max(600.0, 0.05 * (spec.input_len + spec.output_len))

@@ -80,8 +80,6 @@ def connections_opened(session: aiohttp.ClientSession) -> int | None:
     return connector.opened if isinstance(connector, ConnectionCountingConnector) else None
 
 
-
-
 def open_session(connections: int, api_key: str | None = None) -> aiohttp.ClientSession:
     """The run's HTTP/1.1 keep-alive session: `connections` streams at once plus a few spares.
 

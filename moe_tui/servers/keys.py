@@ -2,7 +2,7 @@
 
 A profile's optional `api_key` is passed to SGLang as `--api-key` (the server then answers only
 requests bearing it). The server manager registers it here when it launches the server; the
-benchmark child gets it in its environment (`bench.client.API_KEY_ENV`, never on a command line)
+benchmark child gets it in its environment (`bench.settings.API_KEY_ENV`, never on a command line)
 and the correctness gate sends it. In-process only: nothing here is written anywhere.
 
 `server_client` opens the HTTP client every part of moe-tui uses to talk to a server: no proxy or
@@ -39,7 +39,8 @@ def auth_headers(base_url: str) -> dict[str, str] | None:
 
 
 @functools.cache
-def _tls_context() -> ssl.SSLContext:
+def tls_context() -> ssl.SSLContext:
+    """The process's one TLS context for HTTP clients (certifi's bundle, nothing from the environment)."""
     import httpx
 
     return httpx.create_ssl_context(trust_env=False)
@@ -49,5 +50,5 @@ def server_client(base_url: str, timeout: float, headers: dict[str, str] | None 
     """An `httpx.AsyncClient` on `base_url` sending its key (`headers`: others instead, e.g. admin ones)."""
     import httpx
 
-    return httpx.AsyncClient(base_url=base_url, trust_env=False, timeout=timeout, verify=_tls_context(),
+    return httpx.AsyncClient(base_url=base_url, trust_env=False, timeout=timeout, verify=tls_context(),
                              headers=auth_headers(base_url) if headers is None else headers)

@@ -8,16 +8,12 @@ Passing `verify=` explicitly still wins, as with httpx.
 
 from __future__ import annotations
 
-import functools
-import ssl
 from typing import Any
 
 import httpx
 
-
-@functools.cache
-def tls_context() -> ssl.SSLContext:
-    return httpx.create_ssl_context(trust_env=False)  # certifi's bundle: the session's SSL_CERT_FILE is empty
+# The product's one context a process (certifi's bundle: the test session's SSL_CERT_FILE is empty).
+from moe_tui.servers.keys import tls_context
 
 
 def _kw(kwargs: dict[str, Any]) -> dict[str, Any]:
